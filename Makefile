@@ -1,0 +1,55 @@
+# Shortcuts over CMake. `make test` is the one command that builds and runs
+# every test; `make run` draws a picture with the model shipped in models/.
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+BUILD ?= build
+CMAKE ?= cmake
+FUZZ_SECONDS ?= 30
+
+.PHONY: all release test asan fuzz run bench clean header-check test-gpu cross-arm64
+
+all: release
+
+release:
+	@$(CMAKE) -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@$(CMAKE) --build $(BUILD) -j $(JOBS)
+
+test: release
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE gpu
+
+# AddressSanitizer + UndefinedBehaviorSanitizer build and the same tests.
+asan:
+	@$(CMAKE) -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCORTIQ_SANITIZE=ON >/dev/null
+	@$(CMAKE) --build build-asan -j $(JOBS)
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+		ctest --output-on-failure -j $(JOBS) -LE 'gpu|slow'
+
+# libFuzzer targets (clang), each run for FUZZ_SECONDS on its seed corpus plus
+# the regression files; a crash fails the target.
+fuzz:
+	@CC=clang $(CMAKE) -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DCORTIQ_FUZZ=ON >/dev/null
+	@$(CMAKE) --build build-fuzz -j $(JOBS)
+	@set -e; for f in build-fuzz/fuzz_*; do \
+		name=$$(basename $$f); corpus=tests/fuzz/corpus/$${name#fuzz_}; \
+		mkdir -p build-fuzz/work/$$name; \
+		echo "== $$name ($(FUZZ_SECONDS)s)"; \
+		$$f -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+			build-fuzz/work/$$name $$corpus tests/fuzz/regress 2>&1 | tail -n 12; \
+	done
+
+header-check: release
+	@echo "include/cortiq.h compiles alone as strict C11"
+
+# GPU tests (on a machine with an NVIDIA GPU and the CUDA toolkit).
+test-gpu:
+	@$(CMAKE) -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCORTIQ_CUDA=ON >/dev/null
+	@$(CMAKE) --build build-gpu -j $(JOBS)
+	cd build-gpu && ctest --output-on-failure -L gpu
+
+run: release
+	./$(BUILD)/cortiq imagine models/shapes.cmf "a red circle on a blue background" -o shapes.png
+
+bench: release
+	./$(BUILD)/cortiq bench gemm --quick
+
+clean:
+	rm -rf $(BUILD) build-asan build-fuzz build-gpu

@@ -1,0 +1,32 @@
+/*
+ * cli.h — shared pieces of the `cortiq` command: one file per subcommand,
+ * each exporting `int cq_cmd_<name>(int argc, char **argv)` where argv[0] is
+ * the subcommand name. Exit codes: 0 success, 1 the operation failed (bad
+ * file, hash mismatch...), 2 usage error.
+ */
+#ifndef CQ_CLI_H
+#define CQ_CLI_H
+
+#include <stdbool.h>
+
+#include "base/base.h"
+
+int cq_cmd_info(int argc, char **argv);
+int cq_cmd_verify(int argc, char **argv);
+int cq_cmd_convert(int argc, char **argv);
+int cq_cmd_bench(int argc, char **argv);
+int cq_cmd_forward(int argc, char **argv);
+int cq_cmd_run(int argc, char **argv);
+int cq_cmd_imagine(int argc, char **argv);
+int cq_cmd_gpu(int argc, char **argv);
+
+/* Print "cortiq <cmd>: error: <what>: <cq_last_error()>" and return 1. */
+int cq_cli_fail(const char *cmd, cq_status s, const char *what);
+/* Print "cortiq <cmd>: <fmt>" + hint to use --help; return 2. */
+int cq_cli_usage_error(const char *cmd, const char *fmt, ...) CQ_PRINTF(2, 3);
+/* True when argv[i] is -h or --help. */
+bool cq_cli_is_help(const char *arg);
+/* Parse a positive integer option value; false (and an error printed) on junk. */
+bool cq_cli_parse_int(const char *cmd, const char *opt, const char *val, long lo, long hi, long *out);
+
+#endif

@@ -1,0 +1,272 @@
+/*
+ * ops.h — the backend-neutral operation layer.
+ *
+ * Model code is written once against these functions. A backend (CPU now,
+ * CUDA/Vulkan later) is a vtable of the same operations plus buffer
+ * management. Tensors are backend buffers (device memory on a GPU), never
+ * host pointers handed to model code, so a GPU backend can queue a whole
+ * denoiser step asynchronously. The CPU backend runs each op when called.
+ *
+ * Every op has a plain-C reference implementation (src/ops/ref.c) that the
+ * generic op test (tests/unit/test_ops.c) compares every backend and every
+ * ISA variant against.
+ *
+ * Layout conventions
+ *  - Tensors are dense, row-major, up to 4 dims. Most activations are 2-D
+ *    [rows, cols]: token rows for transformers, pixel rows for images.
+ *  - Images are channels-last: an [H, W, C] image is the 2-D tensor
+ *    [H*W, C] plus its (H, W). Channel norms are then row norms, 1x1 convs
+ *    are matmuls, and attention over pixels is plain attention.
+ *  - Weights are bound from a CMF tensor view (any codec); on the CPU the
+ *    binding is zero-copy (the payload stays in the file mapping).
+ *  - A view (cq_tensor_rows) shares the parent's buffer: `offset` is in
+ *    bytes from the buffer's base, so device buffers work the same way.
+ */
+#ifndef CQ_OPS_H
+#define CQ_OPS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/base.h"
+
+/* Element types of activations and index tensors. The CMF codec ids
+ * (cq_dtype) are reused for f32/f16/bf16 and for weights; I32 is internal
+ * (never stored in a file). */
+#define CQ_DTYPE_I32 ((cq_dtype)64)
+
+#define CQ_TENSOR_MAX_DIMS 4
+
+typedef struct cq_backend cq_backend;
+
+typedef struct cq_tensor {
+    cq_backend *be;      /* owning backend */
+    void *base;          /* backend handle: host pointer (CPU) or device pointer */
+    size_t offset;       /* byte offset of element 0 from base */
+    cq_dtype dtype;      /* F32/F16/BF16/I32 for activations; any codec for weights */
+    int ndim;
+    int64_t shape[CQ_TENSOR_MAX_DIMS];
+    size_t nbytes;       /* bytes this tensor spans (payload size for weights) */
+    uint32_t flags;      /* CQ_TENSOR_* */
+    void *impl;          /* backend-private (e.g. repacked weight panels) */
+} cq_tensor;
+
+#define CQ_TENSOR_OWNED  0x1u /* cq_tensor_free releases the buffer */
+#define CQ_TENSOR_WEIGHT 0x2u /* bound from a CMF view, immutable */
+#define CQ_TENSOR_VIEW   0x4u /* shares another tensor's buffer */
+
+/* rows = shape[0] for 2-D; generally the product of all dims but the last. */
+int64_t cq_tensor_rows(const cq_tensor *t);
+int64_t cq_tensor_cols(const cq_tensor *t);
+int64_t cq_tensor_nelem(const cq_tensor *t);
+/* Bytes per element of an activation dtype (F32 4, F16/BF16 2, I32 4); 0 otherwise. */
+size_t cq_act_dtype_size(cq_dtype dt);
+
+/* ---- backend lifecycle --------------------------------------------------- */
+typedef enum cq_cpu_isa {
+    CQ_CPU_AUTO = 0,  /* best the machine supports (or CORTIQ_CPU) */
+    CQ_CPU_GENERIC,   /* portable C, auto-vectorised at most */
+    CQ_CPU_AVX2,
+    CQ_CPU_AVX512,
+    CQ_CPU_AMX,
+    CQ_CPU_NEON,
+    CQ_CPU_ISA_COUNT
+} cq_cpu_isa;
+const char *cq_cpu_isa_name(cq_cpu_isa isa);
+bool cq_cpu_isa_available(cq_cpu_isa isa);  /* CPU has it (and OS allows it) */
+
+/* threads <= 0: cq_default_threads(). */
+cq_status cq_backend_cpu_create(int threads, cq_cpu_isa isa, cq_backend **out);
+/* Backend by name ("cpu", "cuda"; NULL = CORTIQ_BACKEND or the best available). */
+cq_status cq_backend_create(const char *name, int threads, cq_backend **out);
+void cq_backend_free(cq_backend *be);
+const char *cq_backend_name(const cq_backend *be);   /* "cpu/avx512", "cuda:0 (H200)" */
+/* Preferred activation dtype for non-residual activations (F32 on CPU). */
+cq_dtype cq_backend_act_dtype(const cq_backend *be);
+/* Wait for all queued work. Returns the first deferred error, if any. */
+cq_status cq_backend_sync(cq_backend *be);
+
+/* ---- tensors ------------------------------------------------------------- */
+/* Allocate an activation tensor (contents undefined). */
+cq_status cq_tensor_alloc(cq_backend *be, cq_dtype dt, int ndim, const int64_t *shape, cq_tensor *out);
+cq_status cq_tensor_alloc_2d(cq_backend *be, cq_dtype dt, int64_t rows, int64_t cols, cq_tensor *out);
+void cq_tensor_free(cq_tensor *t);   /* accepts zeroed/NULL tensors; frees only owned buffers */
+/* A view of rows [r0, r0+n) of a tensor (dim 0 of a 2-D tensor). */
+cq_tensor cq_tensor_rows_view(const cq_tensor *t, int64_t r0, int64_t n);
+/* Reinterpret a contiguous tensor with another shape of the same element count. */
+cq_status cq_tensor_reshape(const cq_tensor *t, int ndim, const int64_t *shape, cq_tensor *out);
+/* Host <-> backend copies (bytes, from element 0 of the tensor). */
+cq_status cq_tensor_upload(cq_tensor *t, const void *src, size_t nbytes);
+cq_status cq_tensor_download(const cq_tensor *t, void *dst, size_t nbytes);
+cq_status cq_tensor_zero(cq_tensor *t);
+/* Bind a weight from a mapped CMF view (zero-copy on the CPU; a GPU backend
+ * uploads and may expand it to f16/bf16 planes once). */
+cq_status cq_tensor_bind_weight(cq_backend *be, const cq_tensor_view *v, cq_tensor *out);
+
+/* ---- capability query ---------------------------------------------------- */
+typedef enum cq_op {
+    CQ_OP_MATMUL = 0,
+    CQ_OP_ATTENTION,
+    CQ_OP_LAYERNORM,
+    CQ_OP_RMSNORM,
+    CQ_OP_GROUPNORM,
+    CQ_OP_QK_NORM_ROPE,
+    CQ_OP_UNARY,
+    CQ_OP_BINARY,
+    CQ_OP_GATED_ADD,
+    CQ_OP_SWIGLU,
+    CQ_OP_SOFTMAX,
+    CQ_OP_COPY,
+    CQ_OP_TRANSPOSE,
+    CQ_OP_CONCAT,
+    CQ_OP_GET_ROWS,
+    CQ_OP_CONV2D,
+    CQ_OP_UPSAMPLE_NEAREST,
+    CQ_OP_PIXEL_SHUFFLE,
+    CQ_OP_PIXEL_UNSHUFFLE,
+    CQ_OP_COUNT
+} cq_op;
+const char *cq_op_name(cq_op op);
+/* Does the backend run `op` with weights in `wdt` (CQ_DTYPE_COUNT: n/a) on
+ * activations of `xdt`? Unsupported combinations return CQ_ERR_UNSUPPORTED
+ * from the op. */
+bool cq_backend_supports(const cq_backend *be, cq_op op, cq_dtype wdt, cq_dtype xdt);
+
+/* ---- matmul -------------------------------------------------------------
+ * v = act(scale * (x · Wᵀ) + bias)             (act = none | gelu_tanh | silu)
+ * v = silu(x · Wᵀ + bias) ⊙ (x · W2ᵀ + bias2)   (act = swiglu, W2 given)
+ * then  y = v                                  (accumulate = false)
+ *   or  y = y + v                              (accumulate, gate NULL)
+ *   or  y = y + gate ⊙ v                       (accumulate, gate [N] per channel)
+ * x [M, K] (F32, or F16/BF16 where supported), W/W2 [N, K] in any codec,
+ * bias/bias2/gate [N] F32, y [M, N] F32 (or F16/BF16 where supported).
+ * Accumulation is f32. x and y must not alias. */
+typedef enum cq_act { CQ_ACT_NONE = 0, CQ_ACT_GELU_TANH, CQ_ACT_SILU, CQ_ACT_SWIGLU, CQ_ACT_COUNT } cq_act;
+typedef struct cq_matmul_args {
+    cq_tensor *y;
+    const cq_tensor *x;
+    const cq_tensor *w;
+    const cq_tensor *w2;     /* SWIGLU only */
+    const cq_tensor *bias;   /* optional */
+    const cq_tensor *bias2;  /* optional, SWIGLU only */
+    const cq_tensor *gate;   /* optional, accumulate only */
+    float scale;             /* 0 is treated as 1 */
+    cq_act act;
+    bool accumulate;
+} cq_matmul_args;
+cq_status cq_op_matmul(cq_backend *be, const cq_matmul_args *a);
+/* Convenience: y = x · Wᵀ (+ bias). */
+cq_status cq_op_linear(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *w, const cq_tensor *bias);
+
+/* ---- attention ----------------------------------------------------------
+ * Multi-head attention with flash-style online softmax (the n×m score
+ * matrix is never materialised).
+ *   q  [Nq, Hq*D]
+ *   keys/values: the rows of k_prefix/v_prefix [P, Hkv*D] (optional, a
+ *   cached prefix) followed by the rows of k/v [Nk, Hkv*D]. Key index j is
+ *   counted over that concatenation.
+ *   o  [Nq, Hq*D]
+ * Visibility: query i sees keys [0, vis[i]) when `vis` (I32 [Nq]) is given;
+ * otherwise with `causal` query i sees keys [0, P + i + 1); otherwise all.
+ * Hq % Hkv == 0 (grouped-query heads: q head h reads kv head h / (Hq/Hkv)).
+ * scale: 0 means 1/sqrt(D). D up to 256 on fast paths; the reference takes
+ * any D. A query row that sees no key gets zeros. */
+typedef struct cq_attn_args {
+    cq_tensor *o;
+    const cq_tensor *q;
+    const cq_tensor *k_prefix, *v_prefix; /* may be NULL */
+    const cq_tensor *k, *v;               /* may be NULL when a prefix is given */
+    const cq_tensor *vis;                 /* I32 [Nq] or NULL */
+    int n_heads, n_kv_heads, head_dim;
+    float scale;
+    bool causal;
+} cq_attn_args;
+cq_status cq_op_attention(cq_backend *be, const cq_attn_args *a);
+
+/* ---- row ops ------------------------------------------------------------- */
+/* y = LN(x) * (1 + scale) + shift over each row (no affine weights);
+ * scale/shift [C] F32, each optional. eps as in the model. y may be x. */
+cq_status cq_op_layernorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *scale,
+                          const cq_tensor *shift, float eps);
+/* y = x / rms(x) * w  (or * (w + 1) with zero_centered), w [C] optional, bias [C] optional.
+ * rms over each row of C = cols. y may be x. */
+cq_status cq_op_rmsnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *w, const cq_tensor *bias,
+                        bool zero_centered, float eps);
+/* Group norm over the channels of channels-last rows, statistics taken over
+ * all rows of each group: x [HW, C], groups | C, gamma/beta [C] optional. */
+cq_status cq_op_groupnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, int groups, const cq_tensor *gamma,
+                          const cq_tensor *beta, float eps);
+
+/* In place on t [N, H*D]: per-head RMSNorm with weight w [D] (optional, NULL
+ * skips the norm), then rotary embedding with cos/sin [N, D/2] F32 tables
+ * (one row per token). INTERLEAVED rotates adjacent pairs (2i, 2i+1) as a
+ * complex number (Qwen-Image's complex RoPE); HALF rotates (i, i + D/2)
+ * (rotate_half, as in Qwen3). rope_dim <= D: only the first rope_dim
+ * channels rotate (cos/sin then have rope_dim/2 columns); 0 means D. */
+typedef enum cq_rope_mode { CQ_ROPE_NONE = 0, CQ_ROPE_INTERLEAVED, CQ_ROPE_HALF } cq_rope_mode;
+cq_status cq_op_qk_norm_rope(cq_backend *be, cq_tensor *t, int n_heads, int head_dim, const cq_tensor *w, float eps,
+                             const cq_tensor *cos_t, const cq_tensor *sin_t, cq_rope_mode mode, int rope_dim);
+
+typedef enum cq_unary {
+    CQ_UNARY_SILU = 0,
+    CQ_UNARY_GELU_TANH,
+    CQ_UNARY_GELU_ERF,
+    CQ_UNARY_TANH,
+    CQ_UNARY_SIGMOID,
+    CQ_UNARY_NEG,
+    CQ_UNARY_EXP,
+    CQ_UNARY_SCALE,   /* y = x * alpha */
+    CQ_UNARY_ADD_SCALAR, /* y = x + alpha */
+    CQ_UNARY_CLAMP,   /* y = min(max(x, alpha), beta) */
+    CQ_UNARY_COUNT
+} cq_unary;
+cq_status cq_op_unary(cq_backend *be, cq_tensor *y, const cq_tensor *x, cq_unary fn, float alpha, float beta);
+
+/* Elementwise binary with row broadcasting: b is either the shape of a, or a
+ * single row [1, C] / [C] broadcast to every row of a. y may alias a. */
+typedef enum cq_binary { CQ_BINARY_ADD = 0, CQ_BINARY_SUB, CQ_BINARY_MUL, CQ_BINARY_DIV, CQ_BINARY_COUNT } cq_binary;
+cq_status cq_op_binary(cq_backend *be, cq_tensor *y, const cq_tensor *a, const cq_tensor *b, cq_binary fn);
+/* y += gate ⊙ x, gate [C] per channel (NULL = 1). */
+cq_status cq_op_gated_add(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *gate);
+/* y = silu(a) ⊙ b; or, when b is NULL, a is [M, 2F] holding gate|up halves and y is [M, F]. */
+cq_status cq_op_swiglu(cq_backend *be, cq_tensor *y, const cq_tensor *a, const cq_tensor *b);
+/* Row-wise softmax of x * scale (scale 0 = 1). */
+cq_status cq_op_softmax(cq_backend *be, cq_tensor *y, const cq_tensor *x, float scale);
+/* Copy with dtype conversion (same element count). */
+cq_status cq_op_copy(cq_backend *be, cq_tensor *y, const cq_tensor *x);
+/* y [C, R] = xᵀ for x [R, C]. */
+cq_status cq_op_transpose(cq_backend *be, cq_tensor *y, const cq_tensor *x);
+/* Concatenate along columns: y [R, Ca+Cb] = [a | b]. (Row concatenation is
+ * a copy into row views.) */
+cq_status cq_op_concat_cols(cq_backend *be, cq_tensor *y, const cq_tensor *a, const cq_tensor *b);
+/* y [n, C] = rows ids[i] of a weight/table W [V, C] (any codec), ids I32 [n]. */
+cq_status cq_op_get_rows(cq_backend *be, cq_tensor *y, const cq_tensor *w, const cq_tensor *ids);
+
+/* ---- image ops (channels-last) ------------------------------------------ */
+typedef enum cq_pad_mode { CQ_PAD_ZERO = 0, CQ_PAD_REPLICATE, CQ_PAD_REFLECT } cq_pad_mode;
+/* y [Ho*Wo, Cout] = conv(x [H*W, Cin]) with weight [Cout, Cin, kh, kw] (any
+ * codec, PyTorch layout), bias [Cout] optional, stride sx/sy, padding
+ * (left, right, top, bottom) in `mode`. Ho = (H + pt + pb - kh) / sy + 1. */
+typedef struct cq_conv2d_args {
+    cq_tensor *y;
+    const cq_tensor *x;
+    const cq_tensor *w;
+    const cq_tensor *bias;
+    int H, W;
+    int kh, kw;
+    int stride_y, stride_x;
+    int pad_l, pad_r, pad_t, pad_b;
+    cq_pad_mode mode;
+} cq_conv2d_args;
+cq_status cq_op_conv2d(cq_backend *be, const cq_conv2d_args *a);
+/* Nearest-neighbour upsampling by integer factor f: [H*W, C] -> [fH*fW, C]. */
+cq_status cq_op_upsample_nearest(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int f);
+/* Depth-to-space: [H*W, C*r*r] -> [rH*rW, C], PyTorch pixel_shuffle channel
+ * order (input channel c*r*r + i*r + j goes to output (r*h+i, r*w+j), channel c). */
+cq_status cq_op_pixel_shuffle(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int r);
+/* Space-to-depth, the exact inverse of pixel_shuffle: [rH*rW, C] -> [H*W, C*r*r]
+ * (H, W are the OUTPUT grid). */
+cq_status cq_op_pixel_unshuffle(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int r);
+
+#endif /* CQ_OPS_H */
