@@ -6,8 +6,9 @@ from one, non-zero biases), run in float32 on the CPU. Per configuration it writ
 `golden.safetensors` with:
     z_<k>        f32 [z_dim, h, w]          a random latent (the VAE's own space, i.e. after the pipeline's
                                             latents * std + mean)
-    image_<k>    f32 [out_channels, 16h, 16w]  decode(z), clamped to [-1, 1] as the reference does
-    x_<k>        f32 [in_channels, H, W]    a random image in [-1, 1]
+    image_<k>    f32 [C, 16h, 16w]          decode(z), clamped to [-1, 1] as the reference does
+                                            (C = out_channels / patch_size^2)
+    x_<k>        f32 [C, H, W]              a random image in [-1, 1]
     moments_<k>  f32 [2*z_dim, H/16, W/16]  the encoder output before the posterior (mean | logvar)
 A large-ish case exercises tiled decoding in our implementation against an untiled reference.
 
@@ -30,8 +31,8 @@ CONFIGS = {
                   patch_size=None, is_residual=True),
     # the config's other branch: 2x2 patching + 3 levels, RGB, same base widths
     "vae_b": dict(base_dim=8, decoder_base_dim=8, z_dim=4, dim_mult=[1, 2, 4, 4], num_res_blocks=1,
-                  attn_scales=[], temperal_downsample=[False, True, True], in_channels=3, out_channels=3,
-                  patch_size=2, is_residual=True),
+                  attn_scales=[], temperal_downsample=[False, True, True], in_channels=12, out_channels=12,
+                  patch_size=2, is_residual=True),  # with patching, channels count after the 2x2 fold (RGB x 4)
 }
 # latent (h, w) sizes per case; images are 16x larger
 SIZES = {"s": (2, 3), "m": (4, 4), "l": (9, 7)}
@@ -70,7 +71,8 @@ def main():
             img = model.decode(z, return_dict=False)[0]
             tensors[f"z_{key}"] = z[0, :, 0].contiguous()
             tensors[f"image_{key}"] = img[0, :, 0].contiguous()
-            x = torch.rand(1, cfg["in_channels"], 1, 16 * h, 16 * w, generator=gen) * 2 - 1
+            p = cfg["patch_size"] or 1
+            x = torch.rand(1, cfg["in_channels"] // (p * p), 1, 16 * h, 16 * w, generator=gen) * 2 - 1
             moments = model._encode(x)
             tensors[f"x_{key}"] = x[0, :, 0].contiguous()
             tensors[f"moments_{key}"] = moments[0, :, 0].contiguous()

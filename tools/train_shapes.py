@@ -281,7 +281,7 @@ def train_dit(args, rng, device, vae, pipe, log):
             img_mask = torch.cat([pad_mask, pad_mask.new_ones(b, 64)], dim=1)
             pred = tr(hidden_states=xt, encoder_hidden_states=embeds, encoder_hidden_states_mask=mask,
                       timestep=s.view(b), img_shapes=[[(1, 16, 16)]] * b, img_mask=img_mask,
-                      return_dict=False)[0]
+                      return_dict=False)[0][:, -256:]  # the output covers the joint sequence; keep the target
         loss = ((pred.float() - (eps - x0)) ** 2).mean()
         opt.zero_grad(set_to_none=True)
         loss.backward()
