@@ -269,8 +269,8 @@ def train_dit(args, rng, device, vae, pipe, log):
             break
         x, caps = batch(rng, args.dit_batch, device)
         caps = [c if rng.random() > 0.1 else " " for c in caps]
-        with torch.no_grad():
-            z = (vae.encode(x).latent_dist.mode() - mean) / std  # [B, 16, 1, 16, 16]
+        with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
+            z = ((vae.encode(x).latent_dist.mode().float() - mean) / std).float()  # [B, 16, 1, 16, 16]
         b = z.shape[0]
         x0 = z.view(b, 16, 256).transpose(1, 2)
         eps = torch.randn_like(x0)
@@ -286,7 +286,9 @@ def train_dit(args, rng, device, vae, pipe, log):
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
-        lr = args.dit_lr * min(1.0, (step + 1) / 500)
+        # linear warm-up, then a cosine decay over the time budget
+        frac = min(1.0, (time.time() - t0) / args.dit_seconds) if not args.dit_steps else step / args.dit_steps
+        lr = args.dit_lr * min(1.0, (step + 1) / 300) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
         for g in opt.param_groups:
             g["lr"] = lr
         opt.step()
@@ -297,6 +299,22 @@ def train_dit(args, rng, device, vae, pipe, log):
     te.eval()
     tr.eval()
     log(f"dit done: {step} steps in {time.time() - t0:.0f}s, final ema loss {ema:.4f}")
+
+
+def project_for_export(pipe):
+    """Round the weights onto lattices the shipped .cmf stores losslessly: every 2-D Linear weight of the
+    transformer and the text tower onto q8_row (int8 times one f16 scale per row), the VAE onto f16. The
+    reference pipeline then runs with exactly the numbers cortiq.c reads, so their outputs can be compared."""
+    with torch.no_grad():
+        for module in (pipe.transformer, pipe.text_encoder):
+            for _, p in module.named_parameters():
+                if p.ndim != 2:
+                    continue
+                absmax = p.abs().amax(dim=1, keepdim=True)
+                scale = (absmax / 127).to(torch.float16).to(torch.float32).clamp_min(6.1035156e-5)
+                p.copy_(torch.clamp(torch.round(p / scale), -128, 127) * scale)
+        for p in pipe.vae.parameters():
+            p.copy_(p.to(torch.float16).to(torch.float32))
 
 
 def main():
@@ -351,17 +369,24 @@ def main():
     train_dit(args, rng, device, vae, pipe, log)
 
     pipe.to(torch.float32)
-    pipe.save_pretrained(os.path.join(args.out, "pipeline"), safe_serialization=True)
+    project_for_export(pipe)
+    pipe.save_pretrained(os.path.join(args.out, "pipeline"), safe_serialization=True, max_shard_size="12MB")
     # render a sheet with the reference pipeline
     from PIL import Image
     prompts = ["a red circle on a blue background", "a large yellow star in the centre on a black background",
                "a small green square in the top left corner, white background",
                "a purple triangle on the left and an orange ring on the right on a gray background"]
-    tiles = []
+    tiles, ref = [], {}
+    steps = 20 if not args.smoke else 2
     for i, p in enumerate(prompts):
-        img = pipe(p, height=SIZE, width=SIZE, num_inference_steps=20 if not args.smoke else 2,
-                   generator=torch.Generator("cpu").manual_seed(i), output_type="pil").images[0]
+        gen = lambda: torch.Generator("cpu").manual_seed(i)  # noqa: E731
+        lat = pipe(p, height=SIZE, width=SIZE, num_inference_steps=steps, generator=gen(), output_type="latent").images
+        arr = pipe(p, height=SIZE, width=SIZE, num_inference_steps=steps, generator=gen(), output_type="np").images[0]
+        ref[f"latents_{i}"] = lat[0].float().cpu().numpy()
+        ref[f"image_{i}"] = arr.astype(np.float32)
+        img = Image.fromarray((arr * 255).round().astype(np.uint8))
         tiles.append(img.convert("RGB"))
+    np.savez_compressed(os.path.join(args.out, "reference_outputs.npz"), prompts=np.array(prompts), steps=steps, **ref)
     sheet = Image.new("RGB", (SIZE * len(tiles), SIZE))
     for i, t in enumerate(tiles):
         sheet.paste(t, (SIZE * i, 0))
