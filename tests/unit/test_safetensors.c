@@ -5,6 +5,7 @@
  * failure under allocation faults. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "format/safetensors.h"
