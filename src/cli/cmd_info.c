@@ -162,8 +162,9 @@ static void print_text(const char *path, const cq_cmf *cmf, const cq_cmf_info *i
         if (cJSON_IsNumber(v)) printf(" %s %.0f", keys[k], v->valuedouble);
     }
     printf("\n");
+    char c[32];
     printf("sections:   header %s, directory %s, data %s", cq_fmt_bytes(in->header_len, a, sizeof a),
-           cq_fmt_bytes(in->dir_len, b, sizeof b), cq_fmt_bytes(in->data_len, a, sizeof a));
+           cq_fmt_bytes(in->dir_len, b, sizeof b), cq_fmt_bytes(in->data_len, c, sizeof c));
     if (in->vocab_len) printf(", tokenizer %s", cq_fmt_bytes(in->vocab_len, a, sizeof a));
     if (in->masks_len) printf(", masks %s", cq_fmt_bytes(in->masks_len, a, sizeof a));
     if (in->index_len) printf(", sparse index %s", cq_fmt_bytes(in->index_len, a, sizeof a));

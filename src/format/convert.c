@@ -1,6 +1,6 @@
 /*
  * convert.c — the conversion loop: plan every tensor (name, codec, size),
- * check the disk has room, then stream tensor by tensor from the safetensors
+ * check the disk has room (through the writer), then stream tensor by tensor from the safetensors
  * mappings through the codec into the CMF writer, measuring each tensor's
  * quantization error as it goes. Only one tensor is ever held in memory.
  */
@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 
 #include "codec/codec.h"
 #include "format/convert_impl.h"
@@ -219,24 +218,6 @@ static uint64_t estimate_size(const cv_item *items, size_t n, size_t header_len,
     return total;
 }
 
-static cq_status check_space(const char *out, uint64_t need) {
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", out);
-    char *slash = strrchr(dir, '/');
-    if (!slash) snprintf(dir, sizeof dir, ".");
-    else if (slash == dir) dir[1] = '\0';
-    else *slash = '\0';
-    struct statvfs sv;
-    if (statvfs(dir, &sv) != 0) return CQ_OK; /* the writer reports a bad path itself */
-    uint64_t avail = (uint64_t)sv.f_bavail * (uint64_t)sv.f_frsize;
-    if (avail < need) {
-        char a[32], b[32];
-        return cq_fail(CQ_ERR_IO, "not enough disk space in %s: the pack needs about %s, %s are free", dir,
-                       cq_fmt_bytes(need, a, sizeof a), cq_fmt_bytes(avail, b, sizeof b));
-    }
-    return CQ_OK;
-}
-
 static cq_status plan(const cv_source *src, const cq_convert_opts *opts, cv_item **out_items, size_t *out_n,
                       uint64_t *bytes_in) {
     size_t n = src->n_blob;
@@ -315,8 +296,8 @@ cq_status cq_convert(const char *src_path, const char *out, const cq_convert_opt
         snprintf(rep->quant_type, sizeof rep->quant_type, "%s", dominant_quant(items, n));
         s = cv_build_header(&src, rep->quant_type, rep, &header, &tok, &tok_len);
     }
-    if (s == CQ_OK) s = check_space(out, estimate_size(items, n, strlen(header), tok_len));
     if (s == CQ_OK) s = cq_cmf_writer_create(out, &run.w);
+    if (s == CQ_OK) s = cq_cmf_writer_check_space(run.w, estimate_size(items, n, strlen(header), tok_len));
     if (s == CQ_OK) s = cq_cmf_writer_set_header(run.w, header, strlen(header));
     if (s == CQ_OK && tok_len) s = cq_cmf_writer_set_tokenizer(run.w, tok, tok_len);
     run.total = rep->bytes_in;

@@ -20,9 +20,11 @@
  *      default: q8_2f (dit, te, LLM, other), f16 (vae);
  *   5. N-D (conv kernels): --quant if it is a float codec, else f16 for the
  *      VAE and f32 elsewhere.
- * A codec that cannot hold the tensor falls back (quantized codecs need 2-D;
- * 4-bit ones need cols % 32 == 0): 2-D -> q8_2f, 1-D -> f32, N-D -> f16;
- * f16 whose range a finite value exceeds -> f32. Each fallback is reported.
+ * A quantized codec never applies to 0-D/1-D tensors (they stay f32, even
+ * under a matching rule). A codec that cannot hold a tensor falls back and
+ * the fallback is reported: 2-D -> q8_2f (grouped codecs need cols % 32 ==
+ * 0), N-D -> f16 (quantized codecs need 2-D), f16 -> f32 when a finite value
+ * exceeds the f16 range.
  *
  * Streaming: one tensor at a time is read from the mapping, encoded and
  * appended to the CMF writer; float targets are streamed in chunks, so peak

@@ -12,6 +12,7 @@
 
 #include "format/convert_impl.h"
 #include "format/file_read.h"
+#include "format/jsonutil.h"
 
 #define CV_MAX_TOKENIZER (512u << 20)
 
@@ -282,8 +283,7 @@ static cq_status chat_bundle(const cv_source *src, cJSON *hdr, cq_convert_report
         if (!p) return CQ_ERR_NOMEM;
         if (cq_file_is_regular(p)) {
             s = cq_file_read_all(p, CV_MAX_TOKENIZER, tok_bytes, tok_len);
-            if (s == CQ_OK && !(tok = cJSON_ParseWithLength((const char *)*tok_bytes, *tok_len)))
-                s = cq_fail(CQ_ERR_PARSE, "%s: not valid JSON", p);
+            if (s == CQ_OK) s = cq_json_parse(*tok_bytes, *tok_len, p, &tok);
         } else {
             s = cv_note(rep, "no tokenizer.json in %s: the pack has no tokenizer section", src->tok_dir);
         }
@@ -380,14 +380,8 @@ cq_status cv_build_header(const cv_source *src, const char *quant_type, cq_conve
     cJSON_AddItemToObject(prov, "components", comps);
     s = chat_bundle(src, h, rep, tokenizer, tokenizer_len);
     if (s != CQ_OK) goto done;
-    char *txt = cJSON_PrintUnformatted(h);
-    if (!txt) {
-        s = cq_fail(CQ_ERR_NOMEM, "header JSON");
-        goto done;
-    }
-    *json = cq_strdup(txt);
-    cJSON_free(txt);
-    if (!*json) s = CQ_ERR_NOMEM;
+    size_t len;
+    s = cq_json_print(h, json, &len);
 done:
     cJSON_Delete(h);
     if (s != CQ_OK) {

@@ -69,8 +69,12 @@ cq_status cq_convert_parse_rule(const char *text, cq_convert_rule *out) {
     return CQ_OK;
 }
 
+/* The size rule accepts what a reader can decode; as a conversion target a
+ * grouped codec must also keep its 32-weight groups inside rows (as the
+ * format's own converter does), so matmul kernels can run row by row. */
 static bool fits(cq_dtype dt, const cq_st_tensor *t) {
     uint64_t nb;
+    if (cv_codec_below_8_bits(dt) && (t->ndim != 2 || t->shape[1] % 32 != 0)) return false;
     return cq_codec_nbytes(dt, t->ndim, t->shape, &nb) == CQ_OK;
 }
 
@@ -100,8 +104,12 @@ cv_choice cv_plan_tensor(const cq_convert_opts *opts, cv_role role, const char *
         why = "text encoder stays at 8 bits";
     }
     if (!cv_codec_is_float(use)) {
-        if (t->ndim != 2) {
-            use = t->ndim <= 1 ? CQ_DTYPE_F32 : CQ_DTYPE_F16;
+        if (t->ndim <= 1) {
+            /* Norms and biases stay float whatever a broad rule says: not a
+             * fallback worth reporting. */
+            return (cv_choice){CQ_DTYPE_F32, CQ_DTYPE_F32, NULL};
+        } else if (t->ndim != 2) {
+            use = CQ_DTYPE_F16;
             why = "quantized codecs need a 2-D tensor";
         } else if (!fits(use, t)) {
             why = "shape does not fit the codec (cols % 32)";

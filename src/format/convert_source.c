@@ -14,6 +14,7 @@
 
 #include "format/convert_impl.h"
 #include "format/file_read.h"
+#include "format/jsonutil.h"
 
 #define CV_MAX_CONFIG (64u << 20)
 
@@ -32,11 +33,9 @@ cq_status cv_read_json(const char *path, size_t max_len, cJSON **out) {
     uint8_t *buf;
     size_t len;
     CQ_TRY(cq_file_read_all(path, max_len, &buf, &len));
-    cJSON *j = cJSON_ParseWithLength((const char *)buf, len);
+    cq_status s = cq_json_parse(buf, len, path, out);
     cq_free(buf);
-    if (!j) return cq_fail(CQ_ERR_PARSE, "%s: not valid JSON", path);
-    *out = j;
-    return CQ_OK;
+    return s;
 }
 
 bool cv_json_num(const cJSON *obj, const char *key, double *out) {

@@ -11,12 +11,14 @@
  */
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include "codec/codec.h"
+#include "format/jsonutil.h"
 #include "format/safetensors_impl.h"
 
 static const struct {
@@ -51,23 +53,6 @@ size_t cq_st_dtype_size(cq_st_dtype dt) { return ((unsigned)dt < CQ_ST_DTYPE_COU
 bool cq_st_dtype_is_float(cq_st_dtype dt) { return dt <= CQ_ST_F8_E5M2; }
 
 /* ---- validation helpers -------------------------------------------------- */
-
-static bool utf8_valid(const unsigned char *s) {
-    while (*s) {
-        unsigned c = *s;
-        int n = c < 0x80 ? 0 : (c & 0xE0) == 0xC0 ? 1 : (c & 0xF0) == 0xE0 ? 2 : (c & 0xF8) == 0xF0 ? 3 : -1;
-        if (n < 0 || (n == 1 && c < 0xC2) || (n == 3 && c > 0xF4)) return false;
-        unsigned cp = n == 0 ? c : c & (0x3Fu >> n);
-        for (int i = 1; i <= n; i++) {
-            if ((s[i] & 0xC0) != 0x80) return false;
-            cp = (cp << 6) | (s[i] & 0x3F);
-        }
-        if ((n == 2 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (n == 3 && (cp < 0x10000 || cp > 0x10FFFF)))
-            return false;
-        s += n + 1;
-    }
-    return true;
-}
 
 /* A JSON integer in [0, 2^53]. */
 static bool json_uint(const cJSON *j, uint64_t *out) {
@@ -115,7 +100,7 @@ static cq_status parse_metadata(cq_st *st, const cJSON *m, const char *file, boo
 /* One header entry -> a tensor (not yet bound to data). */
 static cq_status parse_entry(const cJSON *e, const char *file, uint64_t data_len, cq_st_tensor *t, uint64_t *begin) {
     const char *name = e->string;
-    if (!utf8_valid((const unsigned char *)name))
+    if (!cq_utf8_valid((const uint8_t *)name, strlen(name)))
         return cq_fail(CQ_ERR_PARSE, "%s: a tensor name is not valid UTF-8", file);
     if (!cJSON_IsObject(e)) return cq_fail(CQ_ERR_PARSE, "%s: tensor '%s': entry is not an object", file, name);
     const cJSON *jd = cJSON_GetObjectItemCaseSensitive(e, "dtype");
@@ -232,17 +217,12 @@ cq_status cq_st_parse_file(cq_st *st, size_t fi, bool keep_meta) {
         return cq_fail(CQ_ERR_BOUNDS, "%s: header length %llu exceeds the %u-byte limit", file,
                        (unsigned long long)hlen, CQ_ST_MAX_HEADER);
     if (hlen < 2) return cq_fail(CQ_ERR_PARSE, "%s: header JSON is empty", file);
-    const char *json = (const char *)f->base + 8;
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(json, (size_t)hlen, &end, 0);
-    if (!root) return cq_fail(CQ_ERR_PARSE, "%s: header is not valid JSON", file);
+    char what[512];
+    snprintf(what, sizeof what, "%s: header JSON", file);
+    cJSON *root = NULL;
+    CQ_TRY(cq_json_parse(f->base + 8, (size_t)hlen, what, &root)); /* also rejects trailing garbage */
     cq_status s = CQ_OK;
     if (!cJSON_IsObject(root)) s = cq_fail(CQ_ERR_PARSE, "%s: header JSON is not an object", file);
-    /* Writers pad the header with spaces to an 8-byte multiple; anything
-     * else after the object is garbage. */
-    for (const char *p = end; s == CQ_OK && p && p < json + hlen; p++)
-        if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r')
-            s = cq_fail(CQ_ERR_PARSE, "%s: unexpected bytes after the header JSON", file);
     if (s == CQ_OK)
         s = parse_header(st, fi, root, f->base + 8 + hlen, (uint64_t)(f->len - 8 - (size_t)hlen), keep_meta);
     cJSON_Delete(root);

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "format/file_read.h"
+#include "format/jsonutil.h"
 #include "format/safetensors_impl.h"
 
 static bool ends_with(const char *s, const char *suffix) {
@@ -113,10 +114,10 @@ static cq_status open_index(cq_st *st, const char *index) {
     uint8_t *buf = NULL;
     size_t len = 0;
     CQ_TRY(cq_file_read_all(index, 256u << 20, &buf, &len));
-    cJSON *root = cJSON_ParseWithLength((const char *)buf, len);
+    cJSON *root = NULL;
+    cq_status s = cq_json_parse(buf, len, index, &root);
     cq_free(buf);
-    if (!root) return cq_fail(CQ_ERR_PARSE, "%s: not valid JSON", index);
-    cq_status s = CQ_OK;
+    CQ_TRY(s);
     char *dir = NULL, **files = NULL, *path = NULL;
     wm_entry *wm = NULL;
     size_t n_files = 0, n = 0;

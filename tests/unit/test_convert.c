@@ -179,7 +179,7 @@ static void check_values(const cq_tensor_view *v, const float *w, const char *na
     const double floor_abs = ldexp(1.0, -15); /* scale floor, see codec.h */
     uint64_t rows = v->ndim == 2 ? v->shape[0] : 1, cols = n / (rows ? rows : 1);
     for (uint64_t k = 0; k < n; k++) {
-        double err = fabs((double)w[k] - d[k]), lim;
+        double err = fabs((double)w[k] - d[k]), lim = 0;
         uint64_t r = k / cols, c = k % cols;
         switch (v->dtype) {
         case CQ_DTYPE_F32: lim = 0; break;
@@ -341,17 +341,20 @@ static void test_rules(void **state) {
     snprintf(root, sizeof root, "%s", tu_tmpdir("cv_rules"));
     build_tree(root, 12);
     snprintf(out, sizeof out, "%s/rules.cmf", root);
-    cq_convert_rule rules[4];
+    cq_convert_rule rules[5];
     assert_int_equal(cq_convert_parse_rule("dit.blocks.*=q4tp", &rules[0]), CQ_OK);
     assert_int_equal(cq_convert_parse_rule("*.norm*=f16", &rules[1]), CQ_OK);
-    assert_int_equal(cq_convert_parse_rule("vae.*=f32", &rules[2]), CQ_OK);
-    assert_int_equal(cq_convert_parse_rule("te.model.layers.*=q4_tiled", &rules[3]), CQ_OK);
-    assert_int_equal(cq_convert_parse_rule("nocodec", &rules[3]), CQ_ERR_INVALID_ARG);
-    assert_int_equal(cq_convert_parse_rule("x=q9", &rules[3]), CQ_ERR_INVALID_ARG);
-    assert_int_equal(cq_convert_parse_rule("x=vbit", &rules[3]), CQ_ERR_INVALID_ARG); /* cannot encode */
-    assert_int_equal(cq_convert_parse_rule("=f16", &rules[3]), CQ_ERR_INVALID_ARG);
-    cq_convert_parse_rule("te.model.layers.*=q4_tiled", &rules[3]);
-    cq_convert_opts opts = {.quant = -1, .rules = rules, .n_rules = 4};
+    assert_int_equal(cq_convert_parse_rule("vae.decoder.conv_in.*=q8_row", &rules[2]), CQ_OK);
+    assert_int_equal(cq_convert_parse_rule("vae.*=f32", &rules[3]), CQ_OK);
+    assert_int_equal(cq_convert_parse_rule("nocodec", &rules[4]), CQ_ERR_INVALID_ARG);
+    assert_int_equal(cq_convert_parse_rule("x=q9", &rules[4]), CQ_ERR_INVALID_ARG);
+    assert_int_equal(cq_convert_parse_rule("x=vbit", &rules[4]), CQ_ERR_INVALID_ARG); /* cannot encode */
+    assert_int_equal(cq_convert_parse_rule("x=u8", &rules[4]), CQ_ERR_INVALID_ARG);
+    assert_int_equal(cq_convert_parse_rule("=f16", &rules[4]), CQ_ERR_INVALID_ARG);
+    assert_int_equal(cq_convert_parse_rule("te.model.layers.*=q4t", &rules[4]), CQ_OK);
+    assert_string_equal(rules[4].glob, "te.model.layers.*");
+    assert_int_equal(rules[4].dtype, CQ_DTYPE_Q4_TILED);
+    cq_convert_opts opts = {.quant = -1, .rules = rules, .n_rules = 5};
     cq_convert_report rep;
     if (cq_convert(root, out, &opts, &rep) != CQ_OK) fail_msg("convert: %s", cq_last_error());
     cq_cmf *cmf;
@@ -361,13 +364,15 @@ static void test_rules(void **state) {
         cq_dtype dt;
     } want[] = {
         {"dit.blocks.0.attn.to_q.weight", CQ_DTYPE_Q4TP},
-        {"dit.blocks.0.attn.norm_q.weight", CQ_DTYPE_F32}, /* rule 1 wins, but 1-D falls back */
-        {"dit.blocks.1.odd.weight", CQ_DTYPE_Q8_2F},       /* cols 40 */
+        {"dit.blocks.0.attn.norm_q.weight", CQ_DTYPE_F32}, /* rule 0 wins, but 1-D stays f32 */
+        {"dit.blocks.1.odd.weight", CQ_DTYPE_Q8_2F},       /* cols 40: fallback */
         {"dit.img_in.weight", CQ_DTYPE_Q8_2F},
         {"te.model.norm.weight", CQ_DTYPE_F16},
         {"te.model.layers.0.mlp.down_proj.weight", CQ_DTYPE_Q4_TILED}, /* a rule may go below 8 bits */
         {"te.model.embed_tokens.weight", CQ_DTYPE_Q8_2F},
-        {"vae.decoder.conv_in.weight", CQ_DTYPE_F32},
+        {"vae.decoder.conv_in.weight", CQ_DTYPE_F16}, /* q8_row cannot hold 4-D: fallback */
+        {"vae.decoder.conv_in.bias", CQ_DTYPE_F32},
+        {"vae.decoder.norm.gamma", CQ_DTYPE_F16},     /* a float rule applies to N-D */
         {"vae.quant.proj.weight", CQ_DTYPE_F32},
     };
     for (size_t i = 0; i < CQ_ARRAY_LEN(want); i++) {
@@ -376,7 +381,7 @@ static void test_rules(void **state) {
         if (v->dtype != want[i].dt)
             fail_msg("%s: %s, expected %s", want[i].name, cq_dtype_name(v->dtype), cq_dtype_name(want[i].dt));
     }
-    assert_int_equal(rep.n_fallbacks, 2);
+    assert_int_equal(rep.n_fallbacks, 2); /* 1-D tensors under a q4tp rule are not fallbacks */
     bool saw_odd = false;
     for (size_t i = 0; i < rep.n_fallbacks; i++)
         if (strcmp(rep.fallbacks[i].name, "dit.blocks.1.odd.weight") == 0) {
