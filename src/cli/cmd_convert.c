@@ -47,10 +47,29 @@ static void help(void) {
         "  cortiq convert Qwen3-0.6B/ -o qwen3.cmf --quant q8_row --quant-rule '*embed_tokens*=f16'\n");
 }
 
+/* Two bars on one line in turn: writing the pack, then the writer's
+ * read-back verification of it. */
+typedef struct bar_pair {
+    cq_progress conv, ver;
+    bool verifying;
+} bar_pair;
+
 static int on_progress(uint64_t done, uint64_t total, void *user) {
-    cq_progress *p = user;
-    p->total = total;
-    cq_progress_update(p, done);
+    bar_pair *b = user;
+    b->conv.total = total;
+    cq_progress_update(&b->conv, done);
+    return 0;
+}
+
+static int on_verify(uint64_t done, uint64_t total, void *user) {
+    bar_pair *b = user;
+    if (!b->verifying) {
+        cq_progress_end(&b->conv);
+        cq_progress_begin(&b->ver, "verifying ", total, false);
+        b->verifying = true;
+    }
+    b->ver.total = total;
+    cq_progress_update(&b->ver, done);
     return 0;
 }
 
@@ -119,17 +138,20 @@ int cq_cmd_convert(int argc, char **argv) {
     if (!out) return cq_cli_usage_error(cmd, "missing -o OUT.cmf");
 
     /* The bar is for people watching; piped runs stay clean. */
-    cq_progress bar = {.bytes = true};
+    bar_pair bars = {.conv = {.bytes = true}, .ver = {.bytes = true}};
     bool show_bar = !quiet && isatty(STDERR_FILENO);
-    cq_progress_begin(&bar, "converting", 0, !show_bar);
+    cq_progress_begin(&bars.conv, "converting", 0, !show_bar);
     cq_convert_opts opts = {.quant = quant, .rules = rules, .n_rules = n_rules};
     if (show_bar) {
         opts.progress = on_progress;
-        opts.progress_user = &bar;
+        opts.progress_user = &bars;
+        opts.verify_progress = on_verify;
+        opts.verify_user = &bars;
     }
     cq_convert_report rep;
     cq_status s = cq_convert(src, out, &opts, &rep);
-    if (show_bar && s == CQ_OK) cq_progress_end(&bar);
+    if (show_bar && bars.verifying && s == CQ_OK) cq_progress_end(&bars.ver);
+    else if (show_bar && s == CQ_OK) cq_progress_end(&bars.conv);
     else if (show_bar) fputc('\n', stderr);
     int rc = 0;
     if (s != CQ_OK) {

@@ -237,7 +237,7 @@ int cq_cmd_info(int argc, char **argv) {
     if (!path) return cq_cli_usage_error(cmd, "missing the .cmf file");
     cq_cmf *cmf;
     cq_status s = cq_cmf_open(path, &cmf);
-    if (s != CQ_OK) return cq_cli_fail(cmd, s, path);
+    if (s != CQ_OK) return cq_cli_fail(cmd, s, strstr(cq_last_error(), path) ? NULL : path);
     cq_cmf_info in;
     s = cq_cmf_get_info(cmf, &in);
     if (s != CQ_OK) {

@@ -302,6 +302,7 @@ cq_status cq_convert(const char *src_path, const char *out, const cq_convert_opt
     if (s == CQ_OK && tok_len) s = cq_cmf_writer_set_tokenizer(run.w, tok, tok_len);
     run.total = rep->bytes_in;
     for (size_t i = 0; s == CQ_OK && i < n; i++) s = write_item(&run, &items[i]);
+    if (s == CQ_OK && opts.verify_progress) cq_cmf_writer_set_progress(run.w, opts.verify_progress, opts.verify_user);
     if (s == CQ_OK) s = cq_cmf_writer_finish(run.w);
     cq_cmf_writer_free(run.w); /* removes the temporary file unless finished */
     if (s == CQ_OK) {

@@ -57,6 +57,8 @@ typedef struct cq_convert_opts {
     size_t n_rules;
     cq_progress_fn progress;       /* done/total in source bytes; non-zero return cancels */
     void *progress_user;
+    cq_progress_fn verify_progress; /* the writer's read-back verification of the new file */
+    void *verify_user;
 } cq_convert_opts;
 
 typedef struct cq_convert_codec_stat {
