@@ -88,7 +88,7 @@ static int cmp_wm(const void *a, const void *b) { return strcmp(((const wm_entry
  * file the map says. */
 static cq_status check_weight_map(const cq_st *st, const char *index, wm_entry *wm, size_t n,
                                   const char *const *files) {
-    qsort(wm, n, sizeof *wm, cmp_wm);
+    if (n) qsort(wm, n, sizeof *wm, cmp_wm);
     for (size_t i = 1; i < n; i++)
         if (strcmp(wm[i - 1].name, wm[i].name) == 0)
             return cq_fail(CQ_ERR_PARSE, "%s: weight_map lists '%s' twice", index, wm[i].name);
@@ -151,7 +151,7 @@ static cq_status open_index(cq_st *st, const char *index) {
         files[k] = (char *)f;
     }
     /* Distinct shard names, in sorted (= shard number) order. */
-    qsort(files, n, sizeof *files, cmp_str);
+    if (n) qsort(files, n, sizeof *files, cmp_str);
     for (size_t i = 0; i < n; i++)
         if (n_files == 0 || strcmp(files[n_files - 1], files[i]) != 0) files[n_files++] = files[i];
     for (size_t i = 0; i < n_files && s == CQ_OK; i++) {
@@ -195,10 +195,8 @@ static cq_status open_dir(cq_st *st, const char *dir) {
         (*arr)[(*cnt)++] = copy;
     }
     closedir(d);
-    if (s == CQ_OK) {
-        qsort(idx, n_idx, sizeof *idx, cmp_str);
-        qsort(sts, n_sts, sizeof *sts, cmp_str);
-    }
+    if (s == CQ_OK && n_idx) qsort(idx, n_idx, sizeof *idx, cmp_str);
+    if (s == CQ_OK && n_sts) qsort(sts, n_sts, sizeof *sts, cmp_str);
     char *path = NULL;
     if (s != CQ_OK) {
     } else if (n_idx > 1) {
