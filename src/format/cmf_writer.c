@@ -73,6 +73,7 @@ cq_status cq_cmf_writer_flush(cq_cmf_writer *w) {
 }
 
 cq_status cq_cmf_writer_stream(cq_cmf_writer *w, const void *data, size_t len) {
+    if (len == 0) return CQ_OK;
     if (w->buf_used + len > CQ_CMF_WRITER_BUF) CQ_TRY(cq_cmf_writer_flush(w));
     if (len >= CQ_CMF_WRITER_BUF) {
         CQ_TRY(cq_cmf_writer_pwrite(w, data, len, w->buf_pos));
