@@ -32,9 +32,96 @@ typedef struct cv_run {
     size_t f32_cap;
     uint8_t *out;
     size_t out_cap;
-    float *deq;
+    float *deq;            /* per-task dequantization scratch */
     size_t deq_cap;
+    cq_pool *pool;         /* NULL: run tasks on the calling thread */
 } cv_run;
+
+#define CV_MAX_TASKS 64
+#define CV_ERR_SLICE ((size_t)1 << 16) /* floats of dequant scratch per task */
+
+static void run_tasks(cq_pool *p, size_t n, cq_pool_fn fn, void *arg) {
+    if (p)
+        cq_pool_run(p, n, fn, arg);
+    else
+        for (size_t k = 0; k < n; k++) fn(k, n, arg);
+}
+
+static size_t n_tasks_for(const cv_run *r, uint64_t work) {
+    uint64_t t = r->pool ? (uint64_t)cq_pool_threads(r->pool) * 4 : 1;
+    t = CQ_MIN(t, (uint64_t)CV_MAX_TASKS);
+    return (size_t)CQ_MAX((uint64_t)1, CQ_MIN(t, work));
+}
+
+/* Whole-tensor read to f32 in parallel ranges; also finds non-finite values
+ * for the quantized path. Worker threads cannot hand an error message back
+ * (messages are per thread), so a failing range is re-read on the caller. */
+typedef struct par_read {
+    const cq_st_tensor *t;
+    float *dst;
+    cq_status st[CV_MAX_TASKS];
+    uint64_t bad[CV_MAX_TASKS];
+} par_read;
+
+static void read_task(size_t k, size_t nt, void *arg) {
+    par_read *a = arg;
+    uint64_t n = a->t->nelem, i0 = n / nt * k + CQ_MIN((uint64_t)k, n % nt), len = n / nt + (k < n % nt);
+    a->bad[k] = UINT64_MAX;
+    a->st[k] = cq_st_read_f32(a->t, i0, len, a->dst + i0);
+    for (uint64_t i = i0; a->st[k] == CQ_OK && i < i0 + len; i++)
+        if (!isfinite(a->dst[i])) {
+            a->bad[k] = i;
+            break;
+        }
+}
+
+static cq_status read_all(cv_run *r, const cq_st_tensor *t, float *dst, uint64_t *first_bad) {
+    par_read a = {.t = t, .dst = dst};
+    size_t nt = n_tasks_for(r, t->nelem / 65536 + 1);
+    run_tasks(r->pool, nt, read_task, &a);
+    *first_bad = UINT64_MAX;
+    for (size_t k = 0; k < nt; k++) {
+        if (a.st[k] != CQ_OK) return cq_st_read_f32(t, 0, t->nelem, dst); /* sets the message */
+        if (*first_bad == UINT64_MAX) *first_bad = a.bad[k];
+    }
+    return CQ_OK;
+}
+
+/* ||w - deq(q(w))||^2 and ||w||^2 over row ranges, each task with its own
+ * scratch; the partial sums are added in task order (deterministic). */
+typedef struct par_err {
+    cq_dtype dt;
+    const cq_st_tensor *t;
+    const uint8_t *payload;
+    uint64_t nbytes, rows, cols;
+    const float *w;
+    float *scratch;
+    size_t slice;
+    double err2[CV_MAX_TASKS], ref2[CV_MAX_TASKS];
+    cq_status st[CV_MAX_TASKS];
+} par_err;
+
+static void err_task(size_t k, size_t nt, void *arg) {
+    par_err *a = arg;
+    uint64_t r0 = a->rows / nt * k + CQ_MIN((uint64_t)k, a->rows % nt), nr_all = a->rows / nt + (k < a->rows % nt);
+    uint64_t step = CQ_MAX((uint64_t)1, (uint64_t)a->slice / a->cols);
+    float *deq = a->scratch + k * a->slice;
+    double e2 = 0, r2 = 0;
+    a->st[k] = CQ_OK;
+    for (uint64_t row = r0; row < r0 + nr_all; row += step) {
+        uint64_t nr = CQ_MIN(step, r0 + nr_all - row);
+        a->st[k] = cq_codec_dequant_rows(a->dt, a->t->ndim, a->t->shape, a->payload, a->nbytes, row, nr, deq);
+        if (a->st[k] != CQ_OK) break;
+        const float *w = a->w + row * a->cols;
+        for (uint64_t i = 0; i < nr * a->cols; i++) {
+            double d = (double)w[i] - deq[i];
+            e2 += d * d;
+            r2 += (double)w[i] * w[i];
+        }
+    }
+    a->err2[k] = e2;
+    a->ref2[k] = r2;
+}
 
 static cq_status grow(void **buf, size_t *cap, size_t n, size_t elem) {
     if (n <= *cap) return CQ_OK;
@@ -153,31 +240,34 @@ static cq_status write_quant(cv_run *r, cv_item *it) {
     size_t n = (size_t)t->nelem;
     CQ_TRY(grow((void **)&r->f32, &r->f32_cap, n, sizeof(float)));
     CQ_TRY(grow((void **)&r->out, &r->out_cap, (size_t)it->nbytes, 1));
-    CQ_TRY(cq_st_read_f32(t, 0, n, r->f32));
-    for (size_t i = 0; i < n; i++)
-        if (!isfinite(r->f32[i]))
-            return cq_fail(CQ_ERR_NUMERIC,
-                           "tensor '%s' holds a non-finite value at element %zu; %s needs finite weights "
-                           "(keep it float with --quant-rule '%s=f32')",
-                           it->name, i, cq_dtype_name(dt), it->name);
+    uint64_t bad;
+    CQ_TRY(read_all(r, t, r->f32, &bad));
+    if (bad != UINT64_MAX)
+        return cq_fail(CQ_ERR_NUMERIC,
+                       "tensor '%s' holds a non-finite value at element %llu; %s needs finite weights "
+                       "(keep it float with --quant-rule '%s=f32')",
+                       it->name, (unsigned long long)bad, cq_dtype_name(dt), it->name);
     cq_status s = cq_codec_quantize(dt, t->ndim, t->shape, r->f32, r->out, it->nbytes);
     if (s != CQ_OK) return cq_fail_prefix(s, "tensor '%s': ", it->name);
     CQ_TRY(cq_cmf_writer_add(r->w, it->name, dt, t->ndim, t->shape, r->out, it->nbytes));
     /* Error of what was written, decoded by the same codec layer that reads it. */
-    uint64_t rows, cols;
-    cq_codec_rows(t->ndim, t->shape, &rows, &cols);
-    size_t step = cols ? (size_t)CQ_MAX((uint64_t)1, (uint64_t)CV_CHUNK / cols) : 1;
+    par_err a = {.dt = dt, .t = t, .payload = r->out, .nbytes = it->nbytes, .w = r->f32};
+    cq_codec_rows(t->ndim, t->shape, &a.rows, &a.cols);
     double err2 = 0, ref2 = 0;
-    if (cols) CQ_TRY(grow((void **)&r->deq, &r->deq_cap, step * (size_t)cols, sizeof(float)));
-    for (uint64_t row = 0; cols && row < rows; row += step) {
-        uint64_t nr = CQ_MIN((uint64_t)step, rows - row);
-        s = cq_codec_dequant_rows(dt, t->ndim, t->shape, r->out, it->nbytes, row, nr, r->deq);
-        if (s != CQ_OK) return cq_fail_prefix(s, "tensor '%s': ", it->name);
-        const float *w = r->f32 + row * cols;
-        for (size_t k = 0; k < nr * cols; k++) {
-            double d = (double)w[k] - r->deq[k];
-            err2 += d * d;
-            ref2 += (double)w[k] * w[k];
+    if (a.rows && a.cols) {
+        size_t nt = n_tasks_for(r, a.rows);
+        a.slice = (size_t)CQ_MAX((uint64_t)CV_ERR_SLICE, a.cols);
+        size_t need;
+        if (!cq_mul_size(nt, a.slice, &need)) return cq_fail(CQ_ERR_NOMEM, "tensor '%s': row too long", it->name);
+        CQ_TRY(grow((void **)&r->deq, &r->deq_cap, need, sizeof(float)));
+        a.scratch = r->deq;
+        run_tasks(r->pool, nt, err_task, &a);
+        for (size_t k = 0; k < nt; k++) {
+            if (a.st[k] != CQ_OK)
+                return cq_fail(a.st[k], "tensor '%s': decoding the encoded payload failed (%s)", it->name,
+                               cq_status_str(a.st[k]));
+            err2 += a.err2[k];
+            ref2 += a.ref2[k];
         }
     }
     record(r->rep, it->name, dt, it->nbytes, err2, ref2);
@@ -285,6 +375,7 @@ cq_status cq_convert(const char *src_path, const char *out, const cq_convert_opt
     uint8_t *tok = NULL;
     size_t tok_len = 0;
     cv_run run = {.opts = &opts, .rep = rep};
+    if (cq_pool_create(cq_default_threads(), &run.pool) != CQ_OK) run.pool = NULL; /* serial is fine */
     cq_status s = cv_source_open(src_path, &src, rep);
     if (s == CQ_OK) {
         snprintf(rep->arch, sizeof rep->arch, "%s", src.arch);
@@ -317,6 +408,7 @@ cq_status cq_convert(const char *src_path, const char *out, const cq_convert_opt
     cq_free(run.f32);
     cq_free(run.out);
     cq_free(run.deq);
+    cq_pool_free(run.pool);
     cv_source_free(&src);
     return s;
 }
