@@ -17,7 +17,8 @@ static void help(void) {
            "Show what a .cmf file holds: format version and feature bits, section sizes, the\n"
            "header's arch and quant_type, tensor counts and bytes per name prefix (dit., te., vae.)\n"
            "and per codec, stored configs (*.config_json), tokenizer and chat template presence,\n"
-           "stop ids and skills. The file is opened and validated, not hash-checked (see verify).\n"
+           "stop ids, skills and shard number. The file is opened and validated, not hash-checked\n"
+           "(see verify).\n"
            "\n"
            "options:\n"
            "  --tensors   also list every tensor (name, codec, shape, bytes)\n"
@@ -86,6 +87,8 @@ static int print_json(const char *path, const cq_cmf *cmf, const cq_cmf_info *in
     cJSON_AddNumberToObject(sec, "masks", (double)in->masks_len);
     cJSON_AddNumberToObject(sec, "tokenizer", (double)in->vocab_len);
     cJSON_AddNumberToObject(sec, "index", (double)in->index_len);
+    const cJSON *shard = cJSON_GetObjectItemCaseSensitive(hdr, "shard");
+    if (cJSON_IsObject(shard)) cJSON_AddItemToObject(o, "shard", cJSON_Duplicate(shard, 1));
     cJSON_AddNumberToObject(o, "tensor_count", (double)in->tensor_count);
     uint64_t bytes[CQ_DTYPE_COUNT] = {0};
     size_t counts[CQ_DTYPE_COUNT] = {0};
@@ -169,6 +172,10 @@ static void print_text(const char *path, const cq_cmf *cmf, const cq_cmf_info *i
     if (in->masks_len) printf(", masks %s", cq_fmt_bytes(in->masks_len, a, sizeof a));
     if (in->index_len) printf(", sparse index %s", cq_fmt_bytes(in->index_len, a, sizeof a));
     printf("\n");
+    const cJSON *shard = cJSON_GetObjectItemCaseSensitive(hdr, "shard");
+    const cJSON *sno = cJSON_GetObjectItemCaseSensitive(shard, "no"), *scount = cJSON_GetObjectItemCaseSensitive(shard, "count");
+    if (cJSON_IsNumber(sno) && cJSON_IsNumber(scount))
+        printf("shard:      %.0f of %.0f (this file alone)\n", sno->valuedouble, scount->valuedouble);
     printf("tensors:    %zu\n", in->tensor_count);
     group g[MAX_GROUPS] = {0};
     size_t ng = group_prefixes(cmf, g);

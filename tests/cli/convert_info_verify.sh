@@ -140,6 +140,19 @@ has err "nowhere"
 expect 1 "$CQ" convert "$SRC" -o "$W/no/such/dir/n.cmf"
 [ -e "$W/n.cmf" ] && fail "a failed convert left $W/n.cmf"
 
+# ---- files from the format's reference Python writer (committed fixtures) ----
+FIX=$(cd "$(dirname "$0")/../fixtures/pywriter" 2>/dev/null && pwd)
+if [ -n "$FIX" ] && [ -f "$FIX/tiny-Q8_ROW.cmf" ]; then
+    expect 0 "$CQ" info "$FIX/tiny-Q8_ROW.cmf"
+    has out "tiny-qwen"
+    has out "masks:      2"
+    expect 0 "$CQ" verify "$FIX/tiny-Q8_ROW.cmf"
+    expect 0 "$CQ" info "$FIX/tiny-F32-00002-of-00004.cmf" --json
+    has out '"count":	4'
+else
+    fail "fixtures/pywriter not found"
+fi
+
 if [ "$fails" -ne 0 ]; then
     echo "$fails check(s) failed" >&2
     exit 1
