@@ -285,7 +285,11 @@ static cq_status chat_bundle(const cv_source *src, cJSON *hdr, cq_convert_report
             s = cq_file_read_all(p, CV_MAX_TOKENIZER, tok_bytes, tok_len);
             if (s == CQ_OK) s = cq_json_parse(*tok_bytes, *tok_len, p, &tok);
         } else {
-            s = cv_note(rep, "no tokenizer.json in %s: the pack has no tokenizer section", src->tok_dir);
+            s = cv_note(rep,
+                        "no tokenizer.json in %s: the pack has no tokenizer section (a slow tokenizer's "
+                        "vocab.json/merges.txt are not converted; transformers' save_pretrained of the fast "
+                        "tokenizer writes tokenizer.json)",
+                        src->tok_dir);
         }
         cq_free(p);
         if (s == CQ_OK) s = optional_json(src->tok_dir, "tokenizer_config.json", CV_MAX_TOKENIZER, &tcfg);
