@@ -105,33 +105,32 @@ static cq_status arch_llm(const cv_source *src, cJSON *arch) {
     /* Optional keys, only when the config states them with the right type. */
     const char *mt = src->arch;
     if (strncmp(mt, "gemma", 5) == 0 || strstr(mt, "_gemma") || strncmp(mt, "qwen3_5", 7) == 0 ||
-        strncmp(mt, "qwen3_next", 10) == 0)
-        cJSON_AddStringToObject(arch, "norm_style", "gemma"); /* zero-centred norm weights, x*(1+w) */
+        strncmp(mt, "qwen3_next", 10) == 0) /* zero-centred norm weights, x*(1+w) */
+        ok = ok && cJSON_AddStringToObject(arch, "norm_style", "gemma");
     const cJSON *rp = cJSON_GetObjectItemCaseSensitive(tc, "rope_parameters");
     double v;
     if (cv_json_num(tc, "rope_theta", &v) || cv_json_num(cfg, "rope_theta", &v) || cv_json_num(rp, "rope_theta", &v))
-        cJSON_AddNumberToObject(arch, "rope_theta", v);
+        ok = ok && cJSON_AddNumberToObject(arch, "rope_theta", v);
     if (cv_json_num(tc, "partial_rotary_factor", &v) || cv_json_num(rp, "partial_rotary_factor", &v))
-        cJSON_AddNumberToObject(arch, "partial_rotary_factor", v);
+        ok = ok && cJSON_AddNumberToObject(arch, "partial_rotary_factor", v);
     const cJSON *tie = cJSON_GetObjectItemCaseSensitive(cfg, "tie_word_embeddings");
     if (!cJSON_IsBool(tie)) tie = cJSON_GetObjectItemCaseSensitive(tc, "tie_word_embeddings");
-    if (cJSON_IsBool(tie)) cJSON_AddBoolToObject(arch, "tie_word_embeddings", cJSON_IsTrue(tie));
+    if (cJSON_IsBool(tie)) ok = ok && cJSON_AddBoolToObject(arch, "tie_word_embeddings", cJSON_IsTrue(tie));
     const cJSON *act = cJSON_GetObjectItemCaseSensitive(tc, "hidden_act");
-    if (cJSON_IsString(act)) cJSON_AddStringToObject(arch, "hidden_act", act->valuestring);
+    if (cJSON_IsString(act)) ok = ok && cJSON_AddStringToObject(arch, "hidden_act", act->valuestring);
     uint64_t u;
-    if (cv_json_uint(tc, "sliding_window", &u)) add_uint(arch, "sliding_window", u);
+    if (cv_json_uint(tc, "sliding_window", &u)) ok = ok && add_uint(arch, "sliding_window", u);
     uint64_t experts, moe_inter;
     if (cv_json_uint(tc, "num_experts", &experts) && experts > 0 &&
         cv_json_uint(tc, "moe_intermediate_size", &moe_inter)) {
-        cJSON *moe = cJSON_AddObjectToObject(arch, "moe");
-        if (!moe) return cq_fail(CQ_ERR_NOMEM, "header JSON");
-        add_uint(moe, "num_experts", experts);
-        add_uint(moe, "top_k", pick_uint(tc, NULL, KEYS("num_experts_per_tok"), 2));
-        add_uint(moe, "moe_intermediate_size", moe_inter);
+        cJSON *moe = ok ? cJSON_AddObjectToObject(arch, "moe") : NULL;
+        ok = moe && add_uint(moe, "num_experts", experts) &&
+             add_uint(moe, "top_k", pick_uint(tc, NULL, KEYS("num_experts_per_tok"), 2)) &&
+             add_uint(moe, "moe_intermediate_size", moe_inter);
         const cJSON *ntp = cJSON_GetObjectItemCaseSensitive(tc, "norm_topk_prob");
-        if (cJSON_IsBool(ntp)) cJSON_AddBoolToObject(moe, "norm_topk_prob", cJSON_IsTrue(ntp));
+        if (ok && cJSON_IsBool(ntp)) ok = cJSON_AddBoolToObject(moe, "norm_topk_prob", cJSON_IsTrue(ntp)) != NULL;
     }
-    return CQ_OK;
+    return ok ? CQ_OK : cq_fail(CQ_ERR_NOMEM, "header JSON");
 }
 
 /* arch for a pipeline or a lone component: the denoiser's geometry (see
@@ -162,7 +161,8 @@ static cq_status arch_pipeline(const cv_source *src, cJSON *arch) {
     cq_status err = CQ_OK;
     if (!ok || !add_layer_types(arch, layers, NULL, &err)) return cq_fail(CQ_ERR_NOMEM, "header JSON");
     double v;
-    if (cv_json_num(dit, "rope_theta", &v)) cJSON_AddNumberToObject(arch, "rope_theta", v);
+    if (cv_json_num(dit, "rope_theta", &v) && !cJSON_AddNumberToObject(arch, "rope_theta", v))
+        return cq_fail(CQ_ERR_NOMEM, "header JSON");
     return CQ_OK;
 }
 
@@ -206,14 +206,17 @@ static bool has_id(const cJSON *arr, double id) {
     return false;
 }
 
-/* Add one id or an array of ids (generation_config / config style). */
-static void add_ids(cJSON *arr, const cJSON *v) {
+/* Add one id or an array of ids (generation_config / config style);
+ * false when out of memory. */
+static bool add_ids(cJSON *arr, const cJSON *v) {
     const cJSON *one = v;
     for (const cJSON *e = cJSON_IsArray(v) ? v->child : one; e; e = cJSON_IsArray(v) ? e->next : NULL) {
         double d = e->valuedouble;
-        if (cJSON_IsNumber(e) && d >= 0 && d <= UINT32_MAX && d == floor(d) && !has_id(arr, d))
-            cJSON_AddItemToArray(arr, cJSON_CreateNumber(d));
+        if (cJSON_IsNumber(e) && d >= 0 && d <= UINT32_MAX && d == floor(d) && !has_id(arr, d) &&
+            !cJSON_AddItemToArray(arr, cJSON_CreateNumber(d)))
+            return false;
     }
+    return true;
 }
 
 /* The chat template: chat_template.jinja, else tokenizer_config's
@@ -309,10 +312,12 @@ static cq_status chat_bundle(const cv_source *src, cJSON *hdr, cq_convert_report
             const cJSON *cfg = src->layout == CV_LLM ? comp_config(src, CV_LLM_ROLE) : NULL;
             const char *eos_text = token_content(cJSON_GetObjectItemCaseSensitive(tcfg, "eos_token"));
             int64_t id = resolve_token(eos_text, tok, tcfg);
-            if (id >= 0 && !has_id(eos, (double)id)) cJSON_AddItemToArray(eos, cJSON_CreateNumber((double)id));
-            if (eos_text && id < 0) s = cv_note(rep, "eos token '%s' not found in the tokenizer", eos_text);
-            add_ids(eos, cJSON_GetObjectItemCaseSensitive(gen, "eos_token_id"));
-            add_ids(eos, cJSON_GetObjectItemCaseSensitive(cfg, "eos_token_id"));
+            cJSON *idj = id >= 0 ? cJSON_CreateNumber((double)id) : NULL;
+            bool ok = (id < 0 || (idj && add_ids(eos, idj))) && add_ids(eos, cJSON_GetObjectItemCaseSensitive(gen, "eos_token_id")) &&
+                      add_ids(eos, cJSON_GetObjectItemCaseSensitive(cfg, "eos_token_id"));
+            cJSON_Delete(idj);
+            if (!ok) s = cq_fail(CQ_ERR_NOMEM, "header JSON");
+            if (s == CQ_OK && eos_text && id < 0) s = cv_note(rep, "eos token '%s' not found in the tokenizer", eos_text);
             static const char *const keys[2] = {"bos", "pad"};
             for (int k = 0; k < 2 && s == CQ_OK; k++) {
                 char tkey[16], ikey[16];
@@ -322,7 +327,7 @@ static cq_status chat_bundle(const cv_source *src, cJSON *hdr, cq_convert_report
                 uint64_t u;
                 if (v < 0 && (cv_json_uint(gen, ikey, &u) || (cfg && cv_json_uint(cfg, ikey, &u))) && u <= UINT32_MAX)
                     v = (int64_t)u;
-                if (v >= 0) add_uint(bundle, ikey, (uint64_t)v);
+                if (v >= 0 && !add_uint(bundle, ikey, (uint64_t)v)) s = cq_fail(CQ_ERR_NOMEM, "header JSON");
             }
         }
     }
@@ -349,39 +354,35 @@ cq_status cv_build_header(const cv_source *src, const char *quant_type, cq_conve
     *json = NULL;
     *tokenizer = NULL;
     *tokenizer_len = 0;
-    cJSON *h = cJSON_CreateObject();
-    cJSON *arch = h ? cJSON_CreateObject() : NULL;
+    cJSON *h = cJSON_CreateObject(), *arch = NULL;
     cq_status s = CQ_OK;
-    if (!h || !arch || !cJSON_AddStringToObject(h, "format", "cmf") || !cJSON_AddNumberToObject(h, "version", 2) ||
-        !cJSON_AddStringToObject(arch, "arch_name", src->arch)) {
-        cJSON_Delete(arch);
+    if (!h || !cJSON_AddStringToObject(h, "format", "cmf") || !cJSON_AddNumberToObject(h, "version", 2) ||
+        !(arch = cJSON_AddObjectToObject(h, "arch")) || !cJSON_AddStringToObject(arch, "arch_name", src->arch)) {
         s = cq_fail(CQ_ERR_NOMEM, "header JSON");
         goto done;
     }
-    cJSON_AddItemToObject(h, "arch", arch);
     s = src->layout == CV_LLM ? arch_llm(src, arch) : arch_pipeline(src, arch);
     if (s != CQ_OK) goto done;
     if (!cJSON_AddStringToObject(h, "quant_type", quant_type)) {
         s = cq_fail(CQ_ERR_NOMEM, "header JSON");
         goto done;
     }
-    cJSON *prov = cJSON_AddObjectToObject(h, "provenance");
-    cJSON *comps = prov ? cJSON_CreateObject() : NULL;
-    if (!prov || !comps) {
-        cJSON_Delete(comps);
-        s = cq_fail(CQ_ERR_NOMEM, "header JSON");
-        goto done;
-    }
     char tool[64];
     snprintf(tool, sizeof tool, "cortiq.c %s convert", cq_version());
     const char *base = strrchr(src->root, '/');
-    cJSON_AddStringToObject(prov, "tool", tool);
-    cJSON_AddStringToObject(prov, "source", base ? base + 1 : src->root);
-    cJSON_AddStringToObject(prov, "layout", layout_name(src->layout));
-    if (src->class_name[0]) cJSON_AddStringToObject(prov, "class_name", src->class_name);
-    for (size_t i = 0; i < src->n_comp; i++)
-        if (src->comp[i].prefix[0]) cJSON_AddStringToObject(comps, src->comp[i].prefix, src->comp[i].folder);
-    cJSON_AddItemToObject(prov, "components", comps);
+    cJSON *prov = cJSON_AddObjectToObject(h, "provenance");
+    bool ok = prov && cJSON_AddStringToObject(prov, "tool", tool) &&
+              cJSON_AddStringToObject(prov, "source", base ? base + 1 : src->root) &&
+              cJSON_AddStringToObject(prov, "layout", layout_name(src->layout)) &&
+              (!src->class_name[0] || cJSON_AddStringToObject(prov, "class_name", src->class_name));
+    cJSON *comps = ok ? cJSON_AddObjectToObject(prov, "components") : NULL;
+    ok = comps != NULL;
+    for (size_t i = 0; ok && i < src->n_comp; i++)
+        if (src->comp[i].prefix[0]) ok = cJSON_AddStringToObject(comps, src->comp[i].prefix, src->comp[i].folder) != NULL;
+    if (!ok) {
+        s = cq_fail(CQ_ERR_NOMEM, "header JSON");
+        goto done;
+    }
     s = chat_bundle(src, h, rep, tokenizer, tokenizer_len);
     if (s != CQ_OK) goto done;
     size_t len;

@@ -420,10 +420,8 @@ static void test_lone_component(void **state) {
     cq_convert_report_free(&rep);
 }
 
-static void test_llm_folder(void **state) {
-    (void)state;
-    char root[1024], out[1200];
-    snprintf(root, sizeof root, "%s", tu_tmpdir("cv_llm"));
+/* A small Hugging Face LLM folder; the weights are returned for checks. */
+static void build_llm(const char *root, float *w, float *n) {
     put(root, "config.json",
         "{\"architectures\":[\"Qwen3ForCausalLM\"],\"model_type\":\"qwen3\",\"hidden_size\":32,"
         "\"intermediate_size\":64,\"num_hidden_layers\":2,\"num_attention_heads\":4,\"num_key_value_heads\":2,"
@@ -437,7 +435,6 @@ static void test_llm_folder(void **state) {
     put(root, "generation_config.json", "{\"eos_token_id\":[5,6],\"bos_token_id\":9}");
     tu_rng r;
     tu_rng_seed(&r, 5);
-    float w[32 * 64], n[32];
     tu_fill_normal(&r, w, 32 * 64, 0.1f);
     tu_fill_normal(&r, n, 32, 1.0f);
     cq_st_writer *sw;
@@ -447,6 +444,14 @@ static void test_llm_folder(void **state) {
     assert_int_equal(cq_st_writer_add_f32(sw, "model.norm.weight", 1, &s1, n), CQ_OK);
     assert_int_equal(cq_st_writer_save(sw, tu_path(root, "model.safetensors")), CQ_OK);
     cq_st_writer_free(sw);
+}
+
+static void test_llm_folder(void **state) {
+    (void)state;
+    char root[1024], out[1200];
+    snprintf(root, sizeof root, "%s", tu_tmpdir("cv_llm"));
+    float w[32 * 64], n[32];
+    build_llm(root, w, n);
     snprintf(out, sizeof out, "%s/llm.cmf", root);
     cq_convert_report rep;
     cq_convert_opts opts = {.quant = CQ_DTYPE_Q4TP};
@@ -519,6 +524,38 @@ static void test_errors(void **state) {
     cq_convert_report_free(&rep);
 }
 
+/* Every allocation of a conversion may fail: a clean CQ_ERR_NOMEM, no
+ * leak (ASan), no temporary or partial file. */
+static void test_alloc_faults(void **state) {
+    (void)state;
+    char root[1024], out[1200];
+    snprintf(root, sizeof root, "%s", tu_tmpdir("cv_oom"));
+    float w[32 * 64], n[32];
+    build_llm(root, w, n);
+    snprintf(out, sizeof out, "%s/oom.cmf", root);
+    cq_convert_report rep;
+    cq_alloc_fail_at(0);
+    assert_int_equal(cq_convert(root, out, NULL, &rep), CQ_OK);
+    long total = cq_alloc_fail_at(0);
+    cq_convert_report_free(&rep);
+    assert_true(total > 20);
+    int failed = 0;
+    for (long k = 1; k <= total; k++) {
+        unlink(out);
+        cq_alloc_fail_at(k);
+        cq_status s = cq_convert(root, out, NULL, &rep);
+        cq_alloc_fail_at(0);
+        cq_convert_report_free(&rep);
+        if (s == CQ_OK) continue; /* the allocation was optional (e.g. the thread pool) */
+        if (s != CQ_ERR_NOMEM) fail_msg("allocation %ld of %ld: %s (%s)", k, total, cq_status_str(s), cq_last_error());
+        assert_int_equal(access(out, F_OK), -1);
+        failed++;
+    }
+    assert_int_equal(tu_system("ls '%s' | grep -q tmp", root), 1);
+    print_message("%d of %ld allocation failures surfaced as CQ_ERR_NOMEM\n", failed, total);
+    assert_true(failed > total / 2);
+}
+
 static void test_arch_names(void **state) {
     (void)state;
     static const char *const cases[][2] = {
@@ -540,6 +577,7 @@ int main(void) {
         cmocka_unit_test(test_arch_names),   cmocka_unit_test(test_pipeline_every_codec),
         cmocka_unit_test(test_rules),        cmocka_unit_test(test_lone_component),
         cmocka_unit_test(test_llm_folder),   cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_alloc_faults),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     for (size_t i = 0; i < N_T; i++) free(g_vals[i]);
