@@ -330,10 +330,37 @@ static cq_status copy_texts(png_structp png, png_infop info, cq_image8 *out) {
     return CQ_OK;
 }
 
+static uint32_t be32(const uint8_t *p) {
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+/* Walk the chunk list before libpng sees it: every declared length must fit
+ * in the bytes that follow, and the file must end with IEND. libpng would
+ * otherwise allocate (and clear) whatever a text chunk claims. */
+static cq_status check_chunks(const uint8_t *data, size_t len) {
+    size_t pos = 8;
+    for (int n = 0;; n++) {
+        if (len - pos < 12) return cq_fail(CQ_ERR_PARSE, "png: truncated in the header of chunk %d", n);
+        const uint32_t clen = be32(data + pos);
+        char type[5];
+        for (int i = 0; i < 4; i++) {
+            const uint8_t c = data[pos + 4 + (size_t)i];
+            type[i] = (char)(((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z')) ? c : '?');
+        }
+        type[4] = '\0';
+        if (clen > 0x7fffffffu || (size_t)clen > len - pos - 12)
+            return cq_fail(CQ_ERR_PARSE, "png: chunk %d ('%s') claims %u bytes, %zu are left", n, type, clen,
+                           len - pos - 12);
+        pos += 12 + (size_t)clen;
+        if (memcmp(type, "IEND", 4) == 0) return CQ_OK;
+    }
+}
+
 cq_status cq_png_read_mem(const uint8_t *data, size_t len, bool force_rgba, cq_image8 *out) {
     if (!out) return cq_fail(CQ_ERR_INVALID_ARG, "png: no output image");
     memset(out, 0, sizeof *out);
     if (!data || len < 8 || png_sig_cmp(data, 0, 8) != 0) return cq_fail(CQ_ERR_MAGIC, "png: not a PNG file");
+    CQ_TRY(check_chunks(data, len));
 
     png_err err = {{0}};
     png_reader r = {.data = data, .len = len, .force_rgba = force_rgba};

@@ -292,6 +292,8 @@ cq_status cq_torch_randn(cq_torch_gen *g, cq_torch_dtype dt, cq_torch_f32_kernel
         return cq_fail(CQ_ERR_INVALID_ARG, "torch randn: unknown float32 kernel %d", (int)kernel);
     if (n == 0) return CQ_OK;
     if (!out) return cq_fail(CQ_ERR_INVALID_ARG, "torch randn: no output buffer for %zu values", n);
+    if ((uintptr_t)out % dtype_sizes[dt] != 0)
+        return cq_fail(CQ_ERR_INVALID_ARG, "torch randn: output buffer not aligned for %s", dtype_names[dt]);
     if (g->left < 1 || g->left > CQ_TORCH_MT_N || g->next > CQ_TORCH_MT_N)
         return cq_fail(CQ_ERR_INVALID_ARG, "torch randn: generator state is not seeded");
 

@@ -92,7 +92,8 @@ uint32_t cq_torch_gen_random(cq_torch_gen *g);
 uint64_t cq_torch_gen_random64(cq_torch_gen *g);
 
 /* torch.randn of n elements of type dt into out (n * cq_torch_dtype_size(dt)
- * bytes; 16-bit types are written as their raw bit patterns), advancing g
+ * bytes, aligned for the type; 16-bit types are written as their raw bit
+ * patterns), advancing g
  * exactly as torch does. kernel matters only for float32 with n >= 16. */
 cq_status cq_torch_randn(cq_torch_gen *g, cq_torch_dtype dt, cq_torch_f32_kernel kernel,
                          void *out, size_t n);

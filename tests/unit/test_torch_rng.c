@@ -227,6 +227,9 @@ static void test_errors(void **state) {
     assert_int_equal(cq_torch_randn(&g, (cq_torch_dtype)9, CQ_TORCH_F32_CEPHES, x, 4), CQ_ERR_INVALID_ARG);
     assert_int_equal(cq_torch_randn(&g, CQ_TORCH_F32, (cq_torch_f32_kernel)5, x, 4), CQ_ERR_INVALID_ARG);
     assert_int_equal(cq_torch_randn(&g, CQ_TORCH_F32, CQ_TORCH_F32_CEPHES, NULL, 0), CQ_OK);
+    double d[2];
+    assert_int_equal(cq_torch_randn(&g, CQ_TORCH_F64, CQ_TORCH_F32_CEPHES, (char *)d + 4, 1), CQ_ERR_INVALID_ARG);
+    assert_non_null(strstr(cq_last_error(), "aligned"));
     cq_torch_gen bad;
     memset(&bad, 0, sizeof bad);
     assert_int_equal(cq_torch_randn(&bad, CQ_TORCH_F32, CQ_TORCH_F32_CEPHES, x, 4), CQ_ERR_INVALID_ARG);
@@ -320,7 +323,12 @@ static void test_golden_noise(void **state) {
             cJSON_ArrayForEach(d, cJSON_GetObjectItem(call, "shape")) n *= (size_t)d->valuedouble;
             const size_t bytes = n * cq_torch_dtype_size((cq_torch_dtype)dt);
             assert_true(pos + bytes <= total);
-            assert_int_equal(cq_torch_randn(&g, (cq_torch_dtype)dt, kernel, mine + pos, n), CQ_OK);
+            /* each call into an aligned buffer, then appended like torch's bytes */
+            double *tmp = malloc(bytes);
+            assert_non_null(tmp);
+            assert_int_equal(cq_torch_randn(&g, (cq_torch_dtype)dt, kernel, tmp, n), CQ_OK);
+            memcpy(mine + pos, tmp, bytes);
+            free(tmp);
             pos += bytes;
         }
         assert_int_equal(pos, total);
