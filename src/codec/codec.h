@@ -25,7 +25,11 @@
 
 /* ---- scalar conversions -------------------------------------------------- */
 float cq_f16_to_f32(uint16_t h);          /* exact, subnormals included */
-uint16_t cq_f32_to_f16(float f);          /* round-to-nearest-even, overflow -> inf, NaN kept */
+/* Round-to-nearest-even in the normal range; in the subnormal range exact
+ * ties round away from zero, as the format's reference writer does (numpy
+ * rounds them to even). Overflow, including rounding past 65504, gives
+ * +-inf; NaN becomes sign|0x7e00 (payload dropped). */
+uint16_t cq_f32_to_f16(float f);
 static inline float cq_bf16_to_f32(uint16_t h) {
     uint32_t u = (uint32_t)h << 16;
     float f;
@@ -91,7 +95,33 @@ cq_status cq_codec_quantize(cq_dtype dt, int ndim, const uint64_t *shape, const 
 
 /* Per-codec lattice bound used by tests and `convert` reporting: an upper
  * bound of |w - dequant(quant(w))| relative to the row's (or group's) absmax,
- * e.g. 0.5/127 for q8_row. 0 for lossless codecs. */
+ * e.g. 0.5/127 for q8_row, with the slack of the f16-rounded scale included.
+ *  - Quantized codecs: holds for groups whose absmax/qmax is at least the
+ *    smallest normal f16 (2^-14); below that the scale floor makes the
+ *    absolute error at most 2^-15.
+ *  - f16 / bf16: relative to each value, normal range.
+ *  - q8_2f: in the column-normalised domain (w[i] / col[i]).
+ *  - q4tp: for a ladder step of 0; cq_codec_q4tp_rel_bound gives the bound
+ *    for a row's actual step.
+ * 0 for lossless codecs (f32, u8) and codecs this build cannot encode. */
 double cq_codec_rel_error_bound(cq_dtype dt);
+
+/* q4tp bound for a row whose decoded ladder step is `step` (log2 units):
+ * the encoder picks a rung near absmax/7 and its refinement may move up to
+ * two rungs down (clipping the largest weight) or one up, so the worst case
+ * is max(ratio^1.5 / 14, 1 - ratio^-2.5) of the group's absmax, ratio =
+ * 2^step, plus f16 rounding of lo. */
+double cq_codec_q4tp_rel_bound(float step);
+
+/* ---- q4tp / q2tp ladder (shared with the matmul kernels) ---------------- */
+/* The 32 rung scales of one row from its 4 param bytes [f16 lo][f16 step]:
+ * t[0] = exp2f(lo), t[c] = t[c-1] * exp2f(step), all f32. This chain is the
+ * format's definition; the closed form exp2(lo + c*step) differs in the last
+ * bits. */
+void cq_codec_q4tp_ladder(const uint8_t params[4], float t[32]);
+/* q2tp: t2[0] = +0 (an exact-zero rung), t2[c] = q4tp t[c-1]. */
+void cq_codec_q2tp_ladder(const uint8_t params[4], float t[32]);
+/* Row stride in bytes of the 5-bit code plane: ceil(5*gpr/8). */
+static inline uint64_t cq_codec_tp_code_stride(uint64_t gpr) { return (gpr * 5 + 7) / 8; }
 
 #endif /* CQ_CODEC_H */
