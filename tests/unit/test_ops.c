@@ -865,6 +865,52 @@ static void test_data_movement(void **state) {
         }
 }
 
+/* Conversions at the edges of f16/bf16 (overflow to inf, subnormals, inf,
+ * NaN) must match the reference bit for bit (NaN: any NaN). Exact ties in
+ * the f16 subnormal range are left out: activations round them to even,
+ * the file encoder away from zero. */
+static void test_copy_edges(void **state) {
+    (void)state;
+    const float v[] = {0.0f,     -0.0f,    1.0f,     -2.5f,     65504.0f, 65519.0f, 65520.0f, 1e6f,
+                       -1e6f,    6.1e-5f,  3e-6f,    -7.1e-8f,  1e-9f,    1.0000001f, 3.3e38f, -3.39e38f,
+                       INFINITY, -INFINITY, NAN,     1.00390625f, 1.01171875f, 2049.0f, 2051.0f, 1e-40f};
+    int64_t n = (int64_t)CQ_ARRAY_LEN(v);
+    for (int b = -1; b < g.nbe; b++) {
+        cq_backend *be = b < 0 ? g.ref : g.be[b];
+        for (size_t yi = 1; yi < CQ_ARRAY_LEN(k_acts); yi++) {
+            cq_tensor x, y;
+            assert_int_equal(cq_tensor_alloc(be, CQ_DTYPE_F32, 1, &n, &x), CQ_OK);
+            assert_int_equal(cq_tensor_alloc(be, k_acts[yi], 1, &n, &y), CQ_OK);
+            assert_int_equal(cq_tensor_upload(&x, v, sizeof v), CQ_OK);
+            assert_int_equal(cq_op_copy(be, &y, &x), CQ_OK);
+            uint16_t got[CQ_ARRAY_LEN(v)];
+            assert_int_equal(cq_tensor_download(&y, got, sizeof got), CQ_OK);
+            for (int64_t i = 0; i < n; i++) {
+                uint16_t want = k_acts[yi] == CQ_DTYPE_F16 ? cq_f32_to_f16(v[i]) : cq_f32_to_bf16(v[i]);
+                float fw = decode1(k_acts[yi], (const uint8_t *)&want), fg = decode1(k_acts[yi], (const uint8_t *)&got[i]);
+                if (isnan(fw) ? !isnan(fg) : got[i] != want)
+                    fail_msg("copy f32->%s of %g on %s: 0x%04x, want 0x%04x", cq_dtype_name(k_acts[yi]), v[i],
+                             cq_backend_name(be), got[i], want);
+            }
+            /* and back to f32 exactly */
+            cq_tensor z;
+            assert_int_equal(cq_tensor_alloc(be, CQ_DTYPE_F32, 1, &n, &z), CQ_OK);
+            assert_int_equal(cq_op_copy(be, &z, &y), CQ_OK);
+            float back[CQ_ARRAY_LEN(v)];
+            assert_int_equal(cq_tensor_download(&z, back, sizeof back), CQ_OK);
+            for (int64_t i = 0; i < n; i++) {
+                float want = decode1(k_acts[yi], (const uint8_t *)&got[i]);
+                if (isnan(want) ? !isnan(back[i]) : memcmp(&want, &back[i], 4))
+                    fail_msg("copy %s->f32 of 0x%04x on %s: %g, want %g", cq_dtype_name(k_acts[yi]), got[i],
+                             cq_backend_name(be), back[i], want);
+            }
+            cq_tensor_free(&x);
+            cq_tensor_free(&y);
+            cq_tensor_free(&z);
+        }
+    }
+}
+
 /* ---- image ops ------------------------------------------------------------------------------------------ */
 static cq_status run_conv(cq_backend *be, cq_tensor *out, cq_tensor **in, const tcase *c) {
     cq_conv2d_args a = {.y = out, .x = IN(in, c, 0), .w = IN(in, c, 1), .bias = IN(in, c, 2), .H = c->ip[0],
@@ -1041,7 +1087,7 @@ int main(void) {
         cmocka_unit_test(test_matmul),        cmocka_unit_test(test_attention),    cmocka_unit_test(test_norms),
         cmocka_unit_test(test_groupnorm),     cmocka_unit_test(test_qk_norm_rope), cmocka_unit_test(test_elementwise),
         cmocka_unit_test(test_data_movement), cmocka_unit_test(test_conv2d),       cmocka_unit_test(test_resample),
-        cmocka_unit_test(test_shuffle_roundtrip),
+        cmocka_unit_test(test_shuffle_roundtrip), cmocka_unit_test(test_copy_edges),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
