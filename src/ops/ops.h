@@ -19,8 +19,24 @@
  *    are matmuls, and attention over pixels is plain attention.
  *  - Weights are bound from a CMF tensor view (any codec); on the CPU the
  *    binding is zero-copy (the payload stays in the file mapping).
- *  - A view (cq_tensor_rows) shares the parent's buffer: `offset` is in
- *    bytes from the buffer's base, so device buffers work the same way.
+ *  - A view (cq_tensor_rows_view, cq_tensor_subview) shares the parent's
+ *    buffer: `offset` is in bytes from the buffer's base, so device buffers
+ *    work the same way.
+ *  - Small per-channel parameters (bias, gate, norm scale/shift/weight, RoPE
+ *    tables) are F32 tensors. A weight stored as f16/bf16 in the file is
+ *    converted once at load with cq_op_copy into an F32 tensor.
+ *  - Activation dtypes: every op takes F32; a backend may also take F16/BF16
+ *    (ask cq_backend_supports). Within one op all activation tensors share
+ *    one dtype, except matmul (x and y may differ) and copy (converts).
+ *
+ * Threading: a backend is used by one host thread at a time (like a device
+ * queue). The CPU backend parallelises inside each op with its own pool;
+ * an op issued from inside a pool task runs on that thread alone.
+ *
+ * Errors: the front end (ops.c) validates shapes, dtypes, ownership and
+ * aliasing before anything is queued and fails with CQ_ERR_SHAPE /
+ * CQ_ERR_INVALID_ARG / CQ_ERR_DTYPE and a message naming the op and the
+ * tensor; CQ_ERR_UNSUPPORTED when the backend does not run the combination.
  */
 #ifndef CQ_OPS_H
 #define CQ_OPS_H
@@ -74,11 +90,17 @@ typedef enum cq_cpu_isa {
     CQ_CPU_ISA_COUNT
 } cq_cpu_isa;
 const char *cq_cpu_isa_name(cq_cpu_isa isa);
-bool cq_cpu_isa_available(cq_cpu_isa isa);  /* CPU has it (and OS allows it) */
+/* This build has kernels for it and the CPU (and OS) allow it; AUTO is always available. */
+bool cq_cpu_isa_available(cq_cpu_isa isa);
 
-/* threads <= 0: cq_default_threads(). */
+/* threads <= 0: cq_default_threads(). isa AUTO honours CORTIQ_CPU
+ * (generic|avx2|avx512|amx|neon); an explicitly requested ISA the machine
+ * lacks fails with CQ_ERR_UNSUPPORTED. */
 cq_status cq_backend_cpu_create(int threads, cq_cpu_isa isa, cq_backend **out);
-/* Backend by name ("cpu", "cuda"; NULL = CORTIQ_BACKEND or the best available). */
+/* The plain-C reference backend (host memory, single-threaded, every op in
+ * every activation dtype): the oracle of the op tests and a debugging aid. */
+cq_status cq_backend_ref_create(cq_backend **out);
+/* Backend by name ("cpu", "ref", "cuda"; NULL = CORTIQ_BACKEND or the best available). */
 cq_status cq_backend_create(const char *name, int threads, cq_backend **out);
 void cq_backend_free(cq_backend *be);
 const char *cq_backend_name(const cq_backend *be);   /* "cpu/avx512", "cuda:0 (H200)" */
@@ -92,8 +114,12 @@ cq_status cq_backend_sync(cq_backend *be);
 cq_status cq_tensor_alloc(cq_backend *be, cq_dtype dt, int ndim, const int64_t *shape, cq_tensor *out);
 cq_status cq_tensor_alloc_2d(cq_backend *be, cq_dtype dt, int64_t rows, int64_t cols, cq_tensor *out);
 void cq_tensor_free(cq_tensor *t);   /* accepts zeroed/NULL tensors; frees only owned buffers */
-/* A view of rows [r0, r0+n) of a tensor (dim 0 of a 2-D tensor). */
+/* A view of rows [r0, r0+n) of a tensor (dim 0 of a 2-D tensor). Out of
+ * range requests give a zeroed tensor (be == NULL), which every op rejects. */
 cq_tensor cq_tensor_rows_view(const cq_tensor *t, int64_t r0, int64_t n);
+/* A dense view of `shape` starting at element `elem_off` of an activation
+ * tensor (bounds-checked against the parent). */
+cq_status cq_tensor_subview(const cq_tensor *t, int64_t elem_off, int ndim, const int64_t *shape, cq_tensor *out);
 /* Reinterpret a contiguous tensor with another shape of the same element count. */
 cq_status cq_tensor_reshape(const cq_tensor *t, int ndim, const int64_t *shape, cq_tensor *out);
 /* Host <-> backend copies (bytes, from element 0 of the tensor). */
@@ -129,18 +155,24 @@ typedef enum cq_op {
 } cq_op;
 const char *cq_op_name(cq_op op);
 /* Does the backend run `op` with weights in `wdt` (CQ_DTYPE_COUNT: n/a) on
- * activations of `xdt`? Unsupported combinations return CQ_ERR_UNSUPPORTED
- * from the op. */
+ * activations of `xdt`? For matmul xdt is the dtype of x (y may be F32 or
+ * xdt); for copy it is the source dtype (the destination may be any of
+ * F32/F16/BF16); for get_rows wdt is the table's codec and xdt the output's
+ * dtype; for conv2d wdt is the weight codec. Unsupported combinations return
+ * CQ_ERR_UNSUPPORTED from the op. */
 bool cq_backend_supports(const cq_backend *be, cq_op op, cq_dtype wdt, cq_dtype xdt);
 
 /* ---- matmul -------------------------------------------------------------
- * v = act(scale * (x · Wᵀ) + bias)             (act = none | gelu_tanh | silu)
- * v = silu(x · Wᵀ + bias) ⊙ (x · W2ᵀ + bias2)   (act = swiglu, W2 given)
+ * v = act(scale * (x · Wᵀ) + bias)                     (act = none | gelu_tanh | silu)
+ * v = silu(scale*(x · Wᵀ) + bias) ⊙ (scale*(x · W2ᵀ) + bias2)   (act = swiglu)
  * then  y = v                                  (accumulate = false)
  *   or  y = y + v                              (accumulate, gate NULL)
  *   or  y = y + gate ⊙ v                       (accumulate, gate [N] per channel)
  * x [M, K] (F32, or F16/BF16 where supported), W/W2 [N, K] in any codec,
  * bias/bias2/gate [N] F32, y [M, N] F32 (or F16/BF16 where supported).
+ * SWIGLU with w2 == NULL takes a fused W [2N, K]: rows [0, N) are the gate
+ * (silu) half, rows [N, 2N) the up half; bias is then [2N] and bias2 unused.
+ * W may have more than 2 dims ([N, a, b, ...], K = a*b*...), as conv weights do.
  * Accumulation is f32. x and y must not alias. */
 typedef enum cq_act { CQ_ACT_NONE = 0, CQ_ACT_GELU_TANH, CQ_ACT_SILU, CQ_ACT_SWIGLU, CQ_ACT_COUNT } cq_act;
 typedef struct cq_matmul_args {
@@ -171,7 +203,9 @@ cq_status cq_op_linear(cq_backend *be, cq_tensor *y, const cq_tensor *x, const c
  * otherwise with `causal` query i sees keys [0, P + i + 1); otherwise all.
  * Hq % Hkv == 0 (grouped-query heads: q head h reads kv head h / (Hq/Hkv)).
  * scale: 0 means 1/sqrt(D). D up to 256 on fast paths; the reference takes
- * any D. A query row that sees no key gets zeros. */
+ * any D. A query row that sees no key gets zeros. vis values are clamped to
+ * [0, P + Nk] (they live on the device, so they cannot be checked up front).
+ * o must not alias q, k or v. */
 typedef struct cq_attn_args {
     cq_tensor *o;
     const cq_tensor *q;
@@ -240,14 +274,18 @@ cq_status cq_op_transpose(cq_backend *be, cq_tensor *y, const cq_tensor *x);
 /* Concatenate along columns: y [R, Ca+Cb] = [a | b]. (Row concatenation is
  * a copy into row views.) */
 cq_status cq_op_concat_cols(cq_backend *be, cq_tensor *y, const cq_tensor *a, const cq_tensor *b);
-/* y [n, C] = rows ids[i] of a weight/table W [V, C] (any codec), ids I32 [n]. */
+/* y [n, C] = rows ids[i] of a weight/table W [V, C] (any codec), ids I32 [n].
+ * An id outside [0, V) fails with CQ_ERR_BOUNDS (CPU) or is a deferred error
+ * reported by cq_backend_sync (devices). */
 cq_status cq_op_get_rows(cq_backend *be, cq_tensor *y, const cq_tensor *w, const cq_tensor *ids);
 
 /* ---- image ops (channels-last) ------------------------------------------ */
 typedef enum cq_pad_mode { CQ_PAD_ZERO = 0, CQ_PAD_REPLICATE, CQ_PAD_REFLECT } cq_pad_mode;
 /* y [Ho*Wo, Cout] = conv(x [H*W, Cin]) with weight [Cout, Cin, kh, kw] (any
- * codec, PyTorch layout), bias [Cout] optional, stride sx/sy, padding
- * (left, right, top, bottom) in `mode`. Ho = (H + pt + pb - kh) / sy + 1. */
+ * codec, PyTorch layout; [Cout, Cin*kh*kw] is accepted too), bias [Cout]
+ * optional, stride sx/sy, padding (left, right, top, bottom) in `mode`.
+ * Ho = (H + pt + pb - kh) / sy + 1. REFLECT mirrors without repeating the
+ * edge (PyTorch), so each pad must be smaller than the padded dimension. */
 typedef struct cq_conv2d_args {
     cq_tensor *y;
     const cq_tensor *x;

@@ -1,0 +1,189 @@
+/*
+ * cpu_backend.c — the CPU backend: its vtable, ISA selection, capability
+ * answers and work splitting over its thread pool.
+ *
+ * Buffers are 64-byte aligned host memory and weights are bound zero-copy
+ * from the CMF mapping (cq_host_* in ops.c). Each backend owns a cq_pool;
+ * ops run when called (sync has nothing to wait for).
+ *
+ * ISA selection: this file is compiled without ISA flags and asks cq_cpu()
+ * what the machine has; the kits (gemm_<isa>.c) are the only code built with
+ * ISA flags and are only called when their ISA is present. CORTIQ_CPU (or an
+ * explicit isa argument) forces one; asking for a missing one is an error.
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <strings.h>
+
+#include "backends/cpu/cpu_impl.h"
+
+/* ---- ISA kits ----------------------------------------------------------------------- */
+static const cq_cpu_kit *kit_for(cq_cpu_isa isa) {
+    switch (isa) {
+    case CQ_CPU_GENERIC: return cq_cpu_kit_generic();
+#if defined(CQ_ARCH_X86)
+    case CQ_CPU_AVX2: return cq_cpu_kit_avx2();
+    case CQ_CPU_AVX512: return cq_cpu_kit_avx512();
+#endif
+    default: return NULL; /* AMX and NEON kernels are not built yet */
+    }
+}
+
+static bool cpu_has(cq_cpu_isa isa) {
+    const cq_cpu_features *f = cq_cpu();
+    switch (isa) {
+    case CQ_CPU_GENERIC: return true;
+    case CQ_CPU_AVX2: return f->avx2 && f->fma && f->f16c;
+    case CQ_CPU_AVX512: return f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq && f->f16c;
+    case CQ_CPU_AMX: return f->amx_tile && f->amx_bf16;
+    case CQ_CPU_NEON: return f->neon;
+    default: return false;
+    }
+}
+
+/* Available = this build has kernels for it and the CPU (and OS) allow it. */
+bool cq_cpu_isa_available(cq_cpu_isa isa) {
+    if (isa == CQ_CPU_AUTO) return true;
+    return kit_for(isa) != NULL && cpu_has(isa);
+}
+
+static cq_cpu_isa best_isa(void) {
+    static const cq_cpu_isa order[] = {CQ_CPU_AMX, CQ_CPU_AVX512, CQ_CPU_AVX2, CQ_CPU_NEON};
+    for (size_t i = 0; i < CQ_ARRAY_LEN(order); i++)
+        if (cq_cpu_isa_available(order[i])) return order[i];
+    return CQ_CPU_GENERIC;
+}
+
+static cq_status parse_isa_env(cq_cpu_isa *isa) {
+    const char *e = getenv("CORTIQ_CPU");
+    if (!e || !*e || !strcasecmp(e, "auto")) return CQ_OK;
+    for (int i = CQ_CPU_GENERIC; i < CQ_CPU_ISA_COUNT; i++)
+        if (!strcasecmp(e, cq_cpu_isa_name((cq_cpu_isa)i))) {
+            *isa = (cq_cpu_isa)i;
+            return CQ_OK;
+        }
+    return cq_fail(CQ_ERR_INVALID_ARG, "CORTIQ_CPU='%s' is not one of generic, avx2, avx512, amx, neon, auto", e);
+}
+
+/* ---- work splitting ------------------------------------------------------------------- */
+typedef struct par_ctx {
+    cq_cpu_range_fn fn;
+    void *ctx;
+    int64_t n, grain, nchunks;
+    atomic_llong next;
+} par_ctx;
+
+static void par_task(size_t task, size_t n_tasks, void *arg) {
+    (void)n_tasks;
+    par_ctx *p = arg;
+    for (;;) {
+        int64_t c = atomic_fetch_add(&p->next, 1);
+        if (c >= p->nchunks) break;
+        int64_t b = c * p->grain;
+        p->fn(p->ctx, (int)task, b, CQ_MIN(p->n, b + p->grain));
+    }
+}
+
+void cq_cpu_parallel(cq_cpu_backend *cb, int64_t n, int64_t grain, cq_cpu_range_fn fn, void *ctx) {
+    if (n <= 0) return;
+    if (grain < 1) grain = 1;
+    int64_t nchunks = (n + grain - 1) / grain;
+    int64_t ntasks = CQ_MIN((int64_t)cb->threads, nchunks);
+    if (ntasks <= 1) {
+        for (int64_t b = 0; b < n; b += grain) fn(ctx, 0, b, CQ_MIN(n, b + grain));
+        return;
+    }
+    par_ctx p = {.fn = fn, .ctx = ctx, .n = n, .grain = grain, .nchunks = nchunks};
+    atomic_init(&p.next, 0);
+    cq_pool_run(cb->pool, (size_t)ntasks, par_task, &p);
+}
+
+int64_t cq_cpu_grain(const cq_cpu_backend *cb, int64_t n, int64_t work_per_item) {
+    if (work_per_item < 1) work_per_item = 1;
+    int64_t g_min = (32768 + work_per_item - 1) / work_per_item; /* not worth a wake-up below this */
+    int64_t g_par = (n + 4 * (int64_t)cb->threads - 1) / (4 * (int64_t)cb->threads);
+    return CQ_MAX((int64_t)1, CQ_MAX(g_min, g_par));
+}
+
+/* ---- capabilities --------------------------------------------------------------------- */
+static bool cpu_supports(const cq_backend *be, cq_op op, cq_dtype wdt, cq_dtype xdt) {
+    (void)be;
+    bool fl = xdt == CQ_DTYPE_F32 || xdt == CQ_DTYPE_F16 || xdt == CQ_DTYPE_BF16;
+    switch (op) {
+    case CQ_OP_MATMUL:
+    case CQ_OP_GET_ROWS: return fl && cq_cpu_wcodec_supported(wdt);
+    case CQ_OP_CONV2D: return xdt == CQ_DTYPE_F32 && cq_cpu_wcodec_supported(wdt);
+    case CQ_OP_COPY: return fl || xdt == CQ_DTYPE_I32;
+    default: return xdt == CQ_DTYPE_F32;
+    }
+}
+
+static void cpu_destroy(cq_backend *be) {
+    cq_cpu_backend *cb = cq_cpu_of(be);
+    cq_pool_free(cb->pool);
+    cq_free(cb);
+}
+
+static const cq_backend_vtbl k_cpu_vtbl = {
+    .kind = "cpu",
+    .destroy = cpu_destroy,
+    .supports = cpu_supports,
+    .buf_alloc = cq_host_buf_alloc,
+    .buf_free = cq_host_buf_free,
+    .buf_upload = cq_host_buf_upload,
+    .buf_download = cq_host_buf_download,
+    .buf_zero = cq_host_buf_zero,
+    .bind_weight = cq_host_bind_weight,
+    .release_weight = NULL,
+    .sync = cq_host_sync,
+    .matmul = cq_cpu_matmul,
+    .attention = cq_cpu_attention,
+    .layernorm = cq_cpu_layernorm,
+    .rmsnorm = cq_cpu_rmsnorm,
+    .groupnorm = cq_cpu_groupnorm,
+    .qk_norm_rope = cq_cpu_qk_norm_rope,
+    .unary = cq_cpu_unary,
+    .binary = cq_cpu_binary,
+    .gated_add = cq_cpu_gated_add,
+    .swiglu = cq_cpu_swiglu,
+    .softmax = cq_cpu_softmax,
+    .copy = cq_cpu_copy,
+    .transpose = cq_cpu_transpose,
+    .concat_cols = cq_cpu_concat_cols,
+    .get_rows = cq_cpu_get_rows,
+    .conv2d = cq_cpu_conv2d,
+    .upsample_nearest = cq_cpu_upsample_nearest,
+    .pixel_shuffle = cq_cpu_pixel_shuffle,
+    .pixel_unshuffle = cq_cpu_pixel_unshuffle,
+};
+
+cq_status cq_backend_cpu_create(int threads, cq_cpu_isa isa, cq_backend **out) {
+    if (!out) return cq_fail(CQ_ERR_INVALID_ARG, "cq_backend_cpu_create: out is NULL");
+    *out = NULL;
+    if ((unsigned)isa >= CQ_CPU_ISA_COUNT) return cq_fail(CQ_ERR_INVALID_ARG, "unknown CPU ISA %d", (int)isa);
+    if (isa == CQ_CPU_AUTO) CQ_TRY(parse_isa_env(&isa));
+    if (isa == CQ_CPU_AUTO) isa = best_isa();
+    if (!cq_cpu_isa_available(isa)) {
+        if (!kit_for(isa))
+            return cq_fail(CQ_ERR_UNSUPPORTED, "cpu backend: no %s kernels in this build", cq_cpu_isa_name(isa));
+        return cq_fail(CQ_ERR_UNSUPPORTED, "cpu backend: this CPU (%s) lacks %s", cq_cpu()->model,
+                       cq_cpu_isa_name(isa));
+    }
+    if (threads <= 0) threads = cq_default_threads();
+    cq_cpu_backend *cb = cq_calloc(1, sizeof *cb);
+    if (!cb) return CQ_ERR_NOMEM;
+    cq_status s = cq_pool_create(threads, &cb->pool);
+    if (s != CQ_OK) {
+        cq_free(cb);
+        return s;
+    }
+    cb->threads = cq_pool_threads(cb->pool);
+    cb->kit = kit_for(isa);
+    cb->base.vt = &k_cpu_vtbl;
+    cb->base.act_dtype = CQ_DTYPE_F32;
+    cb->base.impl = cb;
+    snprintf(cb->base.name, sizeof cb->base.name, "cpu/%s", cb->kit->name);
+    *out = &cb->base;
+    return CQ_OK;
+}

@@ -1,0 +1,208 @@
+/*
+ * cpu_impl.h — internals of the CPU backend shared by its files.
+ *
+ * Structure
+ *  - cpu_backend.c: the vtable, ISA selection, supports().
+ *  - cpu_kit: what differs per ISA. Each ISA file (gemm_generic.c,
+ *    gemm_avx2.c, gemm_avx512.c; later gemm_amx.c, gemm_neon.c) exports one
+ *    cq_cpu_kit. Drivers (GEMM tiling, flash attention, conv) are ISA-neutral
+ *    and call the kit, so a new ISA is one file plus a line in
+ *    cpu_backend.c's kit table.
+ *  - cpu_weights.c: weight matrices in any supported codec, decoded on the
+ *    fly into f32 panels (never a whole dequantized copy).
+ *  - cpu_gemm.c: blocked GEMM driver with fused epilogues; matmul and conv2d
+ *    run on it, attention uses the same microkernel.
+ *  - attention_generic.c, rowops_generic.c, eltwise_generic.c,
+ *    image_generic.c: the other ops, threaded over rows/heads.
+ */
+#ifndef CQ_CPU_IMPL_H
+#define CQ_CPU_IMPL_H
+
+#include <math.h>
+#include <string.h>
+
+#include "ops/backend.h"
+
+/* ---- per-ISA kit ---------------------------------------------------------------- */
+/* C[MR][NR] (row stride ldc) = (acc ? C : 0) + A·B over kc steps, with A
+ * packed [kc][MR] and B packed [kc][NR] (both 64-byte aligned). */
+typedef void (*cq_cpu_ukernel_fn)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int acc);
+/* n f16 (little-endian bytes) / bf16 values to f32. */
+typedef void (*cq_cpu_cvt_fn)(const uint8_t *src, float *dst, int64_t n);
+
+typedef struct cq_cpu_kit {
+    cq_cpu_isa isa;
+    const char *name;
+    int mr, nr;                 /* microkernel tile */
+    cq_cpu_ukernel_fn ukernel;
+    cq_cpu_cvt_fn f16_to_f32;   /* row conversion used by weight decoding */
+    cq_cpu_cvt_fn bf16_to_f32;
+    float (*dot)(const float *a, const float *b, int64_t n); /* skinny (GEMV) matmuls */
+} cq_cpu_kit;
+
+const cq_cpu_kit *cq_cpu_kit_generic(void);
+#if defined(CQ_ARCH_X86)
+const cq_cpu_kit *cq_cpu_kit_avx2(void);
+const cq_cpu_kit *cq_cpu_kit_avx512(void);
+#endif
+
+/* ---- the backend ------------------------------------------------------------------ */
+typedef struct cq_cpu_backend {
+    cq_backend base; /* first: a cq_backend* is a cq_cpu_backend* */
+    cq_pool *pool;
+    int threads;
+    const cq_cpu_kit *kit;
+} cq_cpu_backend;
+
+static inline cq_cpu_backend *cq_cpu_of(cq_backend *be) { return (cq_cpu_backend *)be; }
+
+/* Run fn over [0, n) in chunks of at most `grain` items on the pool. `slot` is unique
+ * among concurrently running calls and < cb->threads, so it indexes
+ * per-thread scratch. */
+typedef void (*cq_cpu_range_fn)(void *ctx, int slot, int64_t begin, int64_t end);
+void cq_cpu_parallel(cq_cpu_backend *cb, int64_t n, int64_t grain, cq_cpu_range_fn fn, void *ctx);
+/* A grain that gives each thread a few chunks of about `work_per_item` units. */
+int64_t cq_cpu_grain(const cq_cpu_backend *cb, int64_t n, int64_t work_per_item);
+
+/* ---- scalar conversions: round-to-nearest-even as PyTorch does for activations
+ * (codec.h's file encoder rounds exact subnormal ties away from zero instead). */
+static inline float cq_cpu_h2f(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t em = h & 0x7fffu;
+    uint32_t bits;
+    if (em >= 0x7c00u) {
+        bits = sign | 0x7f800000u | ((em & 0x3ffu) << 13); /* inf / nan */
+    } else if (em >= 0x0400u) {
+        bits = sign | ((em << 13) + ((uint32_t)(127 - 15) << 23)); /* normal */
+    } else {
+        float f = (float)em * 5.9604644775390625e-8f; /* subnormal: m * 2^-24, exact */
+        memcpy(&bits, &f, 4);
+        bits |= sign;
+    }
+    float out;
+    memcpy(&out, &bits, 4);
+    return out;
+}
+
+static inline uint16_t cq_cpu_f2h(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+    uint32_t ax = x & 0x7fffffffu;
+    if (ax >= 0x7f800000u) return (uint16_t)(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u | ((ax >> 13) & 0x3ffu) : 0));
+    if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* rounds past 65504 */
+    if (ax < 0x38800000u) {                                   /* below the smallest normal: subnormal */
+        if (ax < 0x33000000u) return sign;                    /* < 2^-25 rounds to 0 */
+        uint32_t m = (ax & 0x7fffffu) | 0x800000u;
+        int shift = 126 - (int)(ax >> 23); /* 14 .. 24 */
+        uint32_t r = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (r & 1u))) r++;
+        return (uint16_t)(sign | r);
+    }
+    uint32_t r = ax + 0xfffu + ((ax >> 13) & 1u); /* round to nearest even at bit 13 */
+    return (uint16_t)(sign | ((r - ((uint32_t)(127 - 15) << 23)) >> 13));
+}
+
+static inline float cq_cpu_bf2f(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static inline uint16_t cq_cpu_f2bf(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* quiet NaN */
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+static inline uint16_t cq_cpu_rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+
+/* Rows of activations as f32, and back (F32/F16/BF16). */
+void cq_cpu_load_row(const void *src, cq_dtype dt, int64_t i0, float *dst, int64_t n);
+void cq_cpu_store_row(void *dst, cq_dtype dt, int64_t i0, const float *src, int64_t n);
+
+static inline float cq_cpu_silu(float x) { return x / (1.0f + expf(-x)); }
+static inline float cq_cpu_gelu_tanh(float x) {
+    return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+}
+
+/* ---- weights ----------------------------------------------------------------------- */
+/* A matrix operand read as [rows = shape[0], cols = nelem/rows]: a weight in
+ * any codec this backend decodes, or a float activation. */
+typedef struct cq_cpu_wmat cq_cpu_wmat;
+typedef void (*cq_cpu_wdecode_fn)(const cq_cpu_wmat *w, int64_t r, int64_t k0, int64_t n, float *out);
+struct cq_cpu_wmat {
+    cq_dtype dt;
+    const uint8_t *p;
+    int64_t rows, cols;
+    float *col;             /* q8_2f: decoded column factors [cols] */
+    int64_t gpr, code_stride; /* q4tp */
+    const cq_cpu_kit *kit;
+    cq_cpu_wdecode_fn decode; /* elements [k0, k0+n) of row r as f32 */
+};
+bool cq_cpu_wcodec_supported(cq_dtype dt);
+cq_status cq_cpu_wmat_init(cq_cpu_wmat *w, const cq_tensor *t, const cq_cpu_kit *kit);
+void cq_cpu_wmat_free(cq_cpu_wmat *w);
+/* Decode rows [r0, r0+nr) x cols [k0, k0+kc) into NR-wide panels [kc][NR];
+ * rows past nr (up to a multiple of NR) are zero. tmp holds NR*kc floats. */
+void cq_cpu_pack_b(const cq_cpu_wmat *w, int64_t r0, int64_t nr, int64_t k0, int64_t kc, int NR, float *dst,
+                   float *tmp);
+
+/* ---- GEMM driver -------------------------------------------------------------------- */
+typedef struct cq_cpu_asrc cq_cpu_asrc;
+/* Fill one A panel [kc][MR] for rows [m0, m0+mr) (mr <= MR; the rest zero). */
+typedef void (*cq_cpu_apack_fn)(const cq_cpu_asrc *a, int64_t m0, int64_t mr, int64_t k0, int64_t kc, int MR,
+                                float *dst);
+struct cq_cpu_asrc {
+    cq_cpu_apack_fn pack;
+    const void *x;      /* matrix rows or the conv input image */
+    cq_dtype dt;
+    int64_t ld;         /* elements per row */
+    const cq_conv2d_args *conv; /* conv im2col source */
+    int64_t Wo, Cin;
+};
+void cq_cpu_apack_matrix(const cq_cpu_asrc *a, int64_t m0, int64_t mr, int64_t k0, int64_t kc, int MR, float *dst);
+
+typedef struct cq_cpu_gemm {
+    int64_t M, N, K;
+    cq_cpu_asrc a;
+    const cq_cpu_wmat *w1, *w2; /* w2: second SwiGLU operand (may be w1 itself) */
+    int64_t w1_row0, w2_row0;
+    float scale;
+    cq_act act;
+    bool accumulate;
+    const float *bias, *bias2, *gate;
+    void *y;
+    cq_dtype ydt;
+} cq_cpu_gemm;
+cq_status cq_cpu_gemm_run(cq_cpu_backend *cb, const cq_cpu_gemm *g);
+
+/* ---- ops (vtable entries) ----------------------------------------------------------- */
+cq_status cq_cpu_matmul(cq_backend *be, const cq_matmul_args *a);
+cq_status cq_cpu_attention(cq_backend *be, const cq_attn_args *a);
+cq_status cq_cpu_layernorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *scale,
+                           const cq_tensor *shift, float eps);
+cq_status cq_cpu_rmsnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *w, const cq_tensor *bias,
+                         bool zero_centered, float eps);
+cq_status cq_cpu_groupnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, int groups, const cq_tensor *gamma,
+                           const cq_tensor *beta, float eps);
+cq_status cq_cpu_qk_norm_rope(cq_backend *be, cq_tensor *t, int n_heads, int head_dim, const cq_tensor *w, float eps,
+                              const cq_tensor *cos_t, const cq_tensor *sin_t, cq_rope_mode mode, int rope_dim);
+cq_status cq_cpu_softmax(cq_backend *be, cq_tensor *y, const cq_tensor *x, float scale);
+cq_status cq_cpu_unary(cq_backend *be, cq_tensor *y, const cq_tensor *x, cq_unary fn, float alpha, float beta);
+cq_status cq_cpu_binary(cq_backend *be, cq_tensor *y, const cq_tensor *a, const cq_tensor *b, cq_binary fn);
+cq_status cq_cpu_gated_add(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *gate);
+cq_status cq_cpu_swiglu(cq_backend *be, cq_tensor *y, const cq_tensor *a, const cq_tensor *b);
+cq_status cq_cpu_copy(cq_backend *be, cq_tensor *y, const cq_tensor *x);
+cq_status cq_cpu_transpose(cq_backend *be, cq_tensor *y, const cq_tensor *x);
+cq_status cq_cpu_concat_cols(cq_backend *be, cq_tensor *y, const cq_tensor *a, const cq_tensor *b);
+cq_status cq_cpu_get_rows(cq_backend *be, cq_tensor *y, const cq_tensor *w, const cq_tensor *ids);
+cq_status cq_cpu_conv2d(cq_backend *be, const cq_conv2d_args *a);
+cq_status cq_cpu_upsample_nearest(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int f);
+cq_status cq_cpu_pixel_shuffle(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int r);
+cq_status cq_cpu_pixel_unshuffle(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int r);
+
+#endif /* CQ_CPU_IMPL_H */

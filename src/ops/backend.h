@@ -1,0 +1,93 @@
+/*
+ * backend.h — the contract between the op front end (ops.c) and a backend.
+ *
+ * A backend is a vtable plus private state. The front end has already
+ * checked everything that can be checked on the host (shapes, dtypes,
+ * ownership, aliasing, supports()) before an entry is called, so backends
+ * only check what lives in their memory (index values) and their own
+ * resources. Model code never includes this header.
+ *
+ * Asynchrony: every op entry may merely enqueue work and return CQ_OK; an
+ * error found later is kept and returned by `sync` (and by the next
+ * `download`). Host memory handed to `buf_upload` may be reused as soon as
+ * the call returns (a device backend copies it or waits); `buf_download`
+ * returns only when the bytes are in host memory, after all queued work that
+ * writes them. Buffers freed while work that uses them is queued must stay
+ * valid until that work is done (stream-ordered free).
+ *
+ * Adding a backend: fill a cq_backend_vtbl, create a cq_backend whose `vt`
+ * points to it, and answer supports() honestly — the generic op test
+ * (tests/unit/test_ops.c) runs every supported combination against the
+ * reference backend and expects CQ_ERR_UNSUPPORTED for the rest.
+ */
+#ifndef CQ_OPS_BACKEND_H
+#define CQ_OPS_BACKEND_H
+
+#include "ops/ops.h"
+
+typedef struct cq_backend_vtbl {
+    const char *kind; /* "cpu", "ref", "cuda" */
+    void (*destroy)(cq_backend *be);
+    bool (*supports)(const cq_backend *be, cq_op op, cq_dtype wdt, cq_dtype xdt);
+
+    /* ---- memory: `base` is the backend's handle for one allocation ---- */
+    cq_status (*buf_alloc)(cq_backend *be, size_t nbytes, void **base);
+    void (*buf_free)(cq_backend *be, void *base);
+    cq_status (*buf_upload)(cq_backend *be, void *base, size_t offset, const void *src, size_t n);
+    cq_status (*buf_download)(cq_backend *be, const void *base, size_t offset, void *dst, size_t n);
+    cq_status (*buf_zero)(cq_backend *be, void *base, size_t offset, size_t n);
+    /* Bind a validated CMF view: fill t->base/offset/nbytes/impl. The front
+     * end fills dtype/ndim/shape/flags. */
+    cq_status (*bind_weight)(cq_backend *be, const cq_tensor_view *v, cq_tensor *t);
+    void (*release_weight)(cq_backend *be, cq_tensor *t); /* may be NULL */
+    cq_status (*sync)(cq_backend *be);
+
+    /* ---- ops (arguments already validated; see ops.h for semantics) ---- */
+    cq_status (*matmul)(cq_backend *be, const cq_matmul_args *a);
+    cq_status (*attention)(cq_backend *be, const cq_attn_args *a);
+    cq_status (*layernorm)(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *scale,
+                           const cq_tensor *shift, float eps);
+    cq_status (*rmsnorm)(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *w,
+                         const cq_tensor *bias, bool zero_centered, float eps);
+    cq_status (*groupnorm)(cq_backend *be, cq_tensor *y, const cq_tensor *x, int groups, const cq_tensor *gamma,
+                           const cq_tensor *beta, float eps);
+    cq_status (*qk_norm_rope)(cq_backend *be, cq_tensor *t, int n_heads, int head_dim, const cq_tensor *w,
+                              float eps, const cq_tensor *cos_t, const cq_tensor *sin_t, cq_rope_mode mode,
+                              int rope_dim);
+    cq_status (*unary)(cq_backend *be, cq_tensor *y, const cq_tensor *x, cq_unary fn, float alpha, float beta);
+    cq_status (*binary)(cq_backend *be, cq_tensor *y, const cq_tensor *a, const cq_tensor *b, cq_binary fn);
+    cq_status (*gated_add)(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *gate);
+    cq_status (*swiglu)(cq_backend *be, cq_tensor *y, const cq_tensor *a, const cq_tensor *b);
+    cq_status (*softmax)(cq_backend *be, cq_tensor *y, const cq_tensor *x, float scale);
+    cq_status (*copy)(cq_backend *be, cq_tensor *y, const cq_tensor *x);
+    cq_status (*transpose)(cq_backend *be, cq_tensor *y, const cq_tensor *x);
+    cq_status (*concat_cols)(cq_backend *be, cq_tensor *y, const cq_tensor *a, const cq_tensor *b);
+    cq_status (*get_rows)(cq_backend *be, cq_tensor *y, const cq_tensor *w, const cq_tensor *ids);
+    cq_status (*conv2d)(cq_backend *be, const cq_conv2d_args *a);
+    cq_status (*upsample_nearest)(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int f);
+    cq_status (*pixel_shuffle)(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int r);
+    cq_status (*pixel_unshuffle)(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int r);
+} cq_backend_vtbl;
+
+struct cq_backend {
+    const cq_backend_vtbl *vt;
+    char name[64];      /* "cpu/avx512", "ref", "cuda:0 (H200)" */
+    cq_dtype act_dtype; /* preferred activation dtype */
+    void *impl;         /* backend-private state */
+};
+
+/* Host address of element 0 of a tensor whose buffer is host memory (the
+ * CPU and reference backends). */
+static inline void *cq_host_ptr(const cq_tensor *t) { return (char *)t->base + t->offset; }
+
+/* Host-memory buffer entries shared by the CPU and reference backends:
+ * 64-byte aligned allocations, weights bound zero-copy from the mapping. */
+cq_status cq_host_buf_alloc(cq_backend *be, size_t nbytes, void **base);
+void cq_host_buf_free(cq_backend *be, void *base);
+cq_status cq_host_buf_upload(cq_backend *be, void *base, size_t offset, const void *src, size_t n);
+cq_status cq_host_buf_download(cq_backend *be, const void *base, size_t offset, void *dst, size_t n);
+cq_status cq_host_buf_zero(cq_backend *be, void *base, size_t offset, size_t n);
+cq_status cq_host_bind_weight(cq_backend *be, const cq_tensor_view *v, cq_tensor *t);
+cq_status cq_host_sync(cq_backend *be);
+
+#endif /* CQ_OPS_BACKEND_H */

@@ -1,0 +1,620 @@
+/*
+ * ops_front.c — the op entry points model code calls. Each validates its
+ * arguments completely on the host (presence, owning backend, dtypes, shapes,
+ * aliasing, parameter ranges) and fails with a message naming the op and the
+ * offending tensor, asks the backend whether it runs the combination
+ * (CQ_ERR_UNSUPPORTED otherwise), and only then dispatches. Backends can
+ * therefore trust their arguments.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ops/backend.h"
+
+typedef struct chk {
+    cq_backend *be;
+    const char *op;
+} chk;
+
+static const char *shape_str(const cq_tensor *t, char *buf, size_t len) {
+    size_t o = 0;
+    o += (size_t)snprintf(buf + o, len - o, "[");
+    for (int i = 0; i < t->ndim && o < len; i++)
+        o += (size_t)snprintf(buf + o, len - o, i ? ", %lld" : "%lld", (long long)t->shape[i]);
+    if (o < len) snprintf(buf + o, len - o, "]");
+    return buf;
+}
+
+static bool is_float_act(cq_dtype dt) { return dt == CQ_DTYPE_F32 || dt == CQ_DTYPE_F16 || dt == CQ_DTYPE_BF16; }
+
+/* Present, allocated on this backend, with a sane geometry. */
+static cq_status need(const chk *c, const char *what, const cq_tensor *t) {
+    if (!t) return cq_fail(CQ_ERR_INVALID_ARG, "%s: tensor '%s' is missing", c->op, what);
+    if (!t->be || !t->base) return cq_fail(CQ_ERR_INVALID_ARG, "%s: tensor '%s' is not allocated", c->op, what);
+    if (t->be != c->be)
+        return cq_fail(CQ_ERR_INVALID_ARG, "%s: tensor '%s' belongs to backend %s, not %s", c->op, what,
+                       cq_backend_name(t->be), cq_backend_name(c->be));
+    if (t->ndim < 1 || t->ndim > CQ_TENSOR_MAX_DIMS)
+        return cq_fail(CQ_ERR_SHAPE, "%s: tensor '%s' has %d dims", c->op, what, t->ndim);
+    for (int i = 0; i < t->ndim; i++)
+        if (t->shape[i] < 1) return cq_fail(CQ_ERR_SHAPE, "%s: tensor '%s' has an empty dim %d", c->op, what, i);
+    return CQ_OK;
+}
+
+/* A float activation (F32/F16/BF16) read by the op. */
+static cq_status need_act(const chk *c, const char *what, const cq_tensor *t) {
+    CQ_TRY(need(c, what, t));
+    if (!is_float_act(t->dtype))
+        return cq_fail(CQ_ERR_DTYPE, "%s: tensor '%s' is %s (want f32, f16 or bf16)", c->op, what,
+                       cq_dtype_name(t->dtype));
+    if (t->nbytes < (size_t)cq_tensor_nelem(t) * cq_act_dtype_size(t->dtype))
+        return cq_fail(CQ_ERR_SHAPE, "%s: tensor '%s' spans fewer bytes than its shape needs", c->op, what);
+    return CQ_OK;
+}
+
+/* A float activation the op writes: never a weight. */
+static cq_status need_out(const chk *c, const char *what, const cq_tensor *t) {
+    CQ_TRY(need_act(c, what, t));
+    if (t->flags & CQ_TENSOR_WEIGHT)
+        return cq_fail(CQ_ERR_INVALID_ARG, "%s: output '%s' is a weight (weights are immutable)", c->op, what);
+    return CQ_OK;
+}
+
+/* An optional F32 per-channel vector of n elements. */
+static cq_status need_vec(const chk *c, const char *what, const cq_tensor *t, int64_t n) {
+    if (!t) return CQ_OK;
+    CQ_TRY(need_act(c, what, t));
+    if (t->dtype != CQ_DTYPE_F32)
+        return cq_fail(CQ_ERR_DTYPE, "%s: '%s' is %s (per-channel parameters are f32; convert with cq_op_copy)", c->op,
+                       what, cq_dtype_name(t->dtype));
+    if (cq_tensor_nelem(t) != n) {
+        char b[64];
+        return cq_fail(CQ_ERR_SHAPE, "%s: '%s' has shape %s (want %lld elements)", c->op, what, shape_str(t, b, sizeof b),
+                       (long long)n);
+    }
+    return CQ_OK;
+}
+
+static cq_status need_i32(const chk *c, const char *what, const cq_tensor *t, int64_t n) {
+    CQ_TRY(need(c, what, t));
+    if (t->dtype != CQ_DTYPE_I32)
+        return cq_fail(CQ_ERR_DTYPE, "%s: '%s' is %s (want i32)", c->op, what, cq_dtype_name(t->dtype));
+    if (cq_tensor_nelem(t) != n)
+        return cq_fail(CQ_ERR_SHAPE, "%s: '%s' has %lld elements (want %lld)", c->op, what,
+                       (long long)cq_tensor_nelem(t), (long long)n);
+    return CQ_OK;
+}
+
+static cq_status need_rc(const chk *c, const char *what, const cq_tensor *t, int64_t rows, int64_t cols) {
+    if (cq_tensor_rows(t) != rows || cq_tensor_cols(t) != cols) {
+        char b[64];
+        return cq_fail(CQ_ERR_SHAPE, "%s: '%s' has shape %s (want %lld rows x %lld cols)", c->op, what,
+                       shape_str(t, b, sizeof b), (long long)rows, (long long)cols);
+    }
+    return CQ_OK;
+}
+
+static cq_status need_dtype(const chk *c, const char *what, const cq_tensor *t, cq_dtype dt) {
+    if (t->dtype != dt)
+        return cq_fail(CQ_ERR_DTYPE, "%s: '%s' is %s but the op runs in %s", c->op, what, cq_dtype_name(t->dtype),
+                       cq_dtype_name(dt));
+    return CQ_OK;
+}
+
+static bool overlaps(const cq_tensor *a, const cq_tensor *b) {
+    if (!a || !b || a->base != b->base) return false;
+    return a->offset < b->offset + b->nbytes && b->offset < a->offset + a->nbytes;
+}
+
+static bool identical(const cq_tensor *a, const cq_tensor *b) {
+    return a->base == b->base && a->offset == b->offset && a->nbytes == b->nbytes && a->dtype == b->dtype;
+}
+
+/* The output may not share memory with an input. */
+static cq_status no_alias(const chk *c, const char *wo, const cq_tensor *o, const char *wi, const cq_tensor *i) {
+    if (overlaps(o, i)) return cq_fail(CQ_ERR_INVALID_ARG, "%s: output '%s' overlaps input '%s'", c->op, wo, wi);
+    return CQ_OK;
+}
+
+/* The output may be the input itself (in place) but not a shifted overlap. */
+static cq_status same_or_apart(const chk *c, const char *wo, const cq_tensor *o, const char *wi, const cq_tensor *i) {
+    if (overlaps(o, i) && !identical(o, i))
+        return cq_fail(CQ_ERR_INVALID_ARG, "%s: output '%s' partially overlaps input '%s' (in place must be exact)",
+                       c->op, wo, wi);
+    return CQ_OK;
+}
+
+static cq_status need_support(const chk *c, cq_op op, cq_dtype wdt, cq_dtype xdt) {
+    if (!c->be->vt->supports(c->be, op, wdt, xdt)) {
+        if (wdt != CQ_DTYPE_COUNT)
+            return cq_fail(CQ_ERR_UNSUPPORTED, "%s: backend %s does not run %s weights with %s activations", c->op,
+                           c->be->name, cq_dtype_name(wdt), cq_dtype_name(xdt));
+        return cq_fail(CQ_ERR_UNSUPPORTED, "%s: backend %s does not run %s activations", c->op, c->be->name,
+                       cq_dtype_name(xdt));
+    }
+    return CQ_OK;
+}
+
+static cq_status need_be(const chk *c) {
+    if (!c->be) return cq_fail(CQ_ERR_INVALID_ARG, "%s: backend is NULL", c->op);
+    return CQ_OK;
+}
+
+static cq_status need_finite(const chk *c, const char *what, float v) {
+    if (!isfinite(v)) return cq_fail(CQ_ERR_INVALID_ARG, "%s: %s is not finite", c->op, what);
+    return CQ_OK;
+}
+
+/* A matrix-shaped operand read as [shape[0], rest]: weights in any codec or
+ * float activations. */
+static cq_status need_matrix(const chk *c, const char *what, const cq_tensor *w, int64_t *rows, int64_t *cols) {
+    CQ_TRY(need(c, what, w));
+    if (!(w->flags & CQ_TENSOR_WEIGHT)) CQ_TRY(need_act(c, what, w));
+    if (w->ndim < 2) return cq_fail(CQ_ERR_SHAPE, "%s: '%s' is 1-D (want a matrix [rows, cols])", c->op, what);
+    *rows = w->shape[0];
+    *cols = cq_tensor_nelem(w) / w->shape[0];
+    return CQ_OK;
+}
+
+/* ---- matmul --------------------------------------------------------------------- */
+cq_status cq_op_matmul(cq_backend *be, const cq_matmul_args *a) {
+    chk c = {be, "matmul"};
+    CQ_TRY(need_be(&c));
+    if (!a) return cq_fail(CQ_ERR_INVALID_ARG, "matmul: args is NULL");
+    CQ_TRY(need_act(&c, "x", a->x));
+    CQ_TRY(need_out(&c, "y", a->y));
+    if ((unsigned)a->act >= CQ_ACT_COUNT) return cq_fail(CQ_ERR_INVALID_ARG, "matmul: unknown activation %d", a->act);
+    CQ_TRY(need_finite(&c, "scale", a->scale));
+    int64_t M = cq_tensor_rows(a->x), K = cq_tensor_cols(a->x);
+    int64_t wn, wk;
+    CQ_TRY(need_matrix(&c, "w", a->w, &wn, &wk));
+    if (wk != K)
+        return cq_fail(CQ_ERR_SHAPE, "matmul: x has %lld columns but w rows have %lld (want equal K)", (long long)K,
+                       (long long)wk);
+    int64_t N = wn;
+    bool swiglu = a->act == CQ_ACT_SWIGLU;
+    if (swiglu && a->w2) {
+        int64_t n2, k2;
+        CQ_TRY(need_matrix(&c, "w2", a->w2, &n2, &k2));
+        if (n2 != wn || k2 != K)
+            return cq_fail(CQ_ERR_SHAPE, "matmul: w2 is [%lld, %lld] but w is [%lld, %lld]", (long long)n2,
+                           (long long)k2, (long long)wn, (long long)K);
+        CQ_TRY(need_vec(&c, "bias", a->bias, N));
+        CQ_TRY(need_vec(&c, "bias2", a->bias2, N));
+    } else if (swiglu) {
+        if (wn % 2)
+            return cq_fail(CQ_ERR_SHAPE, "matmul: fused swiglu weight has %lld rows (want an even gate|up count)",
+                           (long long)wn);
+        N = wn / 2;
+        if (a->bias2) return cq_fail(CQ_ERR_INVALID_ARG, "matmul: bias2 with a fused swiglu weight (put it in bias)");
+        CQ_TRY(need_vec(&c, "bias", a->bias, 2 * N));
+    } else {
+        if (a->w2) return cq_fail(CQ_ERR_INVALID_ARG, "matmul: w2 is only used with the swiglu activation");
+        if (a->bias2) return cq_fail(CQ_ERR_INVALID_ARG, "matmul: bias2 is only used with the swiglu activation");
+        CQ_TRY(need_vec(&c, "bias", a->bias, N));
+    }
+    if (a->gate && !a->accumulate) return cq_fail(CQ_ERR_INVALID_ARG, "matmul: gate needs accumulate (y += gate * v)");
+    CQ_TRY(need_vec(&c, "gate", a->gate, N));
+    CQ_TRY(need_rc(&c, "y", a->y, M, N));
+    if (a->y->dtype != CQ_DTYPE_F32 && a->y->dtype != a->x->dtype)
+        return cq_fail(CQ_ERR_DTYPE, "matmul: y is %s (want f32 or x's dtype %s)", cq_dtype_name(a->y->dtype),
+                       cq_dtype_name(a->x->dtype));
+    CQ_TRY(no_alias(&c, "y", a->y, "x", a->x));
+    CQ_TRY(no_alias(&c, "y", a->y, "w", a->w));
+    CQ_TRY(no_alias(&c, "y", a->y, "w2", a->w2));
+    CQ_TRY(no_alias(&c, "y", a->y, "bias", a->bias));
+    CQ_TRY(no_alias(&c, "y", a->y, "bias2", a->bias2));
+    CQ_TRY(no_alias(&c, "y", a->y, "gate", a->gate));
+    CQ_TRY(need_support(&c, CQ_OP_MATMUL, a->w->dtype, a->x->dtype));
+    if (a->w2 && a->w2->dtype != a->w->dtype) CQ_TRY(need_support(&c, CQ_OP_MATMUL, a->w2->dtype, a->x->dtype));
+    return be->vt->matmul(be, a);
+}
+
+cq_status cq_op_linear(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *w, const cq_tensor *bias) {
+    cq_matmul_args a = {.y = y, .x = x, .w = w, .bias = bias, .scale = 1.0f};
+    return cq_op_matmul(be, &a);
+}
+
+/* ---- attention --------------------------------------------------------------------- */
+cq_status cq_op_attention(cq_backend *be, const cq_attn_args *a) {
+    chk c = {be, "attention"};
+    CQ_TRY(need_be(&c));
+    if (!a) return cq_fail(CQ_ERR_INVALID_ARG, "attention: args is NULL");
+    if (a->n_heads < 1 || a->n_kv_heads < 1 || a->head_dim < 1)
+        return cq_fail(CQ_ERR_SHAPE, "attention: heads %d, kv heads %d, head_dim %d (all must be >= 1)", a->n_heads,
+                       a->n_kv_heads, a->head_dim);
+    if (a->n_heads % a->n_kv_heads)
+        return cq_fail(CQ_ERR_SHAPE, "attention: %d query heads are not a multiple of %d kv heads", a->n_heads,
+                       a->n_kv_heads);
+    CQ_TRY(need_finite(&c, "scale", a->scale));
+    CQ_TRY(need_act(&c, "q", a->q));
+    CQ_TRY(need_out(&c, "o", a->o));
+    int64_t Nq = cq_tensor_rows(a->q), D = a->head_dim;
+    int64_t qc = (int64_t)a->n_heads * D, kc = (int64_t)a->n_kv_heads * D;
+    CQ_TRY(need_rc(&c, "q", a->q, Nq, qc));
+    CQ_TRY(need_rc(&c, "o", a->o, Nq, qc));
+    cq_dtype dt = a->q->dtype;
+    CQ_TRY(need_dtype(&c, "o", a->o, dt));
+    if (!a->k != !a->v) return cq_fail(CQ_ERR_INVALID_ARG, "attention: k and v must be given together");
+    if (!a->k_prefix != !a->v_prefix)
+        return cq_fail(CQ_ERR_INVALID_ARG, "attention: k_prefix and v_prefix must be given together");
+    if (!a->k && !a->k_prefix) return cq_fail(CQ_ERR_INVALID_ARG, "attention: no keys (give k/v, a prefix, or both)");
+    const struct {
+        const char *name;
+        const cq_tensor *t;
+    } kv[4] = {{"k", a->k}, {"v", a->v}, {"k_prefix", a->k_prefix}, {"v_prefix", a->v_prefix}};
+    for (int i = 0; i < 4; i++) {
+        if (!kv[i].t) continue;
+        CQ_TRY(need_act(&c, kv[i].name, kv[i].t));
+        CQ_TRY(need_dtype(&c, kv[i].name, kv[i].t, dt));
+        CQ_TRY(need_rc(&c, kv[i].name, kv[i].t, cq_tensor_rows(kv[i].t), kc));
+        CQ_TRY(no_alias(&c, "o", a->o, kv[i].name, kv[i].t));
+    }
+    if (a->k && cq_tensor_rows(a->k) != cq_tensor_rows(a->v))
+        return cq_fail(CQ_ERR_SHAPE, "attention: k has %lld rows, v %lld", (long long)cq_tensor_rows(a->k),
+                       (long long)cq_tensor_rows(a->v));
+    if (a->k_prefix && cq_tensor_rows(a->k_prefix) != cq_tensor_rows(a->v_prefix))
+        return cq_fail(CQ_ERR_SHAPE, "attention: k_prefix has %lld rows, v_prefix %lld",
+                       (long long)cq_tensor_rows(a->k_prefix), (long long)cq_tensor_rows(a->v_prefix));
+    if (a->vis) {
+        CQ_TRY(need_i32(&c, "vis", a->vis, Nq));
+        CQ_TRY(no_alias(&c, "o", a->o, "vis", a->vis));
+    }
+    CQ_TRY(no_alias(&c, "o", a->o, "q", a->q));
+    CQ_TRY(need_support(&c, CQ_OP_ATTENTION, CQ_DTYPE_COUNT, dt));
+    return be->vt->attention(be, a);
+}
+
+/* ---- row ops ------------------------------------------------------------------------ */
+/* y and x: same dtype and rows x cols; y == x allowed. */
+static cq_status need_unary_pair(const chk *c, cq_tensor *y, const cq_tensor *x) {
+    CQ_TRY(need_act(c, "x", x));
+    CQ_TRY(need_out(c, "y", y));
+    CQ_TRY(need_dtype(c, "y", y, x->dtype));
+    CQ_TRY(need_rc(c, "y", y, cq_tensor_rows(x), cq_tensor_cols(x)));
+    return same_or_apart(c, "y", y, "x", x);
+}
+
+static cq_status need_eps(const chk *c, float eps) {
+    if (!(eps >= 0.0f) || !isfinite(eps)) return cq_fail(CQ_ERR_INVALID_ARG, "%s: eps %g is not a finite value >= 0", c->op, eps);
+    return CQ_OK;
+}
+
+cq_status cq_op_layernorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *scale,
+                          const cq_tensor *shift, float eps) {
+    chk c = {be, "layernorm"};
+    CQ_TRY(need_be(&c));
+    CQ_TRY(need_unary_pair(&c, y, x));
+    CQ_TRY(need_eps(&c, eps));
+    int64_t C = cq_tensor_cols(x);
+    CQ_TRY(need_vec(&c, "scale", scale, C));
+    CQ_TRY(need_vec(&c, "shift", shift, C));
+    CQ_TRY(no_alias(&c, "y", y, "scale", scale));
+    CQ_TRY(no_alias(&c, "y", y, "shift", shift));
+    CQ_TRY(need_support(&c, CQ_OP_LAYERNORM, CQ_DTYPE_COUNT, x->dtype));
+    return be->vt->layernorm(be, y, x, scale, shift, eps);
+}
+
+cq_status cq_op_rmsnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *w, const cq_tensor *bias,
+                        bool zero_centered, float eps) {
+    chk c = {be, "rmsnorm"};
+    CQ_TRY(need_be(&c));
+    CQ_TRY(need_unary_pair(&c, y, x));
+    CQ_TRY(need_eps(&c, eps));
+    int64_t C = cq_tensor_cols(x);
+    CQ_TRY(need_vec(&c, "w", w, C));
+    CQ_TRY(need_vec(&c, "bias", bias, C));
+    CQ_TRY(no_alias(&c, "y", y, "w", w));
+    CQ_TRY(no_alias(&c, "y", y, "bias", bias));
+    CQ_TRY(need_support(&c, CQ_OP_RMSNORM, CQ_DTYPE_COUNT, x->dtype));
+    return be->vt->rmsnorm(be, y, x, w, bias, zero_centered, eps);
+}
+
+cq_status cq_op_groupnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, int groups, const cq_tensor *gamma,
+                          const cq_tensor *beta, float eps) {
+    chk c = {be, "groupnorm"};
+    CQ_TRY(need_be(&c));
+    CQ_TRY(need_unary_pair(&c, y, x));
+    CQ_TRY(need_eps(&c, eps));
+    int64_t C = cq_tensor_cols(x);
+    if (groups < 1 || C % groups)
+        return cq_fail(CQ_ERR_SHAPE, "groupnorm: %d groups do not divide %lld channels", groups, (long long)C);
+    CQ_TRY(need_vec(&c, "gamma", gamma, C));
+    CQ_TRY(need_vec(&c, "beta", beta, C));
+    CQ_TRY(no_alias(&c, "y", y, "gamma", gamma));
+    CQ_TRY(no_alias(&c, "y", y, "beta", beta));
+    CQ_TRY(need_support(&c, CQ_OP_GROUPNORM, CQ_DTYPE_COUNT, x->dtype));
+    return be->vt->groupnorm(be, y, x, groups, gamma, beta, eps);
+}
+
+cq_status cq_op_qk_norm_rope(cq_backend *be, cq_tensor *t, int n_heads, int head_dim, const cq_tensor *w, float eps,
+                             const cq_tensor *cos_t, const cq_tensor *sin_t, cq_rope_mode mode, int rope_dim) {
+    chk c = {be, "qk_norm_rope"};
+    CQ_TRY(need_be(&c));
+    CQ_TRY(need_out(&c, "t", t));
+    if (n_heads < 1 || head_dim < 1)
+        return cq_fail(CQ_ERR_SHAPE, "qk_norm_rope: %d heads of %d channels", n_heads, head_dim);
+    int64_t N = cq_tensor_rows(t);
+    CQ_TRY(need_rc(&c, "t", t, N, (int64_t)n_heads * head_dim));
+    CQ_TRY(need_eps(&c, eps));
+    CQ_TRY(need_vec(&c, "w", w, head_dim));
+    CQ_TRY(no_alias(&c, "t", t, "w", w));
+    if ((unsigned)mode > CQ_ROPE_HALF) return cq_fail(CQ_ERR_INVALID_ARG, "qk_norm_rope: unknown rope mode %d", mode);
+    if (mode != CQ_ROPE_NONE) {
+        int rd = rope_dim ? rope_dim : head_dim;
+        if (rd < 2 || rd > head_dim || rd % 2)
+            return cq_fail(CQ_ERR_SHAPE, "qk_norm_rope: rope_dim %d (want an even count in [2, head_dim %d])", rd,
+                           head_dim);
+        const cq_tensor *tab[2] = {cos_t, sin_t};
+        const char *names[2] = {"cos", "sin"};
+        for (int i = 0; i < 2; i++) {
+            if (!tab[i]) return cq_fail(CQ_ERR_INVALID_ARG, "qk_norm_rope: the %s table is missing", names[i]);
+            CQ_TRY(need_act(&c, names[i], tab[i]));
+            if (tab[i]->dtype != CQ_DTYPE_F32)
+                return cq_fail(CQ_ERR_DTYPE, "qk_norm_rope: the %s table is %s (want f32)", names[i],
+                               cq_dtype_name(tab[i]->dtype));
+            CQ_TRY(need_rc(&c, names[i], tab[i], N, rd / 2));
+            CQ_TRY(no_alias(&c, "t", t, names[i], tab[i]));
+        }
+    }
+    CQ_TRY(need_support(&c, CQ_OP_QK_NORM_ROPE, CQ_DTYPE_COUNT, t->dtype));
+    return be->vt->qk_norm_rope(be, t, n_heads, head_dim, w, eps, cos_t, sin_t, mode, rope_dim);
+}
+
+cq_status cq_op_unary(cq_backend *be, cq_tensor *y, const cq_tensor *x, cq_unary fn, float alpha, float beta) {
+    chk c = {be, "unary"};
+    CQ_TRY(need_be(&c));
+    if ((unsigned)fn >= CQ_UNARY_COUNT) return cq_fail(CQ_ERR_INVALID_ARG, "unary: unknown function %d", fn);
+    CQ_TRY(need_unary_pair(&c, y, x));
+    CQ_TRY(need_support(&c, CQ_OP_UNARY, CQ_DTYPE_COUNT, x->dtype));
+    return be->vt->unary(be, y, x, fn, alpha, beta);
+}
+
+cq_status cq_op_binary(cq_backend *be, cq_tensor *y, const cq_tensor *a, const cq_tensor *b, cq_binary fn) {
+    chk c = {be, "binary"};
+    CQ_TRY(need_be(&c));
+    if ((unsigned)fn >= CQ_BINARY_COUNT) return cq_fail(CQ_ERR_INVALID_ARG, "binary: unknown function %d", fn);
+    CQ_TRY(need_act(&c, "a", a));
+    CQ_TRY(need_act(&c, "b", b));
+    CQ_TRY(need_out(&c, "y", y));
+    CQ_TRY(need_dtype(&c, "b", b, a->dtype));
+    CQ_TRY(need_dtype(&c, "y", y, a->dtype));
+    CQ_TRY(need_rc(&c, "y", y, cq_tensor_rows(a), cq_tensor_cols(a)));
+    int64_t nb = cq_tensor_nelem(b);
+    bool full = nb == cq_tensor_nelem(a) && cq_tensor_cols(b) == cq_tensor_cols(a);
+    bool row = nb == cq_tensor_cols(a) && cq_tensor_rows(b) == 1;
+    if (!full && !row) {
+        char sa[64], sb[64];
+        return cq_fail(CQ_ERR_SHAPE, "binary: b %s neither matches a %s nor is one row of it", shape_str(b, sb, sizeof sb),
+                       shape_str(a, sa, sizeof sa));
+    }
+    CQ_TRY(same_or_apart(&c, "y", y, "a", a));
+    if (full)
+        CQ_TRY(same_or_apart(&c, "y", y, "b", b));
+    else
+        CQ_TRY(no_alias(&c, "y", y, "b", b));
+    CQ_TRY(need_support(&c, CQ_OP_BINARY, CQ_DTYPE_COUNT, a->dtype));
+    return be->vt->binary(be, y, a, b, fn);
+}
+
+cq_status cq_op_gated_add(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *gate) {
+    chk c = {be, "gated_add"};
+    CQ_TRY(need_be(&c));
+    CQ_TRY(need_unary_pair(&c, y, x));
+    CQ_TRY(need_vec(&c, "gate", gate, cq_tensor_cols(x)));
+    CQ_TRY(no_alias(&c, "y", y, "gate", gate));
+    CQ_TRY(need_support(&c, CQ_OP_GATED_ADD, CQ_DTYPE_COUNT, x->dtype));
+    return be->vt->gated_add(be, y, x, gate);
+}
+
+cq_status cq_op_swiglu(cq_backend *be, cq_tensor *y, const cq_tensor *a, const cq_tensor *b) {
+    chk c = {be, "swiglu"};
+    CQ_TRY(need_be(&c));
+    CQ_TRY(need_act(&c, "a", a));
+    CQ_TRY(need_out(&c, "y", y));
+    CQ_TRY(need_dtype(&c, "y", y, a->dtype));
+    if (b) {
+        CQ_TRY(need_act(&c, "b", b));
+        CQ_TRY(need_dtype(&c, "b", b, a->dtype));
+        CQ_TRY(need_rc(&c, "b", b, cq_tensor_rows(a), cq_tensor_cols(a)));
+        CQ_TRY(need_rc(&c, "y", y, cq_tensor_rows(a), cq_tensor_cols(a)));
+        CQ_TRY(same_or_apart(&c, "y", y, "a", a));
+        CQ_TRY(same_or_apart(&c, "y", y, "b", b));
+    } else {
+        if (cq_tensor_cols(a) % 2)
+            return cq_fail(CQ_ERR_SHAPE, "swiglu: fused input has %lld columns (want gate|up halves)",
+                           (long long)cq_tensor_cols(a));
+        CQ_TRY(need_rc(&c, "y", y, cq_tensor_rows(a), cq_tensor_cols(a) / 2));
+        CQ_TRY(no_alias(&c, "y", y, "a", a));
+    }
+    CQ_TRY(need_support(&c, CQ_OP_SWIGLU, CQ_DTYPE_COUNT, a->dtype));
+    return be->vt->swiglu(be, y, a, b);
+}
+
+cq_status cq_op_softmax(cq_backend *be, cq_tensor *y, const cq_tensor *x, float scale) {
+    chk c = {be, "softmax"};
+    CQ_TRY(need_be(&c));
+    CQ_TRY(need_unary_pair(&c, y, x));
+    CQ_TRY(need_finite(&c, "scale", scale));
+    CQ_TRY(need_support(&c, CQ_OP_SOFTMAX, CQ_DTYPE_COUNT, x->dtype));
+    return be->vt->softmax(be, y, x, scale);
+}
+
+cq_status cq_op_copy(cq_backend *be, cq_tensor *y, const cq_tensor *x) {
+    chk c = {be, "copy"};
+    CQ_TRY(need_be(&c));
+    CQ_TRY(need(&c, "x", x));
+    CQ_TRY(need(&c, "y", y));
+    bool xi = x->dtype == CQ_DTYPE_I32, yi = y->dtype == CQ_DTYPE_I32;
+    if (xi || yi) {
+        if (!(xi && yi)) return cq_fail(CQ_ERR_DTYPE, "copy: i32 copies only to i32");
+    } else {
+        CQ_TRY(need_act(&c, "x", x));
+        CQ_TRY(need_out(&c, "y", y));
+    }
+    if (y->flags & CQ_TENSOR_WEIGHT) return cq_fail(CQ_ERR_INVALID_ARG, "copy: output 'y' is a weight");
+    if (cq_tensor_nelem(x) != cq_tensor_nelem(y))
+        return cq_fail(CQ_ERR_SHAPE, "copy: %lld elements into %lld", (long long)cq_tensor_nelem(x),
+                       (long long)cq_tensor_nelem(y));
+    if (overlaps(y, x) && !(identical(y, x)))
+        return cq_fail(CQ_ERR_INVALID_ARG, "copy: output 'y' overlaps input 'x'");
+    CQ_TRY(need_support(&c, CQ_OP_COPY, CQ_DTYPE_COUNT, x->dtype));
+    return be->vt->copy(be, y, x);
+}
+
+cq_status cq_op_transpose(cq_backend *be, cq_tensor *y, const cq_tensor *x) {
+    chk c = {be, "transpose"};
+    CQ_TRY(need_be(&c));
+    CQ_TRY(need_act(&c, "x", x));
+    CQ_TRY(need_out(&c, "y", y));
+    CQ_TRY(need_dtype(&c, "y", y, x->dtype));
+    CQ_TRY(need_rc(&c, "y", y, cq_tensor_cols(x), cq_tensor_rows(x)));
+    CQ_TRY(no_alias(&c, "y", y, "x", x));
+    CQ_TRY(need_support(&c, CQ_OP_TRANSPOSE, CQ_DTYPE_COUNT, x->dtype));
+    return be->vt->transpose(be, y, x);
+}
+
+cq_status cq_op_concat_cols(cq_backend *be, cq_tensor *y, const cq_tensor *a, const cq_tensor *b) {
+    chk c = {be, "concat_cols"};
+    CQ_TRY(need_be(&c));
+    CQ_TRY(need_act(&c, "a", a));
+    CQ_TRY(need_act(&c, "b", b));
+    CQ_TRY(need_out(&c, "y", y));
+    CQ_TRY(need_dtype(&c, "b", b, a->dtype));
+    CQ_TRY(need_dtype(&c, "y", y, a->dtype));
+    int64_t R = cq_tensor_rows(a);
+    CQ_TRY(need_rc(&c, "b", b, R, cq_tensor_cols(b)));
+    CQ_TRY(need_rc(&c, "y", y, R, cq_tensor_cols(a) + cq_tensor_cols(b)));
+    CQ_TRY(no_alias(&c, "y", y, "a", a));
+    CQ_TRY(no_alias(&c, "y", y, "b", b));
+    CQ_TRY(need_support(&c, CQ_OP_CONCAT, CQ_DTYPE_COUNT, a->dtype));
+    return be->vt->concat_cols(be, y, a, b);
+}
+
+cq_status cq_op_get_rows(cq_backend *be, cq_tensor *y, const cq_tensor *w, const cq_tensor *ids) {
+    chk c = {be, "get_rows"};
+    CQ_TRY(need_be(&c));
+    int64_t V, C;
+    CQ_TRY(need_matrix(&c, "w", w, &V, &C));
+    CQ_TRY(need_out(&c, "y", y));
+    int64_t n = cq_tensor_rows(y);
+    CQ_TRY(need_i32(&c, "ids", ids, n));
+    CQ_TRY(need_rc(&c, "y", y, n, C));
+    CQ_TRY(no_alias(&c, "y", y, "w", w));
+    CQ_TRY(no_alias(&c, "y", y, "ids", ids));
+    CQ_TRY(need_support(&c, CQ_OP_GET_ROWS, w->dtype, y->dtype));
+    return be->vt->get_rows(be, y, w, ids);
+}
+
+/* ---- image ops ------------------------------------------------------------------------ */
+static cq_status need_prod(const chk *c, const char *what, int64_t a, int64_t b, int64_t *out) {
+    if (__builtin_mul_overflow(a, b, out) || *out > ((int64_t)1 << 50))
+        return cq_fail(CQ_ERR_SHAPE, "%s: %s overflows", c->op, what);
+    return CQ_OK;
+}
+
+cq_status cq_op_conv2d(cq_backend *be, const cq_conv2d_args *a) {
+    chk c = {be, "conv2d"};
+    CQ_TRY(need_be(&c));
+    if (!a) return cq_fail(CQ_ERR_INVALID_ARG, "conv2d: args is NULL");
+    CQ_TRY(need_act(&c, "x", a->x));
+    CQ_TRY(need_out(&c, "y", a->y));
+    CQ_TRY(need_dtype(&c, "y", a->y, a->x->dtype));
+    if (a->H < 1 || a->W < 1 || a->kh < 1 || a->kw < 1 || a->stride_y < 1 || a->stride_x < 1)
+        return cq_fail(CQ_ERR_SHAPE, "conv2d: image %dx%d, kernel %dx%d, stride %dx%d (all must be >= 1)", a->H, a->W,
+                       a->kh, a->kw, a->stride_y, a->stride_x);
+    if (a->pad_l < 0 || a->pad_r < 0 || a->pad_t < 0 || a->pad_b < 0)
+        return cq_fail(CQ_ERR_SHAPE, "conv2d: negative padding");
+    if ((unsigned)a->mode > CQ_PAD_REFLECT) return cq_fail(CQ_ERR_INVALID_ARG, "conv2d: unknown padding mode %d", a->mode);
+    if (a->mode == CQ_PAD_REFLECT && (a->pad_t >= a->H || a->pad_b >= a->H || a->pad_l >= a->W || a->pad_r >= a->W))
+        return cq_fail(CQ_ERR_SHAPE, "conv2d: reflect padding (%d,%d,%d,%d) must be smaller than the image %dx%d",
+                       a->pad_l, a->pad_r, a->pad_t, a->pad_b, a->H, a->W);
+    int64_t HW, Cin = cq_tensor_cols(a->x);
+    CQ_TRY(need_prod(&c, "H*W", a->H, a->W, &HW));
+    CQ_TRY(need_rc(&c, "x", a->x, HW, Cin));
+    int64_t hp = (int64_t)a->H + a->pad_t + a->pad_b, wp = (int64_t)a->W + a->pad_l + a->pad_r;
+    if (hp < a->kh || wp < a->kw)
+        return cq_fail(CQ_ERR_SHAPE, "conv2d: kernel %dx%d is larger than the padded image %lldx%lld", a->kh, a->kw,
+                       (long long)hp, (long long)wp);
+    int64_t Ho = (hp - a->kh) / a->stride_y + 1, Wo = (wp - a->kw) / a->stride_x + 1;
+    int64_t Cout, wk, khw, K;
+    CQ_TRY(need_matrix(&c, "w", a->w, &Cout, &wk));
+    CQ_TRY(need_prod(&c, "kh*kw", a->kh, a->kw, &khw));
+    CQ_TRY(need_prod(&c, "Cin*kh*kw", Cin, khw, &K));
+    if (wk != K) {
+        char b[64];
+        return cq_fail(CQ_ERR_SHAPE, "conv2d: weight %s does not hold [Cout, %lld, %d, %d] for %lld input channels",
+                       shape_str(a->w, b, sizeof b), (long long)Cin, a->kh, a->kw, (long long)Cin);
+    }
+    if (a->w->ndim == 4 && (a->w->shape[1] != Cin || a->w->shape[2] != a->kh || a->w->shape[3] != a->kw)) {
+        char b[64];
+        return cq_fail(CQ_ERR_SHAPE, "conv2d: weight %s is not [Cout, %lld, %d, %d]", shape_str(a->w, b, sizeof b),
+                       (long long)Cin, a->kh, a->kw);
+    }
+    CQ_TRY(need_vec(&c, "bias", a->bias, Cout));
+    CQ_TRY(need_rc(&c, "y", a->y, Ho * Wo, Cout));
+    CQ_TRY(no_alias(&c, "y", a->y, "x", a->x));
+    CQ_TRY(no_alias(&c, "y", a->y, "w", a->w));
+    CQ_TRY(no_alias(&c, "y", a->y, "bias", a->bias));
+    CQ_TRY(need_support(&c, CQ_OP_CONV2D, a->w->dtype, a->x->dtype));
+    return be->vt->conv2d(be, a);
+}
+
+/* x [H*W, C] in, y [ry*H*W*..., C'] out: the shared checks of the resampling ops. */
+static cq_status need_resample(const chk *c, cq_tensor *y, const cq_tensor *x, int H, int W, int f, int64_t x_rows,
+                               int64_t x_cols, int64_t y_rows, int64_t y_cols) {
+    CQ_TRY(need_act(c, "x", x));
+    CQ_TRY(need_out(c, "y", y));
+    CQ_TRY(need_dtype(c, "y", y, x->dtype));
+    CQ_TRY(need_rc(c, "x", x, x_rows, x_cols));
+    CQ_TRY(need_rc(c, "y", y, y_rows, y_cols));
+    return no_alias(c, "y", y, "x", x);
+}
+
+static cq_status need_grid(const chk *c, int H, int W, int f, int64_t *hw, int64_t *ff) {
+    if (H < 1 || W < 1 || f < 1) return cq_fail(CQ_ERR_SHAPE, "%s: grid %dx%d, factor %d (all must be >= 1)", c->op, H, W, f);
+    CQ_TRY(need_prod(c, "H*W", H, W, hw));
+    CQ_TRY(need_prod(c, "factor^2", f, f, ff));
+    int64_t t;
+    return need_prod(c, "output size", *hw, *ff, &t);
+}
+
+cq_status cq_op_upsample_nearest(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int f) {
+    chk c = {be, "upsample_nearest"};
+    CQ_TRY(need_be(&c));
+    int64_t hw, ff;
+    CQ_TRY(need_grid(&c, H, W, f, &hw, &ff));
+    CQ_TRY(need_act(&c, "x", x));
+    int64_t C = cq_tensor_cols(x);
+    CQ_TRY(need_resample(&c, y, x, H, W, f, hw, C, hw * ff, C));
+    CQ_TRY(need_support(&c, CQ_OP_UPSAMPLE_NEAREST, CQ_DTYPE_COUNT, x->dtype));
+    return be->vt->upsample_nearest(be, y, x, H, W, f);
+}
+
+cq_status cq_op_pixel_shuffle(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int r) {
+    chk c = {be, "pixel_shuffle"};
+    CQ_TRY(need_be(&c));
+    int64_t hw, rr;
+    CQ_TRY(need_grid(&c, H, W, r, &hw, &rr));
+    CQ_TRY(need_act(&c, "x", x));
+    int64_t C = cq_tensor_cols(x);
+    if (C % rr)
+        return cq_fail(CQ_ERR_SHAPE, "pixel_shuffle: %lld channels are not a multiple of r*r = %lld", (long long)C,
+                       (long long)rr);
+    CQ_TRY(need_resample(&c, y, x, H, W, r, hw, C, hw * rr, C / rr));
+    CQ_TRY(need_support(&c, CQ_OP_PIXEL_SHUFFLE, CQ_DTYPE_COUNT, x->dtype));
+    return be->vt->pixel_shuffle(be, y, x, H, W, r);
+}
+
+cq_status cq_op_pixel_unshuffle(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int r) {
+    chk c = {be, "pixel_unshuffle"};
+    CQ_TRY(need_be(&c));
+    int64_t hw, rr;
+    CQ_TRY(need_grid(&c, H, W, r, &hw, &rr));
+    CQ_TRY(need_act(&c, "x", x));
+    int64_t C = cq_tensor_cols(x);
+    CQ_TRY(need_resample(&c, y, x, H, W, r, hw * rr, C, hw, C * rr));
+    CQ_TRY(need_support(&c, CQ_OP_PIXEL_UNSHUFFLE, CQ_DTYPE_COUNT, x->dtype));
+    return be->vt->pixel_unshuffle(be, y, x, H, W, r);
+}
