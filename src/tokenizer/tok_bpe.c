@@ -19,15 +19,25 @@ cq_status tok_bpe_init_tables(tok_bpe *b) {
         snprintf(name, sizeof name, "<0x%02X>", i);
         b->byte_ids[i] = tok_map_get(&b->vocab, name, 6);
     }
-    b->char_ids = cq_mallocn(0x10000, sizeof *b->char_ids);
-    if (!b->char_ids) return CQ_ERR_NOMEM;
-    for (size_t i = 0; i < 0x10000; i++) b->char_ids[i] = -1;
-    for (size_t i = 0; i < b->vocab.cap; i++) {
-        const tok_map_slot *s = &b->vocab.slots[i];
-        if (s->len == UINT32_MAX || s->len == 0 || s->len > 3) continue;
-        const char *k = b->vocab.keys.p + s->off;
-        uint32_t cp;
-        if (tok_utf8_decode(k, s->len, &cp) == s->len && cp < 0x10000) b->char_ids[cp] = s->val;
+    /* The direct table covers the single-character tokens below U+10000,
+     * sized to the largest one (a byte-level alphabet ends at U+0143). */
+    uint32_t max_cp = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) {
+            b->n_char_ids = (size_t)max_cp + 1;
+            b->char_ids = cq_mallocn(b->n_char_ids, sizeof *b->char_ids);
+            if (!b->char_ids) return CQ_ERR_NOMEM;
+            for (size_t i = 0; i < b->n_char_ids; i++) b->char_ids[i] = -1;
+        }
+        for (size_t i = 0; i < b->vocab.cap; i++) {
+            const tok_map_slot *s = &b->vocab.slots[i];
+            if (s->len == UINT32_MAX || s->len == 0 || s->len > 3) continue;
+            const char *k = b->vocab.keys.p + s->off;
+            uint32_t cp;
+            if (tok_utf8_decode(k, s->len, &cp) != s->len || cp >= 0x10000) continue;
+            if (pass == 0) max_cp = CQ_MAX(max_cp, cp);
+            else b->char_ids[cp] = s->val;
+        }
     }
     b->unk_id = b->unk ? tok_map_get(&b->vocab, b->unk, strlen(b->unk)) : -1;
     return tok_map_init(&b->cache, 1024);
@@ -138,7 +148,7 @@ static cq_status split_chars(tok_bpe *b, const char *w, size_t n, word *out) {
             slen = tmp.n;
             id = tok_map_get(&b->vocab, s, slen);
         } else {
-            id = cp < 0x10000 ? b->char_ids[cp] : tok_map_get(&b->vocab, s, slen);
+            id = cp < b->n_char_ids ? b->char_ids[cp] : tok_map_get(&b->vocab, s, slen);
         }
         i += k;
         if (id >= 0) {

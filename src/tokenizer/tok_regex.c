@@ -31,6 +31,9 @@ struct tok_regex {
 };
 
 void tok_spans_free(tok_spans *s) {
+#ifdef CQ_HAVE_PCRE2
+    pcre2_match_data_free(s->md);
+#endif
     cq_free(s->v);
     memset(s, 0, sizeof *s);
 }
@@ -191,7 +194,9 @@ cq_status tok_regex_find_all(const tok_regex *re, const char *s, size_t n, tok_s
     out->n = 0;
     if (re->literal) return find_literal(re, s, n, out);
 #ifdef CQ_HAVE_PCRE2
-    pcre2_match_data *md = pcre2_match_data_create_from_pattern(re->code, NULL);
+    /* one ovector pair (the whole match) serves every pattern */
+    if (!out->md) out->md = pcre2_match_data_create(1, NULL);
+    pcre2_match_data *md = out->md;
     if (!md) return cq_fail(CQ_ERR_NOMEM, "tokenizer: out of memory for regex match data");
     cq_status st = CQ_OK;
     size_t last_end = 0;
@@ -227,7 +232,6 @@ cq_status tok_regex_find_all(const tok_regex *re, const char *s, size_t n, tok_s
         st = spans_push(out, a, b);
         if (st != CQ_OK) break;
     }
-    pcre2_match_data_free(md);
     return st;
 #else
     return cq_fail(CQ_ERR_UNSUPPORTED, "tokenizer: regex support (PCRE2) missing");

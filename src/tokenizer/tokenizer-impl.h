@@ -92,6 +92,7 @@ typedef struct tok_span {
 typedef struct tok_spans {
     tok_span *v;
     size_t n, cap;
+    void *md; /* regex match data, kept between calls (it owns a 20 KiB frame buffer) */
 } tok_spans;
 cq_status tok_regex_compile(const char *pat, size_t len, bool literal, const char *field,
                             tok_regex **out);
@@ -199,7 +200,8 @@ typedef struct tok_bpe {
     size_t prefix_len, suffix_len;
     bool fuse_unk, byte_fallback, ignore_merges;
     int32_t byte_ids[256];      /* "<0xXX>" ids for byte fallback, -1 if absent */
-    int32_t *char_ids;          /* id of the one-character token per code point < 0x10000, -1 */
+    int32_t *char_ids;          /* id of the one-character token per code point, -1 */
+    size_t n_char_ids;          /* table length (largest such code point below U+10000, + 1) */
     /* word cache: piece -> offset of [count, ids...] in cache_ids */
     tok_map cache;
     int32_t *cache_ids;
