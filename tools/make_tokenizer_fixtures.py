@@ -125,7 +125,7 @@ def spm():
             split({"Regex": ","}, "Removed"),
             split({"Regex": "\\s*;"}, "MergedWithNext"),
             split({"String": "|"}, "Contiguous"),
-            split({"Regex": "[^#]+"}, "Isolated", True),
+            split({"Regex": "[^#]+"}, "MergedWithPrevious", True),
             {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": True},
         ]},
         "post_processor": {
