@@ -5,9 +5,11 @@
  *
  * Hugging Face compiles these patterns with Oniguruma, so two things are
  * adjusted to give identical matches:
- *  - `\s` means Unicode White_Space in Oniguruma, but PCRE2 in UCP mode also
- *    counts U+180E; the pattern is rewritten to an explicit White_Space
- *    class (outside and inside brackets).
+ *  - escapes whose class differs are rewritten to explicit classes (outside
+ *    and inside brackets): `\s` is Unicode White_Space in Oniguruma, but
+ *    PCRE2 in UCP mode also counts U+180E; `\w` is L|M|N|Pc in Oniguruma;
+ *    `\h` is a hex digit in Oniguruma's Ruby syntax. Negated forms inside a
+ *    bracket stay as they are (they differ only on those few characters).
  *  - Matches are enumerated like the onig crate's find_iter: after an empty
  *    match, an empty match at the same end is skipped by advancing one
  *    character.
@@ -67,6 +69,21 @@ static const char k_ws_class[] =
     "\\t-\\r\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}"
     "\\x{202F}\\x{205F}\\x{3000}";
 
+/* Oniguruma's \w is L|M|N|Pc (PCRE2 10.42 in UCP mode: L|N and '_');
+ * its \h (Ruby syntax) is a hex digit, not horizontal space. */
+static const char k_word_class[] = "\\p{L}\\p{M}\\p{N}\\p{Pc}";
+static const char k_hex_class[] = "0-9a-fA-F";
+
+/* The replacement class body for an escape letter, or NULL to keep it. */
+static const char *class_body(char e) {
+    switch (e) {
+    case 's': case 'S': return k_ws_class;
+    case 'w': case 'W': return k_word_class;
+    case 'h': case 'H': return k_hex_class;
+    default: return NULL;
+    }
+}
+
 static cq_status rewrite_pattern(const char *p, size_t n, tok_buf *out) {
     bool in_class = false;
     size_t class_start = 0; /* index just past '[' or '[^' */
@@ -74,16 +91,15 @@ static cq_status rewrite_pattern(const char *p, size_t n, tok_buf *out) {
         char c = p[i];
         if (c == '\\' && i + 1 < n) {
             char e = p[i + 1];
-            if (e == 's' || e == 'S') {
-                if (in_class) {
-                    if (e == 's') CQ_TRY(tok_buf_append(out, k_ws_class, sizeof k_ws_class - 1));
-                    else CQ_TRY(tok_buf_append(out, "\\S", 2)); /* differs only on U+180E */
-                } else {
-                    CQ_TRY(tok_buf_append(out, e == 's' ? "[" : "[^", e == 's' ? 1 : 2));
-                    CQ_TRY(tok_buf_append(out, k_ws_class, sizeof k_ws_class - 1));
-                    CQ_TRY(tok_buf_append(out, "]", 1));
-                }
-            } else {
+            const char *body = class_body(e);
+            bool negated = e == 'S' || e == 'W' || e == 'H';
+            if (body && in_class && !negated) {
+                CQ_TRY(tok_buf_append(out, body, strlen(body)));
+            } else if (body && !in_class) {
+                CQ_TRY(tok_buf_append(out, negated ? "[^" : "[", negated ? 2 : 1));
+                CQ_TRY(tok_buf_append(out, body, strlen(body)));
+                CQ_TRY(tok_buf_append(out, "]", 1));
+            } else { /* other escapes, and negated ones inside a class, stay */
                 CQ_TRY(tok_buf_append(out, p + i, 2));
             }
             i++;

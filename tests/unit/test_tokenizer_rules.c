@@ -11,6 +11,7 @@
 
 #include "base/base.h"
 #include "testutil.h"
+#include "tokenizer/tokenizer-impl.h"
 #include "tokenizer/tokenizer.h"
 
 /* vocab a b c ab abc ' ' x y; merges a+b, ab+c; five added tokens */
@@ -287,6 +288,42 @@ static void test_alloc_failures(void **state) {
     cq_tokenizer_free(t);
 }
 
+/* Patterns mean what Oniguruma makes of them, and matches are enumerated
+ * like its find_iter (empty matches included). */
+static void expect_matches(const char *pat, bool literal, const char *text, const char *want) {
+    tok_regex *re;
+    assert_int_equal(tok_regex_compile(pat, strlen(pat), literal, "test", &re), CQ_OK);
+    tok_spans sp = {0};
+    assert_int_equal(tok_regex_find_all(re, text, strlen(text), &sp), CQ_OK);
+    char got[256] = "";
+    for (size_t i = 0; i < sp.n; i++)
+        snprintf(got + strlen(got), sizeof got - strlen(got), "%s%zu-%zu", i ? " " : "", sp.v[i].start,
+                 sp.v[i].end);
+    if (strcmp(got, want) != 0) fail_msg("/%s/ on '%s': got '%s', want '%s'", pat, text, got, want);
+    tok_spans_free(&sp);
+    tok_regex_free(re);
+}
+
+static void test_regex_semantics(void **state) {
+    (void)state;
+#ifdef CQ_HAVE_PCRE2
+    expect_matches("\\s+", false, "a \xe1\xa0\x8e\xc2\x85" "b", "1-2 5-7");     /* U+180E is not space, NEL is */
+    expect_matches("[\\s\\d]+", false, "x1 \xe3\x80\x80y", "1-6");          /* inside a class too */
+    expect_matches("\\w+", false, "e\xcc\x81x\xe2\x80\xbfz \xe2\x85\xa0", "0-8 9-12");  /* marks, Pc, Nl */
+    expect_matches("\\h+", false, "zz0fGa9", "2-4 5-7");                      /* hex digits */
+    expect_matches("x*", false, "axxb", "0-0 1-3 4-4");                       /* empty matches */
+    expect_matches("(?i:'s|'t)", false, "'S '\xc5\xbf 'T", "0-2 3-6 7-9");     /* long s folds to s */
+#endif
+    expect_matches("ab", true, "xabab aab", "1-3 3-5 7-9");
+    expect_matches("", true, "ab", "0-0 1-1 2-2");
+    tok_regex *re = NULL;
+#ifdef CQ_HAVE_PCRE2
+    assert_int_equal(tok_regex_compile("(", 1, false, "f.pattern", &re), CQ_ERR_PARSE);
+    assert_non_null(strstr(cq_last_error(), "f.pattern"));
+#endif
+    assert_null(re);
+}
+
 int main(void) {
     cq_set_log(NULL, NULL, CQ_LOG_ERROR);
     const struct CMUnitTest tests[] = {
@@ -294,6 +331,7 @@ int main(void) {
         cmocka_unit_test(test_added_tokens),
         cmocka_unit_test(test_decode_rules),
         cmocka_unit_test(test_invalid_utf8),
+        cmocka_unit_test(test_regex_semantics),
         cmocka_unit_test(test_load_errors),
         cmocka_unit_test(test_call_errors),
         cmocka_unit_test(test_alloc_failures),
