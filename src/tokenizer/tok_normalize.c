@@ -14,8 +14,7 @@
 #include "tokenizer/tokenizer-impl.h"
 
 /* Below U+0300 no character changes under NFC (no combining marks, no
- * singletons), and ASCII is invariant under all four forms: these fast
- * paths skip the library for the bulk of Latin text. */
+ * singletons), and ASCII is invariant under all four forms. */
 static bool all_below(const char *s, size_t n, uint32_t limit) {
     for (size_t i = 0; i < n;) {
         unsigned char c = (unsigned char)s[i];
@@ -30,7 +29,7 @@ static bool all_below(const char *s, size_t n, uint32_t limit) {
     return true;
 }
 
-static cq_status unicode_form(tok_norm_type type, const char *s, size_t n, tok_buf *out) {
+static cq_status library_form(tok_norm_type type, const char *s, size_t n, tok_buf *out) {
     uint32_t limit = type == TOK_NORM_NFC ? 0x300 : 0x80;
     if (all_below(s, n, limit)) return tok_buf_append(out, s, n);
 #ifdef CQ_HAVE_UTF8PROC
@@ -56,6 +55,28 @@ static cq_status unicode_form(tok_norm_type type, const char *s, size_t n, tok_b
 #else
     return cq_fail(CQ_ERR_UNSUPPORTED, "tokenizer: Unicode normalization needs utf8proc");
 #endif
+}
+
+/* An ASCII character is a starter that never combines with what precedes
+ * it, so every normalization form splits at it: text before it normalizes
+ * independently of text after it. Only the non-ASCII runs (with the one
+ * character before each, which marks may attach to) go to the library;
+ * ASCII stretches are copied. */
+static cq_status unicode_form(tok_norm_type type, const char *s, size_t n, tok_buf *out) {
+    size_t done = 0, i = 0;
+    while (i < n) {
+        if ((unsigned char)s[i] < 0x80) {
+            i++;
+            continue;
+        }
+        size_t a = i > done ? i - 1 : i; /* include the preceding ASCII character */
+        size_t b = i;
+        while (b < n && (unsigned char)s[b] >= 0x80) b++;
+        CQ_TRY(tok_buf_append(out, s + done, a - done));
+        CQ_TRY(library_form(type, s + a, b - a, out));
+        done = i = b;
+    }
+    return tok_buf_append(out, s + done, n - done);
 }
 
 static cq_status lowercase(const char *s, size_t n, tok_buf *out) {
