@@ -10,7 +10,7 @@ Run from the repository root (needs `pip install tokenizers`, nothing else):
     python3 tools/golden_tokenizer.py --out tests/golden/tokenizer
 
 By default it reads every tokenizer in tests/fixtures/tokenizers/ (*.json and
-*.json.gz, named after the file: qwen3, llama3, llama2, syn_bytelevel,
+*.json.gz, named after the file: qwen3, llama2, syn_bytelevel,
 syn_spm) and every case in tests/golden/tokenizer/corpus/*.txt. Other
 tokenizers can be given as NAME=PATH:
 
