@@ -179,15 +179,13 @@ typedef struct dec_run {
     float *band;
 } dec_run;
 
-static cq_status decode_stream(dec_run *r, int h, int w, cq_qvae_layout layout, float *image) {
+static cq_status decode_stream(dec_run *r, cq_qvae_layout layout, float *image) {
     cq_qvae *v = r->v;
     vs_graph *g = &r->g;
     const int p = v->cfg.patch_size, Ci = v->cfg.image_channels, Cp = v->out_channels;
     const int sink = g->count - 1;
     const int64_t Hs = g->n[sink].H, Ws = g->n[sink].W, Hi = Hs * p, Wi = Ws * p;
     const int64_t n_img = Hi * Wi;
-    (void)h;
-    (void)w;
     int64_t B = v->band_rows > 0 ? ((int64_t)v->band_rows + p - 1) / p : auto_band(g, sink);
     if (B > Hs) B = Hs;
     /* The attention input sits at the latent grid: pull it in bands of the
@@ -240,7 +238,7 @@ cq_status cq_qvae_decode(cq_qvae *v, const float *z, int h, int w, cq_qvae_layou
     }
     cq_free(tmp);
     if (s == CQ_OK) s = build_decoder(v, &r.g, &r.z, h, w);
-    if (s == CQ_OK) s = decode_stream(&r, h, w, layout, image);
+    if (s == CQ_OK) s = decode_stream(&r, layout, image);
     if (s == CQ_OK) s = cq_backend_sync(v->be);
     v->peak = r.g.peak + r.z.nbytes;
     vs_free(&r.g);
@@ -250,6 +248,18 @@ cq_status cq_qvae_decode(cq_qvae *v, const float *z, int h, int w, cq_qvae_layou
 }
 
 /* ---- encode ------------------------------------------------------------------------------- */
+/* Encoder progress: latent rows gathered for the mid block, as image rows. */
+typedef struct enc_progress {
+    cq_qvae *v;
+    int F, H;
+} enc_progress;
+
+static int enc_pulled(uint64_t done, uint64_t total, void *user) {
+    const enc_progress *e = user;
+    (void)total;
+    return e->v->progress ? e->v->progress(done * (uint64_t)e->F, (uint64_t)e->H, e->v->progress_user) : 0;
+}
+
 cq_status cq_qvae_encode(cq_qvae *v, const float *x, int H, int W, cq_qvae_layout layout, float *moments) {
     if (!v || !x || !moments) return cq_fail(CQ_ERR_INVALID_ARG, "vae: model, image and moments are required");
     if (layout != CQ_QVAE_PLANAR && layout != CQ_QVAE_CHANNELS_LAST)
@@ -283,6 +293,9 @@ cq_status cq_qvae_encode(cq_qvae *v, const float *x, int H, int W, cq_qvae_layou
          * latent grid) is pulled in bands of about band_rows image rows. */
         int64_t B = v->band_rows > 0 ? ((int64_t)v->band_rows + p - 1) / p : auto_band(&g, 0);
         g.attn_chunk = CQ_MAX((int64_t)1, B * p / F);
+        enc_progress ep = {v, F, H};
+        g.progress = enc_pulled;
+        g.progress_user = &ep;
         const int sink = g.count - 1;
         cq_tensor rows;
         s = vs_ensure(&g, sink, h);
@@ -293,7 +306,6 @@ cq_status cq_qvae_encode(cq_qvae *v, const float *x, int H, int W, cq_qvae_layou
         if (s == CQ_OK) {
             for (int64_t i = 0; i < h * w; i++)
                 for (int64_t c = 0; c < Z; c++) moments[at(layout, i, c, h * w, Z)] = tmp[i * Z + c];
-            s = report(v, H, H);
         }
     }
     v->peak = g.peak + src.nbytes;

@@ -52,10 +52,13 @@ void cq_qvae_free(cq_qvae *v);
 const cq_qvae_config *cq_qvae_get_config(const cq_qvae *v);
 
 /* Output rows per band of the streamed part (image rows; 0 = automatic,
- * sized so that 2048x2048 stays within about 1.5 GiB of activations).
+ * sized for about 1 GiB of activations: 75 rows and 850 MiB measured for
+ * a 2048x2048 decode of the real model).
  * Any value gives the same result; INT_MAX decodes in one band (untiled). */
 void cq_qvae_set_band_rows(cq_qvae *v, int rows);
-/* Progress of decode/encode in rows of the streamed output (done, total). */
+/* Progress in image rows (done, total): decode reports after each output
+ * band, encode after each band of latent rows gathered for the mid block.
+ * A non-zero return cancels the call with CQ_ERR_INTERRUPTED. */
 void cq_qvae_set_progress(cq_qvae *v, cq_progress_fn fn, void *user);
 /* Peak bytes of activations held by the last decode/encode (buffers this
  * model allocated on the backend; op-internal scratch not included). */

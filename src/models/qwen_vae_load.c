@@ -109,6 +109,12 @@ static cq_status parse_json(const cJSON *j, cq_qvae *v, qv_json *c) {
                        c->in_channels, c->out_channels, c->patch, c->patch);
     if ((int64_t)c->decoder_base_dim * c->mult[c->n_mult - 1] > (1 << 16) || (int64_t)c->base_dim * 64 > (1 << 16))
         return cq_fail(CQ_ERR_PARSE, "vae config: layer widths are implausibly large");
+    /* attn_scales and dropout have no effect on the residual layout at inference. */
+    int sf;
+    CQ_TRY(json_int(j, "scale_factor_spatial", 0, 0, 1 << 20, &sf));
+    if (sf && sf != (1 << (c->n_mult - 1)) * c->patch)
+        return cq_fail(CQ_ERR_PARSE, "vae config: scale_factor_spatial %d, but %d levels and patch %d make %d", sf,
+                       c->n_mult, c->patch, (1 << (c->n_mult - 1)) * c->patch);
     CQ_TRY(json_floats(j, "latents_mean", c->z_dim, &v->mean));
     CQ_TRY(json_floats(j, "latents_std", c->z_dim, &v->std));
     for (int i = 0; i < c->z_dim; i++)

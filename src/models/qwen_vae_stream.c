@@ -367,6 +367,8 @@ static cq_status gather_input(vs_graph *g, vs_node *n, cq_tensor *x) {
         CQ_TRY(cq_op_copy(g->be, &dst, &src));
         n->need[0] = r1;
         CQ_TRY(trim(g, in));
+        if (g->progress && g->progress((uint64_t)r1, (uint64_t)Hin, g->progress_user))
+            return cq_fail(CQ_ERR_INTERRUPTED, "vae: cancelled");
     }
     return CQ_OK;
 }

@@ -72,6 +72,8 @@ typedef struct vs_graph {
     int count, cap;
     int64_t sink_need;        /* the caller's need on the last node */
     int64_t attn_chunk;       /* rows an attention node pulls from its input at a time (0: all) */
+    cq_progress_fn progress;  /* optional: (rows pulled, rows) of an attention node's input */
+    void *progress_user;
     size_t live, peak;        /* bytes of activations held, and the high-water mark */
 } vs_graph;
 

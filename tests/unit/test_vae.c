@@ -331,10 +331,114 @@ static int teardown(void **state) {
     return 0;
 }
 
+/* A copy of vae_b whose config.json has `from` replaced by `to`, converted
+ * and loaded: the load must fail with `want` and a message containing `msg`. */
+static void bad_config(const char *from, const char *to, cq_status want, const char *msg) {
+    char dir[1100], out[1200];
+    snprintf(dir, sizeof dir, "%s", tu_tmpdir("vae_badcfg"));
+    assert_int_equal(tu_system("cp '%s/vae_b/config.json' '%s/vae_b/diffusion_pytorch_model.safetensors' '%s/'",
+                               VAE_DIR, VAE_DIR, dir), 0);
+    size_t len;
+    char *cfg = (char *)tu_read_file(tu_path(dir, "config.json"), &len);
+    assert_non_null(cfg);
+    char *at = strstr(cfg, from);
+    assert_non_null(at);
+    char *fixed = malloc(len + strlen(to) + 1);
+    size_t head = (size_t)(at - cfg);
+    memcpy(fixed, cfg, head);
+    strcpy(fixed + head, to);
+    strcat(fixed, at + strlen(from));
+    assert_int_equal(tu_write_file(tu_path(dir, "config.json"), fixed, strlen(fixed)), 0);
+    free(cfg);
+    free(fixed);
+    snprintf(out, sizeof out, "%s/bad.cmf", dir);
+    cq_convert_opts opts = {.quant = CQ_DTYPE_F32};
+    cq_convert_report rep;
+    cq_status s = cq_convert(dir, out, &opts, &rep);
+    cq_convert_report_free(&rep);
+    if (s != CQ_OK) fail_msg("convert: %s", cq_last_error());
+    cq_cmf *cmf;
+    assert_int_equal(cq_cmf_open(out, &cmf), CQ_OK);
+    cq_qvae *v = NULL;
+    s = cq_qvae_load(cmf, "vae.", g_fx[1][0].be, &v);
+    if (s != want || !strstr(cq_last_error(), msg))
+        fail_msg("config with '%s': got %s '%s', want %s containing '%s'", to, cq_status_str(s), cq_last_error(),
+                 cq_status_str(want), msg);
+    assert_null(v);
+    cq_cmf_close(cmf);
+}
+
+static void test_config_errors(void **state) {
+    (void)state;
+    if (!g_have) skip();
+    bad_config("\"is_residual\": true", "\"is_residual\": false", CQ_ERR_UNSUPPORTED, "is_residual");
+    bad_config("\"scale_factor_spatial\": 16", "\"scale_factor_spatial\": 8", CQ_ERR_PARSE, "scale_factor_spatial");
+    bad_config("\"z_dim\": 4", "\"z_dim\": 5", CQ_ERR_PARSE, "latents_mean");
+    bad_config("\"num_res_blocks\": 1", "\"num_res_blocks\": 2", CQ_ERR_MISSING, "resnets.1");
+    bad_config("\"decoder_base_dim\": 8", "\"decoder_base_dim\": 16", CQ_ERR_SHAPE, "decoder.conv_in");
+    bad_config("\"_class_name\": \"AutoencoderKLQwenImage21\"", "\"_class_name\": \"AutoencoderKLWan\"",
+               CQ_ERR_UNSUPPORTED, "AutoencoderKLWan");
+}
+
+typedef struct prog {
+    int calls, stop_after;
+    uint64_t last_done, last_total;
+    bool monotonic;
+} prog;
+
+static int on_progress(uint64_t done, uint64_t total, void *user) {
+    prog *p = user;
+    p->monotonic = p->monotonic && done > p->last_done && done <= total;
+    p->last_done = done;
+    p->last_total = total;
+    return ++p->calls == p->stop_after;
+}
+
+/* Progress climbs to the image height; a non-zero return cancels; tiny
+ * inputs (one latent pixel) work. */
+static void test_progress_and_edges(void **state) {
+    (void)state;
+    if (!g_have) skip();
+    fixture *f = &g_fx[0][0];
+    const cq_qvae_config *c = cq_qvae_get_config(f->vae);
+    const int h = 6, w = 5, F = c->spatial_factor;
+    float *z = calloc((size_t)c->z_dim * h * w, sizeof(float)), *img = malloc(sizeof(float) * 4 * h * F * w * F);
+    float *mom = malloc(sizeof(float) * 2 * c->z_dim * h * w);
+    prog p = {.monotonic = true};
+    cq_qvae_set_progress(f->vae, on_progress, &p);
+    cq_qvae_set_band_rows(f->vae, 32);
+    assert_int_equal(cq_qvae_decode(f->vae, z, h, w, CQ_QVAE_PLANAR, img), CQ_OK);
+    assert_true(p.monotonic);
+    assert_int_equal(p.calls, h * F / 32);
+    assert_int_equal(p.last_done, (uint64_t)h * F);
+    assert_int_equal(p.last_total, (uint64_t)h * F);
+    p = (prog){.monotonic = true};
+    assert_int_equal(cq_qvae_encode(f->vae, img, h * F, w * F, CQ_QVAE_PLANAR, mom), CQ_OK);
+    assert_true(p.monotonic && p.calls >= 2);
+    assert_int_equal(p.last_done, (uint64_t)h * F);
+    p = (prog){.monotonic = true, .stop_after = 2};
+    assert_int_equal(cq_qvae_decode(f->vae, z, h, w, CQ_QVAE_PLANAR, img), CQ_ERR_INTERRUPTED);
+    assert_int_equal(p.calls, 2);
+    p = (prog){.monotonic = true, .stop_after = 1};
+    assert_int_equal(cq_qvae_encode(f->vae, img, h * F, w * F, CQ_QVAE_PLANAR, mom), CQ_ERR_INTERRUPTED);
+    cq_qvae_set_progress(f->vae, NULL, NULL);
+    cq_qvae_set_band_rows(f->vae, 0);
+    /* one latent pixel <-> one 16x16 tile */
+    for (int i = 0; i < c->z_dim; i++) z[i] = 0.5f * (float)(i % 3) - 0.5f;
+    assert_int_equal(cq_qvae_decode(f->vae, z, 1, 1, CQ_QVAE_CHANNELS_LAST, img), CQ_OK);
+    for (int i = 0; i < c->image_channels * F * F; i++) assert_true(isfinite(img[i]) && fabsf(img[i]) <= 1.0f);
+    assert_int_equal(cq_qvae_encode(f->vae, img, F, F, CQ_QVAE_CHANNELS_LAST, mom), CQ_OK);
+    for (int i = 0; i < 2 * c->z_dim; i++) assert_true(isfinite(mom[i]));
+    free(z);
+    free(img);
+    free(mom);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_golden_f32), cmocka_unit_test(test_golden_f16),     cmocka_unit_test(test_bands),
-        cmocka_unit_test(test_layouts_and_norm), cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_layouts_and_norm), cmocka_unit_test(test_errors), cmocka_unit_test(test_progress_and_edges),
+        cmocka_unit_test(test_config_errors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
