@@ -331,6 +331,35 @@ static int teardown(void **state) {
     return 0;
 }
 
+/* The model runs on the reference backend too (every op in plain C). */
+static void test_ref_backend(void **state) {
+    (void)state;
+    if (!g_have) skip();
+    fixture *f = &g_fx[1][0];
+    cq_backend *ref;
+    cq_qvae *v;
+    assert_int_equal(cq_backend_ref_create(&ref), CQ_OK);
+    if (cq_qvae_load(f->cmf, "vae.", ref, &v) != CQ_OK) fail_msg("load on ref: %s", cq_last_error());
+    uint64_t zs[3], is[3], xs[3], ms[3];
+    float *z = golden(f, "z", "s", zs), *img = golden(f, "image", "s", is);
+    float *x = golden(f, "x", "s", xs), *mom = golden(f, "moments", "s", ms);
+    size_t ni = (size_t)(is[0] * is[1] * is[2]), nm = (size_t)(ms[0] * ms[1] * ms[2]);
+    float *got = malloc(sizeof(float) * ni), *gm = malloc(sizeof(float) * nm);
+    assert_int_equal(cq_qvae_decode(v, z, (int)zs[1], (int)zs[2], CQ_QVAE_PLANAR, got), CQ_OK);
+    assert_int_equal(cq_qvae_encode(v, x, (int)xs[1], (int)xs[2], CQ_QVAE_PLANAR, gm), CQ_OK);
+    double ed = rel_err(got, img, ni), ee = rel_err(gm, mom, nm);
+    printf("  vae_b s on the reference backend: decode %.3g, encode %.3g (max err / RMS)\n", ed, ee);
+    if (ed > 1e-4 || ee > 1e-4) fail_msg("ref backend: decode %.3g, encode %.3g > 1e-4", ed, ee);
+    free(z);
+    free(img);
+    free(x);
+    free(mom);
+    free(got);
+    free(gm);
+    cq_qvae_free(v);
+    cq_backend_free(ref);
+}
+
 /* A copy of vae_b whose config.json has `from` replaced by `to`, converted
  * and loaded: the load must fail with `want` and a message containing `msg`. */
 static void bad_config(const char *from, const char *to, cq_status want, const char *msg) {
@@ -438,7 +467,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_golden_f32), cmocka_unit_test(test_golden_f16),     cmocka_unit_test(test_bands),
         cmocka_unit_test(test_layouts_and_norm), cmocka_unit_test(test_errors), cmocka_unit_test(test_progress_and_edges),
-        cmocka_unit_test(test_config_errors),
+        cmocka_unit_test(test_config_errors),    cmocka_unit_test(test_ref_backend),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
