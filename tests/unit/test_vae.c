@@ -368,8 +368,12 @@ static void bad_config(const char *from, const char *to, cq_status want, const c
     assert_int_equal(tu_system("cp '%s/vae_b/config.json' '%s/vae_b/diffusion_pytorch_model.safetensors' '%s/'",
                                VAE_DIR, VAE_DIR, dir), 0);
     size_t len;
-    char *cfg = (char *)tu_read_file(tu_path(dir, "config.json"), &len);
-    assert_non_null(cfg);
+    uint8_t *raw = tu_read_file(tu_path(dir, "config.json"), &len);
+    assert_non_null(raw);
+    char *cfg = malloc(len + 1); /* the file's bytes, NUL-terminated */
+    memcpy(cfg, raw, len);
+    cfg[len] = '\0';
+    free(raw);
     char *at = strstr(cfg, from);
     assert_non_null(at);
     char *fixed = malloc(len + strlen(to) + 1);
