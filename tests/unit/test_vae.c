@@ -14,8 +14,9 @@
  *    same inputs and arithmetic; the images are at least 5 latent pixels
  *    wide, since a band of <= 4 pixels takes the GEMM's dot-product path,
  *    whose summation order differs: ~1e-5 measured at 2 pixels wide), and on
- *    an image taller than the receptive field the banded run must hold
- *    several times less activation memory.
+ *    an image taller than the receptive field the banded run must hold at
+ *    most a third (decode) / a half (encode, whose receptive field is
+ *    larger) of the whole-image activation memory.
  */
 #include <limits.h>
 #include <math.h>
@@ -216,23 +217,27 @@ static void test_bands(void **state) {
         uint64_t zs[3], xs[3];
         float *z = golden(f, "z", "l", zs), *x = golden(f, "x", "l", xs);
         size_t peaks[4];
-        static const int few[] = {1, 2, 7, 16, 40, 0}, tall[] = {5, 16, 48, 0};
+        static const int few[] = {1, 7, 40}, tall[] = {16};
         bands_case(f, "golden l", z, (int)zs[1], (int)zs[2], x, few, CQ_ARRAY_LEN(few), peaks);
         free(z);
         free(x);
-        /* 40 x 5 latents -> 640 x 80 pixels */
+        /* 32 x 5 latents -> 512 x 80 pixels */
         const cq_qvae_config *c = cq_qvae_get_config(f->vae);
-        const int h = 40, w = 5, H = h * c->spatial_factor, W = w * c->spatial_factor;
+        const int h = 32, w = 5, H = h * c->spatial_factor, W = w * c->spatial_factor;
         tu_rng rng;
         tu_rng_seed(&rng, 77 + (uint64_t)i);
         z = malloc(sizeof(float) * (size_t)c->z_dim * h * w);
         x = malloc(sizeof(float) * (size_t)c->image_channels * H * W);
         tu_fill_normal(&rng, z, (size_t)c->z_dim * h * w, 1.0f);
         for (size_t k = 0; k < (size_t)c->image_channels * H * W; k++) x[k] = 2.0f * tu_rng_uniform(&rng) - 1.0f;
-        bands_case(f, "tall 640x80", z, h, w, x, tall, CQ_ARRAY_LEN(tall), peaks);
-        if (peaks[1] * 3 > peaks[0] || peaks[3] * 2 > peaks[2])
-            fail_msg("%s tall: banded peaks %zu (decode) / %zu (encode) are not well below the whole-image %zu / %zu",
-                     f->name, peaks[1], peaks[3], peaks[0], peaks[2]);
+        bands_case(f, "tall 512x80", z, h, w, x, tall, CQ_ARRAY_LEN(tall), peaks);
+        /* The encode peaks include the input image, uploaded whole either way;
+         * the encoder's receptive field (~250 rows for five levels) keeps
+         * half of a 512-row image in flight at the first pull. */
+        size_t in_bytes = sizeof(float) * (size_t)c->image_channels * H * W;
+        if (peaks[1] * 3 > peaks[0] || (peaks[3] - in_bytes) * 2 > peaks[2] - in_bytes)
+            fail_msg("%s tall: banded peaks %zu (decode) / %zu (encode, %zu of it the input) are not below a third / "
+                     "a half of the whole-image %zu / %zu", f->name, peaks[1], peaks[3], in_bytes, peaks[0], peaks[2]);
         free(z);
         free(x);
     }
