@@ -48,7 +48,9 @@ static cq_status lookup(cq_jrender *r, cq_jframe *f, const cq_jstr *name, cq_jv 
             return CQ_OK;
         }
     }
-    if (cq_jinja_global(name, out, r)) return CQ_OK;
+    bool found;
+    CQ_TRY(cq_jinja_global(r, name, out, &found));
+    if (found) return CQ_OK;
     *out = undef_named(r, "'%.*s' is undefined", name);
     return CQ_OK;
 }

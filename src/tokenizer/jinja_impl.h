@@ -446,7 +446,8 @@ cq_status cq_jinja_splitlines(cq_jrender *r, const cq_jstr *s, bool keepends, cq
 /* Python printf-style `fmt % args` (args: a tuple, a dict or one value). */
 cq_status cq_jinja_str_mod(cq_jrender *r, const cq_jstr *fmt, cq_jv args, uint32_t line,
                            cq_jv *out);
-/* Global names (range, namespace, dict, raise_exception, strftime_now). */
-bool cq_jinja_global(const cq_jstr *name, cq_jv *out, cq_jrender *r);
+/* Global names (range, namespace, dict, raise_exception, strftime_now):
+ * *found false when `name` is none of them. */
+cq_status cq_jinja_global(cq_jrender *r, const cq_jstr *name, cq_jv *out, bool *found);
 
 #endif /* CQ_JINJA_IMPL_H */

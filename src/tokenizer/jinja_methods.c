@@ -83,7 +83,7 @@ cq_status cq_jinja_method_lookup(cq_jrender *r, cq_jv self, const cq_jstr *name,
     return CQ_OK;
 }
 
-bool cq_jinja_global(const cq_jstr *name, cq_jv *out, cq_jrender *r) {
+cq_status cq_jinja_global(cq_jrender *r, const cq_jstr *name, cq_jv *out, bool *found) {
     static const struct {
         const char *name;
         int id;
@@ -95,9 +95,13 @@ bool cq_jinja_global(const cq_jstr *name, cq_jv *out, cq_jrender *r) {
              {"cycler", CQ_JF_CYCLER},
              {"joiner", CQ_JF_JOINER},
              {"lipsum", CQ_JF_LIPSUM}};
+    *found = false;
     for (size_t i = 0; i < CQ_ARRAY_LEN(g); i++)
-        if (cq_jstr_eq(name, g[i].name)) return make_func(r, g[i].id, cq_jv_none(), name, out) == CQ_OK;
-    return false;
+        if (cq_jstr_eq(name, g[i].name)) {
+            *found = true;
+            return make_func(r, g[i].id, cq_jv_none(), name, out);
+        }
+    return CQ_OK;
 }
 
 /* ---- small helpers ---------------------------------------------------------------------- */

@@ -13,6 +13,7 @@
  * syntax with CQ_ERR_PARSE. Nesting depth is bounded so hostile input cannot
  * exhaust the stack.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "tokenizer/jinja_impl.h"
@@ -783,9 +784,14 @@ static cq_status parse_body(parser *p, const char *const *end_tags, nvec *body) 
     if (is_op(cur(p), CQ_JTO_COLON)) next(p);
     CQ_TRY(expect_kind(p, CQ_JT_BLOCK_END, "expected end of statement block"));
     CQ_TRY(subparse(p, end_tags, body));
-    if (cur(p)->kind == CQ_JT_EOF)
+    if (cur(p)->kind == CQ_JT_EOF) {
+        char want[128];
+        size_t o = 0;
+        for (const char *const *e = end_tags; *e && o < sizeof want - 24; e++)
+            o += (size_t)snprintf(want + o, sizeof want - o, "%s'%s'", o ? " or " : "", *e);
         return cq_jinja_err(CQ_ERR_PARSE, cur(p)->line,
-                            "unexpected end of template, expected '%s'", end_tags[0]);
+                            "unexpected end of template, looking for %s", want);
+    }
     return CQ_OK;
 }
 
