@@ -10,13 +10,18 @@ context is what apply_chat_template passes: messages, tools (None when not
 given), documents (None), add_generation_prompt, the tokenizer's special
 tokens and any extra keyword arguments (enable_thinking, ...).
 
-Writes tests/golden/chat_templates/cases.json (name, template, context and
+Also renders the one-feature templates of semantics.txt (Python semantics
+jinja2 templates observe: numbers, slicing, Undefined, generators, Markup,
+whitespace control, constant folding...).
+
+Writes tests/golden/chat_templates/cases.json (name, template or source, context and
 the expected error if the template raises) and one <name>.txt per rendered
 case holding the exact expected bytes. tests/unit/test_chat_template.c
 renders the same cases with the C engine and compares them byte for byte.
 
 Usage: /usr/bin/python3 tools/golden_chat_templates.py   (needs python3-jinja2)
 """
+import copy
 import json
 import os
 import sys
@@ -186,6 +191,20 @@ TEMPLATES = {
 }
 TOOL_TEMPLATES = ["qwen3", "qwen2_5", "qwen3_vl", "llama3_1", "llama3_2_vision", "mistral_nemo"]
 
+# Small templates exercising one language feature each (semantics.txt,
+# separated by lines holding "===="), rendered with this context.
+SEMANTICS_CONTEXT = {
+    "messages": [
+        {"role": "system", "content": "Sys  "},
+        {"role": "user", "content": "Hi <b>&'\"\\ 你好 😀\n"},
+        {"role": "assistant", "content": "<think>\nr\n</think>\n\nans", "tool_calls": [
+            {"type": "function", "function": {"name": "f", "arguments": {
+                "a": 1, "b": [1.5, None, True], "c": "x"}}}]}],
+    "d": {"a": 1, "items": "I", "z": {"k": [1, 2]}}, "n": None, "i": 7, "f": 2.5,
+    "s": "Hello World", "l": [3, 1, 2], "e": [], "t": True, "neg": -3, "big": 1e20,
+    "ws": "  a b \t c  ",
+}
+
 SYS_PROMPT = "Comprehend and analyze the provided prompt."
 QWEN_IMAGE_PROMPTS = ["A red fox asleep beside a mossy stone in soft morning light.",
                       "", "  leading spaces and 中文 and emoji 🦊 ", "Show <|im_end|> literally."]
@@ -247,6 +266,10 @@ def build_cases():
                                               {"type": "video"},
                                               {"type": "text", "text": "Compare them."}]}],
                 special, True, add_vision_id=True))
+    with open(os.path.join(FIXTURES, "semantics.txt"), encoding="utf-8", newline="") as f:
+        snippets = [c for c in f.read().split("\n====\n") if c.strip()]
+    for i, src in enumerate(snippets):
+        cases.append({"name": f"semantics.{i:03d}", "source": src, "context": SEMANTICS_CONTEXT})
     for i, p in enumerate(QWEN_IMAGE_PROMPTS):
         add(f"qwen_image_2_1_t2i.p{i}", "qwen_image_2_1_t2i", {"prompt": p})
     for n in [1, 2, 3]:
@@ -265,11 +288,15 @@ def main():
     n_ok = n_err = 0
     sys_prefix = None
     for case in build_cases():
-        with open(os.path.join(FIXTURES, case["template"]), encoding="utf-8", newline="") as f:
-            src = f.read()
+        if "source" in case:
+            src = case["source"]
+        else:
+            with open(os.path.join(FIXTURES, case["template"]), encoding="utf-8", newline="") as f:
+                src = f.read()
         entry = dict(case)
         try:
-            text = env.from_string(src).render(**case["context"])
+            # a deep copy: a template can change lists in place (|indent on a list)
+            text = env.from_string(src).render(**copy.deepcopy(case["context"]))
         except jinja2.exceptions.TemplateError as e:
             entry["error"] = {"type": type(e).__name__, "message": str(e)}
             n_err += 1
@@ -283,9 +310,9 @@ def main():
                       newline="") as f:
                 f.write(text)
             ctx = case["context"]
-            if case["template"] == "qwen_image_2_1_t2i.jinja":
+            if case.get("template") == "qwen_image_2_1_t2i.jinja":
                 assert text == qwen_image_expected(ctx["prompt"]), case["name"]
-            if case["template"] == "qwen_image_2_1_ti2i.jinja":
+            if case.get("template") == "qwen_image_2_1_ti2i.jinja":
                 assert text == qwen_image_expected(ctx["prompt"], ctx["num_images"]), case["name"]
             if case["name"] == "qwen3_vl.system_list.agp0":
                 sys_prefix = text

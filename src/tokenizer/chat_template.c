@@ -35,8 +35,9 @@ cq_status cq_chat_template_compile(const char *src, size_t len, cq_chat_template
     if (len > (64u << 20)) return cq_fail(CQ_ERR_BOUNDS, "chat template of %zu bytes is too large", len);
     cq_chat_template *t = cq_calloc(1, sizeof *t);
     if (!t) return CQ_ERR_NOMEM;
-    /* Tokens and tree together stay well under 64x the source size. */
-    t->arena.limit = (len + 1024) * 64;
+    /* Tokens and tree (with the slack of doubling arrays) stay well under
+     * this; it only guards against pathological input. */
+    t->arena.limit = (4u << 20) + len * 256;
     cq_jtok *toks = NULL;
     size_t ntoks = 0;
     cq_status s = cq_jinja_lex(&t->arena, src ? src : "", len, &toks, &ntoks);

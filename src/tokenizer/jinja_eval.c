@@ -129,7 +129,7 @@ static cq_status item_lookup(cq_jrender *r, cq_jv obj, cq_jv key, cq_jv *out, bo
             *out = *v;
             *found = true;
         }
-    } else if ((obj.kind == CQ_JV_LIST || obj.kind == CQ_JV_STR) &&
+    } else if (((obj.kind == CQ_JV_LIST && !obj.u.list->gen) || obj.kind == CQ_JV_STR) &&
                (key.kind == CQ_JV_INT || key.kind == CQ_JV_BOOL)) {
         int64_t i = key.kind == CQ_JV_BOOL ? key.u.b : key.u.i;
         if (obj.kind == CQ_JV_LIST) {
@@ -148,7 +148,7 @@ static cq_status item_lookup(cq_jrender *r, cq_jv obj, cq_jv key, cq_jv *out, bo
                 cq_utf8_next(s->s, s->len, &e);
                 const cq_jstr *c = cq_jstr_new(&r->arena, s->s + st, e - st);
                 if (!c) return CQ_ERR_NOMEM;
-                *out = cq_jv_strv(c);
+                *out = obj.markup ? cq_jv_markup(c) : cq_jv_strv(c);
                 *found = true;
             }
         }
@@ -219,17 +219,24 @@ static cq_status slice_part(cq_jrender *r, const cq_jnode *e, cq_jframe *f, bool
                         "slice indices must be integers or None or have an __index__ method");
 }
 
-static cq_status eval_slice(cq_jrender *r, cq_jv obj, const cq_jnode *sl, cq_jframe *f,
-                            cq_jv *out) {
+static cq_status eval_slice(cq_jrender *r, cq_jv obj, const cq_jnode *sl, cq_jframe *f, cq_jv *out) {
     bool hs, he, hp;
     int64_t s = 0, e = 0, step = 1;
     CQ_TRY(slice_part(r, sl->a, f, &hs, &s));
     CQ_TRY(slice_part(r, sl->b, f, &he, &e));
     CQ_TRY(slice_part(r, sl->c, f, &hp, &step));
     if (obj.kind == CQ_JV_UNDEF) return cq_jv_undef_error(obj, sl->line);
-    if (obj.kind != CQ_JV_LIST && obj.kind != CQ_JV_STR) {
-        *out = cq_jv_undef("object is not sliceable");
-        return CQ_OK;
+    /* jinja2 compiles slices to a plain Python subscript: no Undefined
+     * fallback, unsliceable values raise -- except when the whole subscript
+     * is constant, which jinja2 folds at compile time through its getitem
+     * (and so gets Undefined). */
+    if ((obj.kind != CQ_JV_LIST && obj.kind != CQ_JV_STR) || (obj.kind == CQ_JV_LIST && obj.u.list->gen)) {
+        if (r->const_mode) {
+            *out = cq_jv_undef("object is not subscriptable");
+            return CQ_OK;
+        }
+        return cq_jinja_err(CQ_ERR_INVALID_ARG, sl->line, "'%s' object is not subscriptable",
+                            cq_jv_type_name(obj));
     }
     if (!hp) step = 1;
     if (step == 0) return cq_jinja_err(CQ_ERR_INVALID_ARG, sl->line, "slice step cannot be zero");
@@ -262,7 +269,7 @@ static cq_status eval_slice(cq_jrender *r, cq_jv obj, const cq_jnode *sl, cq_jfr
     if (step == 1) {
         const cq_jstr *res = cq_jstr_new(&r->arena, str->s + offs[st], offs[st + (int64_t)cnt] - offs[st]);
         if (!res) return CQ_ERR_NOMEM;
-        *out = cq_jv_strv(res);
+        *out = obj.markup ? cq_jv_markup(res) : cq_jv_strv(res);
         return CQ_OK;
     }
     cq_jbuf b = {0};
@@ -275,7 +282,7 @@ static cq_status eval_slice(cq_jrender *r, cq_jv obj, const cq_jnode *sl, cq_jfr
     if (rc == CQ_OK) rc = cq_jbuf_to_str(r, &b, &res);
     cq_jbuf_free(&b);
     CQ_TRY(rc);
-    *out = cq_jv_strv(res);
+    *out = obj.markup ? cq_jv_markup(res) : cq_jv_strv(res);
     return CQ_OK;
 }
 
@@ -309,7 +316,7 @@ static cq_status repeat(cq_jrender *r, cq_jv seq, int64_t times, uint32_t line, 
         if (s == CQ_OK) s = cq_jbuf_to_str(r, &b, &res);
         cq_jbuf_free(&b);
         CQ_TRY(s);
-        *out = cq_jv_strv(res);
+        *out = seq.markup ? cq_jv_markup(res) : cq_jv_strv(res);
         return CQ_OK;
     }
     const cq_jlist *l = seq.u.list;
@@ -349,6 +356,8 @@ static void py_float_divmod(double vx, double wx, double *floordiv, double *mod)
 }
 
 static cq_status binop(cq_jrender *r, int op, cq_jv a, cq_jv b, uint32_t line, cq_jv *out) {
+    /* str % x formats before Undefined gets a say (str.__mod__ comes first) */
+    if (op == CQ_JOP_MOD && a.kind == CQ_JV_STR) return cq_jinja_str_mod(r, a.u.s, b, line, out, a.markup);
     if (a.kind == CQ_JV_UNDEF) return cq_jv_undef_error(a, line);
     if (b.kind == CQ_JV_UNDEF) return cq_jv_undef_error(b, line);
     bool an = cq_jv_is_num(a), bn = cq_jv_is_num(b);
@@ -436,12 +445,19 @@ static cq_status binop(cq_jrender *r, int op, cq_jv a, cq_jv b, uint32_t line, c
     }
     if (op == CQ_JOP_ADD) {
         if (a.kind == CQ_JV_STR && b.kind == CQ_JV_STR) {
+            bool mk = a.markup || b.markup;
+            /* Markup + str escapes the plain side */
+            if (mk) {
+                CQ_TRY(cq_jinja_escape(r, a, false, line, &a));
+                CQ_TRY(cq_jinja_escape(r, b, false, line, &b));
+            }
             const cq_jstr *s = cq_jstr_cat(&r->arena, a.u.s, b.u.s);
             if (!s) return CQ_ERR_NOMEM;
-            *out = cq_jv_strv(s);
+            *out = mk ? cq_jv_markup(s) : cq_jv_strv(s);
             return CQ_OK;
         }
-        if (a.kind == CQ_JV_LIST && b.kind == CQ_JV_LIST && a.u.list->tuple == b.u.list->tuple) {
+        if (a.kind == CQ_JV_LIST && b.kind == CQ_JV_LIST && a.u.list->tuple == b.u.list->tuple &&
+            !a.u.list->gen && !b.u.list->gen) {
             cq_jlist *l = cq_jlist_new(&r->arena, a.u.list->n + b.u.list->n);
             if (!l) return CQ_ERR_NOMEM;
             l->tuple = a.u.list->tuple;
@@ -452,12 +468,13 @@ static cq_status binop(cq_jrender *r, int op, cq_jv a, cq_jv b, uint32_t line, c
         }
     }
     if (op == CQ_JOP_MUL) {
-        if ((a.kind == CQ_JV_STR || a.kind == CQ_JV_LIST) && (b.kind == CQ_JV_INT || b.kind == CQ_JV_BOOL))
+        if ((a.kind == CQ_JV_STR || (a.kind == CQ_JV_LIST && !a.u.list->gen)) &&
+            (b.kind == CQ_JV_INT || b.kind == CQ_JV_BOOL))
             return repeat(r, a, b.kind == CQ_JV_BOOL ? b.u.b : b.u.i, line, out);
-        if ((b.kind == CQ_JV_STR || b.kind == CQ_JV_LIST) && (a.kind == CQ_JV_INT || a.kind == CQ_JV_BOOL))
+        if ((b.kind == CQ_JV_STR || (b.kind == CQ_JV_LIST && !b.u.list->gen)) &&
+            (a.kind == CQ_JV_INT || a.kind == CQ_JV_BOOL))
             return repeat(r, b, a.kind == CQ_JV_BOOL ? a.u.b : a.u.i, line, out);
     }
-    if (op == CQ_JOP_MOD && a.kind == CQ_JV_STR) return cq_jinja_str_mod(r, a.u.s, b, line, out);
     return type_err(op, a, b, line);
 }
 
@@ -484,15 +501,25 @@ static cq_status contains(cq_jrender *r, cq_jv hay, cq_jv needle, uint32_t line,
                 }
         }
         return CQ_OK;
-    case CQ_JV_LIST:
+    case CQ_JV_LIST: {
+        cq_jlist *l = hay.u.list;
+        size_t i = l->gen ? l->gen_pos : 0;
         *out = false;
-        for (size_t i = 0; i < hay.u.list->n; i++)
-            if (cq_jv_equal(hay.u.list->v[i], needle)) {
+        for (; i < l->n; i++)
+            if (cq_jv_equal(l->v[i], needle)) {
                 *out = true;
                 break;
             }
+        if (!*out && l->gen_err) return cq_fail(CQ_ERR_INVALID_ARG, "%s", l->gen_err);
+        /* `in` on a generator consumes it up to the match */
+        if (l->gen) l->gen_pos = i < l->n ? i + 1 : l->n;
         return CQ_OK;
-    case CQ_JV_DICT: *out = cq_jdict_get(hay.u.dict, needle) != NULL; return CQ_OK;
+    }
+    case CQ_JV_DICT:
+        if ((needle.kind == CQ_JV_LIST && !needle.u.list->tuple) || needle.kind == CQ_JV_DICT)
+            return cq_jinja_err(CQ_ERR_INVALID_ARG, line, "unhashable type: '%s'", cq_jv_type_name(needle));
+        *out = cq_jdict_get(hay.u.dict, needle) != NULL;
+        return CQ_OK;
     case CQ_JV_UNDEF:
         if (hay.unsafe) return cq_jv_undef_error(hay, line);
         *out = false;
@@ -680,7 +707,49 @@ static cq_status apply_filter_chain(cq_jrender *r, const cq_jnode *chain, cq_jfr
 }
 
 /* ---- expressions ----------------------------------------------------------------- */
+/* Python values jinja2 accepts as folded constants (has_safe_repr). */
+static bool safe_repr(cq_jv v, int depth) {
+    switch (v.kind) {
+    case CQ_JV_NONE:
+    case CQ_JV_BOOL:
+    case CQ_JV_INT:
+    case CQ_JV_FLOAT:
+    case CQ_JV_STR: return true;
+    case CQ_JV_LIST:
+        if (v.u.list->gen || depth > 64) return false;
+        for (size_t i = 0; i < v.u.list->n; i++)
+            if (!safe_repr(v.u.list->v[i], depth + 1)) return false;
+        return true;
+    case CQ_JV_DICT:
+        if (depth > 64) return false;
+        for (size_t i = 0; i < v.u.dict->n; i++)
+            if (!safe_repr(v.u.dict->k[i], depth + 1) || !safe_repr(v.u.dict->v[i], depth + 1)) return false;
+        return true;
+    default: return false;
+    }
+}
+
+static cq_status eval_node(cq_jrender *r, const cq_jnode *e, cq_jframe *f, cq_jv *out);
+
+/* jinja2 folds constant subexpressions at compile time with its getitem
+ * rules, so e.g. slicing a constant that cannot be sliced gives Undefined
+ * inside a folded expression instead of failing; a fold that fails or does
+ * not give a plain constant is left to run time. */
 cq_status cq_jinja_eval(cq_jrender *r, const cq_jnode *e, cq_jframe *f, cq_jv *out) {
+    if (r->const_mode && (e->kind == CQ_JN_NAME || e->kind == CQ_JN_CALL || e->b || e->c) &&
+        (e->kind == CQ_JN_NAME || e->kind == CQ_JN_CALL || e->kind == CQ_JN_FILTER || e->kind == CQ_JN_TEST))
+        return CQ_ERR_INTERRUPTED; /* not a constant: jinja2 evaluates it at run time */
+    if (e->is_const && !r->const_mode && e->kind != CQ_JN_CONST) {
+        r->const_mode++;
+        cq_status s = eval_node(r, e, f, out);
+        r->const_mode--;
+        if (s == CQ_OK && safe_repr(*out, 0)) return CQ_OK;
+        if (s == CQ_ERR_NOMEM || s == CQ_ERR_BOUNDS) return s;
+    }
+    return eval_node(r, e, f, out);
+}
+
+static cq_status eval_node(cq_jrender *r, const cq_jnode *e, cq_jframe *f, cq_jv *out) {
     switch (e->kind) {
     case CQ_JN_CONST: *out = e->cval; return CQ_OK;
     case CQ_JN_NAME: return lookup(r, f, e->name, out);
@@ -909,6 +978,9 @@ static cq_status exec_for(cq_jrender *r, const cq_jnode *nd, cq_jframe *f) {
     if (!loopname) return CQ_ERR_NOMEM;
     cq_jv lv = {.kind = CQ_JV_LOOP};
     lv.u.loop = L;
+    /* jinja2 runs the else block unless some iteration reached the end of
+     * its body: a loop left by break (or only ever continued) runs it too. */
+    bool run_else = true;
     for (size_t i = 0; i < items->n; i++) {
         CQ_TRY(cq_jinja_step(r, nd->line));
         L->index0 = i;
@@ -921,8 +993,10 @@ static cq_status exec_for(cq_jrender *r, const cq_jnode *nd, cq_jframe *f) {
             r->ctrl = CTRL_NONE;
             break;
         }
+        if (r->ctrl == CTRL_NONE) run_else = false;
         r->ctrl = CTRL_NONE;
     }
+    if (run_else) return cq_jinja_render_body(r, nd->kids2, nd->nkids2, f);
     return CQ_OK;
 }
 
@@ -931,6 +1005,17 @@ static cq_status exec(cq_jrender *r, const cq_jnode *nd, cq_jframe *f) {
     case CQ_JN_DATA: return cq_jbuf_append(r, r->out, nd->cval.u.s->s, nd->cval.u.s->len);
     case CQ_JN_OUTPUT: {
         cq_jv v;
+        if (nd->a->is_const) {
+            /* jinja2 evaluates a constant output expression at compile time
+             * (slicing what cannot be sliced gives Undefined there) and prints
+             * whatever that gives; when that fails it evaluates it again at
+             * run time. */
+            r->const_mode++;
+            cq_status s = eval_node(r, nd->a, f, &v);
+            r->const_mode--;
+            if (s == CQ_OK && cq_jv_str_append(r, r->out, v, nd->line) == CQ_OK) return CQ_OK;
+            if (s == CQ_ERR_NOMEM || s == CQ_ERR_BOUNDS) return s;
+        }
         CQ_TRY(cq_jinja_eval(r, nd->a, f, &v));
         return cq_jv_str_append(r, r->out, v, nd->line);
     }
@@ -948,8 +1033,11 @@ static cq_status exec(cq_jrender *r, const cq_jnode *nd, cq_jframe *f) {
         return assign(r, nd->a, v, f);
     }
     case CQ_JN_SETBLOCK: {
+        /* block set, filter and generation blocks have their own scope */
+        cq_jframe *bf = cq_jframe_new(r, f);
+        if (!bf) return CQ_ERR_NOMEM;
         const cq_jstr *s;
-        CQ_TRY(cq_jinja_render_capture(r, nd->kids, nd->nkids, f, nd->line, &s));
+        CQ_TRY(cq_jinja_render_capture(r, nd->kids, nd->nkids, bf, nd->line, &s));
         cq_jv v;
         CQ_TRY(apply_filter_chain(r, nd->c, f, cq_jv_strv(s), &v));
         return assign(r, nd->a, v, f);
@@ -964,10 +1052,12 @@ static cq_status exec(cq_jrender *r, const cq_jnode *nd, cq_jframe *f) {
         return frame_set(r, f, nd->name, v);
     }
     case CQ_JN_FILTERBLOCK: {
+        cq_jframe *bf = cq_jframe_new(r, f);
+        if (!bf) return CQ_ERR_NOMEM;
         const cq_jstr *s;
-        CQ_TRY(cq_jinja_render_capture(r, nd->kids, nd->nkids, f, nd->line, &s));
+        CQ_TRY(cq_jinja_render_capture(r, nd->kids, nd->nkids, bf, nd->line, &s));
         cq_jv v;
-        CQ_TRY(apply_filter_chain(r, nd->c, f, cq_jv_strv(s), &v));
+        CQ_TRY(apply_filter_chain(r, nd->c, bf, cq_jv_strv(s), &v));
         return cq_jv_str_append(r, r->out, v, nd->line);
     }
     case CQ_JN_WITH: {
@@ -982,7 +1072,11 @@ static cq_status exec(cq_jrender *r, const cq_jnode *nd, cq_jframe *f) {
     }
     case CQ_JN_BREAK: r->ctrl = CTRL_BREAK; return CQ_OK;
     case CQ_JN_CONTINUE: r->ctrl = CTRL_CONTINUE; return CQ_OK;
-    case CQ_JN_BODY: return cq_jinja_render_body(r, nd->kids, nd->nkids, f);
+    case CQ_JN_BODY: {
+        cq_jframe *bf = cq_jframe_new(r, f);
+        if (!bf) return CQ_ERR_NOMEM;
+        return cq_jinja_render_body(r, nd->kids, nd->nkids, bf);
+    }
     case CQ_JN_CALLBLOCK: {
         cq_jmacro *m = cq_jarena_alloc(&r->arena, sizeof *m);
         if (!m) return CQ_ERR_NOMEM;

@@ -311,11 +311,53 @@ static cq_status sorted_list(cq_jrender *r, const cq_jlist *in, const cq_jv *att
     return CQ_OK;
 }
 
+/* Input of a filter that jinja2 implements as a generator. When the input
+ * cannot be iterated jinja2 only fails once the generator is consumed, so
+ * *deferred is set to such a generator instead of failing now. */
+static cq_status gen_input(cq_jrender *r, cq_jv v, uint32_t line, const cq_jlist **items,
+                           cq_jv *deferred, bool *is_deferred) {
+    *is_deferred = false;
+    cq_status s = cq_jv_iterate(r, v, line, items);
+    if (s != CQ_ERR_INVALID_ARG) return s;
+    cq_jlist *g = cq_jlist_new(&r->arena, 0);
+    const cq_jstr *msg = cq_jstr_new(&r->arena, cq_last_error(), strlen(cq_last_error()));
+    if (!g || !msg) return CQ_ERR_NOMEM;
+    g->gen = true;
+    g->gen_err = msg->s;
+    *deferred = cq_jv_list(g);
+    *is_deferred = true;
+    return CQ_OK;
+}
+
+/* An element of a generator filter failed with `s`: jinja2 would only fail
+ * when the generator is consumed up to that element, so keep what came
+ * before and remember the error. Other failures (limits) stop the render. */
+static cq_status defer_element_error(cq_jrender *r, cq_status s, cq_jlist *res) {
+    if (s != CQ_ERR_INVALID_ARG) return s;
+    const cq_jstr *msg = cq_jstr_new(&r->arena, cq_last_error(), strlen(cq_last_error()));
+    if (!msg) return CQ_ERR_NOMEM;
+    res->gen_err = msg->s;
+    return CQ_OK;
+}
+
 /* ---- select / reject ------------------------------------------------------------------ */
+/* jinja2's map/select/... start with `if value:` -- a false input (None,
+ * False, 0, "") gives an empty generator without complaint. */
+static cq_status empty_gen(cq_jrender *r, cq_jv *out) {
+    cq_jlist *g = cq_jlist_new(&r->arena, 0);
+    if (!g) return CQ_ERR_NOMEM;
+    g->gen = true;
+    *out = cq_jv_list(g);
+    return CQ_OK;
+}
+
 static cq_status select_reject(cq_jrender *r, cq_jv seq, const cq_jargs *a, bool use_attr,
                                bool select, uint32_t line, cq_jv *out) {
+    if (!cq_jv_truthy(seq) && !seq.unsafe) return empty_gen(r, out);
     const cq_jlist *items;
-    CQ_TRY(cq_jv_iterate(r, seq, line, &items));
+    bool deferred;
+    CQ_TRY(gen_input(r, seq, line, &items, out, &deferred));
+    if (deferred) return CQ_OK;
     size_t p = 0;
     const cq_jv *attr = NULL;
     if (use_attr) {
@@ -338,15 +380,21 @@ static cq_status select_reject(cq_jrender *r, cq_jv seq, const cq_jargs *a, bool
     for (size_t i = 0; i < items->n; i++) {
         CQ_TRY(cq_jinja_charge(r, 1, line));
         cq_jv v = items->v[i];
-        if (attr) CQ_TRY(get_attr_path(r, v, attr, line, &v));
-        bool ok;
-        if (test) CQ_TRY(cq_jinja_test(r, test, v, &targs, line, &ok));
-        else {
-            if (v.kind == CQ_JV_UNDEF && v.unsafe) return cq_jv_undef_error(v, line);
-            ok = cq_jv_truthy(v);
+        cq_status s = CQ_OK;
+        if (attr) s = get_attr_path(r, v, attr, line, &v);
+        bool ok = false;
+        if (s == CQ_OK) {
+            if (test) s = cq_jinja_test(r, test, v, &targs, line, &ok);
+            else if (v.kind == CQ_JV_UNDEF && v.unsafe) s = cq_jv_undef_error(v, line);
+            else ok = cq_jv_truthy(v);
+        }
+        if (s != CQ_OK) {
+            CQ_TRY(defer_element_error(r, s, res));
+            break;
         }
         if (ok == select) res->v[res->n++] = items->v[i];
     }
+    res->gen = true;
     *out = cq_jv_list(res);
     return CQ_OK;
 }
@@ -563,31 +611,6 @@ bool cq_jinja_has_filter(const char *name, size_t n) {
     return false;
 }
 
-static cq_status html_escape(cq_jrender *r, cq_jv v, uint32_t line, cq_jv *out) {
-    const cq_jstr *s;
-    CQ_TRY(cq_jv_to_str(r, v, line, &s));
-    cq_jbuf b = {0};
-    cq_status st = CQ_OK;
-    size_t run = 0;
-    for (size_t i = 0; i < s->len && st == CQ_OK; i++) {
-        const char *e = NULL;
-        switch (s->s[i]) {
-        case '&': e = "&amp;"; break;
-        case '<': e = "&lt;"; break;
-        case '>': e = "&gt;"; break;
-        case '"': e = "&#34;"; break;
-        case '\'': e = "&#39;"; break;
-        default: continue;
-        }
-        st = cq_jbuf_append(r, &b, s->s + run, i - run);
-        if (st == CQ_OK) st = cq_jbuf_puts(r, &b, e);
-        run = i + 1;
-    }
-    if (st == CQ_OK) st = cq_jbuf_append(r, &b, s->s + run, s->len - run);
-    if (s->len == 0) return str_value(r, "", 0, out);
-    return buf_value(r, &b, st, out);
-}
-
 static cq_status center(cq_jrender *r, const cq_jstr *s, int64_t width, uint32_t line, cq_jv *out) {
     int64_t len = (int64_t)cq_utf8_count(s->s, s->len);
     if (width <= len) {
@@ -649,7 +672,16 @@ cq_status cq_jinja_filter(cq_jrender *r, const cq_jstr *name, cq_jv v, const cq_
         const cq_jstr *s, *chars = NULL;
         CQ_TRY(chars_arg(c, line, &chars));
         CQ_TRY(cq_jv_to_str(r, v, line, &s));
-        return cq_jinja_strip(r, s, chars, true, true, out);
+        bool mk = v.kind == CQ_JV_STR && v.markup;
+        if (mk && chars) {
+            /* Markup.strip escapes its argument */
+            cq_jv ec;
+            CQ_TRY(cq_jinja_escape(r, cq_jv_strv(chars), false, line, &ec));
+            chars = ec.u.s;
+        }
+        CQ_TRY(cq_jinja_strip(r, s, chars, true, true, out));
+        out->markup = mk;
+        return CQ_OK;
     }
     if (IS("length") || IS("count")) {
         CQ_TRY(cq_jargs_check(a, 0, NULL, n, line));
@@ -663,10 +695,13 @@ cq_status cq_jinja_filter(cq_jrender *r, const cq_jstr *name, cq_jv v, const cq_
         CQ_TRY(cq_jargs_check(a, 0, NULL, n, line));
         const cq_jstr *s;
         CQ_TRY(cq_jv_to_str(r, v, line, &s));
-        return map_case(r, s, IS("upper") ? CASE_UPPER : IS("lower") ? CASE_LOWER
-                                                : IS("capitalize") ? CASE_CAPITALIZE
-                                                                   : CASE_TITLE_JINJA,
-                        out);
+        CQ_TRY(map_case(r, s, IS("upper") ? CASE_UPPER : IS("lower") ? CASE_LOWER
+                                                 : IS("capitalize") ? CASE_CAPITALIZE
+                                                                    : CASE_TITLE_JINJA,
+                         out));
+        /* Markup's own methods keep it Markup; jinja's title joins plain pieces */
+        out->markup = v.kind == CQ_JV_STR && v.markup && !IS("title");
+        return CQ_OK;
     }
     if (IS("default") || IS("d")) {
         static const char *const names[] = {"default_value", "boolean", NULL};
@@ -721,6 +756,13 @@ cq_status cq_jinja_filter(cq_jrender *r, const cq_jstr *name, cq_jv v, const cq_
     }
     if (IS("first")) {
         CQ_TRY(cq_jargs_check(a, 0, NULL, n, line));
+        if (v.kind == CQ_JV_LIST && v.u.list->gen) {
+            /* next(iter(gen)) takes one item */
+            cq_jlist *g = v.u.list;
+            if (g->gen_pos >= g->n && g->gen_err) return cq_fail(CQ_ERR_INVALID_ARG, "%s", g->gen_err);
+            *out = g->gen_pos < g->n ? g->v[g->gen_pos++] : cq_jv_undef("No first item, sequence was empty.");
+            return CQ_OK;
+        }
         const cq_jlist *items;
         CQ_TRY(cq_jv_iterate(r, v, line, &items));
         *out = items->n ? items->v[0] : cq_jv_undef("No first item, sequence was empty.");
@@ -728,7 +770,13 @@ cq_status cq_jinja_filter(cq_jrender *r, const cq_jstr *name, cq_jv v, const cq_
     }
     if (IS("last")) {
         CQ_TRY(cq_jargs_check(a, 0, NULL, n, line));
-        if (v.kind != CQ_JV_LIST && v.kind != CQ_JV_STR && v.kind != CQ_JV_DICT) {
+        if (v.kind == CQ_JV_UNDEF && !v.unsafe) {
+            /* reversed(Undefined) is empty */
+            *out = cq_jv_undef("No last item, sequence was empty.");
+            return CQ_OK;
+        }
+        if ((v.kind != CQ_JV_LIST && v.kind != CQ_JV_STR && v.kind != CQ_JV_DICT) ||
+            (v.kind == CQ_JV_LIST && v.u.list->gen)) {
             if (v.kind == CQ_JV_UNDEF) return cq_jv_undef_error(v, line);
             return cq_jinja_err(CQ_ERR_INVALID_ARG, line, "'%s' object is not reversible",
                                 cq_jv_type_name(v));
@@ -768,8 +816,12 @@ cq_status cq_jinja_filter(cq_jrender *r, const cq_jstr *name, cq_jv v, const cq_
                 l->v[l->n++] = cq_jv_list(pair);
             }
         } else {
-            return cq_jinja_err(CQ_ERR_INVALID_ARG, line, "Can only get item pairs from a mapping.");
+            l = cq_jlist_new(&r->arena, 0);
+            const cq_jstr *msg = cq_jstr_new(&r->arena, "Can only get item pairs from a mapping.", 39);
+            if (!l || !msg) return CQ_ERR_NOMEM;
+            l->gen_err = msg->s;
         }
+        l->gen = true;
         *out = cq_jv_list(l);
         return CQ_OK;
     }
@@ -777,12 +829,14 @@ cq_status cq_jinja_filter(cq_jrender *r, const cq_jstr *name, cq_jv v, const cq_
         CQ_TRY(cq_jargs_check(a, 0, NULL, n, line));
         const cq_jstr *s;
         CQ_TRY(cq_jv_to_str(r, v, line, &s));
-        *out = cq_jv_strv(s);
+        /* soft_str keeps Markup; safe makes it */
+        bool mk = (v.kind == CQ_JV_STR && v.markup) || IS("safe");
+        *out = mk ? cq_jv_markup(s) : cq_jv_strv(s);
         return CQ_OK;
     }
     if (IS("escape") || IS("e") || IS("forceescape")) {
         CQ_TRY(cq_jargs_check(a, 0, NULL, n, line));
-        return html_escape(r, v, line, out);
+        return cq_jinja_escape(r, v, IS("forceescape"), line, out);
     }
     if (IS("int")) {
         static const char *const names[] = {"default", "base", NULL};
@@ -794,6 +848,7 @@ cq_status cq_jinja_filter(cq_jrender *r, const cq_jstr *name, cq_jv v, const cq_
         CQ_TRY(want_int(bv, "base", line, &base));
         int64_t iv;
         double fv;
+        if (v.kind == CQ_JV_UNDEF) return cq_jv_undef_error(v, line); /* int(Undefined) raises */
         if (v.kind == CQ_JV_INT) *out = v;
         else if (v.kind == CQ_JV_BOOL) *out = cq_jv_int(v.u.b);
         else if (v.kind == CQ_JV_FLOAT) {
@@ -811,6 +866,7 @@ cq_status cq_jinja_filter(cq_jrender *r, const cq_jstr *name, cq_jv v, const cq_
         cq_jv dv;
         CQ_TRY(arg(a, 0, "default", cq_jv_float(0.0), line, &dv));
         double fv;
+        if (v.kind == CQ_JV_UNDEF) return cq_jv_undef_error(v, line); /* float(Undefined) raises */
         if (v.kind == CQ_JV_FLOAT) *out = v;
         else if (v.kind == CQ_JV_INT) *out = cq_jv_float((double)v.u.i);
         else if (v.kind == CQ_JV_BOOL) *out = cq_jv_float(v.u.b);
@@ -878,8 +934,11 @@ cq_status cq_jinja_filter(cq_jrender *r, const cq_jstr *name, cq_jv v, const cq_
         return CQ_OK;
     }
     if (IS("map")) {
+        if (!cq_jv_truthy(v) && !v.unsafe) return empty_gen(r, out);
         const cq_jlist *items;
-        CQ_TRY(cq_jv_iterate(r, v, line, &items));
+        bool deferred;
+        CQ_TRY(gen_input(r, v, line, &items, out, &deferred));
+        if (deferred) return CQ_OK;
         cq_jlist *res = cq_jlist_new(&r->arena, items->n);
         if (!res) return CQ_ERR_NOMEM;
         cq_jv at, dflt;
@@ -898,7 +957,11 @@ cq_status cq_jinja_filter(cq_jrender *r, const cq_jstr *name, cq_jv v, const cq_
                 return cq_jinja_err(CQ_ERR_INVALID_ARG, line, "Unexpected keyword argument for map()");
             for (size_t i = 0; i < items->n; i++) {
                 cq_jv x;
-                CQ_TRY(get_attr_path(r, items->v[i], &at, line, &x));
+                cq_status s = get_attr_path(r, items->v[i], &at, line, &x);
+                if (s != CQ_OK) {
+                    CQ_TRY(defer_element_error(r, s, res));
+                    break;
+                }
                 if (has_def && x.kind == CQ_JV_UNDEF) x = dflt;
                 res->v[res->n++] = x;
             }
@@ -909,10 +972,15 @@ cq_status cq_jinja_filter(cq_jrender *r, const cq_jstr *name, cq_jv v, const cq_
                            .kwvals = a->kwvals, .nkw = a->nkw};
             for (size_t i = 0; i < items->n; i++) {
                 CQ_TRY(cq_jinja_step(r, line));
-                CQ_TRY(cq_jinja_filter(r, a->pos[0].u.s, items->v[i], &fa, line, &res->v[res->n]));
+                cq_status s = cq_jinja_filter(r, a->pos[0].u.s, items->v[i], &fa, line, &res->v[res->n]);
+                if (s != CQ_OK) {
+                    CQ_TRY(defer_element_error(r, s, res));
+                    break;
+                }
                 res->n++;
             }
         }
+        res->gen = true;
         *out = cq_jv_list(res);
         return CQ_OK;
     }
@@ -966,7 +1034,9 @@ cq_status cq_jinja_filter(cq_jrender *r, const cq_jstr *name, cq_jv v, const cq_
         CQ_TRY(arg(a, 0, "case_sensitive", cq_jv_bool(false), line, &cs));
         CQ_TRY(arg(a, 1, "attribute", cq_jv_none(), line, &at));
         const cq_jlist *items;
-        CQ_TRY(cq_jv_iterate(r, v, line, &items));
+        bool deferred;
+        CQ_TRY(gen_input(r, v, line, &items, out, &deferred));
+        if (deferred) return CQ_OK;
         cq_jlist *res = cq_jlist_new(&r->arena, items->n);
         cq_jv *seen = cq_jarena_alloc(&r->arena, (items->n + 1) * sizeof(cq_jv));
         if (!res || !seen) return CQ_ERR_NOMEM;
@@ -981,6 +1051,7 @@ cq_status cq_jinja_filter(cq_jrender *r, const cq_jstr *name, cq_jv v, const cq_
             seen[nseen++] = k;
             res->v[res->n++] = items->v[i];
         }
+        res->gen = true;
         *out = cq_jv_list(res);
         return CQ_OK;
     }
@@ -993,14 +1064,23 @@ cq_status cq_jinja_filter(cq_jrender *r, const cq_jstr *name, cq_jv v, const cq_
             cq_status st = CQ_OK;
             for (size_t i = chars->n; i > 0 && st == CQ_OK; i--)
                 st = cq_jbuf_append(r, &b, chars->v[i - 1].u.s->s, chars->v[i - 1].u.s->len);
-            if (chars->n == 0) return str_value(r, "", 0, out);
-            return buf_value(r, &b, st, out);
+            if (chars->n == 0) {
+                cq_jbuf_free(&b);
+                CQ_TRY(str_value(r, "", 0, out));
+            } else {
+                CQ_TRY(buf_value(r, &b, st, out));
+            }
+            out->markup = v.markup;
+            return CQ_OK;
         }
+        /* reversed(list) is an iterator; a generator is listed, then reversed */
+        bool was_gen = v.kind == CQ_JV_LIST && v.u.list->gen;
         const cq_jlist *items;
         CQ_TRY(cq_jv_iterate(r, v, line, &items));
         cq_jlist *res = cq_jlist_new(&r->arena, items->n);
         if (!res) return CQ_ERR_NOMEM;
         for (size_t i = items->n; i > 0; i--) res->v[res->n++] = items->v[i - 1];
+        res->gen = !was_gen;
         *out = cq_jv_list(res);
         return CQ_OK;
     }
@@ -1076,7 +1156,9 @@ cq_status cq_jinja_filter(cq_jrender *r, const cq_jstr *name, cq_jv v, const cq_
         if (cnt <= 0) return cq_jinja_err(CQ_ERR_INVALID_ARG, line, "batch() linecount must be positive");
         if (has_fill && fw.kind == CQ_JV_NONE) has_fill = false;
         const cq_jlist *items;
-        CQ_TRY(cq_jv_iterate(r, v, line, &items));
+        bool deferred;
+        CQ_TRY(gen_input(r, v, line, &items, out, &deferred));
+        if (deferred) return CQ_OK;
         cq_jlist *res = cq_jlist_new(&r->arena, 0), *cur = NULL;
         if (!res) return CQ_ERR_NOMEM;
         for (size_t i = 0; i < items->n; i++) {
@@ -1089,6 +1171,7 @@ cq_status cq_jinja_filter(cq_jrender *r, const cq_jstr *name, cq_jv v, const cq_
         }
         if (cur && has_fill)
             while ((int64_t)cur->n < cnt) CQ_TRY(cq_jlist_push(&r->arena, cur, fw));
+        res->gen = true;
         *out = cq_jv_list(res);
         return CQ_OK;
     }
@@ -1101,7 +1184,9 @@ cq_status cq_jinja_filter(cq_jrender *r, const cq_jstr *name, cq_jv v, const cq_
         CQ_TRY(want_int(w, "width", line, &wi));
         const cq_jstr *s;
         CQ_TRY(cq_jv_to_str(r, v, line, &s));
-        return center(r, s, wi, line, out);
+        CQ_TRY(center(r, s, wi, line, out));
+        out->markup = v.kind == CQ_JV_STR && v.markup;
+        return CQ_OK;
     }
     if (IS("indent")) {
         static const char *const names[] = {"width", "first", "blank", NULL};
@@ -1110,9 +1195,13 @@ cq_status cq_jinja_filter(cq_jrender *r, const cq_jstr *name, cq_jv v, const cq_
         CQ_TRY(arg(a, 0, "width", cq_jv_int(4), line, &w));
         CQ_TRY(arg(a, 1, "first", cq_jv_bool(false), line, &fi));
         CQ_TRY(arg(a, 2, "blank", cq_jv_bool(false), line, &bl));
-        const cq_jstr *s;
-        CQ_TRY(cq_jv_to_str(r, v, line, &s));
-        return do_indent(r, s, w, cq_jv_truthy(fi), cq_jv_truthy(bl), line, out);
+        /* jinja2's indent appends "\n" to its input without converting it */
+        if (v.kind == CQ_JV_UNDEF) return cq_jv_undef_error(v, line);
+        if (v.kind != CQ_JV_STR)
+            return cq_jinja_err(CQ_ERR_INVALID_ARG, line, "indent needs a string, not %s", cq_jv_type_name(v));
+        CQ_TRY(do_indent(r, v.u.s, w, cq_jv_truthy(fi), cq_jv_truthy(bl), line, out));
+        out->markup = v.markup;
+        return CQ_OK;
     }
     if (IS("format")) {
         const cq_jstr *s;
@@ -1134,7 +1223,7 @@ cq_status cq_jinja_filter(cq_jrender *r, const cq_jstr *name, cq_jv v, const cq_
             t->n = a->npos;
             args = cq_jv_list(t);
         }
-        return cq_jinja_str_mod(r, s, args, line, out);
+        return cq_jinja_str_mod(r, s, args, line, out, v.kind == CQ_JV_STR && v.markup);
     }
     if (IS("truncate")) {
         static const char *const names[] = {"length", "killwords", "end", "leeway", NULL};
@@ -1148,7 +1237,17 @@ cq_status cq_jinja_filter(cq_jrender *r, const cq_jstr *name, cq_jv v, const cq_
         CQ_TRY(want_int(lv, "length", line, &length));
         CQ_TRY(want_int(lw, "leeway", line, &leeway));
         const cq_jstr *s, *end;
-        CQ_TRY(cq_jv_to_str(r, v, line, &s));
+        if (v.kind != CQ_JV_STR) {
+            /* jinja2 returns short non-strings untouched (len() only) */
+            int64_t vl;
+            CQ_TRY(cq_jv_length(v, line, &vl));
+            if (vl <= length + leeway) {
+                *out = v;
+                return CQ_OK;
+            }
+            return cq_jinja_err(CQ_ERR_INVALID_ARG, line, "truncate needs a string, not %s", cq_jv_type_name(v));
+        }
+        s = v.u.s;
         if (ev.kind == CQ_JV_NONE) {
             end = cq_jstr_new(&r->arena, "...", 3);
             if (!end) return CQ_ERR_NOMEM;
@@ -1172,9 +1271,11 @@ cq_status cq_jinja_filter(cq_jrender *r, const cq_jstr *name, cq_jv v, const cq_
         }
         cq_jv head;
         CQ_TRY(str_value(r, s->s, cut, &head));
-        const cq_jstr *res = cq_jstr_cat(&r->arena, head.u.s, end);
+        cq_jv ev2 = cq_jv_strv(end);
+        if (v.markup) CQ_TRY(cq_jinja_escape(r, ev2, false, line, &ev2)); /* Markup + end */
+        const cq_jstr *res = cq_jstr_cat(&r->arena, head.u.s, ev2.u.s);
         if (!res) return CQ_ERR_NOMEM;
-        *out = cq_jv_strv(res);
+        *out = v.markup ? cq_jv_markup(res) : cq_jv_strv(res);
         return CQ_OK;
     }
     if (IS("wordcount")) {
@@ -1247,10 +1348,10 @@ cq_status cq_jinja_test(cq_jrender *r, const cq_jstr *name, cq_jv v, const cq_ja
         *out = v.kind == CQ_JV_STR || v.kind == CQ_JV_LIST || v.kind == CQ_JV_DICT ||
                v.kind == CQ_JV_UNDEF || v.kind == CQ_JV_LOOP;
     else if (IS("sequence"))
-        *out = v.kind == CQ_JV_STR || v.kind == CQ_JV_LIST || v.kind == CQ_JV_DICT || v.kind == CQ_JV_UNDEF;
+        *out = v.kind == CQ_JV_STR || (v.kind == CQ_JV_LIST && !v.u.list->gen) || v.kind == CQ_JV_DICT || v.kind == CQ_JV_UNDEF;
     else if (IS("callable"))
         *out = v.kind == CQ_JV_MACRO || v.kind == CQ_JV_FUNC || v.kind == CQ_JV_UNDEF;
-    else if (IS("escaped")) *out = false;
+    else if (IS("escaped")) *out = v.kind == CQ_JV_STR && v.markup;
     else if (IS("sameas")) {
         if (!has_other) return cq_jinja_err(CQ_ERR_INVALID_ARG, line, "sameas needs an argument");
         if (v.kind != other.kind) *out = false;
@@ -1294,26 +1395,30 @@ cq_status cq_jinja_test(cq_jrender *r, const cq_jstr *name, cq_jv v, const cq_ja
         else if (IS("gt") || IS("greaterthan") || IS(">")) *out = c > 0;
         else *out = c >= 0;
     } else if (IS("odd") || IS("even") || IS("divisibleby")) {
+        /* value % 2 == 1, value % 2 == 0, value % num == 0 in Python terms */
         if (v.kind == CQ_JV_UNDEF) return cq_jv_undef_error(v, line);
-        if (!cq_jv_is_num(v))
-            return cq_jinja_err(CQ_ERR_INVALID_ARG, line, "%s needs a number", n);
-        double x = v.kind == CQ_JV_FLOAT ? v.u.f : (double)(v.kind == CQ_JV_BOOL ? v.u.b : v.u.i);
-        double d = 2;
+        if (!cq_jv_is_num(v)) return cq_jinja_err(CQ_ERR_INVALID_ARG, line, "%s needs a number", n);
+        cq_jv d = cq_jv_int(2);
         if (IS("divisibleby")) {
             if (!has_other || !cq_jv_is_num(other))
                 return cq_jinja_err(CQ_ERR_INVALID_ARG, line, "divisibleby needs a number");
-            d = other.kind == CQ_JV_FLOAT ? other.u.f : (double)(other.kind == CQ_JV_BOOL ? other.u.b : other.u.i);
-            if (d == 0) return cq_jinja_err(CQ_ERR_INVALID_ARG, line, "integer division or modulo by zero");
+            d = other;
         }
+        bool fl = v.kind == CQ_JV_FLOAT || d.kind == CQ_JV_FLOAT;
+        double x = v.kind == CQ_JV_FLOAT ? v.u.f : (double)(v.kind == CQ_JV_BOOL ? v.u.b : v.u.i);
+        double y = d.kind == CQ_JV_FLOAT ? d.u.f : (double)(d.kind == CQ_JV_BOOL ? d.u.b : d.u.i);
+        if (y == 0) return cq_jinja_err(CQ_ERR_INVALID_ARG, line, "integer division or modulo by zero");
         double m;
-        if (v.kind != CQ_JV_FLOAT && (!has_other || other.kind != CQ_JV_FLOAT)) {
-            int64_t xi = v.kind == CQ_JV_BOOL ? v.u.b : v.u.i, di = (int64_t)d;
-            m = (double)(di == -1 ? 0 : xi % di);
+        if (fl) {
+            m = fmod(x, y);
+            if (m != 0 && ((m < 0) != (y < 0))) m += y;
         } else {
-            m = fmod(x, d);
+            int64_t xi = v.kind == CQ_JV_BOOL ? v.u.b : v.u.i, yi = d.kind == CQ_JV_BOOL ? d.u.b : d.u.i;
+            int64_t mi = yi == -1 ? 0 : xi % yi;
+            if (mi != 0 && ((mi < 0) != (yi < 0))) mi += yi;
+            m = (double)mi;
         }
-        if (IS("odd")) *out = m != 0;
-        else *out = m == 0;
+        *out = IS("odd") ? m == 1 : m == 0;
     } else if (IS("lower") || IS("upper")) {
         const cq_jstr *s;
         CQ_TRY(cq_jv_to_str(r, v, line, &s));

@@ -73,6 +73,8 @@ struct cq_jfunc;
 typedef struct cq_jv {
     uint8_t kind;
     uint8_t unsafe; /* UNDEF from a blocked attribute (sandbox) */
+    uint8_t markup; /* STR that is markupsafe.Markup (from |e, |safe): combining
+                       it with plain strings HTML-escapes them */
     union {
         bool b;
         int64_t i;
@@ -91,6 +93,15 @@ typedef struct cq_jlist {
     size_t n, cap;
     cq_jv *v;
     bool tuple;
+    /* A Python generator (what map/select/reject/... return in jinja2):
+     * always true, no len(), not subscriptable, and consumed by iterating,
+     * from gen_pos on. */
+    bool gen;
+    size_t gen_pos;
+    /* A generator that fails after its n items (a non-iterable input, or
+     * an element its filter/test raised on): jinja2 only fails when the
+     * generator is consumed that far, with this message. */
+    const char *gen_err;
 } cq_jlist;
 
 typedef struct cq_jdict {
@@ -149,6 +160,7 @@ typedef struct cq_jnode cq_jnode;
 struct cq_jnode {
     uint8_t kind;
     uint8_t op;
+    uint8_t is_const; /* expression jinja2's optimizer can fold (literals and pure operators) */
     uint32_t line;
     cq_jnode *a, *b, *c;
     cq_jnode **kids;
@@ -222,6 +234,7 @@ typedef struct cq_jrender {
     uint64_t scan;      /* element visits not yet charged as steps */
     int depth;          /* macro / capture nesting */
     uint8_t ctrl;       /* pending break (1) / continue (2) */
+    int const_mode;     /* evaluating an output expression jinja2 folds at compile time */
     cq_jframe *root;
 } cq_jrender;
 
@@ -301,6 +314,11 @@ static inline cq_jv cq_jv_strv(const cq_jstr *s) {
     v.u.s = s;
     return v;
 }
+static inline cq_jv cq_jv_markup(const cq_jstr *s) {
+    cq_jv v = {.kind = CQ_JV_STR, .markup = 1};
+    v.u.s = s;
+    return v;
+}
 static inline bool cq_jv_is_num(cq_jv v) {
     return v.kind == CQ_JV_INT || v.kind == CQ_JV_FLOAT || v.kind == CQ_JV_BOOL;
 }
@@ -332,6 +350,9 @@ cq_status cq_jv_compare(cq_jv a, cq_jv b, uint32_t line, int *out);
 /* str(v) into `b`, repr(v) into `b`. Fails for values with no text form. */
 cq_status cq_jv_str_append(cq_jrender *r, cq_jbuf *b, cq_jv v, uint32_t line);
 cq_status cq_jv_repr_append(cq_jrender *r, cq_jbuf *b, cq_jv v, uint32_t line);
+/* markupsafe.escape(v): Markup stays as it is (unless force), anything else
+ * is str()-ed and gets & < > " ' replaced by entities; the result is Markup. */
+cq_status cq_jinja_escape(cq_jrender *r, cq_jv v, bool force, uint32_t line, cq_jv *out);
 /* str(v) as a string value (strings are returned as they are). */
 cq_status cq_jv_to_str(cq_jrender *r, cq_jv v, uint32_t line, const cq_jstr **out);
 /* Python type name for messages ("str", "int", "dict", "Undefined"...). */
@@ -445,7 +466,7 @@ cq_status cq_jinja_replace(cq_jrender *r, const cq_jstr *s, const cq_jstr *old, 
 cq_status cq_jinja_splitlines(cq_jrender *r, const cq_jstr *s, bool keepends, cq_jlist **out);
 /* Python printf-style `fmt % args` (args: a tuple, a dict or one value). */
 cq_status cq_jinja_str_mod(cq_jrender *r, const cq_jstr *fmt, cq_jv args, uint32_t line,
-                           cq_jv *out);
+                           cq_jv *out, bool markup);
 /* Global names (range, namespace, dict, raise_exception, strftime_now):
  * *found false when `name` is none of them. */
 cq_status cq_jinja_global(cq_jrender *r, const cq_jstr *name, cq_jv *out, bool *found);

@@ -193,6 +193,8 @@ static cq_status json_any(cq_jrender *r, cq_jbuf *b, cq_jv v, const cq_json_opts
     case CQ_JV_STR: return json_str(r, b, v.u.s->s, v.u.s->len, o);
     case CQ_JV_LIST: {
         const cq_jlist *l = v.u.list;
+        if (l->gen)
+            return cq_jinja_err(CQ_ERR_INVALID_ARG, line, "Object of type generator is not JSON serializable");
         if (l->n == 0) return cq_jbuf_puts(r, b, "[]");
         CQ_TRY(cq_jbuf_puts(r, b, "["));
         for (size_t i = 0; i < l->n; i++) {

@@ -64,10 +64,10 @@ static cq_status make_func(cq_jrender *r, int id, cq_jv self, const cq_jstr *nam
 
 cq_status cq_jinja_method_lookup(cq_jrender *r, cq_jv self, const cq_jstr *name, cq_jv *out,
                                  bool *found, bool *unsafe) {
-    const method_entry *tab = self.kind == CQ_JV_STR    ? g_str_methods
-                              : self.kind == CQ_JV_DICT ? g_dict_methods
-                              : self.kind == CQ_JV_LIST ? g_list_methods
-                                                        : NULL;
+    const method_entry *tab = self.kind == CQ_JV_STR                         ? g_str_methods
+                              : self.kind == CQ_JV_DICT                      ? g_dict_methods
+                              : self.kind == CQ_JV_LIST && !self.u.list->gen ? g_list_methods
+                                                                             : NULL;
     *found = false;
     *unsafe = false;
     if (!tab) return CQ_OK;
@@ -419,10 +419,75 @@ static cq_status pad(cq_jrender *r, const cq_jstr *s, int64_t width, const cq_js
 }
 
 static cq_status str_format(cq_jrender *r, const cq_jstr *fmt, const cq_jargs *a, uint32_t line,
-                            cq_jv *out);
+                            cq_jv *out, bool markup);
+
+static cq_status str_method_plain(cq_jrender *r, const cq_jfunc *fn, const cq_jargs *a, uint32_t line,
+                                  cq_jv *out);
+
+/* Markup's methods that markupsafe wraps: string arguments are escaped and
+ * string results are Markup again. */
+static bool markup_wrapped(int id) {
+    switch (id) {
+    case CQ_JF_S_CAPITALIZE: case CQ_JF_S_TITLE: case CQ_JF_S_LOWER: case CQ_JF_S_UPPER:
+    case CQ_JF_S_REPLACE: case CQ_JF_S_LJUST: case CQ_JF_S_RJUST: case CQ_JF_S_LSTRIP:
+    case CQ_JF_S_RSTRIP: case CQ_JF_S_CENTER: case CQ_JF_S_STRIP: case CQ_JF_S_EXPANDTABS:
+    case CQ_JF_S_SWAPCASE: case CQ_JF_S_ZFILL: case CQ_JF_S_PARTITION: case CQ_JF_S_RPARTITION:
+    case CQ_JF_S_JOIN: case CQ_JF_S_SPLIT: case CQ_JF_S_RSPLIT: case CQ_JF_S_SPLITLINES:
+        return true;
+    default: return false;
+    }
+}
+
+static void mark_result(cq_jv *v) {
+    if (v->kind == CQ_JV_STR) v->markup = 1;
+    else if (v->kind == CQ_JV_LIST)
+        for (size_t i = 0; i < v->u.list->n; i++)
+            if (v->u.list->v[i].kind == CQ_JV_STR) v->u.list->v[i].markup = 1;
+}
 
 static cq_status str_method(cq_jrender *r, const cq_jfunc *fn, const cq_jargs *a, uint32_t line,
                             cq_jv *out) {
+    if (!fn->self.markup) return str_method_plain(r, fn, a, line, out);
+    if (fn->id == CQ_JF_S_FORMAT) return str_format(r, fn->self.u.s, a, line, out, true);
+    if (!markup_wrapped(fn->id)) return str_method_plain(r, fn, a, line, out);
+    if (fn->id == CQ_JF_S_SPLIT || fn->id == CQ_JF_S_RSPLIT || fn->id == CQ_JF_S_SPLITLINES) {
+        /* split & co. keep their separator as given, only wrap the pieces */
+        CQ_TRY(str_method_plain(r, fn, a, line, out));
+        mark_result(out);
+        return CQ_OK;
+    }
+    cq_jv *pos = cq_jarena_alloc(&r->arena, (a->npos + 1) * sizeof(cq_jv));
+    cq_jv *kw = cq_jarena_alloc(&r->arena, (a->nkw + 1) * sizeof(cq_jv));
+    if (!pos || !kw) return CQ_ERR_NOMEM;
+    for (size_t i = 0; i < a->npos; i++) {
+        pos[i] = a->pos[i];
+        if (pos[i].kind == CQ_JV_STR) CQ_TRY(cq_jinja_escape(r, pos[i], false, line, &pos[i]));
+    }
+    for (size_t i = 0; i < a->nkw; i++) {
+        kw[i] = a->kwvals[i];
+        if (kw[i].kind == CQ_JV_STR) CQ_TRY(cq_jinja_escape(r, kw[i], false, line, &kw[i]));
+    }
+    if (fn->id == CQ_JF_S_JOIN && a->npos == 1) {
+        /* join escapes every item */
+        const cq_jlist *items;
+        CQ_TRY(cq_jv_iterate(r, a->pos[0], line, &items));
+        cq_jlist *esc = cq_jlist_new(&r->arena, items->n);
+        if (!esc) return CQ_ERR_NOMEM;
+        for (size_t i = 0; i < items->n; i++) {
+            cq_jv it = items->v[i];
+            if (it.kind == CQ_JV_STR) CQ_TRY(cq_jinja_escape(r, it, false, line, &it));
+            esc->v[esc->n++] = it;
+        }
+        pos[0] = cq_jv_list(esc);
+    }
+    cq_jargs ea = {.pos = pos, .npos = a->npos, .kwnames = a->kwnames, .kwvals = kw, .nkw = a->nkw};
+    CQ_TRY(str_method_plain(r, fn, &ea, line, out));
+    mark_result(out);
+    return CQ_OK;
+}
+
+static cq_status str_method_plain(cq_jrender *r, const cq_jfunc *fn, const cq_jargs *a, uint32_t line,
+                                  cq_jv *out) {
     const cq_jstr *s = fn->self.u.s;
     int id = fn->id;
     if (id != CQ_JF_S_SPLIT && id != CQ_JF_S_RSPLIT && id != CQ_JF_S_FORMAT && id != CQ_JF_S_SPLITLINES &&
@@ -543,7 +608,7 @@ static cq_status str_method(cq_jrender *r, const cq_jfunc *fn, const cq_jargs *a
         }
         return buf_out(r, &b, st, out);
     }
-    case CQ_JF_S_FORMAT: return str_format(r, s, a, line, out);
+    case CQ_JF_S_FORMAT: return str_format(r, s, a, line, out, false);
     case CQ_JF_S_ISDIGIT:
     case CQ_JF_S_ISNUMERIC:
     case CQ_JF_S_ISDECIMAL: *out = cq_jv_bool(all_cp(s, cq_py_isdigit)); return CQ_OK;
@@ -726,9 +791,14 @@ static cq_status pad_field(cq_jrender *r, cq_jbuf *b, const char *s, size_t n, i
     return CQ_OK;
 }
 
-cq_status cq_jinja_str_mod(cq_jrender *r, const cq_jstr *fmt, cq_jv args, uint32_t line, cq_jv *out) {
+cq_status cq_jinja_str_mod(cq_jrender *r, const cq_jstr *fmt, cq_jv args, uint32_t line, cq_jv *out,
+                           bool markup) {
     bool is_tuple = args.kind == CQ_JV_LIST && args.u.list->tuple;
     bool is_map = args.kind == CQ_JV_DICT;
+    /* Python treats any argument with __getitem__ (but a tuple or str) as a
+     * mapping: it never complains about unused arguments then. */
+    bool mapping_like = is_map || args.kind == CQ_JV_UNDEF ||
+                        (args.kind == CQ_JV_LIST && !args.u.list->tuple && !args.u.list->gen);
     const cq_jlist *tuple = is_tuple ? args.u.list : NULL;
     size_t next = 0;
     bool used_map = false;
@@ -764,7 +834,8 @@ cq_status cq_jinja_str_mod(cq_jrender *r, const cq_jstr *fmt, cq_jv args, uint32
                 break;
             }
             if (!is_map) {
-                st = cq_jinja_err(CQ_ERR_INVALID_ARG, line, "format requires a mapping");
+                st = args.kind == CQ_JV_UNDEF ? cq_jv_undef_error(args, line)
+                                              : cq_jinja_err(CQ_ERR_INVALID_ARG, line, "format requires a mapping");
                 break;
             }
             cq_jv *x = cq_jdict_get_str(args.u.dict, s + i + 1, k - i - 2);
@@ -819,7 +890,24 @@ cq_status cq_jinja_str_mod(cq_jrender *r, const cq_jstr *fmt, cq_jv args, uint32
         }
         if (type == 's' || type == 'r' || type == 'a') {
             cq_jbuf t = {0};
-            st = type == 's' ? cq_jv_str_append(r, &t, val, line) : cq_jv_repr_append(r, &t, val, line);
+            if (markup && type == 's') {
+                /* Markup % args escapes the arguments */
+                cq_jv ev;
+                st = cq_jinja_escape(r, val, false, line, &ev);
+                if (st == CQ_OK) st = cq_jbuf_append(r, &t, ev.u.s->s, ev.u.s->len);
+            } else {
+                st = type == 's' ? cq_jv_str_append(r, &t, val, line) : cq_jv_repr_append(r, &t, val, line);
+                if (st == CQ_OK && markup) {
+                    const cq_jstr *rs = NULL;
+                    cq_jv ev;
+                    st = cq_jbuf_to_str(r, &t, &rs);
+                    if (st == CQ_OK) st = cq_jinja_escape(r, cq_jv_strv(rs), false, line, &ev);
+                    if (st == CQ_OK) {
+                        t.len = 0;
+                        st = cq_jbuf_append(r, &t, ev.u.s->s, ev.u.s->len);
+                    }
+                }
+            }
             if (st == CQ_OK) {
                 size_t len = t.len;
                 if (prec >= 0) len = cq_utf8_offset(t.p ? t.p : "", t.len, (size_t)prec);
@@ -893,16 +981,19 @@ cq_status cq_jinja_str_mod(cq_jrender *r, const cq_jstr *fmt, cq_jv args, uint32
             st = cq_jinja_err(CQ_ERR_INVALID_ARG, line, "unsupported format character '%c'", type);
         }
     }
-    if (st == CQ_OK && !is_map && !used_map) {
+    if (st == CQ_OK && !mapping_like && !used_map) {
         size_t total = is_tuple ? tuple->n : 1;
         if (next < total)
             st = cq_jinja_err(CQ_ERR_INVALID_ARG, line, "not all arguments converted during string formatting");
     }
     if (st == CQ_OK && n == 0) {
         cq_jbuf_free(&b);
-        return str_out(r, "", 0, out);
+        CQ_TRY(str_out(r, "", 0, out));
+    } else {
+        CQ_TRY(buf_out(r, &b, st, out));
     }
-    return buf_out(r, &b, st, out);
+    out->markup = markup;
+    return CQ_OK;
 }
 
 /* ---- str.format ------------------------------------------------------------------------------ */
@@ -1056,7 +1147,7 @@ static cq_status format_spec(cq_jrender *r, cq_jbuf *b, cq_jv v, const char *spe
 }
 
 static cq_status str_format(cq_jrender *r, const cq_jstr *fmt, const cq_jargs *a, uint32_t line,
-                            cq_jv *out) {
+                            cq_jv *out, bool markup) {
     cq_jbuf b = {0};
     cq_status st = CQ_OK;
     const char *s = fmt->s;
@@ -1214,13 +1305,30 @@ static cq_status str_format(cq_jrender *r, const cq_jstr *fmt, const cq_jargs *a
             st = cq_jv_undef_error(v, line);
             break;
         }
-        st = format_spec(r, &b, v, spec, slen, line);
+        if (!markup) {
+            st = format_spec(r, &b, v, spec, slen, line);
+        } else if (v.kind == CQ_JV_STR && v.markup && !slen) {
+            st = cq_jbuf_append(r, &b, v.u.s->s, v.u.s->len);
+        } else {
+            /* Markup.format escapes every formatted field */
+            cq_jbuf fb = {0};
+            const cq_jstr *fs = NULL;
+            cq_jv ev;
+            st = format_spec(r, &fb, v, spec, slen, line);
+            if (st == CQ_OK) st = cq_jbuf_to_str(r, &fb, &fs);
+            cq_jbuf_free(&fb);
+            if (st == CQ_OK) st = cq_jinja_escape(r, cq_jv_strv(fs), false, line, &ev);
+            if (st == CQ_OK) st = cq_jbuf_append(r, &b, ev.u.s->s, ev.u.s->len);
+        }
     }
     if (st == CQ_OK && n == 0) {
         cq_jbuf_free(&b);
-        return str_out(r, "", 0, out);
+        CQ_TRY(str_out(r, "", 0, out));
+    } else {
+        CQ_TRY(buf_out(r, &b, st, out));
     }
-    return buf_out(r, &b, st, out);
+    out->markup = markup;
+    return CQ_OK;
 }
 
 /* ---- globals and other builtins ---------------------------------------------------------- */

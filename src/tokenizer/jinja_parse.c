@@ -1074,6 +1074,51 @@ static cq_status subparse(parser *p, const char *const *end_tags, nvec *body) {
     }
 }
 
+/* Mark the expressions jinja2's optimizer may fold to constants: literals
+ * and pure operators over them (names and calls are never constant; a
+ * conditional, and/or only needs the parts it evaluates, which the
+ * evaluator finds out). */
+static bool mark_const(cq_jnode *e) {
+    if (!e) return true;
+    bool ca = mark_const(e->a), cb = mark_const(e->b), cc = mark_const(e->c);
+    bool c = ca && cb && cc;
+    for (uint32_t i = 0; i < e->nkids; i++) c &= mark_const(e->kids[i]);
+    for (uint32_t i = 0; i < e->nkids2; i++) c &= mark_const(e->kids2[i]);
+    if (e->kind == CQ_JN_CONDEXPR) c = ca && (cb || cc);
+    if (e->kind == CQ_JN_AND || e->kind == CQ_JN_OR) c = ca;
+    switch (e->kind) {
+    case CQ_JN_CONST:
+    case CQ_JN_LIST:
+    case CQ_JN_TUPLE:
+    case CQ_JN_DICT:
+    case CQ_JN_CONCAT:
+    case CQ_JN_COMPARE:
+    case CQ_JN_BINOP:
+    case CQ_JN_AND:
+    case CQ_JN_OR:
+    case CQ_JN_GETITEM:
+    case CQ_JN_SLICE:
+    case CQ_JN_CONDEXPR:
+    case CQ_JN_NOT:
+    case CQ_JN_NEG:
+    case CQ_JN_POS:
+    case CQ_JN_GETATTR: break;
+    case CQ_JN_FILTER:
+    case CQ_JN_TEST:
+        if (!e->a || e->b || e->c) c = false;
+        /* filters that take the render context are never folded */
+        if (e->kind == CQ_JN_FILTER &&
+            (cq_jstr_eq(e->name, "map") || cq_jstr_eq(e->name, "select") || cq_jstr_eq(e->name, "reject") ||
+             cq_jstr_eq(e->name, "selectattr") || cq_jstr_eq(e->name, "rejectattr") ||
+             cq_jstr_eq(e->name, "random")))
+            c = false;
+        break;
+    default: c = false;
+    }
+    e->is_const = c;
+    return c;
+}
+
 cq_status cq_jinja_parse(cq_jarena *a, const cq_jtok *toks, size_t ntoks, cq_jnode ***body,
                          uint32_t *nbody) {
     if (ntoks == 0 || toks[ntoks - 1].kind != CQ_JT_EOF)
@@ -1081,6 +1126,7 @@ cq_status cq_jinja_parse(cq_jarena *a, const cq_jtok *toks, size_t ntoks, cq_jno
     parser p = {.a = a, .t = toks, .n = ntoks};
     nvec b = {0};
     CQ_TRY(subparse(&p, NULL, &b));
+    for (uint32_t i = 0; i < b.n; i++) mark_const(b.v[i]);
     *body = b.v;
     *nbody = b.n;
     return CQ_OK;

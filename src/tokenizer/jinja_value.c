@@ -265,7 +265,7 @@ bool cq_jv_truthy(cq_jv v) {
     case CQ_JV_INT: return v.u.i != 0;
     case CQ_JV_FLOAT: return v.u.f != 0.0;
     case CQ_JV_STR: return v.u.s->len != 0;
-    case CQ_JV_LIST: return v.u.list->n != 0;
+    case CQ_JV_LIST: return v.u.list->gen || v.u.list->n != 0;
     case CQ_JV_DICT: return v.u.dict->n != 0;
     default: return true;
     }
@@ -319,6 +319,7 @@ bool cq_jv_equal(cq_jv a, cq_jv b) {
     case CQ_JV_STR: return a.u.s->len == b.u.s->len && memcmp(a.u.s->s, b.u.s->s, a.u.s->len) == 0;
     case CQ_JV_LIST:
         if (a.u.list == b.u.list) return true;
+        if (a.u.list->gen || b.u.list->gen) return false;
         if (a.u.list->tuple != b.u.list->tuple || a.u.list->n != b.u.list->n) return false;
         for (size_t i = 0; i < a.u.list->n; i++)
             if (!cq_jv_equal(a.u.list->v[i], b.u.list->v[i])) return false;
@@ -353,7 +354,8 @@ cq_status cq_jv_compare(cq_jv a, cq_jv b, uint32_t line, int *out) {
         *out = str_cmp(a.u.s, b.u.s);
         return CQ_OK;
     }
-    if (a.kind == CQ_JV_LIST && b.kind == CQ_JV_LIST && a.u.list->tuple == b.u.list->tuple) {
+    if (a.kind == CQ_JV_LIST && b.kind == CQ_JV_LIST && a.u.list->tuple == b.u.list->tuple &&
+        !a.u.list->gen && !b.u.list->gen) {
         const cq_jlist *x = a.u.list, *y = b.u.list;
         size_t n = x->n < y->n ? x->n : y->n;
         for (size_t i = 0; i < n; i++) {
@@ -376,7 +378,7 @@ const char *cq_jv_type_name(cq_jv v) {
     case CQ_JV_INT: return "int";
     case CQ_JV_FLOAT: return "float";
     case CQ_JV_STR: return "str";
-    case CQ_JV_LIST: return v.u.list->tuple ? "tuple" : "list";
+    case CQ_JV_LIST: return v.u.list->gen ? "generator" : v.u.list->tuple ? "tuple" : "list";
     case CQ_JV_DICT: return "dict";
     case CQ_JV_NS: return "Namespace";
     case CQ_JV_LOOP: return "LoopContext";
@@ -502,13 +504,29 @@ static cq_status str_any(cq_jrender *r, cq_jbuf *b, cq_jv v, uint32_t line, int 
     }
 }
 
+/* Namespaces being printed, to print a self-reference as Python does. */
+typedef struct repr_stack {
+    const cq_jdict *d[64];
+    int n;
+} repr_stack;
+static _Thread_local repr_stack g_repr;
+
 static cq_status repr_any(cq_jrender *r, cq_jbuf *b, cq_jv v, uint32_t line, int depth) {
     if (depth > 256) return cq_jinja_err(CQ_ERR_BOUNDS, line, "value nested too deeply to print");
+    if (depth == 0) g_repr.n = 0;
     switch (v.kind) {
     case CQ_JV_UNDEF: return cq_jbuf_puts(r, b, "Undefined");
-    case CQ_JV_STR: return repr_str(r, b, v.u.s);
+    case CQ_JV_STR:
+        if (v.markup) {
+            CQ_TRY(cq_jbuf_puts(r, b, "Markup("));
+            CQ_TRY(repr_str(r, b, v.u.s));
+            return cq_jbuf_puts(r, b, ")");
+        }
+        return repr_str(r, b, v.u.s);
     case CQ_JV_LIST: {
         const cq_jlist *l = v.u.list;
+        if (l->gen)
+            return cq_jinja_err(CQ_ERR_UNSUPPORTED, line, "printing a generator is not supported");
         CQ_TRY(cq_jbuf_puts(r, b, l->tuple ? "(" : "["));
         for (size_t i = 0; i < l->n; i++) {
             if (i) CQ_TRY(cq_jbuf_puts(r, b, ", "));
@@ -520,7 +538,14 @@ static cq_status repr_any(cq_jrender *r, cq_jbuf *b, cq_jv v, uint32_t line, int
     case CQ_JV_DICT:
     case CQ_JV_NS: {
         const cq_jdict *d = v.u.dict;
-        if (v.kind == CQ_JV_NS) CQ_TRY(cq_jbuf_puts(r, b, "<Namespace "));
+        if (v.kind == CQ_JV_NS) {
+            for (int k = 0; k < g_repr.n; k++)
+                if (g_repr.d[k] == d) return cq_jbuf_puts(r, b, "<Namespace {...}>");
+            if (g_repr.n == (int)CQ_ARRAY_LEN(g_repr.d))
+                return cq_jinja_err(CQ_ERR_BOUNDS, line, "value nested too deeply to print");
+            g_repr.d[g_repr.n++] = d;
+            CQ_TRY(cq_jbuf_puts(r, b, "<Namespace "));
+        }
         CQ_TRY(cq_jbuf_puts(r, b, "{"));
         for (size_t i = 0; i < d->n; i++) {
             if (i) CQ_TRY(cq_jbuf_puts(r, b, ", "));
@@ -529,7 +554,10 @@ static cq_status repr_any(cq_jrender *r, cq_jbuf *b, cq_jv v, uint32_t line, int
             CQ_TRY(repr_any(r, b, d->v[i], line, depth + 1));
         }
         CQ_TRY(cq_jbuf_puts(r, b, "}"));
-        if (v.kind == CQ_JV_NS) CQ_TRY(cq_jbuf_puts(r, b, ">"));
+        if (v.kind == CQ_JV_NS) {
+            g_repr.n--;
+            CQ_TRY(cq_jbuf_puts(r, b, ">"));
+        }
         return CQ_OK;
     }
     case CQ_JV_LOOP: {
@@ -570,10 +598,65 @@ cq_status cq_jv_to_str(cq_jrender *r, cq_jv v, uint32_t line, const cq_jstr **ou
     return s;
 }
 
+cq_status cq_jinja_escape(cq_jrender *r, cq_jv v, bool force, uint32_t line, cq_jv *out) {
+    if (v.kind == CQ_JV_STR && v.markup && !force) {
+        *out = v;
+        return CQ_OK;
+    }
+    const cq_jstr *s;
+    CQ_TRY(cq_jv_to_str(r, v, line, &s));
+    cq_jbuf b = {0};
+    cq_status st = CQ_OK;
+    size_t run = 0;
+    for (size_t i = 0; i < s->len && st == CQ_OK; i++) {
+        const char *e = NULL;
+        switch (s->s[i]) {
+        case '&': e = "&amp;"; break;
+        case '<': e = "&lt;"; break;
+        case '>': e = "&gt;"; break;
+        case '"': e = "&#34;"; break;
+        case '\'': e = "&#39;"; break;
+        default: continue;
+        }
+        st = cq_jbuf_append(r, &b, s->s + run, i - run);
+        if (st == CQ_OK) st = cq_jbuf_puts(r, &b, e);
+        run = i + 1;
+    }
+    if (run == 0) {
+        cq_jbuf_free(&b);
+        *out = cq_jv_markup(s);
+        return CQ_OK;
+    }
+    if (st == CQ_OK) st = cq_jbuf_append(r, &b, s->s + run, s->len - run);
+    const cq_jstr *res = NULL;
+    if (st == CQ_OK) st = cq_jbuf_to_str(r, &b, &res);
+    cq_jbuf_free(&b);
+    CQ_TRY(st);
+    *out = cq_jv_markup(res);
+    return CQ_OK;
+}
+
 /* ---- iteration and length ---------------------------------------------------------- */
 cq_status cq_jv_iterate(cq_jrender *r, cq_jv v, uint32_t line, const cq_jlist **out) {
     switch (v.kind) {
-    case CQ_JV_LIST: *out = v.u.list; return CQ_OK;
+    case CQ_JV_LIST: {
+        cq_jlist *l = v.u.list;
+        if (!l->gen) {
+            *out = l;
+            return CQ_OK;
+        }
+        if (l->gen_err) return cq_fail(CQ_ERR_INVALID_ARG, "%s", l->gen_err);
+        /* a generator yields what is left of it, once */
+        cq_jlist *rest = cq_jlist_new(&r->arena, 0);
+        if (!rest) return CQ_ERR_NOMEM;
+        if (l->gen_pos < l->n) {
+            rest->v = l->v + l->gen_pos;
+            rest->n = rest->cap = l->n - l->gen_pos;
+        }
+        l->gen_pos = l->n;
+        *out = rest;
+        return CQ_OK;
+    }
     case CQ_JV_UNDEF: {
         if (v.unsafe) return cq_jv_undef_error(v, line);
         cq_jlist *l = cq_jlist_new(&r->arena, 0);
@@ -613,7 +696,11 @@ cq_status cq_jv_iterate(cq_jrender *r, cq_jv v, uint32_t line, const cq_jlist **
 cq_status cq_jv_length(cq_jv v, uint32_t line, int64_t *out) {
     switch (v.kind) {
     case CQ_JV_STR: *out = (int64_t)cq_utf8_count(v.u.s->s, v.u.s->len); return CQ_OK;
-    case CQ_JV_LIST: *out = (int64_t)v.u.list->n; return CQ_OK;
+    case CQ_JV_LIST:
+        if (v.u.list->gen)
+            return cq_jinja_err(CQ_ERR_INVALID_ARG, line, "object of type 'generator' has no len()");
+        *out = (int64_t)v.u.list->n;
+        return CQ_OK;
     case CQ_JV_DICT: *out = (int64_t)v.u.dict->n; return CQ_OK;
     case CQ_JV_UNDEF:
         if (v.unsafe) return cq_jv_undef_error(v, line);
