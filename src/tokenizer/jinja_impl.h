@@ -2,22 +2,32 @@
  * jinja_impl.h — internals of the chat-template engine (a Jinja subset).
  *
  * The engine is split by concern:
- *   jinja_value.c    arena, the value type, Python str()/repr()/==/<, UTF-8
- *   jinja_json.c     json.dumps as transformers' tojson calls it, float repr
- *   jinja_lex.c      template text -> tokens (whitespace control, trim/lstrip)
- *   jinja_parse.c    tokens -> syntax tree
- *   jinja_eval.c     statements and expressions, scopes, macros, calls
- *   jinja_filters.c  filters and tests
- *   jinja_methods.c  str/dict/list methods and global functions
- *   chat_template.c  the API in chat_template.h
+ *   jinja_lex.c          template text -> tokens (whitespace control, trim/lstrip)
+ *   jinja_parse.c        statements -> syntax tree   } jinja_parse_impl.h
+ *   jinja_parse_expr.c   expressions -> syntax tree  }
+ *   jinja_eval.c         statements, expressions, scopes, macros, calls
+ *   jinja_access.c       obj.attr / obj[key] / slices under the sandbox rules
+ *   jinja_ops.c          arithmetic, comparison, `in`
+ *   jinja_value.c        arena, the value type, ==, <, truthiness, len, iteration
+ *   jinja_repr.c         str(), repr(), markupsafe escape
+ *   jinja_unicode.c      UTF-8 and Python character classes / case mapping
+ *   jinja_json.c         json.dumps as transformers' tojson calls it, float repr
+ *   jinja_filters.c      filter table, argument helpers, value filters
+ *   jinja_filters_str.c  string filters and shared str algorithms
+ *   jinja_filters_seq.c  sequence filters (generators like jinja2's)
+ *   jinja_tests.c        `is` tests
+ *   jinja_methods.c      method lookup, dict/list methods, globals
+ *   jinja_strmethods.c   Python str methods
+ *   jinja_format.c       `str % args` and str.format
+ *   chat_template.c      the API in chat_template.h
  *
  * Semantics follow Python jinja2 as transformers' apply_chat_template sets it
  * up: ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
  * loopcontrols), a tojson filter that is json.dumps(ensure_ascii=False, ...),
  * raise_exception and strftime_now globals, and the default Undefined.
  *
- * Memory: a compiled template owns one arena (tokens are freed after
- * parsing, the tree stays); a render owns another that every value lives in
+ * Memory: a compiled template owns one arena (its tokens and tree); a
+ * render owns another that every value lives in
  * and that is dropped whole when the render ends, so values need no
  * reference counts and cycles (a namespace holding itself) cannot leak.
  */
@@ -418,6 +428,13 @@ cq_status cq_jinja_eval(cq_jrender *r, const cq_jnode *e, cq_jframe *f, cq_jv *o
 cq_status cq_jinja_call(cq_jrender *r, cq_jv callee, const cq_jv *args, size_t nargs,
                         const cq_jstr *const *kwnames, const cq_jv *kwvals, size_t nkw,
                         uint32_t line, cq_jv *out);
+/* a op b for CQ_JOP_ADD..POW; comparisons CQ_JOP_EQ..NOTIN to a bool. */
+cq_status cq_jinja_binop(cq_jrender *r, int op, cq_jv a, cq_jv b, uint32_t line, cq_jv *out);
+cq_status cq_jinja_compare_op(cq_jrender *r, int op, cq_jv a, cq_jv b, uint32_t line, bool *out);
+/* obj[slice node]. */
+cq_status cq_jinja_eval_slice(cq_jrender *r, cq_jv obj, const cq_jnode *sl, cq_jframe *f, cq_jv *out);
+/* An Undefined whose message is fmt with "%.*s" filled from name. */
+cq_jv cq_jv_undef_fmt(cq_jrender *r, const char *fmt, const cq_jstr *name);
 /* Attribute and item access with jinja2's sandboxed getattr/getitem rules. */
 cq_status cq_jinja_getattr(cq_jrender *r, cq_jv obj, const cq_jstr *name, uint32_t line,
                            cq_jv *out);
@@ -446,6 +463,90 @@ cq_status cq_jargs_check(const cq_jargs *a, size_t max_pos, const char *const *n
 
 cq_status cq_jinja_filter(cq_jrender *r, const cq_jstr *name, cq_jv v, const cq_jargs *args,
                           uint32_t line, cq_jv *out);
+/* One filter: `name` is the name it was called by (several names share one). */
+typedef cq_status (*cq_jfilter_fn)(cq_jrender *r, const char *name, cq_jv v, const cq_jargs *a,
+                                   uint32_t line, cq_jv *out);
+cq_status cq_jfilter_abs(cq_jrender *r, const char *name, cq_jv v, const cq_jargs *a, uint32_t line,
+                         cq_jv *out);
+cq_status cq_jfilter_attr(cq_jrender *r, const char *name, cq_jv v, const cq_jargs *a, uint32_t line,
+                          cq_jv *out);
+cq_status cq_jfilter_batch(cq_jrender *r, const char *name, cq_jv v, const cq_jargs *a, uint32_t line,
+                           cq_jv *out);
+cq_status cq_jfilter_center(cq_jrender *r, const char *name, cq_jv v, const cq_jargs *a, uint32_t line,
+                            cq_jv *out);
+cq_status cq_jfilter_default(cq_jrender *r, const char *name, cq_jv v, const cq_jargs *a, uint32_t line,
+                             cq_jv *out);
+cq_status cq_jfilter_dictsort(cq_jrender *r, const char *name, cq_jv v, const cq_jargs *a, uint32_t line,
+                              cq_jv *out);
+cq_status cq_jfilter_escape(cq_jrender *r, const char *name, cq_jv v, const cq_jargs *a, uint32_t line,
+                            cq_jv *out);
+cq_status cq_jfilter_first(cq_jrender *r, const char *name, cq_jv v, const cq_jargs *a, uint32_t line,
+                           cq_jv *out);
+cq_status cq_jfilter_float(cq_jrender *r, const char *name, cq_jv v, const cq_jargs *a, uint32_t line,
+                           cq_jv *out);
+cq_status cq_jfilter_format(cq_jrender *r, const char *name, cq_jv v, const cq_jargs *a, uint32_t line,
+                            cq_jv *out);
+cq_status cq_jfilter_indent(cq_jrender *r, const char *name, cq_jv v, const cq_jargs *a, uint32_t line,
+                            cq_jv *out);
+cq_status cq_jfilter_int(cq_jrender *r, const char *name, cq_jv v, const cq_jargs *a, uint32_t line,
+                         cq_jv *out);
+cq_status cq_jfilter_items(cq_jrender *r, const char *name, cq_jv v, const cq_jargs *a, uint32_t line,
+                           cq_jv *out);
+cq_status cq_jfilter_join(cq_jrender *r, const char *name, cq_jv v, const cq_jargs *a, uint32_t line,
+                          cq_jv *out);
+cq_status cq_jfilter_last(cq_jrender *r, const char *name, cq_jv v, const cq_jargs *a, uint32_t line,
+                          cq_jv *out);
+cq_status cq_jfilter_length(cq_jrender *r, const char *name, cq_jv v, const cq_jargs *a, uint32_t line,
+                            cq_jv *out);
+cq_status cq_jfilter_list(cq_jrender *r, const char *name, cq_jv v, const cq_jargs *a, uint32_t line,
+                          cq_jv *out);
+cq_status cq_jfilter_map(cq_jrender *r, const char *name, cq_jv v, const cq_jargs *a, uint32_t line,
+                         cq_jv *out);
+cq_status cq_jfilter_max(cq_jrender *r, const char *name, cq_jv v, const cq_jargs *a, uint32_t line,
+                         cq_jv *out);
+cq_status cq_jfilter_reject(cq_jrender *r, const char *name, cq_jv v, const cq_jargs *a, uint32_t line,
+                            cq_jv *out);
+cq_status cq_jfilter_rejectattr(cq_jrender *r, const char *name, cq_jv v, const cq_jargs *a, uint32_t line,
+                                cq_jv *out);
+cq_status cq_jfilter_replace(cq_jrender *r, const char *name, cq_jv v, const cq_jargs *a, uint32_t line,
+                             cq_jv *out);
+cq_status cq_jfilter_reverse(cq_jrender *r, const char *name, cq_jv v, const cq_jargs *a, uint32_t line,
+                             cq_jv *out);
+cq_status cq_jfilter_round(cq_jrender *r, const char *name, cq_jv v, const cq_jargs *a, uint32_t line,
+                           cq_jv *out);
+cq_status cq_jfilter_select(cq_jrender *r, const char *name, cq_jv v, const cq_jargs *a, uint32_t line,
+                            cq_jv *out);
+cq_status cq_jfilter_selectattr(cq_jrender *r, const char *name, cq_jv v, const cq_jargs *a, uint32_t line,
+                                cq_jv *out);
+cq_status cq_jfilter_sort(cq_jrender *r, const char *name, cq_jv v, const cq_jargs *a, uint32_t line,
+                          cq_jv *out);
+cq_status cq_jfilter_string(cq_jrender *r, const char *name, cq_jv v, const cq_jargs *a, uint32_t line,
+                            cq_jv *out);
+cq_status cq_jfilter_sum(cq_jrender *r, const char *name, cq_jv v, const cq_jargs *a, uint32_t line,
+                         cq_jv *out);
+cq_status cq_jfilter_tojson(cq_jrender *r, const char *name, cq_jv v, const cq_jargs *a, uint32_t line,
+                            cq_jv *out);
+cq_status cq_jfilter_trim(cq_jrender *r, const char *name, cq_jv v, const cq_jargs *a, uint32_t line,
+                          cq_jv *out);
+cq_status cq_jfilter_truncate(cq_jrender *r, const char *name, cq_jv v, const cq_jargs *a, uint32_t line,
+                              cq_jv *out);
+cq_status cq_jfilter_unique(cq_jrender *r, const char *name, cq_jv v, const cq_jargs *a, uint32_t line,
+                            cq_jv *out);
+cq_status cq_jfilter_upper(cq_jrender *r, const char *name, cq_jv v, const cq_jargs *a, uint32_t line,
+                           cq_jv *out);
+cq_status cq_jfilter_wordcount(cq_jrender *r, const char *name, cq_jv v, const cq_jargs *a, uint32_t line,
+                               cq_jv *out);
+/* Argument `idx`/`name`, or `def` when absent; an int argument. */
+cq_status cq_jargs_opt(const cq_jargs *a, size_t idx, const char *name, cq_jv def, uint32_t line,
+                       cq_jv *out);
+cq_status cq_jv_want_int(cq_jv v, const char *what, uint32_t line, int64_t *out);
+/* A string value copied into the arena; a buffer turned into one (the
+ * buffer is freed; `s` is the status of filling it). */
+cq_status cq_jv_new_str(cq_jrender *r, const char *s, size_t n, cq_jv *out);
+cq_status cq_jv_from_buf(cq_jrender *r, cq_jbuf *b, cq_status s, cq_jv *out);
+typedef enum { CQ_JCASE_UPPER, CQ_JCASE_LOWER, CQ_JCASE_CAPITALIZE, CQ_JCASE_TITLE } cq_jcase;
+/* str.upper/lower/capitalize, or jinja2's title filter. */
+cq_status cq_jinja_map_case(cq_jrender *r, const cq_jstr *s, cq_jcase m, cq_jv *out);
 cq_status cq_jinja_test(cq_jrender *r, const cq_jstr *name, cq_jv v, const cq_jargs *args,
                         uint32_t line, bool *out);
 bool cq_jinja_has_filter(const char *name, size_t n);
@@ -464,6 +565,12 @@ cq_status cq_jinja_strip(cq_jrender *r, const cq_jstr *s, const cq_jstr *chars, 
 cq_status cq_jinja_replace(cq_jrender *r, const cq_jstr *s, const cq_jstr *old, const cq_jstr *new_,
                            int64_t count, uint32_t line, cq_jv *out);
 cq_status cq_jinja_splitlines(cq_jrender *r, const cq_jstr *s, bool keepends, cq_jlist **out);
+/* A str method bound in fn (fn->self is the string). */
+cq_status cq_jinja_str_method(cq_jrender *r, const cq_jfunc *fn, const cq_jargs *a, uint32_t line,
+                              cq_jv *out);
+/* str.format (Markup.format when markup). */
+cq_status cq_jinja_str_format(cq_jrender *r, const cq_jstr *fmt, const cq_jargs *a, uint32_t line,
+                              cq_jv *out, bool markup);
 /* Python printf-style `fmt % args` (args: a tuple, a dict or one value). */
 cq_status cq_jinja_str_mod(cq_jrender *r, const cq_jstr *fmt, cq_jv args, uint32_t line,
                            cq_jv *out, bool markup);
