@@ -230,9 +230,10 @@ static cq_status eval_node(cq_jrender *r, const cq_jnode *e, cq_jframe *f, cq_jv
  * inside a folded expression instead of failing; a fold that fails or does
  * not give a plain constant is left to run time. */
 cq_status cq_jinja_eval(cq_jrender *r, const cq_jnode *e, cq_jframe *f, cq_jv *out) {
-    if (r->const_mode && (e->kind == CQ_JN_NAME || e->kind == CQ_JN_CALL || e->b || e->c) &&
-        (e->kind == CQ_JN_NAME || e->kind == CQ_JN_CALL || e->kind == CQ_JN_FILTER || e->kind == CQ_JN_TEST))
-        return CQ_ERR_INTERRUPTED; /* not a constant: jinja2 evaluates it at run time */
+    /* Folding reached something that is not constant (a name, a call, a
+     * filter that needs the render context): jinja2 gives up on the fold and
+     * evaluates the whole expression at run time instead. */
+    if (r->const_mode && !e->is_const) return CQ_ERR_INTERRUPTED;
     if (e->is_const && !r->const_mode && e->kind != CQ_JN_CONST) {
         r->const_mode++;
         cq_status s = eval_node(r, e, f, out);

@@ -172,7 +172,7 @@ static cq_status select_reject(cq_jrender *r, cq_jv seq, const cq_jargs *a, bool
         test = a->pos[p].u.s;
         p++;
     }
-    cq_jargs targs = {.pos = a->pos + p, .npos = a->npos - p, .kwnames = a->kwnames,
+    cq_jargs targs = {.pos = p < a->npos ? a->pos + p : NULL, .npos = a->npos - p, .kwnames = a->kwnames,
                       .kwvals = a->kwvals, .nkw = a->nkw};
     cq_jlist *res = cq_jlist_new(&r->arena, items->n);
     if (!res) return CQ_ERR_NOMEM;
