@@ -16,9 +16,16 @@
  * Exceeding a limit fails with CQ_ERR_BOUNDS (CQ_ERR_NOMEM for memory).
  * Nothing aborts on any input.
  *
+ * Python semantics templates can observe are reproduced: str()/repr() of
+ * values, float formatting, Undefined, generators from map/select/reject,
+ * markupsafe Markup from |e and |safe, jinja2's compile-time constant folding
+ * and its for/else and scoping rules.
+ *
  * Data model notes: context values come from cJSON, which does not keep
  * "1" apart from "1.0"; a number with no fractional part that fits in 2^53
  * is an int (what json.loads gives for "1"), anything else a float.
+ * Integers are 64-bit (a result Python would grow past that fails with
+ * CQ_ERR_UNSUPPORTED).
  */
 #ifndef CQ_CHAT_TEMPLATE_H
 #define CQ_CHAT_TEMPLATE_H
