@@ -14,7 +14,9 @@
  * and must be <= 1e-4 against transformers. The cached path (prefill, then
  * one token at a time) against a whole-sequence recompute must agree to
  * 1e-5 (only the summation order differs). Greedy tokens must be identical
- * for all 32 steps.
+ * for all 32 steps. Also: the tower under a `te.` prefix and with
+ * transformers 4.57's config layout, scaled RoPE refused, missing tensors
+ * named, and quantized conversions (CPU backend = reference backend).
  */
 #include <math.h>
 #include <stdio.h>
@@ -270,11 +272,12 @@ static void repack(const cq_cmf *src, const char *path, const char *prefix, cons
     cq_cmf_writer_free(w);
 }
 
-static float *logits_of(const char *path, const char *prefix, const int32_t *ids, int T, size_t V, cq_status *st) {
+static float *logits_on(const char *backend, const char *path, const char *prefix, const int32_t *ids, int T,
+                        size_t V, cq_status *st) {
     cq_cmf *cmf;
     assert_int_equal(cq_cmf_open(path, &cmf), CQ_OK);
     cq_backend *be;
-    assert_int_equal(cq_backend_create(NULL, 0, &be), CQ_OK);
+    assert_int_equal(cq_backend_create(backend, 0, &be), CQ_OK);
     cq_qwen3 *m = NULL;
     float *lg = malloc((size_t)T * V * sizeof(float));
     assert_non_null(lg);
@@ -287,6 +290,10 @@ static float *logits_of(const char *path, const char *prefix, const int32_t *ids
     cq_backend_free(be);
     cq_cmf_close(cmf);
     return lg;
+}
+
+static float *logits_of(const char *path, const char *prefix, const int32_t *ids, int T, size_t V, cq_status *st) {
+    return logits_on(NULL, path, prefix, ids, T, V, st);
 }
 
 static void test_prefix_and_layouts(void **state) {
@@ -362,6 +369,49 @@ static void test_prefix_and_layouts(void **state) {
     fx_close(&f);
 }
 
+/* Quantized weights run through the same code (get_rows and matmul decode
+ * every codec): the CPU backend must match the plain-C reference backend on
+ * the same file to TOL_REF; the error against the f32 transformers logits is
+ * reported and bounded per codec family (a broken decode is off by ~100%). */
+static void test_quantized(void **state) {
+    (void)state;
+    static const struct {
+        int quant;
+        double tol;
+    } cases[] = {{-1, 0.05}, {CQ_DTYPE_Q8_ROW, 0.05}, {CQ_DTYPE_BF16, 0.01}, {CQ_DTYPE_F16, 0.01},
+                 {CQ_DTYPE_Q4TP, 0.5}};
+    char gp[1100];
+    snprintf(gp, sizeof gp, "%s/golden.safetensors", golden_dir("qwen3_a"));
+    cq_st *gold;
+    assert_int_equal(cq_st_open(gp, &gold), CQ_OK);
+    int T;
+    int32_t *ids = st_ids(gold, "ids_b", &T);
+    size_t V = 384;
+    float *gl = st_floats(gold, "logits_b", (size_t)T * V);
+    for (size_t i = 0; i < CQ_ARRAY_LEN(cases); i++) {
+        const char *path = tu_path(tu_tmpdir("qwen3_quant"), "q.cmf");
+        const char *name = cases[i].quant < 0 ? "default (q8_2f)" : cq_dtype_name((cq_dtype)cases[i].quant);
+        cq_convert_opts opts = {.quant = cases[i].quant};
+        cq_convert_report rep;
+        cq_status s = cq_convert(golden_dir("qwen3_a"), path, &opts, &rep);
+        cq_convert_report_free(&rep);
+        if (s != CQ_OK) fail_msg("convert: %s", cq_last_error());
+        float *lg = logits_of(path, "", ids, T, V, &s);
+        if (s != CQ_OK) fail_msg("run: %s", cq_last_error());
+        float *lr = logits_on("ref", path, "", ids, T, V, &s);
+        if (s != CQ_OK) fail_msg("run on ref: %s", cq_last_error());
+        double e = rel_err(lg, gl, (size_t)T * V), er = rel_err(lg, lr, (size_t)T * V);
+        printf("  qwen3_a weights %s: logits rel %.3g vs transformers (f32), %.3g vs the ref backend\n", name, e, er);
+        if (!(er <= TOL_REF)) fail_msg("%s: cpu and ref backends differ by %.3g", name, er);
+        if (!(e > 0 && e <= cases[i].tol)) fail_msg("%s: logits off by %.3g (> %g)", name, e, cases[i].tol);
+        free(lg);
+        free(lr);
+    }
+    free(gl);
+    free(ids);
+    cq_st_close(gold);
+}
+
 static void test_bad_input(void **state) {
     (void)state;
     fixture f;
@@ -394,6 +444,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_golden),
         cmocka_unit_test(test_prefix_and_layouts),
+        cmocka_unit_test(test_quantized),
         cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
