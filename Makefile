@@ -30,10 +30,12 @@ fuzz:
 	@$(CMAKE) --build build-fuzz -j $(JOBS)
 	@set -e; for f in build-fuzz/fuzz_*; do \
 		name=$$(basename $$f); corpus=tests/fuzz/corpus/$${name#fuzz_}; \
-		mkdir -p build-fuzz/work/$$name; \
+		mkdir -p build-fuzz/work/$$name $$corpus; \
 		echo "== $$name ($(FUZZ_SECONDS)s)"; \
-		$$f -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-			build-fuzz/work/$$name $$corpus tests/fuzz/regress 2>&1 | tail -n 12; \
+		if ! $$f -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+			build-fuzz/work/$$name $$corpus tests/fuzz/regress > build-fuzz/work/$$name.log 2>&1; then \
+			tail -n 60 build-fuzz/work/$$name.log; echo "fuzz target $$name FAILED"; exit 1; fi; \
+		tail -n 6 build-fuzz/work/$$name.log; \
 	done
 
 header-check: release

@@ -204,6 +204,11 @@ cq_status cq_cmf_writer_begin(cq_cmf_writer *w, const char *name, cq_dtype dtype
                               const uint64_t *shape, uint64_t nbytes);
 cq_status cq_cmf_writer_write(cq_cmf_writer *w, const void *chunk, size_t len);
 cq_status cq_cmf_writer_end(cq_cmf_writer *w);
+/* Fail early with CQ_ERR_IO when the target's file system has fewer than
+ * `planned_bytes` free (the writer also checks before each large tensor). */
+cq_status cq_cmf_writer_check_space(cq_cmf_writer *w, uint64_t planned_bytes);
+/* Progress of the read-back verification inside cq_cmf_writer_finish(). */
+void cq_cmf_writer_set_progress(cq_cmf_writer *w, cq_progress_fn fn, void *user);
 /* Finish: write directory/header/envelope, fsync, re-open + verify, rename. */
 cq_status cq_cmf_writer_finish(cq_cmf_writer *w);
 /* Abandon: removes the temporary file. Accepts NULL. Also frees a finished writer. */

@@ -1,11 +1,166 @@
-/* cmd_convert.c — `cortiq convert` (not built yet). */
+/*
+ * cmd_convert.c — `cortiq convert`: option parsing, the progress bar and the
+ * summary around the conversion library (src/format/convert.c).
+ */
 #include <stdio.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
+#include "format/convert.h"
+
+#define MAX_RULES 256
+#define MAX_LISTED_FALLBACKS 12
+
+static void help(void) {
+    printf(
+        "usage: cortiq convert SRC -o OUT.cmf [--quant CODEC] [--quant-rule 'GLOB=CODEC']... [--quiet]\n"
+        "\n"
+        "Convert safetensors weights into one .cmf file. SRC is a folder:\n"
+        "  - a diffusers pipeline (model_index.json; transformer/, text_encoder/, vae/ ...,\n"
+        "    tokenizer/ or processor/): tensors are stored as dit.*, te.*, vae.* + their names;\n"
+        "  - one component folder (a diffusers config.json with _class_name + safetensors):\n"
+        "    dit.* (vae.* for an autoencoder);\n"
+        "  - a Hugging Face model folder (config.json + model*.safetensors + tokenizer files):\n"
+        "    names kept as they are.\n"
+        "Each config.json is stored as a u8 tensor <prefix>.config_json, tokenizer.json in the\n"
+        "tokenizer section, the chat template and stop ids in the header.\n"
+        "\n"
+        "options:\n"
+        "  -o, --output FILE        the .cmf to write; it appears only once complete and verified\n"
+        "  --quant CODEC            codec for every 2-D weight (and for conv kernels when CODEC is\n"
+        "                           f32/f16/bf16): f32 f16 bf16 q8_row q8_2f q4_block q4_tiled (q4t) q4tp\n"
+        "  --quant-rule GLOB=CODEC  codec for tensors whose full name matches GLOB (fnmatch);\n"
+        "                           repeatable, the first matching rule wins\n"
+        "  -q, --quiet              no progress bar and no summary\n"
+        "  -h, --help               this text\n"
+        "\n"
+        "defaults: 1-D tensors (norms, biases) f32; 2-D weights q8_2f (dit, te, LLM), f16 (vae);\n"
+        "conv kernels f32 (f16 in the vae). The text encoder never goes below 8 bits unless a rule\n"
+        "says so. Quantized codecs never apply to 1-D tensors. A codec that cannot hold a tensor\n"
+        "falls back (2-D: q8_2f, e.g. 4-bit codecs need cols %% 32 == 0; N-D: f16) and the\n"
+        "summary lists it.\n"
+        "\n"
+        "examples:\n"
+        "  cortiq convert Qwen-Image-2.1/ -o qi21.cmf\n"
+        "  cortiq convert Qwen-Image-2.1/ -o qi21-q4.cmf --quant-rule 'dit.*=q4tp'\n"
+        "  cortiq convert Qwen3-0.6B/ -o qwen3.cmf --quant q8_row --quant-rule '*embed_tokens*=f16'\n");
+}
+
+/* Two bars on one line in turn: writing the pack, then the writer's
+ * read-back verification of it. */
+typedef struct bar_pair {
+    cq_progress conv, ver;
+    bool verifying;
+} bar_pair;
+
+static int on_progress(uint64_t done, uint64_t total, void *user) {
+    bar_pair *b = user;
+    b->conv.total = total;
+    cq_progress_update(&b->conv, done);
+    return 0;
+}
+
+static int on_verify(uint64_t done, uint64_t total, void *user) {
+    bar_pair *b = user;
+    if (!b->verifying) {
+        cq_progress_end(&b->conv);
+        cq_progress_begin(&b->ver, "verifying ", total, false);
+        b->verifying = true;
+    }
+    b->ver.total = total;
+    cq_progress_update(&b->ver, done);
+    return 0;
+}
+
+static void summary(const char *out, const cq_convert_report *r) {
+    char a[32], b[32];
+    printf("wrote %s: %s %s, %zu tensors, %s (from %s of safetensors) in %.1f s\n", out, r->arch, r->layout,
+           r->tensors, cq_fmt_bytes(r->file_size, a, sizeof a), cq_fmt_bytes(r->bytes_in, b, sizeof b), r->seconds);
+    printf("  %-9s %8s %12s  %s\n", "codec", "tensors", "bytes", "worst relative RMS error");
+    for (int d = 0; d < CQ_DTYPE_COUNT; d++) {
+        const cq_convert_codec_stat *c = &r->codec[d];
+        if (!c->tensors) continue;
+        printf("  %-9s %8zu %12s", cq_dtype_name((cq_dtype)d), c->tensors, cq_fmt_bytes(c->bytes, a, sizeof a));
+        if (d == CQ_DTYPE_U8 || (d == CQ_DTYPE_F32 && c->worst_rel_rms == 0))
+            printf("  exact\n");
+        else
+            printf("  %.3g (%s)\n", c->worst_rel_rms, c->worst_name);
+    }
+    printf("  header quant_type %s; tokenizer %s; chat template %s\n", r->quant_type, r->has_tokenizer ? "yes" : "no",
+           r->has_chat_template ? "yes" : "no");
+    if (r->n_fallbacks) {
+        printf("  %zu tensor%s stored with another codec than asked:\n", r->n_fallbacks, r->n_fallbacks == 1 ? "" : "s");
+        for (size_t i = 0; i < r->n_fallbacks && i < MAX_LISTED_FALLBACKS; i++)
+            printf("    %s: %s -> %s (%s)\n", r->fallbacks[i].name, cq_dtype_name(r->fallbacks[i].wanted),
+                   cq_dtype_name(r->fallbacks[i].used), r->fallbacks[i].why);
+        if (r->n_fallbacks > MAX_LISTED_FALLBACKS) printf("    ... and %zu more\n", r->n_fallbacks - MAX_LISTED_FALLBACKS);
+    }
+    for (size_t i = 0; i < r->n_notes; i++) printf("  note: %s\n", r->notes[i]);
+}
 
 int cq_cmd_convert(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "cortiq convert: not available in this build yet\n");
-    return 1;
+    const char *cmd = "convert", *src = NULL, *out = NULL;
+    static cq_convert_rule rules[MAX_RULES];
+    size_t n_rules = 0;
+    int quant = -1;
+    bool quiet = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (cq_cli_is_help(a)) {
+            help();
+            return 0;
+        } else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
+            if (++i >= argc) return cq_cli_usage_error(cmd, "%s needs a file name", a);
+            out = argv[i];
+        } else if (strcmp(a, "--quant") == 0) {
+            if (++i >= argc) return cq_cli_usage_error(cmd, "--quant needs a codec name");
+            quant = cq_dtype_from_name(argv[i]);
+            if (quant < 0) return cq_cli_usage_error(cmd, "unknown codec '%s'", argv[i]);
+            if (cq_convert_check_codec((cq_dtype)quant) != CQ_OK) return cq_cli_usage_error(cmd, "%s", cq_last_error());
+        } else if (strcmp(a, "--quant-rule") == 0) {
+            if (++i >= argc) return cq_cli_usage_error(cmd, "--quant-rule needs GLOB=CODEC");
+            if (n_rules == MAX_RULES) return cq_cli_usage_error(cmd, "at most %d rules", MAX_RULES);
+            if (cq_convert_parse_rule(argv[i], &rules[n_rules]) != CQ_OK)
+                return cq_cli_usage_error(cmd, "%s", cq_last_error());
+            n_rules++;
+        } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
+            quiet = true;
+        } else if (a[0] == '-' && a[1]) {
+            return cq_cli_usage_error(cmd, "unknown option '%s'", a);
+        } else if (!src) {
+            src = a;
+        } else {
+            return cq_cli_usage_error(cmd, "unexpected argument '%s'", a);
+        }
+    }
+    if (!src) return cq_cli_usage_error(cmd, "missing the source folder");
+    if (!out) return cq_cli_usage_error(cmd, "missing -o OUT.cmf");
+
+    /* The bar is for people watching; piped runs stay clean. */
+    bar_pair bars = {.conv = {.bytes = true}, .ver = {.bytes = true}};
+    bool show_bar = !quiet && isatty(STDERR_FILENO);
+    cq_progress_begin(&bars.conv, "converting", 0, !show_bar);
+    cq_convert_opts opts = {.quant = quant, .rules = rules, .n_rules = n_rules};
+    if (show_bar) {
+        opts.progress = on_progress;
+        opts.progress_user = &bars;
+        opts.verify_progress = on_verify;
+        opts.verify_user = &bars;
+    }
+    cq_convert_report rep;
+    cq_status s = cq_convert(src, out, &opts, &rep);
+    if (show_bar && bars.verifying && s == CQ_OK) cq_progress_end(&bars.ver);
+    else if (show_bar && s == CQ_OK) cq_progress_end(&bars.conv);
+    else if (show_bar) fputc('\n', stderr);
+    int rc = 0;
+    if (s != CQ_OK) {
+        char what[4200];
+        snprintf(what, sizeof what, "converting %s", src);
+        rc = cq_cli_fail(cmd, s, what);
+    } else if (!quiet) {
+        summary(out, &rep);
+    }
+    cq_convert_report_free(&rep);
+    return rc;
 }

@@ -117,11 +117,22 @@ double cq_codec_q4tp_rel_bound(float step);
 /* The 32 rung scales of one row from its 4 param bytes [f16 lo][f16 step]:
  * t[0] = exp2f(lo), t[c] = t[c-1] * exp2f(step), all f32. This chain is the
  * format's definition; the closed form exp2(lo + c*step) differs in the last
- * bits. */
+ * bits. exp2f is the C library's: glibc's is what the reference gets on
+ * Linux (bit-identical); other libms may differ by an ulp (~1e-7 relative). */
 void cq_codec_q4tp_ladder(const uint8_t params[4], float t[32]);
 /* q2tp: t2[0] = +0 (an exact-zero rung), t2[c] = q4tp t[c-1]. */
 void cq_codec_q2tp_ladder(const uint8_t params[4], float t[32]);
 /* Row stride in bytes of the 5-bit code plane: ceil(5*gpr/8). */
 static inline uint64_t cq_codec_tp_code_stride(uint64_t gpr) { return (gpr * 5 + 7) / 8; }
+/* 5-bit LSB-first code g of a q4tp/q2tp row slice. The row stride
+ * ceil(5*gpr/8) guarantees the second byte exists when the field spills. */
+static inline unsigned cq_codec_tp_code(const uint8_t *codes, uint64_t g) {
+    uint64_t bit = g * 5;
+    uint64_t b = bit >> 3;
+    unsigned sh = (unsigned)(bit & 7);
+    unsigned v = codes[b];
+    if (sh > 3) v |= (unsigned)codes[b + 1] << 8;
+    return (v >> sh) & 31u;
+}
 
 #endif /* CQ_CODEC_H */

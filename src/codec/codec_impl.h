@@ -103,17 +103,6 @@ static inline float cq_codec_rte_clamp(float x, float lo, float hi) {
 }
 #endif
 
-/* 5-bit LSB-first code g of a q4tp/q2tp row slice. The row stride
- * ceil(5*gpr/8) guarantees the second byte exists when the field spills. */
-static inline unsigned cq_codec_tp_code(const uint8_t *codes, uint64_t g) {
-    uint64_t bit = g * 5;
-    uint64_t b = bit >> 3;
-    unsigned sh = (unsigned)(bit & 7);
-    unsigned v = codes[b];
-    if (sh > 3) v |= (unsigned)codes[b + 1] << 8;
-    return (v >> sh) & 31u;
-}
-
 /* ---- per-codec entry points (called by codec.c after its checks) ------ */
 
 /* Row decoders: rows [row0, row0 + nrows) of g; the caller checked the row

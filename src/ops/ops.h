@@ -90,7 +90,8 @@ typedef enum cq_cpu_isa {
     CQ_CPU_ISA_COUNT
 } cq_cpu_isa;
 const char *cq_cpu_isa_name(cq_cpu_isa isa);
-bool cq_cpu_isa_available(cq_cpu_isa isa);  /* CPU has it (and OS allows it) */
+/* This build has kernels for it and the CPU (and OS) allow it; AUTO is always available. */
+bool cq_cpu_isa_available(cq_cpu_isa isa);
 
 /* threads <= 0: cq_default_threads(). isa AUTO honours CORTIQ_CPU
  * (generic|avx2|avx512|amx|neon); an explicitly requested ISA the machine

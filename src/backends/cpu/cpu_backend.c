@@ -91,7 +91,7 @@ void cq_cpu_parallel(cq_cpu_backend *cb, int64_t n, int64_t grain, cq_cpu_range_
     int64_t nchunks = (n + grain - 1) / grain;
     int64_t ntasks = CQ_MIN((int64_t)cb->threads, nchunks);
     if (ntasks <= 1) {
-        fn(ctx, 0, 0, n);
+        for (int64_t b = 0; b < n; b += grain) fn(ctx, 0, b, CQ_MIN(n, b + grain));
         return;
     }
     par_ctx p = {.fn = fn, .ctx = ctx, .n = n, .grain = grain, .nchunks = nchunks};

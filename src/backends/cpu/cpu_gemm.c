@@ -101,7 +101,63 @@ static void gemm_tiles(void *vctx, int slot, int64_t t0, int64_t t1) {
     }
 }
 
+/* ---- skinny problems (M <= GEMV_MAX_M): dot products on decoded rows -------------
+ * With a handful of rows the panel layout only adds a transpose and padded
+ * rows; here each weight row segment is decoded once into L1 and dotted with
+ * every x row, which keeps the op bound by the weight stream. */
+enum { GEMV_MAX_M = 4, GEMV_ROWS = 64 };
+
+typedef struct gemv_ctx {
+    const cq_cpu_gemm *g;
+    const cq_cpu_kit *kit;
+    const float *x; /* [M][K] f32 */
+    float *scratch; /* [threads][GEMM_KC] */
+} gemv_ctx;
+
+static void gemv_rows(void *vctx, int slot, int64_t n0, int64_t n1) {
+    const gemv_ctx *cx = vctx;
+    const cq_cpu_gemm *g = cx->g;
+    float *tmp = cx->scratch + (size_t)slot * GEMM_KC;
+    float acc1[GEMV_MAX_M][GEMV_ROWS], acc2[GEMV_MAX_M][GEMV_ROWS];
+    bool two = g->act == CQ_ACT_SWIGLU;
+    for (int64_t n = n0; n < n1; n++) {
+        for (int64_t m = 0; m < g->M; m++) acc1[m][n - n0] = acc2[m][n - n0] = 0.0f;
+        for (int64_t k0 = 0; k0 < g->K; k0 += GEMM_KC) {
+            int64_t kc = CQ_MIN((int64_t)GEMM_KC, g->K - k0);
+            g->w1->decode(g->w1, g->w1_row0 + n, k0, kc, tmp);
+            for (int64_t m = 0; m < g->M; m++) acc1[m][n - n0] += cx->kit->dot(cx->x + m * g->K + k0, tmp, kc);
+            if (two) {
+                g->w2->decode(g->w2, g->w2_row0 + n, k0, kc, tmp);
+                for (int64_t m = 0; m < g->M; m++) acc2[m][n - n0] += cx->kit->dot(cx->x + m * g->K + k0, tmp, kc);
+            }
+        }
+    }
+    for (int64_t m = 0; m < g->M; m++) epilogue_row(g, m, n0, n1 - n0, acc1[m], acc2[m]);
+}
+
+static cq_status gemv_run(cq_cpu_backend *cb, const cq_cpu_gemm *g) {
+    gemv_ctx cx = {.g = g, .kit = cb->kit};
+    float *xf = NULL;
+    if (g->a.dt != CQ_DTYPE_F32) {
+        xf = cq_mallocn((size_t)(g->M * g->K), sizeof(float));
+        if (!xf) return CQ_ERR_NOMEM;
+        for (int64_t m = 0; m < g->M; m++) cq_cpu_load_row(g->a.x, g->a.dt, m * g->a.ld, xf + m * g->K, g->K);
+    }
+    cx.x = xf ? xf : (const float *)g->a.x;
+    cx.scratch = cq_aligned_allocn(64, (size_t)cb->threads * GEMM_KC, sizeof(float));
+    if (!cx.scratch) {
+        cq_free(xf);
+        return CQ_ERR_NOMEM;
+    }
+    int64_t grain = CQ_MIN((int64_t)GEMV_ROWS, CQ_MAX((int64_t)1, (g->N + 4 * cb->threads - 1) / (4 * cb->threads)));
+    cq_cpu_parallel(cb, g->N, grain, gemv_rows, &cx);
+    cq_aligned_free(cx.scratch);
+    cq_free(xf);
+    return CQ_OK;
+}
+
 cq_status cq_cpu_gemm_run(cq_cpu_backend *cb, const cq_cpu_gemm *g) {
+    if (g->M <= GEMV_MAX_M && g->a.pack == cq_cpu_apack_matrix && g->a.ld == g->K) return gemv_run(cb, g);
     const cq_cpu_kit *kit = cb->kit;
     const int MR = kit->mr, NR = kit->nr;
     gemm_ctx cx = {.g = g, .kit = kit};

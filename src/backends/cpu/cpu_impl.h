@@ -37,6 +37,7 @@ typedef struct cq_cpu_kit {
     cq_cpu_ukernel_fn ukernel;
     cq_cpu_cvt_fn f16_to_f32;   /* row conversion used by weight decoding */
     cq_cpu_cvt_fn bf16_to_f32;
+    float (*dot)(const float *a, const float *b, int64_t n); /* skinny (GEMV) matmuls */
 } cq_cpu_kit;
 
 const cq_cpu_kit *cq_cpu_kit_generic(void);
@@ -55,7 +56,7 @@ typedef struct cq_cpu_backend {
 
 static inline cq_cpu_backend *cq_cpu_of(cq_backend *be) { return (cq_cpu_backend *)be; }
 
-/* Run fn over [0, n) in chunks of `grain` items on the pool. `slot` is unique
+/* Run fn over [0, n) in chunks of at most `grain` items on the pool. `slot` is unique
  * among concurrently running calls and < cb->threads, so it indexes
  * per-thread scratch. */
 typedef void (*cq_cpu_range_fn)(void *ctx, int slot, int64_t begin, int64_t end);

@@ -16,6 +16,7 @@
  * Payloads are unaligned little-endian: read bytewise.
  */
 #include "backends/cpu/cpu_impl.h"
+#include "codec/codec.h"
 
 void cq_cpu_load_row(const void *src, cq_dtype dt, int64_t i0, float *dst, int64_t n) {
     const uint8_t *p = src;
@@ -125,16 +126,11 @@ static void dec_q4tp(const cq_cpu_wmat *w, int64_t r, int64_t k0, int64_t n, flo
     const uint8_t *par = w->p + 16 * w->rows * gpr + 4 * r;
     const uint8_t *codes = w->p + 16 * w->rows * gpr + 4 * w->rows + r * w->code_stride;
     float t[32];
-    t[0] = exp2f(cq_cpu_h2f(cq_cpu_rd16(par)));
-    float ratio = exp2f(cq_cpu_h2f(cq_cpu_rd16(par + 2)));
-    for (int c = 1; c < 32; c++) t[c] = t[c - 1] * ratio;
+    cq_codec_q4tp_ladder(par, t); /* the codec's own chain: bit-identical rungs */
     int64_t k = k0, end = k0 + n;
     while (k < end) {
         int64_t g = k / 32, j0 = k % 32, cnt = CQ_MIN(32 - j0, end - k);
-        int64_t bit = 5 * g, b = bit / 8, sh = bit % 8;
-        unsigned v = codes[b];
-        if (sh > 3) v |= (unsigned)codes[b + 1] << 8; /* the stride guarantees b+1 exists then */
-        float s = t[(v >> sh) & 31u];
+        float s = t[cq_codec_tp_code(codes, (uint64_t)g)];
         if (j0 == 0 && cnt == 32) {
             q4_group(nibs + 16 * g, s, out);
         } else {
@@ -189,7 +185,7 @@ cq_status cq_cpu_wmat_init(cq_cpu_wmat *w, const cq_tensor *t, const cq_cpu_kit 
         if (w->cols % 32) return cq_fail(CQ_ERR_SHAPE, "q4tp weight with %lld columns", (long long)w->cols);
         w->decode = dec_q4tp;
         w->gpr = w->cols / 32;
-        w->code_stride = (5 * w->gpr + 7) / 8;
+        w->code_stride = (int64_t)cq_codec_tp_code_stride((uint64_t)w->gpr);
         break;
     default: return cq_fail(CQ_ERR_UNSUPPORTED, "cpu backend: no decoder for %s", cq_dtype_name(t->dtype));
     }

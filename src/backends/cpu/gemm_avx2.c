@@ -51,6 +51,23 @@ static void bf16_row(const uint8_t *src, float *dst, int64_t n) {
     for (; i < n; i++) dst[i] = cq_cpu_bf2f(cq_cpu_rd16(src + 2 * i));
 }
 
+static float dot_avx2(const float *a, const float *b, int64_t n) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+    }
+    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+    __m256 s = _mm256_add_ps(s0, s1);
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    float t = _mm_cvtss_f32(h);
+    for (; i < n; i++) t += a[i] * b[i];
+    return t;
+}
+
 static const cq_cpu_kit k_avx2 = {
     .isa = CQ_CPU_AVX2,
     .name = "avx2",
@@ -59,6 +76,7 @@ static const cq_cpu_kit k_avx2 = {
     .ukernel = uk_avx2,
     .f16_to_f32 = f16_row,
     .bf16_to_f32 = bf16_row,
+    .dot = dot_avx2,
 };
 
 const cq_cpu_kit *cq_cpu_kit_avx2(void) { return &k_avx2; }

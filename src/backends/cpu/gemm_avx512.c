@@ -53,6 +53,24 @@ static void bf16_row(const uint8_t *src, float *dst, int64_t n) {
     for (; i < n; i++) dst[i] = cq_cpu_bf2f(cq_cpu_rd16(src + 2 * i));
 }
 
+static float dot_avx512(const float *a, const float *b, int64_t n) {
+    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
+        s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), s1);
+    }
+    if (i + 16 <= n) {
+        s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
+        i += 16;
+    }
+    if (i < n) { /* masked tail */
+        __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
+        s1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), s1);
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+}
+
 static const cq_cpu_kit k_avx512 = {
     .isa = CQ_CPU_AVX512,
     .name = "avx512",
@@ -61,6 +79,7 @@ static const cq_cpu_kit k_avx512 = {
     .ukernel = uk_avx512,
     .f16_to_f32 = f16_row,
     .bf16_to_f32 = bf16_row,
+    .dot = dot_avx512,
 };
 
 const cq_cpu_kit *cq_cpu_kit_avx512(void) { return &k_avx512; }

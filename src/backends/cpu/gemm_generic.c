@@ -31,6 +31,17 @@ static void bf16_row(const uint8_t *src, float *dst, int64_t n) {
     for (int64_t i = 0; i < n; i++) dst[i] = cq_cpu_bf2f(cq_cpu_rd16(src + 2 * i));
 }
 
+/* Eight independent partial sums: vectorisable without reassociation flags. */
+static float dot_generic(const float *a, const float *b, int64_t n) {
+    float s[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) s[j] += a[i + j] * b[i + j];
+    float t = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+    for (; i < n; i++) t += a[i] * b[i];
+    return t;
+}
+
 static const cq_cpu_kit k_generic = {
     .isa = CQ_CPU_GENERIC,
     .name = "generic",
@@ -39,6 +50,7 @@ static const cq_cpu_kit k_generic = {
     .ukernel = uk_generic,
     .f16_to_f32 = f16_row,
     .bf16_to_f32 = bf16_row,
+    .dot = dot_generic,
 };
 
 const cq_cpu_kit *cq_cpu_kit_generic(void) { return &k_generic; }

@@ -1,0 +1,107 @@
+/*
+ * cmf_impl.h — the open-container struct and the steps of cq_cmf_open,
+ * shared by the files of src/format only.
+ */
+#ifndef CQ_FORMAT_CMF_IMPL_H
+#define CQ_FORMAT_CMF_IMPL_H
+
+#include "codec/codec.h"
+#include "format/cmf.h"
+
+struct cq_cmf {
+    const uint8_t *base; /* the mapping or the caller's buffer */
+    size_t size;
+    bool mapped;         /* munmap on close */
+
+    uint32_t version, flags, features;
+    cq_cmf_section sec[CQ_CMF_SEC_COUNT];
+    uint64_t header_hash, dir_hash;
+
+    /* header */
+    cJSON *header;
+    const cJSON *arch, *tok_config, *skills;
+    const char *arch_name, *quant_type, *chat_template;
+    size_t n_skills;
+    const char **skill_ids;
+    bool sec_hash_present[CQ_CMF_SEC_COUNT]; /* section_hashes lists it */
+    const char *sec_hash_text[CQ_CMF_SEC_COUNT];
+
+    /* directory */
+    cq_tensor_view *tensors;
+    size_t n_tensors;
+    char *names;       /* all names, NUL-terminated, back to back */
+    uint16_t *name_lens;
+    uint32_t *slots;   /* open addressing: tensor index + 1, 0 = empty */
+    uint64_t *slot_hash;
+    size_t slot_mask;
+
+    /* masks + sparse index */
+    cJSON *masks_meta;
+    const char *default_task;
+    cq_cmf_mask *masks;
+    size_t n_masks;
+    cq_cmf_index_entry *index;
+    size_t n_index;
+};
+
+/* ---- the writer (cmf_writer.c, cmf_writer_finish.c) ---- */
+#define CQ_CMF_WRITER_BUF (1u << 20)
+#define CQ_CMF_WRITER_DATA_OFF CQ_CMF_DATA_ALIGN
+
+struct cq_cmf_writer {
+    char *path, *tmp;
+    int fd;
+    bool failed, finished;
+
+    /* buffered, append-only stream; the next byte goes to file offset
+     * buf_pos + buf_used */
+    uint8_t *buf;
+    size_t buf_used;
+    uint64_t buf_pos;
+    uint64_t cursor; /* end of the last payload, relative to data_off */
+
+    cJSON *header;
+    uint8_t *vocab, *masks, *index;
+    size_t vocab_len, masks_len, index_len;
+
+    uint8_t *recs; /* 56-byte directory records */
+    size_t n_recs, cap_recs;
+    char *pool;
+    size_t pool_len, pool_cap;
+    uint64_t *set_hash; /* name set: hash + record index + 1 */
+    uint32_t *set_idx;
+    size_t set_mask;
+    bool quant_2f;
+
+    bool in_tensor;
+    uint64_t t_nbytes, t_written;
+    cq_hash64_state t_hash;
+
+    cq_progress_fn progress;
+    void *progress_user;
+};
+
+cq_status cq_cmf_writer_usable(const cq_cmf_writer *w, const char *what);
+cq_status cq_cmf_writer_poison(cq_cmf_writer *w, cq_status s); /* marks failed, returns s */
+cq_status cq_cmf_writer_pwrite(cq_cmf_writer *w, const void *data, size_t len, uint64_t pos);
+cq_status cq_cmf_writer_stream(cq_cmf_writer *w, const void *data, size_t len); /* append */
+cq_status cq_cmf_writer_flush(cq_cmf_writer *w);
+
+/* Steps of open, in order; each fails with a status and a message. */
+cq_status cq_cmf_parse_header(cq_cmf *c);
+cq_status cq_cmf_parse_dir(cq_cmf *c);
+cq_status cq_cmf_parse_masks(cq_cmf *c);
+cq_status cq_cmf_parse_index(cq_cmf *c);
+
+/* Schema of the masks meta JSON (cmf_schema.c). */
+cq_status cq_cmf_masks_meta_check(const cJSON *root);
+
+/* Arch facts the masks geometry needs (validated by the schema). */
+uint64_t cq_cmf_arch_u64(const cq_cmf *c, const char *key, uint64_t dflt);
+
+/* Name lookup over pieces concatenated (no allocation): used by find and
+ * find_skill. */
+const cq_tensor_view *cq_cmf_find_parts(const cq_cmf *c, const char *const *parts, const size_t *lens,
+                                        size_t nparts);
+
+#endif /* CQ_FORMAT_CMF_IMPL_H */

@@ -1,0 +1,1093 @@
+/*
+ * test_ops.c — the generic op test: every op x weight codec x activation
+ * dtype x awkward shape, on every CPU ISA variant this machine runs (always
+ * generic), compared against the reference backend (ref.c).
+ *
+ * How a case runs (run_case): inputs are random host values encoded once
+ * (weights through the codec's normative encoder, so the reference and the
+ * backend use the very same quantized bytes and tolerances stay tight),
+ * uploaded to each backend, the op runs, and the output comes back from a
+ * buffer with guard elements on both sides (filled with a NaN byte pattern;
+ * untouched guards prove no out-of-bounds write, NaN inside the output
+ * proves every element was written). Every output value must be finite and
+ * within |got - ref| <= abs * max|ref| + (rel + ulp(dtype)) * |ref|, with
+ * (abs, rel) stated per op below. A backend that does not support a
+ * combination must say so with CQ_ERR_UNSUPPORTED (checked too).
+ *
+ * CQ_TEST_OPS_BIG=1 runs the full cartesian sweep with larger shapes.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec/codec.h"
+#include "ops/ops.h"
+#include "testutil.h"
+
+/* ---- tolerances per op (abs is relative to max|ref| of the output) ---------- */
+static const double TOL_MATMUL_ABS = 2e-6, TOL_MATMUL_REL = 1e-5;
+static const double TOL_ATTN_ABS = 2e-6, TOL_ATTN_REL = 1e-5;
+static const double TOL_NORM_ABS = 1e-6, TOL_NORM_REL = 4e-6;
+static const double TOL_ROPE_ABS = 1e-6, TOL_ROPE_REL = 4e-6;
+static const double TOL_ELT_ABS = 1e-7, TOL_ELT_REL = 2e-6; /* float libm vs double */
+static const double TOL_SOFTMAX_ABS = 1e-6, TOL_SOFTMAX_REL = 4e-6;
+static const double TOL_EXACT = 0.0;                          /* data movement */
+
+enum { MAX_IN = 8, MAX_BE = 6, GUARD = 24 };
+
+typedef enum { IN_NONE = 0, IN_ACT, IN_WEIGHT, IN_I32 } in_kind;
+
+typedef struct tin {
+    in_kind kind;
+    cq_dtype dt;
+    int ndim;
+    int64_t shape[4];
+    float *v;         /* IN_ACT / IN_WEIGHT values (IN_WEIGHT: encoded into w) */
+    int32_t *iv;      /* IN_I32 */
+    uint8_t *w;       /* encoded weight payload */
+    uint64_t wlen;
+} tin;
+
+struct tcase;
+typedef cq_status (*run_fn)(cq_backend *be, cq_tensor *out, cq_tensor **in, const struct tcase *c);
+
+typedef struct tcase {
+    char label[160];
+    cq_op op;
+    cq_dtype wdt, xdt; /* what supports() is asked */
+    int nin;
+    tin in[MAX_IN];
+    cq_dtype odt;
+    int ondim;
+    int64_t oshape[4];
+    float *oinit; /* initial output (accumulate / in place); NULL: NaN-filled */
+    double tol_abs, tol_rel;
+    run_fn run;
+    /* op parameters */
+    int ip[12];
+    float fp[4];
+} tcase;
+
+static struct {
+    cq_backend *ref;
+    cq_backend *be[MAX_BE];
+    int nbe;
+    tu_rng rng;
+    bool big;
+    long cases, compared, unsupported;
+    double worst; /* worst error / limit ratio seen */
+    char worst_label[200];
+} g;
+
+/* ---- host <-> dtype bytes ---------------------------------------------------------- */
+static size_t esz(cq_dtype dt) { return cq_act_dtype_size(dt); }
+
+static void encode(cq_dtype dt, const float *v, int64_t n, uint8_t *out) {
+    for (int64_t i = 0; i < n; i++) {
+        if (dt == CQ_DTYPE_F32) memcpy(out + 4 * i, &v[i], 4);
+        else if (dt == CQ_DTYPE_F16) cq_wr16(out + 2 * i, cq_f32_to_f16(v[i]));
+        else cq_wr16(out + 2 * i, cq_f32_to_bf16(v[i]));
+    }
+}
+
+static float decode1(cq_dtype dt, const uint8_t *p) {
+    if (dt == CQ_DTYPE_F32 || dt == CQ_DTYPE_I32) {
+        float f;
+        if (dt == CQ_DTYPE_I32) {
+            int32_t i;
+            memcpy(&i, p, 4);
+            return (float)i;
+        }
+        memcpy(&f, p, 4);
+        return f;
+    }
+    return dt == CQ_DTYPE_F16 ? cq_f16_to_f32(cq_rd16(p)) : cq_bf16_to_f32(cq_rd16(p));
+}
+
+/* NaN byte patterns for guards and unwritten outputs. */
+static void fill_sentinel(cq_dtype dt, uint8_t *p, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        if (esz(dt) == 4) cq_wr32(p + 4 * i, 0x7fa5a5a5u);
+        else cq_wr16(p + 2 * i, dt == CQ_DTYPE_F16 ? 0x7ea5 : 0x7fa5);
+    }
+}
+
+static double ulp_rel(cq_dtype dt) {
+    return dt == CQ_DTYPE_F16 ? 1.0 / 1024 : dt == CQ_DTYPE_BF16 ? 1.0 / 128 : 0.0;
+}
+
+static int64_t prod(int ndim, const int64_t *s) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= s[i];
+    return n;
+}
+
+/* ---- building cases ------------------------------------------------------------------ */
+static float *rnd(int64_t n, float scale) {
+    float *v = malloc(sizeof(float) * (size_t)(n ? n : 1));
+    tu_fill_normal(&g.rng, v, (size_t)n, scale);
+    return v;
+}
+
+static void tc_init(tcase *c, cq_op op, cq_dtype xdt, run_fn run, const char *fmt, ...) CQ_PRINTF(5, 6);
+static void tc_init(tcase *c, cq_op op, cq_dtype xdt, run_fn run, const char *fmt, ...) {
+    memset(c, 0, sizeof *c);
+    c->op = op;
+    c->wdt = CQ_DTYPE_COUNT;
+    c->xdt = xdt;
+    c->odt = xdt;
+    c->run = run;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->label, sizeof c->label, fmt, ap);
+    va_end(ap);
+}
+
+static tin *tc_act(tcase *c, int slot, cq_dtype dt, int64_t rows, int64_t cols, float scale) {
+    tin *t = &c->in[slot];
+    t->kind = IN_ACT;
+    t->dt = dt;
+    t->ndim = 2;
+    t->shape[0] = rows;
+    t->shape[1] = cols;
+    t->v = rnd(rows * cols, scale);
+    if (slot >= c->nin) c->nin = slot + 1;
+    return t;
+}
+
+static void tc_vec(tcase *c, int slot, int64_t n, float scale, float offset) {
+    tin *t = tc_act(c, slot, CQ_DTYPE_F32, 1, n, scale);
+    t->ndim = 1;
+    t->shape[0] = n;
+    for (int64_t i = 0; i < n; i++) t->v[i] += offset;
+}
+
+/* Encode a weight with the codec's encoder; false when the codec cannot hold
+ * this shape (e.g. q4tp needs cols % 32 == 0). */
+static bool tc_weight(tcase *c, int slot, cq_dtype dt, int ndim, const int64_t *shape, float scale) {
+    uint64_t us[4];
+    for (int i = 0; i < ndim; i++) us[i] = (uint64_t)shape[i];
+    uint64_t nb;
+    if (!cq_codec_can_encode(dt) || cq_codec_nbytes(dt, ndim, us, &nb) != CQ_OK) {
+        cq_clear_error();
+        return false;
+    }
+    tin *t = &c->in[slot];
+    t->kind = IN_WEIGHT;
+    t->dt = dt;
+    t->ndim = ndim;
+    memcpy(t->shape, shape, sizeof(int64_t) * (size_t)ndim);
+    int64_t n = prod(ndim, shape);
+    t->v = rnd(n, scale);
+    /* Give rows different magnitudes so per-row scales matter. */
+    int64_t cols = n / shape[0];
+    for (int64_t r = 0; r < shape[0]; r++)
+        for (int64_t k = 0; k < cols; k++) t->v[r * cols + k] *= 0.25f + (float)(r % 7) * 0.25f;
+    t->w = malloc(nb ? nb : 1);
+    t->wlen = nb;
+    if (cq_codec_quantize(dt, ndim, us, t->v, t->w, nb) != CQ_OK) {
+        cq_clear_error();
+        free(t->w);
+        free(t->v);
+        memset(t, 0, sizeof *t);
+        return false;
+    }
+    if (slot >= c->nin) c->nin = slot + 1;
+    return true;
+}
+
+static void tc_i32(tcase *c, int slot, int64_t n, const int32_t *vals) {
+    tin *t = &c->in[slot];
+    t->kind = IN_I32;
+    t->dt = CQ_DTYPE_I32;
+    t->ndim = 1;
+    t->shape[0] = n;
+    t->iv = malloc(sizeof(int32_t) * (size_t)n);
+    memcpy(t->iv, vals, sizeof(int32_t) * (size_t)n);
+    if (slot >= c->nin) c->nin = slot + 1;
+}
+
+static void tc_out(tcase *c, cq_dtype dt, int64_t rows, int64_t cols) {
+    c->odt = dt;
+    c->ondim = 2;
+    c->oshape[0] = rows;
+    c->oshape[1] = cols;
+}
+
+static void tc_free(tcase *c) {
+    for (int i = 0; i < c->nin; i++) {
+        free(c->in[i].v);
+        free(c->in[i].iv);
+        free(c->in[i].w);
+    }
+    free(c->oinit);
+}
+
+/* ---- running a case on one backend ------------------------------------------------------ */
+/* Returns the status; on CQ_OK *out receives the output values (malloc'd). */
+static cq_status run_on(cq_backend *be, const tcase *c, float **out) {
+    cq_tensor ts[MAX_IN], buf, ov;
+    cq_tensor *tp[MAX_IN];
+    memset(ts, 0, sizeof ts);
+    memset(&buf, 0, sizeof buf);
+    *out = NULL;
+    cq_status st = CQ_OK;
+    for (int i = 0; i < c->nin && st == CQ_OK; i++) {
+        const tin *t = &c->in[i];
+        tp[i] = NULL;
+        if (t->kind == IN_NONE) continue;
+        if (t->kind == IN_WEIGHT) {
+            cq_tensor_view v;
+            memset(&v, 0, sizeof v);
+            v.name = "test.weight";
+            v.dtype = t->dt;
+            v.ndim = t->ndim;
+            v.nelem = 1;
+            for (int d = 0; d < t->ndim; d++) {
+                v.shape[d] = (uint64_t)t->shape[d];
+                v.nelem *= v.shape[d];
+            }
+            v.data = t->w;
+            v.nbytes = t->wlen;
+            st = cq_tensor_bind_weight(be, &v, &ts[i]);
+        } else {
+            st = cq_tensor_alloc(be, t->dt, t->ndim, t->shape, &ts[i]);
+            if (st == CQ_OK) {
+                int64_t n = prod(t->ndim, t->shape);
+                if (t->kind == IN_I32) {
+                    st = cq_tensor_upload(&ts[i], t->iv, (size_t)n * 4);
+                } else {
+                    uint8_t *b = malloc((size_t)n * esz(t->dt));
+                    encode(t->dt, t->v, n, b);
+                    st = cq_tensor_upload(&ts[i], b, (size_t)n * esz(t->dt));
+                    free(b);
+                }
+            }
+        }
+        tp[i] = &ts[i];
+    }
+    assert_int_equal(st, CQ_OK);
+    /* The output lives inside a larger buffer: GUARD elements either side. */
+    int64_t n = prod(c->ondim, c->oshape), total = n + 2 * GUARD;
+    size_t es = esz(c->odt);
+    uint8_t *host = malloc((size_t)total * es);
+    fill_sentinel(c->odt, host, total);
+    if (c->oinit) encode(c->odt, c->oinit, n, host + GUARD * es);
+    assert_int_equal(cq_tensor_alloc(be, c->odt, 1, &total, &buf), CQ_OK);
+    assert_int_equal(cq_tensor_upload(&buf, host, (size_t)total * es), CQ_OK);
+    assert_int_equal(cq_tensor_subview(&buf, GUARD, c->ondim, c->oshape, &ov), CQ_OK);
+    st = c->run(be, &ov, tp, c);
+    if (st == CQ_OK) st = cq_backend_sync(be);
+    if (st == CQ_OK) {
+        uint8_t *back = malloc((size_t)total * es);
+        assert_int_equal(cq_tensor_download(&buf, back, (size_t)total * es), CQ_OK);
+        for (int64_t i = 0; i < GUARD; i++) {
+            if (memcmp(back + i * es, host + i * es, es) || memcmp(back + (GUARD + n + i) * es, host + (GUARD + n + i) * es, es))
+                fail_msg("%s on %s: write outside the output (guard element %lld %s)", c->label, cq_backend_name(be),
+                         (long long)i, memcmp(back + i * es, host + i * es, es) ? "before" : "after");
+        }
+        float *o = malloc(sizeof(float) * (size_t)n);
+        for (int64_t i = 0; i < n; i++) o[i] = decode1(c->odt, back + (GUARD + i) * es);
+        *out = o;
+        free(back);
+    }
+    free(host);
+    cq_tensor_free(&buf);
+    for (int i = 0; i < c->nin; i++) cq_tensor_free(&ts[i]);
+    return st;
+}
+
+static void compare(const tcase *c, cq_backend *be, const float *ref, const float *got) {
+    int64_t n = prod(c->ondim, c->oshape);
+    double scale = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        if (!isfinite(ref[i])) fail_msg("%s: reference output %lld is not finite (%g)", c->label, (long long)i, ref[i]);
+        scale = fmax(scale, fabs(ref[i]));
+    }
+    double rel = c->tol_rel + ulp_rel(c->odt);
+    double tiny = c->odt == CQ_DTYPE_F16 ? 6e-8 : 1e-37; /* f16 subnormal spacing */
+    for (int64_t i = 0; i < n; i++) {
+        if (!isfinite(got[i]))
+            fail_msg("%s on %s: output %lld is %g (NaN: element never written?)", c->label, cq_backend_name(be),
+                     (long long)i, got[i]);
+        double d = fabs((double)got[i] - ref[i]), lim = c->tol_abs * scale + rel * fabs(ref[i]) + tiny;
+        if (d > lim)
+            fail_msg("%s on %s: output %lld = %.9g, reference %.9g (|diff| %.3g > limit %.3g; max|ref| %.3g)", c->label,
+                     cq_backend_name(be), (long long)i, got[i], ref[i], d, lim, scale);
+        if (lim > 0 && d / lim > g.worst) {
+            g.worst = d / lim;
+            snprintf(g.worst_label, sizeof g.worst_label, "%s on %s", c->label, cq_backend_name(be));
+        }
+    }
+    g.compared++;
+}
+
+static void run_case(tcase *c) {
+    float *ref = NULL;
+    cq_status st = run_on(g.ref, c, &ref);
+    if (st != CQ_OK) fail_msg("%s: reference failed: %s: %s", c->label, cq_status_str(st), cq_last_error());
+    for (int b = 0; b < g.nbe; b++) {
+        float *got = NULL;
+        bool sup = cq_backend_supports(g.be[b], c->op, c->wdt, c->xdt);
+        st = run_on(g.be[b], c, &got);
+        if (!sup) {
+            if (st != CQ_ERR_UNSUPPORTED)
+                fail_msg("%s on %s: supports() says no but the op returned %s", c->label, cq_backend_name(g.be[b]),
+                         cq_status_str(st));
+            g.unsupported++;
+            continue;
+        }
+        if (st != CQ_OK)
+            fail_msg("%s on %s: %s: %s", c->label, cq_backend_name(g.be[b]), cq_status_str(st), cq_last_error());
+        compare(c, g.be[b], ref, got);
+        free(got);
+    }
+    free(ref);
+    g.cases++;
+    tc_free(c);
+}
+
+static cq_tensor *IN(cq_tensor **in, const tcase *c, int i) { return i < c->nin ? in[i] : NULL; }
+
+/* ---- shared lists ------------------------------------------------------------------------- */
+static const cq_dtype k_codecs[] = {CQ_DTYPE_F32,    CQ_DTYPE_F16,      CQ_DTYPE_BF16,     CQ_DTYPE_Q8_ROW,
+                                    CQ_DTYPE_Q8_2F,  CQ_DTYPE_Q4_BLOCK, CQ_DTYPE_Q4_TILED, CQ_DTYPE_Q4TP};
+static const cq_dtype k_acts[] = {CQ_DTYPE_F32, CQ_DTYPE_F16, CQ_DTYPE_BF16};
+static bool per_row_codec(cq_dtype dt) {
+    return dt == CQ_DTYPE_Q8_ROW || dt == CQ_DTYPE_Q8_2F || dt == CQ_DTYPE_Q4TP;
+}
+
+/* ---- matmul ----------------------------------------------------------------------------------- */
+enum { MM_PLAIN, MM_BIAS_SCALE, MM_GELU, MM_SILU, MM_SWIGLU, MM_SWIGLU_FUSED, MM_ACC_GATE, MM_ACC_GELU, MM_ACT_W,
+       MM_VARIANTS };
+static const char *const k_mm_names[] = {"plain", "bias+scale", "gelu+bias", "silu", "swiglu", "swiglu-fused",
+                                         "acc+gate", "acc+gelu", "w-activation"};
+
+static cq_status run_matmul(cq_backend *be, cq_tensor *out, cq_tensor **in, const tcase *c) {
+    cq_matmul_args a = {.y = out, .x = IN(in, c, 0), .w = IN(in, c, 1), .w2 = IN(in, c, 2), .bias = IN(in, c, 3),
+                        .bias2 = IN(in, c, 4), .gate = IN(in, c, 5), .scale = c->fp[0], .act = (cq_act)c->ip[0],
+                        .accumulate = c->ip[1] != 0};
+    return cq_op_matmul(be, &a);
+}
+
+static void matmul_case(cq_dtype wdt, cq_dtype xdt, cq_dtype ydt, int64_t M, int64_t K, int64_t N, int variant) {
+    tcase c;
+    tc_init(&c, CQ_OP_MATMUL, xdt, run_matmul, "matmul %s w=%s x=%s y=%s M=%lld K=%lld N=%lld", k_mm_names[variant],
+            cq_dtype_name(wdt), cq_dtype_name(xdt), cq_dtype_name(ydt), (long long)M, (long long)K, (long long)N);
+    c.wdt = wdt;
+    c.tol_abs = TOL_MATMUL_ABS;
+    c.tol_rel = TOL_MATMUL_REL;
+    c.fp[0] = 1.0f;
+    tc_act(&c, 0, xdt, M, K, 1.0f);
+    float ws = 1.0f / sqrtf((float)K);
+    int64_t wshape[2] = {variant == MM_SWIGLU_FUSED ? 2 * N : N, K};
+    if (variant == MM_ACT_W) {
+        if (wdt != CQ_DTYPE_F32 && wdt != CQ_DTYPE_F16 && wdt != CQ_DTYPE_BF16) {
+            tc_free(&c);
+            return;
+        }
+        tc_act(&c, 1, wdt, N, K, ws);
+    } else if (!tc_weight(&c, 1, wdt, 2, wshape, ws)) {
+        tc_free(&c);
+        return;
+    }
+    switch (variant) {
+    case MM_BIAS_SCALE:
+        tc_vec(&c, 3, N, 1.0f, 0.0f);
+        c.fp[0] = 0.5f;
+        break;
+    case MM_GELU:
+        c.ip[0] = CQ_ACT_GELU_TANH;
+        tc_vec(&c, 3, N, 0.5f, 0.0f);
+        break;
+    case MM_SILU: c.ip[0] = CQ_ACT_SILU; break;
+    case MM_SWIGLU:
+        c.ip[0] = CQ_ACT_SWIGLU;
+        if (!tc_weight(&c, 2, wdt, 2, wshape, ws)) {
+            tc_free(&c);
+            return;
+        }
+        tc_vec(&c, 3, N, 0.5f, 0.0f);
+        tc_vec(&c, 4, N, 0.5f, 0.0f);
+        break;
+    case MM_SWIGLU_FUSED:
+        c.ip[0] = CQ_ACT_SWIGLU;
+        tc_vec(&c, 3, 2 * N, 0.5f, 0.0f);
+        break;
+    case MM_ACC_GATE:
+        c.ip[1] = 1;
+        tc_vec(&c, 3, N, 0.5f, 0.0f);
+        tc_vec(&c, 5, N, 1.0f, 0.0f);
+        break;
+    case MM_ACC_GELU:
+        c.ip[0] = CQ_ACT_GELU_TANH;
+        c.ip[1] = 1;
+        break;
+    default: break;
+    }
+    tc_out(&c, ydt, M, N);
+    if (c.ip[1]) c.oinit = rnd(M * N, 1.0f);
+    run_case(&c);
+}
+
+typedef struct mnk {
+    int64_t M, K, N;
+} mnk;
+
+static void test_matmul(void **state) {
+    (void)state;
+    /* Awkward sizes: 1/3/17/63/65/257/1000 and non-multiples of every tile
+     * (MR 4/6/8, NR 16/32, MC ~128, NC 128, KC 256); a few exercise several
+     * M, N and K blocks and the tile narrowing of small problems. */
+    static const mnk small[] = {{1, 1, 1},   {1, 32, 3},    {3, 17, 5},    {17, 64, 63},  {65, 96, 17},
+                                {63, 33, 65}, {130, 160, 40}, {5, 1000, 3}, {2, 257, 257}, {9, 1024, 33},
+                                {257, 288, 129}};
+    static const mnk bigs[] = {{1, 3072, 257}, {300, 1000, 65}, {257, 1024, 300}, {1000, 64, 130}};
+    size_t ns = CQ_ARRAY_LEN(small);
+    for (size_t ci = 0; ci < CQ_ARRAY_LEN(k_codecs); ci++)
+        for (size_t s = 0; s < ns; s++) {
+            const mnk *p = &small[s];
+            if (g.big) {
+                for (int v = 0; v < MM_VARIANTS; v++) matmul_case(k_codecs[ci], CQ_DTYPE_F32, CQ_DTYPE_F32, p->M, p->K, p->N, v);
+            } else {
+                matmul_case(k_codecs[ci], CQ_DTYPE_F32, CQ_DTYPE_F32, p->M, p->K, p->N, MM_PLAIN);
+                int v = 1 + (int)((s + ci) % (MM_VARIANTS - 1));
+                matmul_case(k_codecs[ci], CQ_DTYPE_F32, CQ_DTYPE_F32, p->M, p->K, p->N, v);
+            }
+        }
+    /* Half-precision activations (y in x's dtype or f32). */
+    static const cq_dtype wsub[] = {CQ_DTYPE_F32, CQ_DTYPE_BF16, CQ_DTYPE_Q8_2F, CQ_DTYPE_Q4TP};
+    for (size_t xi = 1; xi < CQ_ARRAY_LEN(k_acts); xi++)
+        for (size_t wi = 0; wi < CQ_ARRAY_LEN(wsub); wi++)
+            for (size_t s = 2; s < 6; s++) {
+                cq_dtype ydt = s % 2 ? CQ_DTYPE_F32 : k_acts[xi];
+                matmul_case(wsub[wi], k_acts[xi], ydt, small[s].M, small[s].K, small[s].N, (int)((s + wi) % MM_VARIANTS));
+            }
+    if (g.big)
+        for (size_t ci = 0; ci < CQ_ARRAY_LEN(k_codecs); ci++)
+            for (size_t s = 0; s < CQ_ARRAY_LEN(bigs); s++)
+                matmul_case(k_codecs[ci], CQ_DTYPE_F32, CQ_DTYPE_F32, bigs[s].M, bigs[s].K, bigs[s].N, (int)(s % MM_VARIANTS));
+}
+
+/* ---- attention ---------------------------------------------------------------------------------- */
+static cq_status run_attention(cq_backend *be, cq_tensor *out, cq_tensor **in, const tcase *c) {
+    cq_attn_args a = {.o = out, .q = IN(in, c, 0), .k = IN(in, c, 1), .v = IN(in, c, 2), .k_prefix = IN(in, c, 3),
+                      .v_prefix = IN(in, c, 4), .vis = IN(in, c, 5), .n_heads = c->ip[0], .n_kv_heads = c->ip[1],
+                      .head_dim = c->ip[2], .causal = c->ip[3] != 0, .scale = c->fp[0]};
+    return cq_op_attention(be, &a);
+}
+
+enum { VIS_NONE, VIS_CAUSAL, VIS_BLOCK, VIS_RANDOM };
+
+static void attention_case(cq_dtype dt, int64_t Nq, int64_t P, int64_t Nk, int Hq, int Hkv, int D, int vis, float scale) {
+    static const char *const vn[] = {"full", "causal", "block-vis", "random-vis"};
+    tcase c;
+    tc_init(&c, CQ_OP_ATTENTION, dt, run_attention, "attention %s x=%s Nq=%lld P=%lld Nk=%lld H=%d/%d D=%d", vn[vis],
+            cq_dtype_name(dt), (long long)Nq, (long long)P, (long long)Nk, Hq, Hkv, D);
+    c.tol_abs = TOL_ATTN_ABS;
+    c.tol_rel = TOL_ATTN_REL;
+    c.ip[0] = Hq;
+    c.ip[1] = Hkv;
+    c.ip[2] = D;
+    c.ip[3] = vis == VIS_CAUSAL;
+    c.fp[0] = scale;
+    tc_act(&c, 0, dt, Nq, (int64_t)Hq * D, 1.0f);
+    if (Nk) {
+        tc_act(&c, 1, dt, Nk, (int64_t)Hkv * D, 1.0f);
+        tc_act(&c, 2, dt, Nk, (int64_t)Hkv * D, 1.0f);
+    } else {
+        c.nin = 3;
+    }
+    if (P) {
+        tc_act(&c, 3, dt, P, (int64_t)Hkv * D, 1.0f);
+        tc_act(&c, 4, dt, P, (int64_t)Hkv * D, 1.0f);
+    }
+    if (vis == VIS_BLOCK || vis == VIS_RANDOM) {
+        int32_t *v = malloc(sizeof(int32_t) * (size_t)Nq);
+        int64_t T = P + Nk;
+        for (int64_t i = 0; i < Nq; i++) {
+            if (vis == VIS_BLOCK) {
+                v[i] = (int32_t)CQ_MIN(T, P + (i / 16 + 1) * 16); /* blocks of 16 rows see their whole block */
+            } else {
+                v[i] = (int32_t)(tu_rng_u64(&g.rng) % (uint64_t)(T + 4)) - 1; /* includes -1, 0 and > T */
+            }
+        }
+        tc_i32(&c, 5, Nq, v);
+        free(v);
+    }
+    tc_out(&c, dt, Nq, (int64_t)Hq * D);
+    run_case(&c);
+}
+
+static void test_attention(void **state) {
+    (void)state;
+    for (size_t xi = 0; xi < CQ_ARRAY_LEN(k_acts); xi++) {
+        cq_dtype dt = k_acts[xi];
+        attention_case(dt, 1, 0, 1, 1, 1, 1, VIS_NONE, 0.0f);
+        attention_case(dt, 3, 5, 3, 2, 1, 17, VIS_CAUSAL, 0.0f);
+        attention_case(dt, 17, 0, 17, 4, 4, 64, VIS_CAUSAL, 0.0f);
+        attention_case(dt, 65, 63, 65, 4, 2, 128, VIS_BLOCK, 0.0f);
+        attention_case(dt, 70, 130, 0, 3, 3, 32, VIS_NONE, 0.3f);
+        attention_case(dt, 20, 0, 200, 2, 2, 80, VIS_RANDOM, 0.0f);
+        attention_case(dt, 1, 257, 1, 8, 2, 256, VIS_NONE, 0.0f);
+        attention_case(dt, 33, 7, 100, 6, 3, 100, VIS_RANDOM, 0.0f);
+        if (g.big) {
+            attention_case(dt, 257, 1000, 257, 4, 1, 128, VIS_CAUSAL, 0.0f);
+            attention_case(dt, 1000, 0, 1000, 2, 2, 64, VIS_BLOCK, 0.0f);
+            attention_case(dt, 63, 300, 65, 3, 1, 200, VIS_RANDOM, 0.0f);
+        }
+    }
+}
+
+/* ---- row ops -------------------------------------------------------------------------------------- */
+typedef struct rc {
+    int64_t R, C;
+} rc;
+static const rc k_rows[] = {{1, 1}, {2, 3}, {3, 17}, {17, 63}, {65, 257}, {4, 1000}};
+static const rc k_rows_big[] = {{1000, 65}, {257, 3072}};
+
+#define FOR_ROWS(body)                                                                   \
+    do {                                                                                 \
+        for (size_t ri_ = 0; ri_ < CQ_ARRAY_LEN(k_rows) + (g.big ? CQ_ARRAY_LEN(k_rows_big) : 0); ri_++) { \
+            rc sh = ri_ < CQ_ARRAY_LEN(k_rows) ? k_rows[ri_] : k_rows_big[ri_ - CQ_ARRAY_LEN(k_rows)];    \
+            body                                                                         \
+        }                                                                                \
+    } while (0)
+
+/* ip[9] = 1: run in place (the output tensor is also the input). */
+static cq_tensor *X0(cq_tensor *out, cq_tensor **in, const tcase *c) { return c->ip[9] ? out : IN(in, c, 0); }
+
+static cq_status run_layernorm(cq_backend *be, cq_tensor *out, cq_tensor **in, const tcase *c) {
+    return cq_op_layernorm(be, out, X0(out, in, c), IN(in, c, 1), IN(in, c, 2), c->fp[0]);
+}
+static cq_status run_rmsnorm(cq_backend *be, cq_tensor *out, cq_tensor **in, const tcase *c) {
+    return cq_op_rmsnorm(be, out, X0(out, in, c), IN(in, c, 1), IN(in, c, 2), c->ip[0] != 0, c->fp[0]);
+}
+static cq_status run_softmax(cq_backend *be, cq_tensor *out, cq_tensor **in, const tcase *c) {
+    return cq_op_softmax(be, out, X0(out, in, c), c->fp[0]);
+}
+
+/* Make the case run in place: the input values become the output's initial values. */
+static void tc_in_place(tcase *c) {
+    int64_t n = prod(c->in[0].ndim, c->in[0].shape);
+    c->oinit = malloc(sizeof(float) * (size_t)n);
+    memcpy(c->oinit, c->in[0].v, sizeof(float) * (size_t)n);
+    c->ip[9] = 1;
+}
+
+static void test_norms(void **state) {
+    (void)state;
+    int k = 0;
+    for (size_t xi = 0; xi < CQ_ARRAY_LEN(k_acts); xi++) {
+        cq_dtype dt = k_acts[xi];
+        FOR_ROWS({
+            for (int variant = 0; variant < 3; variant++, k++) {
+                tcase c;
+                tc_init(&c, CQ_OP_LAYERNORM, dt, run_layernorm, "layernorm v%d x=%s %lldx%lld", variant,
+                        cq_dtype_name(dt), (long long)sh.R, (long long)sh.C);
+                c.tol_abs = TOL_NORM_ABS;
+                c.tol_rel = TOL_NORM_REL;
+                c.fp[0] = variant == 2 ? 1e-2f : 1e-6f;
+                tc_act(&c, 0, dt, sh.R, sh.C, 2.0f);
+                for (int64_t i = 0; i < sh.R * sh.C; i++) c.in[0].v[i] += 3.0f; /* a mean to remove */
+                if (variant != 1) tc_vec(&c, 1, sh.C, 0.5f, 0.0f);
+                if (variant == 0) tc_vec(&c, 2, sh.C, 1.0f, 0.0f);
+                c.nin = 3;
+                tc_out(&c, dt, sh.R, sh.C);
+                if (k % 3 == 2) tc_in_place(&c);
+                run_case(&c);
+
+                tc_init(&c, CQ_OP_RMSNORM, dt, run_rmsnorm, "rmsnorm v%d x=%s %lldx%lld", variant, cq_dtype_name(dt),
+                        (long long)sh.R, (long long)sh.C);
+                c.tol_abs = TOL_NORM_ABS;
+                c.tol_rel = TOL_NORM_REL;
+                c.fp[0] = 1e-6f;
+                c.ip[0] = variant == 1; /* zero-centred weight */
+                tc_act(&c, 0, dt, sh.R, sh.C, 2.0f);
+                if (variant != 2) tc_vec(&c, 1, sh.C, 0.5f, variant == 1 ? 0.0f : 1.0f);
+                if (variant == 0) tc_vec(&c, 2, sh.C, 1.0f, 0.0f);
+                c.nin = 3;
+                tc_out(&c, dt, sh.R, sh.C);
+                if (k % 3 == 1) tc_in_place(&c);
+                run_case(&c);
+
+                tc_init(&c, CQ_OP_SOFTMAX, dt, run_softmax, "softmax v%d x=%s %lldx%lld", variant, cq_dtype_name(dt),
+                        (long long)sh.R, (long long)sh.C);
+                c.tol_abs = TOL_SOFTMAX_ABS;
+                c.tol_rel = TOL_SOFTMAX_REL;
+                c.fp[0] = variant == 0 ? 0.0f : 0.3f * (float)variant;
+                tc_act(&c, 0, dt, sh.R, sh.C, 3.0f);
+                tc_out(&c, dt, sh.R, sh.C);
+                if (k % 2) tc_in_place(&c);
+                run_case(&c);
+            }
+        });
+    }
+}
+
+static cq_status run_groupnorm(cq_backend *be, cq_tensor *out, cq_tensor **in, const tcase *c) {
+    return cq_op_groupnorm(be, out, X0(out, in, c), c->ip[0], IN(in, c, 1), IN(in, c, 2), c->fp[0]);
+}
+
+static void test_groupnorm(void **state) {
+    (void)state;
+    static const int64_t sh[][3] = {{1, 4, 2}, {17, 32, 8}, {65, 96, 32}, {3, 63, 3}, {100, 12, 1}, {257, 20, 4}};
+    for (size_t xi = 0; xi < CQ_ARRAY_LEN(k_acts); xi++)
+        for (size_t i = 0; i < CQ_ARRAY_LEN(sh); i++) {
+            tcase c;
+            tc_init(&c, CQ_OP_GROUPNORM, k_acts[xi], run_groupnorm, "groupnorm x=%s %lldx%lld groups %lld",
+                    cq_dtype_name(k_acts[xi]), (long long)sh[i][0], (long long)sh[i][1], (long long)sh[i][2]);
+            c.tol_abs = TOL_NORM_ABS;
+            c.tol_rel = TOL_NORM_REL;
+            c.ip[0] = (int)sh[i][2];
+            c.fp[0] = 1e-5f;
+            tc_act(&c, 0, k_acts[xi], sh[i][0], sh[i][1], 1.5f);
+            for (int64_t j = 0; j < sh[i][0] * sh[i][1]; j++) c.in[0].v[j] += (float)(j % sh[i][1]) * 0.1f;
+            if (i % 2 == 0) {
+                tc_vec(&c, 1, sh[i][1], 0.5f, 1.0f);
+                tc_vec(&c, 2, sh[i][1], 0.5f, 0.0f);
+            }
+            c.nin = 3;
+            tc_out(&c, k_acts[xi], sh[i][0], sh[i][1]);
+            if (i == 3) tc_in_place(&c);
+            run_case(&c);
+        }
+}
+
+static cq_status run_rope(cq_backend *be, cq_tensor *out, cq_tensor **in, const tcase *c) {
+    return cq_op_qk_norm_rope(be, out, c->ip[0], c->ip[1], IN(in, c, 1), c->fp[0], IN(in, c, 2), IN(in, c, 3),
+                              (cq_rope_mode)c->ip[2], c->ip[3]);
+}
+
+static void test_qk_norm_rope(void **state) {
+    (void)state;
+    static const int k[][6] = {
+        /* N, H, D, rope_dim, mode, weight */
+        {1, 1, 2, 0, CQ_ROPE_INTERLEAVED, 1}, {3, 2, 64, 0, CQ_ROPE_HALF, 1},  {17, 3, 128, 64, CQ_ROPE_INTERLEAVED, 1},
+        {5, 4, 96, 32, CQ_ROPE_HALF, 0},      {65, 2, 16, 0, CQ_ROPE_NONE, 1}, {7, 1, 10, 6, CQ_ROPE_HALF, 1},
+        {63, 5, 34, 0, CQ_ROPE_INTERLEAVED, 0}};
+    for (size_t xi = 0; xi < CQ_ARRAY_LEN(k_acts); xi++)
+        for (size_t i = 0; i < CQ_ARRAY_LEN(k); i++) {
+            int64_t N = k[i][0], H = k[i][1], D = k[i][2], rd = k[i][3] ? k[i][3] : D;
+            static const char *const mn[] = {"none", "interleaved", "half"};
+            tcase c;
+            tc_init(&c, CQ_OP_QK_NORM_ROPE, k_acts[xi], run_rope, "qk_norm_rope %s x=%s N=%lld H=%lld D=%lld rope=%lld w=%d",
+                    mn[k[i][4]], cq_dtype_name(k_acts[xi]), (long long)N, (long long)H, (long long)D, (long long)rd,
+                    k[i][5]);
+            c.tol_abs = TOL_ROPE_ABS;
+            c.tol_rel = TOL_ROPE_REL;
+            c.ip[0] = (int)H;
+            c.ip[1] = (int)D;
+            c.ip[2] = k[i][4];
+            c.ip[3] = k[i][3];
+            c.fp[0] = 1e-6f;
+            tc_act(&c, 0, k_acts[xi], N, H * D, 2.0f);
+            if (k[i][5]) tc_vec(&c, 1, D, 0.3f, 1.0f);
+            if (k[i][4] != CQ_ROPE_NONE) {
+                tc_act(&c, 2, CQ_DTYPE_F32, N, rd / 2, 1.0f);
+                tc_act(&c, 3, CQ_DTYPE_F32, N, rd / 2, 1.0f);
+                for (int64_t j = 0; j < N * rd / 2; j++) { /* a real rotation table */
+                    float ang = c.in[2].v[j] * 3.0f;
+                    c.in[2].v[j] = cosf(ang);
+                    c.in[3].v[j] = sinf(ang);
+                }
+            }
+            c.nin = 4;
+            tc_out(&c, k_acts[xi], N, H * D);
+            tc_in_place(&c);
+            run_case(&c);
+        }
+}
+
+/* ---- elementwise ------------------------------------------------------------------------------------ */
+static cq_status run_unary(cq_backend *be, cq_tensor *out, cq_tensor **in, const tcase *c) {
+    return cq_op_unary(be, out, X0(out, in, c), (cq_unary)c->ip[0], c->fp[0], c->fp[1]);
+}
+static cq_status run_binary(cq_backend *be, cq_tensor *out, cq_tensor **in, const tcase *c) {
+    return cq_op_binary(be, out, X0(out, in, c), IN(in, c, 1), (cq_binary)c->ip[0]);
+}
+static cq_status run_gated(cq_backend *be, cq_tensor *out, cq_tensor **in, const tcase *c) {
+    return cq_op_gated_add(be, out, IN(in, c, 0), IN(in, c, 1));
+}
+static cq_status run_swiglu(cq_backend *be, cq_tensor *out, cq_tensor **in, const tcase *c) {
+    return cq_op_swiglu(be, out, IN(in, c, 0), IN(in, c, 1));
+}
+
+static void test_elementwise(void **state) {
+    (void)state;
+    static const char *const un[] = {"silu", "gelu_tanh", "gelu_erf", "tanh", "sigmoid",
+                                     "neg",  "exp",       "scale",    "add_scalar", "clamp"};
+    static const char *const bn[] = {"add", "sub", "mul", "div"};
+    int k = 0;
+    for (size_t xi = 0; xi < CQ_ARRAY_LEN(k_acts); xi++) {
+        cq_dtype dt = k_acts[xi];
+        FOR_ROWS({
+            k++;
+            for (int fn = 0; fn < CQ_UNARY_COUNT; fn++) {
+                tcase c;
+                tc_init(&c, CQ_OP_UNARY, dt, run_unary, "unary %s x=%s %lldx%lld", un[fn], cq_dtype_name(dt),
+                        (long long)sh.R, (long long)sh.C);
+                c.tol_abs = TOL_ELT_ABS;
+                c.tol_rel = TOL_ELT_REL;
+                c.ip[0] = fn;
+                c.fp[0] = fn == CQ_UNARY_CLAMP ? -0.5f : 1.7f;
+                c.fp[1] = 0.7f;
+                tc_act(&c, 0, dt, sh.R, sh.C, 2.0f);
+                tc_out(&c, dt, sh.R, sh.C);
+                if ((k + fn) % 3 == 0) tc_in_place(&c);
+                run_case(&c);
+            }
+            for (int fn = 0; fn < CQ_BINARY_COUNT; fn++)
+                for (int bc = 0; bc < 2; bc++) {
+                    tcase c;
+                    tc_init(&c, CQ_OP_BINARY, dt, run_binary, "binary %s%s x=%s %lldx%lld", bn[fn], bc ? " (row)" : "",
+                            cq_dtype_name(dt), (long long)sh.R, (long long)sh.C);
+                    c.tol_abs = TOL_ELT_ABS;
+                    c.tol_rel = TOL_ELT_REL;
+                    c.ip[0] = fn;
+                    tc_act(&c, 0, dt, sh.R, sh.C, 1.0f);
+                    tin *b = tc_act(&c, 1, dt, bc ? 1 : sh.R, sh.C, 0.5f);
+                    if (fn == CQ_BINARY_DIV) /* keep divisors away from zero */
+                        for (int64_t i = 0; i < prod(b->ndim, b->shape); i++) b->v[i] += b->v[i] < 0 ? -0.5f : 0.5f;
+                    tc_out(&c, dt, sh.R, sh.C);
+                    if ((k + fn + bc) % 3 == 0) tc_in_place(&c);
+                    run_case(&c);
+                }
+            for (int gate = 0; gate < 2; gate++) {
+                tcase c;
+                tc_init(&c, CQ_OP_GATED_ADD, dt, run_gated, "gated_add%s x=%s %lldx%lld", gate ? " (gate)" : "",
+                        cq_dtype_name(dt), (long long)sh.R, (long long)sh.C);
+                c.tol_abs = TOL_ELT_ABS;
+                c.tol_rel = TOL_ELT_REL;
+                tc_act(&c, 0, dt, sh.R, sh.C, 1.0f);
+                if (gate) tc_vec(&c, 1, sh.C, 1.0f, 0.0f);
+                c.nin = 2;
+                tc_out(&c, dt, sh.R, sh.C);
+                c.oinit = rnd(sh.R * sh.C, 1.0f);
+                run_case(&c);
+            }
+            for (int fused = 0; fused < 2; fused++) {
+                tcase c;
+                tc_init(&c, CQ_OP_SWIGLU, dt, run_swiglu, "swiglu%s x=%s %lldx%lld", fused ? " (fused)" : "",
+                        cq_dtype_name(dt), (long long)sh.R, (long long)sh.C);
+                c.tol_abs = TOL_ELT_ABS;
+                c.tol_rel = TOL_ELT_REL;
+                tc_act(&c, 0, dt, sh.R, fused ? 2 * sh.C : sh.C, 2.0f);
+                if (!fused) tc_act(&c, 1, dt, sh.R, sh.C, 1.0f);
+                c.nin = 2;
+                tc_out(&c, dt, sh.R, sh.C);
+                run_case(&c);
+            }
+        });
+    }
+}
+
+/* ---- data movement ------------------------------------------------------------------------------------ */
+static cq_status run_copy(cq_backend *be, cq_tensor *out, cq_tensor **in, const tcase *c) {
+    return cq_op_copy(be, out, IN(in, c, 0));
+}
+static cq_status run_transpose(cq_backend *be, cq_tensor *out, cq_tensor **in, const tcase *c) {
+    return cq_op_transpose(be, out, IN(in, c, 0));
+}
+static cq_status run_concat(cq_backend *be, cq_tensor *out, cq_tensor **in, const tcase *c) {
+    return cq_op_concat_cols(be, out, IN(in, c, 0), IN(in, c, 1));
+}
+static cq_status run_get_rows(cq_backend *be, cq_tensor *out, cq_tensor **in, const tcase *c) {
+    return cq_op_get_rows(be, out, IN(in, c, 0), IN(in, c, 1));
+}
+
+static void test_data_movement(void **state) {
+    (void)state;
+    FOR_ROWS({
+        for (size_t xi = 0; xi < CQ_ARRAY_LEN(k_acts); xi++)
+            for (size_t yi = 0; yi < CQ_ARRAY_LEN(k_acts); yi++) {
+                tcase c;
+                tc_init(&c, CQ_OP_COPY, k_acts[xi], run_copy, "copy %s->%s %lldx%lld", cq_dtype_name(k_acts[xi]),
+                        cq_dtype_name(k_acts[yi]), (long long)sh.R, (long long)sh.C);
+                c.tol_abs = TOL_EXACT;
+                tc_act(&c, 0, k_acts[xi], sh.R, sh.C, 3.0f);
+                tc_out(&c, k_acts[yi], sh.C, sh.R); /* same count, another shape */
+                run_case(&c);
+            }
+        for (size_t xi = 0; xi < CQ_ARRAY_LEN(k_acts); xi++) {
+            tcase c;
+            tc_init(&c, CQ_OP_TRANSPOSE, k_acts[xi], run_transpose, "transpose x=%s %lldx%lld", cq_dtype_name(k_acts[xi]),
+                    (long long)sh.R, (long long)sh.C);
+            c.tol_abs = TOL_EXACT;
+            tc_act(&c, 0, k_acts[xi], sh.R, sh.C, 1.0f);
+            tc_out(&c, k_acts[xi], sh.C, sh.R);
+            run_case(&c);
+
+            int64_t cb = sh.C % 5 + 1 + (int64_t)xi * 30;
+            tc_init(&c, CQ_OP_CONCAT, k_acts[xi], run_concat, "concat_cols x=%s %lldx(%lld+%lld)", cq_dtype_name(k_acts[xi]),
+                    (long long)sh.R, (long long)sh.C, (long long)cb);
+            c.tol_abs = TOL_EXACT;
+            tc_act(&c, 0, k_acts[xi], sh.R, sh.C, 1.0f);
+            tc_act(&c, 1, k_acts[xi], sh.R, cb, 1.0f);
+            tc_out(&c, k_acts[xi], sh.R, sh.C + cb);
+            run_case(&c);
+        }
+    });
+    /* i32 copies, and f16 weights converted to f32 activations (how per-channel
+     * parameters stored as f16 reach the ops). */
+    {
+        tcase c;
+        tc_init(&c, CQ_OP_COPY, CQ_DTYPE_F16, run_copy, "copy f16 weight -> f32");
+        c.tol_abs = TOL_EXACT;
+        int64_t sh[1] = {77};
+        assert_true(tc_weight(&c, 0, CQ_DTYPE_F16, 1, sh, 1.0f));
+        tc_out(&c, CQ_DTYPE_F32, 7, 11);
+        run_case(&c);
+    }
+    /* Row gathers from every codec into every activation dtype. */
+    static const int64_t gr[][3] = {{10, 32, 3}, {7, 64, 17}, {300, 96, 65}, {5, 17, 4}, {1, 1000, 2}};
+    for (size_t ci = 0; ci < CQ_ARRAY_LEN(k_codecs); ci++)
+        for (size_t i = 0; i < CQ_ARRAY_LEN(gr); i++) {
+            cq_dtype ydt = k_acts[(ci + i) % 3];
+            tcase c;
+            tc_init(&c, CQ_OP_GET_ROWS, ydt, run_get_rows, "get_rows w=%s y=%s V=%lld C=%lld n=%lld",
+                    cq_dtype_name(k_codecs[ci]), cq_dtype_name(ydt), (long long)gr[i][0], (long long)gr[i][1],
+                    (long long)gr[i][2]);
+            c.wdt = k_codecs[ci];
+            c.tol_abs = TOL_EXACT;
+            int64_t ws[2] = {gr[i][0], gr[i][1]};
+            if (!tc_weight(&c, 0, k_codecs[ci], 2, ws, 1.0f)) {
+                tc_free(&c);
+                continue;
+            }
+            int32_t ids[128];
+            for (int64_t j = 0; j < gr[i][2]; j++) ids[j] = (int32_t)(tu_rng_u64(&g.rng) % (uint64_t)gr[i][0]);
+            ids[0] = (int32_t)gr[i][0] - 1;
+            tc_i32(&c, 1, gr[i][2], ids);
+            tc_out(&c, ydt, gr[i][2], gr[i][1]);
+            run_case(&c);
+        }
+}
+
+/* Conversions at the edges of f16/bf16 (overflow to inf, subnormals, inf,
+ * NaN) must match the reference bit for bit (NaN: any NaN). Exact ties in
+ * the f16 subnormal range are left out: activations round them to even,
+ * the file encoder away from zero. */
+static void test_copy_edges(void **state) {
+    (void)state;
+    const float v[] = {0.0f,     -0.0f,    1.0f,     -2.5f,     65504.0f, 65519.0f, 65520.0f, 1e6f,
+                       -1e6f,    6.1e-5f,  3e-6f,    -7.1e-8f,  1e-9f,    1.0000001f, 3.3e38f, -3.39e38f,
+                       INFINITY, -INFINITY, NAN,     1.00390625f, 1.01171875f, 2049.0f, 2051.0f, 1e-40f};
+    int64_t n = (int64_t)CQ_ARRAY_LEN(v);
+    for (int b = -1; b < g.nbe; b++) {
+        cq_backend *be = b < 0 ? g.ref : g.be[b];
+        for (size_t yi = 1; yi < CQ_ARRAY_LEN(k_acts); yi++) {
+            cq_tensor x, y;
+            assert_int_equal(cq_tensor_alloc(be, CQ_DTYPE_F32, 1, &n, &x), CQ_OK);
+            assert_int_equal(cq_tensor_alloc(be, k_acts[yi], 1, &n, &y), CQ_OK);
+            assert_int_equal(cq_tensor_upload(&x, v, sizeof v), CQ_OK);
+            assert_int_equal(cq_op_copy(be, &y, &x), CQ_OK);
+            uint16_t got[CQ_ARRAY_LEN(v)];
+            assert_int_equal(cq_tensor_download(&y, got, sizeof got), CQ_OK);
+            for (int64_t i = 0; i < n; i++) {
+                uint16_t want = k_acts[yi] == CQ_DTYPE_F16 ? cq_f32_to_f16(v[i]) : cq_f32_to_bf16(v[i]);
+                float fw = decode1(k_acts[yi], (const uint8_t *)&want), fg = decode1(k_acts[yi], (const uint8_t *)&got[i]);
+                if (isnan(fw) ? !isnan(fg) : got[i] != want)
+                    fail_msg("copy f32->%s of %g on %s: 0x%04x, want 0x%04x", cq_dtype_name(k_acts[yi]), v[i],
+                             cq_backend_name(be), got[i], want);
+            }
+            /* and back to f32 exactly */
+            cq_tensor z;
+            assert_int_equal(cq_tensor_alloc(be, CQ_DTYPE_F32, 1, &n, &z), CQ_OK);
+            assert_int_equal(cq_op_copy(be, &z, &y), CQ_OK);
+            float back[CQ_ARRAY_LEN(v)];
+            assert_int_equal(cq_tensor_download(&z, back, sizeof back), CQ_OK);
+            for (int64_t i = 0; i < n; i++) {
+                float want = decode1(k_acts[yi], (const uint8_t *)&got[i]);
+                if (isnan(want) ? !isnan(back[i]) : memcmp(&want, &back[i], 4))
+                    fail_msg("copy %s->f32 of 0x%04x on %s: %g, want %g", cq_dtype_name(k_acts[yi]), got[i],
+                             cq_backend_name(be), back[i], want);
+            }
+            cq_tensor_free(&x);
+            cq_tensor_free(&y);
+            cq_tensor_free(&z);
+        }
+    }
+}
+
+/* ---- image ops ------------------------------------------------------------------------------------------ */
+static cq_status run_conv(cq_backend *be, cq_tensor *out, cq_tensor **in, const tcase *c) {
+    cq_conv2d_args a = {.y = out, .x = IN(in, c, 0), .w = IN(in, c, 1), .bias = IN(in, c, 2), .H = c->ip[0],
+                        .W = c->ip[1], .kh = c->ip[2], .kw = c->ip[3], .stride_y = c->ip[4], .stride_x = c->ip[5],
+                        .pad_l = c->ip[6], .pad_r = c->ip[7], .pad_t = c->ip[8], .pad_b = c->ip[9],
+                        .mode = (cq_pad_mode)c->ip[10]};
+    return cq_op_conv2d(be, &a);
+}
+
+static void test_conv2d(void **state) {
+    (void)state;
+    /* H, W, Cin, Cout, kh, kw, sy, sx, pl, pr, pt, pb, mode */
+    static const int k[][13] = {
+        {5, 7, 16, 8, 1, 1, 1, 1, 0, 0, 0, 0, CQ_PAD_ZERO},       {9, 11, 3, 17, 3, 3, 1, 1, 1, 1, 1, 1, CQ_PAD_ZERO},
+        {8, 9, 8, 33, 3, 3, 2, 2, 1, 1, 1, 1, CQ_PAD_REPLICATE},  {6, 5, 4, 5, 3, 3, 1, 1, 1, 1, 1, 1, CQ_PAD_REFLECT},
+        {7, 6, 5, 6, 3, 3, 1, 2, 2, 0, 1, 0, CQ_PAD_ZERO},        {10, 8, 6, 7, 4, 2, 2, 1, 1, 0, 2, 1, CQ_PAD_REFLECT},
+        {12, 12, 2, 3, 9, 9, 1, 1, 4, 4, 4, 4, CQ_PAD_REPLICATE}, {16, 16, 32, 64, 3, 3, 1, 1, 1, 1, 1, 1, CQ_PAD_ZERO},
+        {4, 4, 64, 32, 1, 1, 2, 2, 0, 0, 0, 0, CQ_PAD_ZERO},      {3, 1, 32, 5, 3, 3, 1, 1, 1, 1, 2, 0, CQ_PAD_ZERO},
+    };
+    static const char *const pm[] = {"zero", "replicate", "reflect"};
+    for (size_t ci = 0; ci < CQ_ARRAY_LEN(k_codecs); ci++)
+        for (size_t i = 0; i < CQ_ARRAY_LEN(k); i++) {
+            if (!g.big && (ci + i) % 2) continue; /* every codec and every geometry, half the pairs */
+            const int *p = k[i];
+            int64_t Ho = (p[0] + p[10] + p[11] - p[4]) / p[6] + 1, Wo = (p[1] + p[8] + p[9] - p[5]) / p[7] + 1;
+            for (size_t xi = 0; xi < (ci == 0 ? CQ_ARRAY_LEN(k_acts) : 1); xi++) {
+                cq_dtype xdt = k_acts[xi];
+                tcase c;
+                tc_init(&c, CQ_OP_CONV2D, xdt, run_conv, "conv2d w=%s x=%s %dx%dx%d->%d k%dx%d s%dx%d pad(%d,%d,%d,%d) %s",
+                        cq_dtype_name(k_codecs[ci]), cq_dtype_name(xdt), p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7],
+                        p[8], p[9], p[10], p[11], pm[p[12]]);
+                c.wdt = k_codecs[ci];
+                c.tol_abs = TOL_MATMUL_ABS;
+                c.tol_rel = TOL_MATMUL_REL;
+                for (int j = 0; j < 4; j++) c.ip[j] = p[j < 2 ? j : j + 2];
+                c.ip[4] = p[6];
+                c.ip[5] = p[7];
+                c.ip[6] = p[8];
+                c.ip[7] = p[9];
+                c.ip[8] = p[10];
+                c.ip[9] = p[11];
+                c.ip[10] = p[12];
+                tc_act(&c, 0, xdt, (int64_t)p[0] * p[1], p[2], 1.0f);
+                int64_t K = (int64_t)p[2] * p[4] * p[5];
+                int64_t w4[4] = {p[3], p[2], p[4], p[5]}, w2[2] = {p[3], K};
+                bool ok = per_row_codec(k_codecs[ci]) ? tc_weight(&c, 1, k_codecs[ci], 2, w2, 1.0f / sqrtf((float)K))
+                                                      : tc_weight(&c, 1, k_codecs[ci], 4, w4, 1.0f / sqrtf((float)K));
+                if (!ok) {
+                    tc_free(&c);
+                    continue;
+                }
+                if (i % 3 != 1) tc_vec(&c, 2, p[3], 0.5f, 0.0f);
+                c.nin = 3;
+                tc_out(&c, xdt, Ho * Wo, p[3]);
+                run_case(&c);
+            }
+        }
+}
+
+static cq_status run_upsample(cq_backend *be, cq_tensor *out, cq_tensor **in, const tcase *c) {
+    return cq_op_upsample_nearest(be, out, IN(in, c, 0), c->ip[0], c->ip[1], c->ip[2]);
+}
+static cq_status run_shuffle(cq_backend *be, cq_tensor *out, cq_tensor **in, const tcase *c) {
+    return c->ip[3] ? cq_op_pixel_unshuffle(be, out, IN(in, c, 0), c->ip[0], c->ip[1], c->ip[2])
+                    : cq_op_pixel_shuffle(be, out, IN(in, c, 0), c->ip[0], c->ip[1], c->ip[2]);
+}
+
+static void test_resample(void **state) {
+    (void)state;
+    static const int k[][4] = {{1, 1, 1, 1}, {3, 5, 17, 2}, {4, 3, 8, 3}, {2, 7, 3, 2}, {1, 4, 5, 4}};
+    for (size_t xi = 0; xi < CQ_ARRAY_LEN(k_acts); xi++)
+        for (size_t i = 0; i < CQ_ARRAY_LEN(k); i++) {
+            int H = k[i][0], W = k[i][1], C = k[i][2], f = k[i][3];
+            cq_dtype dt = k_acts[xi];
+            tcase c;
+            tc_init(&c, CQ_OP_UPSAMPLE_NEAREST, dt, run_upsample, "upsample x=%s %dx%dx%d f=%d", cq_dtype_name(dt), H, W, C, f);
+            c.tol_abs = TOL_EXACT;
+            c.ip[0] = H;
+            c.ip[1] = W;
+            c.ip[2] = f;
+            tc_act(&c, 0, dt, (int64_t)H * W, C, 1.0f);
+            tc_out(&c, dt, (int64_t)H * W * f * f, C);
+            run_case(&c);
+
+            tc_init(&c, CQ_OP_PIXEL_SHUFFLE, dt, run_shuffle, "pixel_shuffle x=%s %dx%dx%d r=%d", cq_dtype_name(dt), H, W,
+                    C * f * f, f);
+            c.tol_abs = TOL_EXACT;
+            c.ip[0] = H;
+            c.ip[1] = W;
+            c.ip[2] = f;
+            tc_act(&c, 0, dt, (int64_t)H * W, (int64_t)C * f * f, 1.0f);
+            tc_out(&c, dt, (int64_t)H * W * f * f, C);
+            run_case(&c);
+
+            tc_init(&c, CQ_OP_PIXEL_UNSHUFFLE, dt, run_shuffle, "pixel_unshuffle x=%s %dx%dx%d r=%d", cq_dtype_name(dt), H,
+                    W, C, f);
+            c.op = CQ_OP_PIXEL_UNSHUFFLE;
+            c.tol_abs = TOL_EXACT;
+            c.ip[0] = H;
+            c.ip[1] = W;
+            c.ip[2] = f;
+            c.ip[3] = 1;
+            tc_act(&c, 0, dt, (int64_t)H * W * f * f, C, 1.0f);
+            tc_out(&c, dt, (int64_t)H * W, (int64_t)C * f * f);
+            run_case(&c);
+        }
+}
+
+/* pixel_unshuffle must invert pixel_shuffle exactly (checked on the fast backends). */
+static void test_shuffle_roundtrip(void **state) {
+    (void)state;
+    for (int b = 0; b < g.nbe; b++) {
+        cq_backend *be = g.be[b];
+        int H = 3, W = 5, C = 7, r = 2;
+        cq_tensor x, y, z;
+        assert_int_equal(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, H * W, C * r * r, &x), CQ_OK);
+        assert_int_equal(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, H * W * r * r, C, &y), CQ_OK);
+        assert_int_equal(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, H * W, C * r * r, &z), CQ_OK);
+        float v[3 * 5 * 28], back[3 * 5 * 28];
+        for (int i = 0; i < H * W * C * r * r; i++) v[i] = (float)i;
+        assert_int_equal(cq_tensor_upload(&x, v, sizeof v), CQ_OK);
+        assert_int_equal(cq_op_pixel_shuffle(be, &y, &x, H, W, r), CQ_OK);
+        assert_int_equal(cq_op_pixel_unshuffle(be, &z, &y, H, W, r), CQ_OK);
+        assert_int_equal(cq_tensor_download(&z, back, sizeof back), CQ_OK);
+        assert_memory_equal(v, back, sizeof v);
+        /* Spot-check PyTorch's order: input channel c*r*r + i*r + j of pixel
+         * (h, w) lands at output pixel (r*h + i, r*w + j), channel c. */
+        float out[3 * 5 * 28];
+        assert_int_equal(cq_tensor_download(&y, out, sizeof out), CQ_OK);
+        int h = 2, w = 3, c = 5, i = 1, j = 0;
+        assert_float_equal(out[((r * h + i) * (W * r) + r * w + j) * C + c], v[(h * W + w) * C * r * r + c * r * r + i * r + j],
+                           0.0f);
+        cq_tensor_free(&x);
+        cq_tensor_free(&y);
+        cq_tensor_free(&z);
+    }
+}
+
+/* ---- setup ------------------------------------------------------------------------------------------------- */
+static int setup(void **state) {
+    (void)state;
+    memset(&g, 0, sizeof g);
+    tu_rng_seed(&g.rng, 20260601);
+    const char *big = getenv("CQ_TEST_OPS_BIG");
+    g.big = big && *big && *big != '0';
+    if (cq_backend_ref_create(&g.ref) != CQ_OK) return -1;
+    /* Every ISA this machine runs, with awkward thread counts; plus the best
+     * one single-threaded. */
+    for (int isa = CQ_CPU_GENERIC; isa < CQ_CPU_ISA_COUNT; isa++) {
+        if (!cq_cpu_isa_available((cq_cpu_isa)isa)) continue;
+        int threads = isa == CQ_CPU_GENERIC ? 3 : 2;
+        if (cq_backend_cpu_create(threads, (cq_cpu_isa)isa, &g.be[g.nbe]) != CQ_OK) return -1;
+        g.nbe++;
+    }
+    if (cq_backend_cpu_create(1, CQ_CPU_AUTO, &g.be[g.nbe]) != CQ_OK) return -1;
+    g.nbe++;
+    printf("op test on:");
+    for (int b = 0; b < g.nbe; b++) printf(" %s", cq_backend_name(g.be[b]));
+    printf(" vs %s%s\n", cq_backend_name(g.ref), g.big ? " (big sweep)" : "");
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    printf("op test: %ld cases, %ld comparisons, %ld unsupported combinations confirmed, worst error/limit %.3f (%s)\n",
+           g.cases, g.compared, g.unsupported, g.worst, g.worst_label);
+    for (int b = 0; b < g.nbe; b++) cq_backend_free(g.be[b]);
+    cq_backend_free(g.ref);
+    return 0;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_matmul),        cmocka_unit_test(test_attention),    cmocka_unit_test(test_norms),
+        cmocka_unit_test(test_groupnorm),     cmocka_unit_test(test_qk_norm_rope), cmocka_unit_test(test_elementwise),
+        cmocka_unit_test(test_data_movement), cmocka_unit_test(test_conv2d),       cmocka_unit_test(test_resample),
+        cmocka_unit_test(test_shuffle_roundtrip), cmocka_unit_test(test_copy_edges),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,412 @@
+/*
+ * test_ops_validate.c — the op layer's front end: backend selection, tensor
+ * lifecycle and views, and that every op rejects bad arguments (shapes,
+ * dtypes, aliasing, foreign tensors, index values) with the right status and
+ * a message naming the op, before a backend is touched. Also: ops issued
+ * from inside thread-pool tasks (nested) give the same results.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec/codec.h"
+#include "ops/ops.h"
+#include "testutil.h"
+
+static void expect(cq_status want, cq_status got, const char *expr, const char *sub) {
+    if (got != want)
+        fail_msg("%s: got %s (%s), want %s", expr, cq_status_str(got), cq_last_error(), cq_status_str(want));
+    if (sub && !strstr(cq_last_error(), sub)) fail_msg("%s: message '%s' lacks '%s'", expr, cq_last_error(), sub);
+}
+
+/* Expect status `st` from `expr` and the message to contain `sub` (NULL: any). */
+#define EXPECT(st, expr, sub)                \
+    do {                                     \
+        cq_clear_error();                    \
+        expect((st), (expr), #expr, (sub));  \
+    } while (0)
+
+static cq_backend *cpu, *ref;
+
+static int setup(void **state) {
+    (void)state;
+    unsetenv("CORTIQ_CPU");
+    unsetenv("CORTIQ_BACKEND");
+    if (cq_backend_cpu_create(2, CQ_CPU_AUTO, &cpu) != CQ_OK) return -1;
+    if (cq_backend_ref_create(&ref) != CQ_OK) return -1;
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    cq_backend_free(cpu);
+    cq_backend_free(ref);
+    return 0;
+}
+
+static cq_tensor T2(cq_backend *be, cq_dtype dt, int64_t r, int64_t c) {
+    cq_tensor t;
+    assert_int_equal(cq_tensor_alloc_2d(be, dt, r, c, &t), CQ_OK);
+    assert_int_equal(cq_tensor_zero(&t), CQ_OK);
+    return t;
+}
+
+static cq_tensor T1(cq_backend *be, cq_dtype dt, int64_t n) {
+    cq_tensor t;
+    assert_int_equal(cq_tensor_alloc(be, dt, 1, &n, &t), CQ_OK);
+    assert_int_equal(cq_tensor_zero(&t), CQ_OK);
+    return t;
+}
+
+static void test_backends(void **state) {
+    (void)state;
+    cq_backend *be = NULL;
+    EXPECT(CQ_ERR_UNSUPPORTED, cq_backend_create("nope", 1, &be), "nope");
+    assert_null(be);
+    EXPECT(CQ_OK, cq_backend_create("ref", 1, &be), NULL);
+    assert_string_equal(cq_backend_name(be), "ref");
+    cq_backend_free(be);
+    EXPECT(CQ_OK, cq_backend_create(NULL, 1, &be), NULL);
+    assert_non_null(strstr(cq_backend_name(be), "cpu/"));
+    assert_int_equal(cq_backend_act_dtype(be), CQ_DTYPE_F32);
+    assert_int_equal(cq_backend_sync(be), CQ_OK);
+    cq_backend_free(be);
+    /* AMX/NEON kernels are not built yet: asking for them is a clear error. */
+    if (!cq_cpu_isa_available(CQ_CPU_AMX)) EXPECT(CQ_ERR_UNSUPPORTED, cq_backend_cpu_create(1, CQ_CPU_AMX, &be), "amx");
+    assert_true(cq_cpu_isa_available(CQ_CPU_GENERIC));
+    setenv("CORTIQ_CPU", "generic", 1);
+    EXPECT(CQ_OK, cq_backend_cpu_create(1, CQ_CPU_AUTO, &be), NULL);
+    assert_string_equal(cq_backend_name(be), "cpu/generic");
+    cq_backend_free(be);
+    setenv("CORTIQ_CPU", "pentium", 1);
+    EXPECT(CQ_ERR_INVALID_ARG, cq_backend_cpu_create(1, CQ_CPU_AUTO, &be), "CORTIQ_CPU");
+    unsetenv("CORTIQ_CPU");
+    EXPECT(CQ_ERR_INVALID_ARG, cq_backend_cpu_create(1, (cq_cpu_isa)99, &be), NULL);
+    cq_backend_free(NULL);
+    assert_string_equal(cq_op_name(CQ_OP_CONV2D), "conv2d");
+    assert_string_equal(cq_op_name((cq_op)999), "?");
+    assert_string_equal(cq_cpu_isa_name(CQ_CPU_AVX512), "avx512");
+    /* supports(): the reference runs everything, the CPU f32 (plus what ops.h lists). */
+    assert_true(cq_backend_supports(ref, CQ_OP_ATTENTION, CQ_DTYPE_COUNT, CQ_DTYPE_BF16));
+    assert_false(cq_backend_supports(cpu, CQ_OP_ATTENTION, CQ_DTYPE_COUNT, CQ_DTYPE_BF16));
+    assert_true(cq_backend_supports(cpu, CQ_OP_MATMUL, CQ_DTYPE_Q4TP, CQ_DTYPE_F32));
+    assert_false(cq_backend_supports(cpu, CQ_OP_MATMUL, CQ_DTYPE_Q1, CQ_DTYPE_F32));
+    assert_false(cq_backend_supports(cpu, (cq_op)999, CQ_DTYPE_COUNT, CQ_DTYPE_F32));
+}
+
+static void test_tensors(void **state) {
+    (void)state;
+    cq_tensor t;
+    int64_t bad0[2] = {3, 0}, ok[2] = {3, 4}, huge[2] = {INT64_C(1) << 40, INT64_C(1) << 40};
+    EXPECT(CQ_ERR_DTYPE, cq_tensor_alloc(cpu, CQ_DTYPE_Q8_ROW, 2, ok, &t), "q8_row");
+    EXPECT(CQ_ERR_SHAPE, cq_tensor_alloc(cpu, CQ_DTYPE_F32, 2, bad0, &t), "dim 1");
+    EXPECT(CQ_ERR_SHAPE, cq_tensor_alloc(cpu, CQ_DTYPE_F32, 0, ok, &t), NULL);
+    EXPECT(CQ_ERR_SHAPE, cq_tensor_alloc(cpu, CQ_DTYPE_F32, 5, ok, &t), NULL);
+    EXPECT(CQ_ERR_NOMEM, cq_tensor_alloc(cpu, CQ_DTYPE_F32, 2, huge, &t), "overflow");
+    EXPECT(CQ_ERR_INVALID_ARG, cq_tensor_alloc(NULL, CQ_DTYPE_F32, 2, ok, &t), NULL);
+    t = T2(cpu, CQ_DTYPE_F32, 3, 4);
+    assert_int_equal(cq_tensor_rows(&t), 3);
+    assert_int_equal(cq_tensor_cols(&t), 4);
+    float v[12];
+    EXPECT(CQ_ERR_BOUNDS, cq_tensor_upload(&t, v, 13 * sizeof(float)), "do not fit");
+    EXPECT(CQ_ERR_BOUNDS, cq_tensor_download(&t, v, 13 * sizeof(float)), NULL);
+    EXPECT(CQ_ERR_INVALID_ARG, cq_tensor_upload(&t, NULL, 4), NULL);
+    for (int i = 0; i < 12; i++) v[i] = (float)i;
+    assert_int_equal(cq_tensor_upload(&t, v, sizeof v), CQ_OK);
+    /* Views share the buffer. */
+    cq_tensor rv = cq_tensor_rows_view(&t, 1, 2), sv, rs;
+    assert_non_null(rv.be);
+    float back[8];
+    assert_int_equal(cq_tensor_download(&rv, back, sizeof back), CQ_OK);
+    assert_float_equal(back[0], 4.0f, 0.0f);
+    assert_null(cq_tensor_rows_view(&t, 2, 2).be); /* out of range: zeroed */
+    assert_null(cq_tensor_rows_view(&t, -1, 1).be);
+    int64_t s3[1] = {3};
+    assert_int_equal(cq_tensor_subview(&t, 9, 1, s3, &sv), CQ_OK);
+    assert_int_equal(cq_tensor_download(&sv, back, 3 * sizeof(float)), CQ_OK);
+    assert_float_equal(back[2], 11.0f, 0.0f);
+    EXPECT(CQ_ERR_SHAPE, cq_tensor_subview(&t, 10, 1, s3, &sv), "outside");
+    EXPECT(CQ_ERR_SHAPE, cq_tensor_subview(&t, -1, 1, s3, &sv), "outside");
+    int64_t s26[2] = {2, 6}, s25[2] = {2, 5};
+    assert_int_equal(cq_tensor_reshape(&t, 2, s26, &rs), CQ_OK);
+    assert_int_equal(cq_tensor_cols(&rs), 6);
+    EXPECT(CQ_ERR_SHAPE, cq_tensor_reshape(&t, 2, s25, &rs), "cannot become");
+    /* An op on a zeroed (failed) view is rejected, not run. */
+    cq_tensor dead = cq_tensor_rows_view(&t, 5, 1);
+    EXPECT(CQ_ERR_INVALID_ARG, cq_op_unary(cpu, &dead, &t, CQ_UNARY_NEG, 0, 0), "not allocated");
+    cq_tensor_free(&sv); /* views do not free the buffer */
+    cq_tensor_free(&rv);
+    assert_int_equal(cq_tensor_download(&t, back, sizeof back), CQ_OK);
+    cq_tensor_free(&t);
+    cq_tensor_free(&t); /* zeroed: fine */
+    cq_tensor_free(NULL);
+}
+
+static void test_weights(void **state) {
+    (void)state;
+    float w[64];
+    for (int i = 0; i < 64; i++) w[i] = (float)i * 0.01f;
+    uint64_t sh[2] = {2, 32}, nb;
+    assert_int_equal(cq_codec_nbytes(CQ_DTYPE_Q8_ROW, 2, sh, &nb), CQ_OK);
+    uint8_t *p = malloc(nb);
+    assert_int_equal(cq_codec_quantize(CQ_DTYPE_Q8_ROW, 2, sh, w, p, nb), CQ_OK);
+    cq_tensor_view v = {.name = "blk.w", .dtype = CQ_DTYPE_Q8_ROW, .ndim = 2, .shape = {2, 32}, .nelem = 64,
+                        .data = p, .nbytes = nb};
+    cq_tensor t;
+    assert_int_equal(cq_tensor_bind_weight(cpu, &v, &t), CQ_OK);
+    assert_true(t.flags & CQ_TENSOR_WEIGHT);
+    assert_ptr_equal(t.base, p); /* zero-copy on the CPU */
+    EXPECT(CQ_ERR_INVALID_ARG, cq_tensor_upload(&t, w, 4), "immutable");
+    EXPECT(CQ_ERR_INVALID_ARG, cq_tensor_zero(&t), "immutable");
+    cq_tensor_free(&t);
+    cq_tensor_view bad = v;
+    bad.nbytes = nb - 1;
+    cq_clear_error();
+    assert_int_not_equal(cq_tensor_bind_weight(cpu, &bad, &t), CQ_OK);
+    assert_non_null(strstr(cq_last_error(), "blk.w"));
+    bad = v;
+    bad.ndim = 5;
+    bad.shape[2] = bad.shape[3] = bad.shape[4] = 1;
+    EXPECT(CQ_ERR_SHAPE, cq_tensor_bind_weight(cpu, &bad, &t), "blk.w");
+    bad = v;
+    bad.dtype = (cq_dtype)77;
+    EXPECT(CQ_ERR_DTYPE, cq_tensor_bind_weight(cpu, &bad, &t), "blk.w");
+    free(p);
+}
+
+static void test_matmul_args(void **state) {
+    (void)state;
+    cq_tensor x = T2(cpu, CQ_DTYPE_F32, 3, 8), w = T2(cpu, CQ_DTYPE_F32, 5, 8), y = T2(cpu, CQ_DTYPE_F32, 3, 5);
+    cq_tensor w7 = T2(cpu, CQ_DTYPE_F32, 5, 7), y4 = T2(cpu, CQ_DTYPE_F32, 3, 4), b4 = T1(cpu, CQ_DTYPE_F32, 4);
+    cq_tensor b5 = T1(cpu, CQ_DTYPE_F32, 5), b5h = T1(cpu, CQ_DTYPE_F16, 5), yh = T2(cpu, CQ_DTYPE_F16, 3, 5);
+    cq_tensor w1d = T1(cpu, CQ_DTYPE_F32, 8), xr = T2(ref, CQ_DTYPE_F32, 3, 8), sq = T2(cpu, CQ_DTYPE_F32, 8, 8);
+    assert_int_equal(cq_op_linear(cpu, &y, &x, &w, &b5), CQ_OK);
+    EXPECT(CQ_ERR_SHAPE, cq_op_linear(cpu, &y, &x, &w7, NULL), "columns");
+    EXPECT(CQ_ERR_SHAPE, cq_op_linear(cpu, &y4, &x, &w, NULL), "'y'");
+    EXPECT(CQ_ERR_SHAPE, cq_op_linear(cpu, &y, &x, &w, &b4), "'bias'");
+    EXPECT(CQ_ERR_DTYPE, cq_op_linear(cpu, &y, &x, &w, &b5h), "f32");
+    EXPECT(CQ_ERR_DTYPE, cq_op_linear(cpu, &yh, &x, &w, NULL), "y is f16");
+    EXPECT(CQ_ERR_SHAPE, cq_op_linear(cpu, &y, &x, &w1d, NULL), "1-D");
+    EXPECT(CQ_ERR_INVALID_ARG, cq_op_linear(cpu, &y, &xr, &w, NULL), "belongs to backend ref");
+    EXPECT(CQ_ERR_INVALID_ARG, cq_op_linear(cpu, &y, NULL, &w, NULL), "missing");
+    EXPECT(CQ_ERR_INVALID_ARG, cq_op_linear(NULL, &y, &x, &w, NULL), NULL);
+    EXPECT(CQ_ERR_INVALID_ARG, cq_op_matmul(cpu, NULL), NULL);
+    EXPECT(CQ_ERR_INVALID_ARG, cq_op_linear(cpu, &sq, &sq, &sq, NULL), "overlaps");
+    cq_matmul_args a = {.y = &y, .x = &x, .w = &w, .gate = &b5};
+    EXPECT(CQ_ERR_INVALID_ARG, cq_op_matmul(cpu, &a), "accumulate");
+    a = (cq_matmul_args){.y = &y, .x = &x, .w = &w, .w2 = &w};
+    EXPECT(CQ_ERR_INVALID_ARG, cq_op_matmul(cpu, &a), "swiglu");
+    a = (cq_matmul_args){.y = &y, .x = &x, .w = &w, .act = CQ_ACT_SWIGLU};
+    EXPECT(CQ_ERR_SHAPE, cq_op_matmul(cpu, &a), "even");
+    a = (cq_matmul_args){.y = &y, .x = &x, .w = &w, .act = (cq_act)9};
+    EXPECT(CQ_ERR_INVALID_ARG, cq_op_matmul(cpu, &a), "activation");
+    a = (cq_matmul_args){.y = &y, .x = &x, .w = &w, .scale = NAN};
+    EXPECT(CQ_ERR_INVALID_ARG, cq_op_matmul(cpu, &a), "scale");
+    a = (cq_matmul_args){.y = &y, .x = &x, .w = &w, .w2 = &w7, .act = CQ_ACT_SWIGLU};
+    EXPECT(CQ_ERR_SHAPE, cq_op_matmul(cpu, &a), "w2");
+    cq_tensor *all[] = {&x, &w, &y, &w7, &y4, &b4, &b5, &b5h, &yh, &w1d, &xr, &sq};
+    for (size_t i = 0; i < CQ_ARRAY_LEN(all); i++) cq_tensor_free(all[i]);
+}
+
+static void test_attention_args(void **state) {
+    (void)state;
+    cq_tensor q = T2(cpu, CQ_DTYPE_F32, 4, 32), k = T2(cpu, CQ_DTYPE_F32, 6, 16), v = T2(cpu, CQ_DTYPE_F32, 6, 16);
+    cq_tensor o = T2(cpu, CQ_DTYPE_F32, 4, 32), v5 = T2(cpu, CQ_DTYPE_F32, 5, 16), kb = T2(cpu, CQ_DTYPE_BF16, 6, 16);
+    cq_tensor vis = T1(cpu, CQ_DTYPE_I32, 4), vis3 = T1(cpu, CQ_DTYPE_I32, 3), visf = T1(cpu, CQ_DTYPE_F32, 4);
+    cq_tensor qb = T2(cpu, CQ_DTYPE_BF16, 4, 32), ob = T2(cpu, CQ_DTYPE_BF16, 4, 32);
+    cq_attn_args a = {.o = &o, .q = &q, .k = &k, .v = &v, .n_heads = 4, .n_kv_heads = 2, .head_dim = 8, .vis = &vis};
+    assert_int_equal(cq_op_attention(cpu, &a), CQ_OK);
+    cq_attn_args b = a;
+    b.n_kv_heads = 3;
+    EXPECT(CQ_ERR_SHAPE, cq_op_attention(cpu, &b), "multiple");
+    b = a;
+    b.head_dim = 4;
+    EXPECT(CQ_ERR_SHAPE, cq_op_attention(cpu, &b), "'q'");
+    b = a;
+    b.v = &v5;
+    EXPECT(CQ_ERR_SHAPE, cq_op_attention(cpu, &b), "rows");
+    b = a;
+    b.v = NULL;
+    EXPECT(CQ_ERR_INVALID_ARG, cq_op_attention(cpu, &b), "together");
+    b = a;
+    b.k = b.v = NULL;
+    EXPECT(CQ_ERR_INVALID_ARG, cq_op_attention(cpu, &b), "no keys");
+    b = a;
+    b.k = &kb;
+    EXPECT(CQ_ERR_DTYPE, cq_op_attention(cpu, &b), "'k'");
+    b = a;
+    b.vis = &vis3;
+    EXPECT(CQ_ERR_SHAPE, cq_op_attention(cpu, &b), "'vis'");
+    b = a;
+    b.vis = &visf;
+    EXPECT(CQ_ERR_DTYPE, cq_op_attention(cpu, &b), "i32");
+    b = a;
+    b.o = &q;
+    EXPECT(CQ_ERR_INVALID_ARG, cq_op_attention(cpu, &b), "overlaps");
+    b = a;
+    b.head_dim = 0;
+    EXPECT(CQ_ERR_SHAPE, cq_op_attention(cpu, &b), "head_dim");
+    b = (cq_attn_args){.o = &ob, .q = &qb, .k_prefix = &kb, .v_prefix = &kb, .n_heads = 4, .n_kv_heads = 2, .head_dim = 8};
+    EXPECT(CQ_ERR_UNSUPPORTED, cq_op_attention(cpu, &b), "bf16");
+    cq_tensor *all[] = {&q, &k, &v, &o, &v5, &kb, &vis, &vis3, &visf, &qb, &ob};
+    for (size_t i = 0; i < CQ_ARRAY_LEN(all); i++) cq_tensor_free(all[i]);
+}
+
+static void test_row_op_args(void **state) {
+    (void)state;
+    cq_tensor x = T2(cpu, CQ_DTYPE_F32, 4, 8), y = T2(cpu, CQ_DTYPE_F32, 4, 8), y7 = T2(cpu, CQ_DTYPE_F32, 4, 7);
+    cq_tensor c8 = T1(cpu, CQ_DTYPE_F32, 8), c7 = T1(cpu, CQ_DTYPE_F32, 7), big = T2(cpu, CQ_DTYPE_F32, 8, 8);
+    cq_tensor cs = T2(cpu, CQ_DTYPE_F32, 4, 2), cs3 = T2(cpu, CQ_DTYPE_F32, 3, 2), i4 = T1(cpu, CQ_DTYPE_I32, 32);
+    cq_tensor x16 = T2(cpu, CQ_DTYPE_F32, 4, 16), xb = T2(cpu, CQ_DTYPE_BF16, 4, 8), yb = T2(cpu, CQ_DTYPE_BF16, 4, 8);
+    cq_tensor shifted = cq_tensor_rows_view(&big, 1, 4), first = cq_tensor_rows_view(&big, 0, 4);
+    assert_int_equal(cq_op_layernorm(cpu, &y, &x, &c8, &c8, 1e-6f), CQ_OK);
+    assert_int_equal(cq_op_layernorm(cpu, &x, &x, NULL, NULL, 1e-6f), CQ_OK); /* exact in place */
+    EXPECT(CQ_ERR_SHAPE, cq_op_layernorm(cpu, &y7, &x, NULL, NULL, 1e-6f), "layernorm");
+    EXPECT(CQ_ERR_SHAPE, cq_op_layernorm(cpu, &y, &x, &c7, NULL, 1e-6f), "'scale'");
+    EXPECT(CQ_ERR_INVALID_ARG, cq_op_layernorm(cpu, &y, &x, NULL, NULL, -1.0f), "eps");
+    EXPECT(CQ_ERR_INVALID_ARG, cq_op_layernorm(cpu, &shifted, &first, NULL, NULL, 1e-6f), "partially");
+    EXPECT(CQ_ERR_UNSUPPORTED, cq_op_layernorm(cpu, &yb, &xb, NULL, NULL, 1e-6f), "bf16");
+    assert_int_equal(cq_op_layernorm(ref, &(cq_tensor){0}, &xb, NULL, NULL, 1e-6f), CQ_ERR_INVALID_ARG);
+    EXPECT(CQ_ERR_SHAPE, cq_op_rmsnorm(cpu, &y, &x, &c7, NULL, false, 1e-6f), "rmsnorm");
+    EXPECT(CQ_ERR_SHAPE, cq_op_groupnorm(cpu, &y, &x, 3, NULL, NULL, 1e-6f), "groups");
+    EXPECT(CQ_ERR_SHAPE, cq_op_groupnorm(cpu, &y, &x, 0, NULL, NULL, 1e-6f), "groups");
+    /* qk_norm_rope: t [4, 2 heads x 4]. */
+    assert_int_equal(cq_op_qk_norm_rope(cpu, &x, 2, 4, NULL, 1e-6f, &cs, &cs, CQ_ROPE_HALF, 0), CQ_OK);
+    EXPECT(CQ_ERR_SHAPE, cq_op_qk_norm_rope(cpu, &x, 2, 4, NULL, 1e-6f, &cs, &cs, CQ_ROPE_HALF, 3), "rope_dim");
+    EXPECT(CQ_ERR_SHAPE, cq_op_qk_norm_rope(cpu, &x, 2, 4, NULL, 1e-6f, &cs, &cs, CQ_ROPE_HALF, 6), "rope_dim");
+    EXPECT(CQ_ERR_INVALID_ARG, cq_op_qk_norm_rope(cpu, &x, 2, 4, NULL, 1e-6f, NULL, &cs, CQ_ROPE_HALF, 0), "cos");
+    EXPECT(CQ_ERR_SHAPE, cq_op_qk_norm_rope(cpu, &x, 2, 4, NULL, 1e-6f, &cs3, &cs, CQ_ROPE_HALF, 0), "'cos'");
+    EXPECT(CQ_ERR_SHAPE, cq_op_qk_norm_rope(cpu, &x, 3, 4, NULL, 1e-6f, &cs, &cs, CQ_ROPE_HALF, 0), "'t'");
+    EXPECT(CQ_ERR_SHAPE, cq_op_qk_norm_rope(cpu, &x, 2, 4, &c8, 1e-6f, &cs, &cs, CQ_ROPE_HALF, 0), "'w'");
+    EXPECT(CQ_ERR_INVALID_ARG, cq_op_qk_norm_rope(cpu, &x, 2, 4, NULL, 1e-6f, &cs, &cs, (cq_rope_mode)7, 0), "mode");
+    /* elementwise */
+    EXPECT(CQ_ERR_INVALID_ARG, cq_op_unary(cpu, &y, &x, (cq_unary)99, 0, 0), "unknown");
+    EXPECT(CQ_ERR_SHAPE, cq_op_binary(cpu, &y, &x, &c7, CQ_BINARY_ADD), "one row");
+    assert_int_equal(cq_op_binary(cpu, &y, &x, &c8, CQ_BINARY_MUL), CQ_OK);
+    EXPECT(CQ_ERR_SHAPE, cq_op_binary(cpu, &c8, &x, &c8, CQ_BINARY_ADD), "binary");
+    EXPECT(CQ_ERR_SHAPE, cq_op_gated_add(cpu, &y, &x, &c7), "'gate'");
+    EXPECT(CQ_ERR_SHAPE, cq_op_swiglu(cpu, &y7, &x16, NULL), "'y'");
+    assert_int_equal(cq_op_swiglu(cpu, &y, &x16, NULL), CQ_OK);
+    EXPECT(CQ_ERR_INVALID_ARG, cq_op_softmax(cpu, &y, &x, INFINITY), "scale");
+    EXPECT(CQ_ERR_SHAPE, cq_op_copy(cpu, &y7, &x), "elements");
+    EXPECT(CQ_ERR_DTYPE, cq_op_copy(cpu, &i4, &x), "i32");
+    assert_int_equal(cq_op_copy(cpu, &yb, &x), CQ_OK);
+    EXPECT(CQ_ERR_SHAPE, cq_op_transpose(cpu, &y, &x), "transpose");
+    EXPECT(CQ_ERR_SHAPE, cq_op_concat_cols(cpu, &y, &x, &x), "concat_cols");
+    cq_tensor *all[] = {&x, &y, &y7, &c8, &c7, &big, &cs, &cs3, &i4, &x16, &xb, &yb};
+    for (size_t i = 0; i < CQ_ARRAY_LEN(all); i++) cq_tensor_free(all[i]);
+}
+
+static void test_get_rows_ids(void **state) {
+    (void)state;
+    cq_backend *bes[2] = {cpu, ref};
+    for (int b = 0; b < 2; b++) {
+        cq_tensor w = T2(bes[b], CQ_DTYPE_F32, 5, 3), y = T2(bes[b], CQ_DTYPE_F32, 2, 3), ids = T1(bes[b], CQ_DTYPE_I32, 2);
+        cq_tensor idf = T1(bes[b], CQ_DTYPE_F32, 2);
+        int32_t good[2] = {4, 0}, bad[2] = {1, 5}, neg[2] = {-1, 0};
+        assert_int_equal(cq_tensor_upload(&ids, good, sizeof good), CQ_OK);
+        assert_int_equal(cq_op_get_rows(bes[b], &y, &w, &ids), CQ_OK);
+        assert_int_equal(cq_tensor_upload(&ids, bad, sizeof bad), CQ_OK);
+        EXPECT(CQ_ERR_BOUNDS, cq_op_get_rows(bes[b], &y, &w, &ids), "id 5");
+        assert_int_equal(cq_tensor_upload(&ids, neg, sizeof neg), CQ_OK);
+        EXPECT(CQ_ERR_BOUNDS, cq_op_get_rows(bes[b], &y, &w, &ids), "id -1");
+        EXPECT(CQ_ERR_DTYPE, cq_op_get_rows(bes[b], &y, &w, &idf), "i32");
+        cq_tensor_free(&w);
+        cq_tensor_free(&y);
+        cq_tensor_free(&ids);
+        cq_tensor_free(&idf);
+    }
+}
+
+static void test_image_args(void **state) {
+    (void)state;
+    cq_tensor x = T2(cpu, CQ_DTYPE_F32, 4 * 5, 3), w = T2(cpu, CQ_DTYPE_F32, 6, 27), y = T2(cpu, CQ_DTYPE_F32, 20, 6);
+    cq_tensor w26 = T2(cpu, CQ_DTYPE_F32, 6, 26), ys = T2(cpu, CQ_DTYPE_F32, 19, 6);
+    cq_conv2d_args a = {.y = &y, .x = &x, .w = &w, .H = 4, .W = 5, .kh = 3, .kw = 3, .stride_y = 1, .stride_x = 1,
+                        .pad_l = 1, .pad_r = 1, .pad_t = 1, .pad_b = 1, .mode = CQ_PAD_REFLECT};
+    assert_int_equal(cq_op_conv2d(cpu, &a), CQ_OK);
+    cq_conv2d_args b = a;
+    b.w = &w26;
+    EXPECT(CQ_ERR_SHAPE, cq_op_conv2d(cpu, &b), "weight");
+    b = a;
+    b.y = &ys;
+    EXPECT(CQ_ERR_SHAPE, cq_op_conv2d(cpu, &b), "'y'");
+    b = a;
+    b.pad_t = 4;
+    EXPECT(CQ_ERR_SHAPE, cq_op_conv2d(cpu, &b), "reflect");
+    b = a;
+    b.stride_x = 0;
+    EXPECT(CQ_ERR_SHAPE, cq_op_conv2d(cpu, &b), "stride");
+    b = a;
+    b.pad_l = -1;
+    EXPECT(CQ_ERR_SHAPE, cq_op_conv2d(cpu, &b), "negative");
+    b = a;
+    b.H = 5;
+    EXPECT(CQ_ERR_SHAPE, cq_op_conv2d(cpu, &b), "'x'");
+    b = a;
+    b.kh = 7;
+    b.mode = CQ_PAD_ZERO;
+    EXPECT(CQ_ERR_SHAPE, cq_op_conv2d(cpu, &b), "larger");
+    cq_tensor up = T2(cpu, CQ_DTYPE_F32, 80, 3), ps = T2(cpu, CQ_DTYPE_F32, 80, 1), x4 = T2(cpu, CQ_DTYPE_F32, 20, 4);
+    assert_int_equal(cq_op_upsample_nearest(cpu, &up, &x, 4, 5, 2), CQ_OK);
+    EXPECT(CQ_ERR_SHAPE, cq_op_upsample_nearest(cpu, &up, &x, 4, 5, 3), "'y'");
+    EXPECT(CQ_ERR_SHAPE, cq_op_upsample_nearest(cpu, &up, &x, 4, 5, 0), "factor");
+    EXPECT(CQ_ERR_SHAPE, cq_op_pixel_shuffle(cpu, &ps, &x, 4, 5, 2), "multiple");
+    assert_int_equal(cq_op_pixel_shuffle(cpu, &ps, &x4, 4, 5, 2), CQ_OK);
+    assert_int_equal(cq_op_pixel_unshuffle(cpu, &x4, &ps, 4, 5, 2), CQ_OK);
+    EXPECT(CQ_ERR_SHAPE, cq_op_pixel_unshuffle(cpu, &x4, &ps, 5, 4, 3), "pixel_unshuffle");
+    cq_tensor *all[] = {&x, &w, &y, &w26, &ys, &up, &ps, &x4};
+    for (size_t i = 0; i < CQ_ARRAY_LEN(all); i++) cq_tensor_free(all[i]);
+}
+
+/* Ops issued from inside pool tasks run inline on the task's thread (no
+ * oversubscription) and give the same results as a top-level call. */
+typedef struct nest_ctx {
+    cq_tensor *x, *w;
+    cq_tensor y[4];
+    cq_status st[4];
+} nest_ctx;
+
+static void nest_task(size_t t, size_t n, void *arg) {
+    (void)n;
+    nest_ctx *c = arg;
+    c->st[t] = cq_op_linear(cpu, &c->y[t], c->x, c->w, NULL);
+}
+
+static void test_nested(void **state) {
+    (void)state;
+    tu_rng r;
+    tu_rng_seed(&r, 7);
+    float xv[33 * 40], wv[70 * 40], ref_y[33 * 70], got[33 * 70];
+    tu_fill_normal(&r, xv, CQ_ARRAY_LEN(xv), 1.0f);
+    tu_fill_normal(&r, wv, CQ_ARRAY_LEN(wv), 0.2f);
+    cq_tensor x = T2(cpu, CQ_DTYPE_F32, 33, 40), w = T2(cpu, CQ_DTYPE_F32, 70, 40), y = T2(cpu, CQ_DTYPE_F32, 33, 70);
+    assert_int_equal(cq_tensor_upload(&x, xv, sizeof xv), CQ_OK);
+    assert_int_equal(cq_tensor_upload(&w, wv, sizeof wv), CQ_OK);
+    assert_int_equal(cq_op_linear(cpu, &y, &x, &w, NULL), CQ_OK);
+    assert_int_equal(cq_tensor_download(&y, ref_y, sizeof ref_y), CQ_OK);
+    nest_ctx c = {.x = &x, .w = &w};
+    for (int i = 0; i < 4; i++) c.y[i] = T2(cpu, CQ_DTYPE_F32, 33, 70);
+    cq_pool *pool;
+    assert_int_equal(cq_pool_create(2, &pool), CQ_OK);
+    cq_pool_run(pool, 4, nest_task, &c);
+    cq_pool_free(pool);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(c.st[i], CQ_OK);
+        assert_int_equal(cq_tensor_download(&c.y[i], got, sizeof got), CQ_OK);
+        assert_memory_equal(got, ref_y, sizeof got); /* same tiling, same order: bit-identical */
+        cq_tensor_free(&c.y[i]);
+    }
+    cq_tensor_free(&x);
+    cq_tensor_free(&w);
+    cq_tensor_free(&y);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_backends),       cmocka_unit_test(test_tensors),      cmocka_unit_test(test_weights),
+        cmocka_unit_test(test_matmul_args),    cmocka_unit_test(test_attention_args), cmocka_unit_test(test_row_op_args),
+        cmocka_unit_test(test_get_rows_ids),   cmocka_unit_test(test_image_args),   cmocka_unit_test(test_nested),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
