@@ -20,6 +20,7 @@
 #include "models/qi21.h"
 
 #include <cJSON.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -27,6 +28,7 @@
 #include "base/base.h"
 
 #define QI21_TPROJ 256 /* sinusoidal timestep channels */
+#define QI21_MAX_ROWS (1 << 24) /* joint-sequence rows: keeps every row index an int */
 
 typedef struct qi21_layer {
     cq_tensor q, k, v, o;
@@ -87,7 +89,7 @@ static cq_status bind(cq_qi21 *m, const cq_cmf *cmf, const char *prefix, const c
                       int64_t cols, cq_tensor *out) {
     const cq_tensor_view *v = find(cmf, prefix, name);
     if (!v) return cq_fail(CQ_ERR_MISSING, "qi21: tensor '%s%s' is missing", prefix, name);
-    uint64_t r = v->ndim >= 1 ? v->shape[0] : 1, c = v->ndim >= 2 ? v->nelem / r : 0;
+    uint64_t r = v->ndim >= 1 ? v->shape[0] : 1, c = v->ndim >= 2 && r ? v->nelem / r : 0;
     if (v->ndim != 2 || (int64_t)r != rows || (int64_t)c != cols)
         return cq_fail(CQ_ERR_SHAPE, "qi21: tensor '%s%s' has shape %s[%llu x %llu], the config implies [%lld x %lld]",
                        prefix, name, v->ndim != 2 ? "(not 2-D) " : "", (unsigned long long)r, (unsigned long long)c,
@@ -125,14 +127,20 @@ static cq_status bind_vec(cq_qi21 *m, const cq_cmf *cmf, const char *prefix, con
     return CQ_OK;
 }
 
+/* An integer config value; absent or null gives `def`; anything but a whole
+ * number in [-2^20, 2^20] gives INT_MIN, which every size check rejects. */
 static int json_int(const cJSON *o, const char *key, int def) {
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsNumber(it) ? (int)it->valuedouble : def;
+    if (!it || cJSON_IsNull(it)) return def;
+    if (!cJSON_IsNumber(it) || !(fabs(it->valuedouble) <= (double)(1 << 20)) || it->valuedouble != floor(it->valuedouble))
+        return INT_MIN;
+    return (int)it->valuedouble;
 }
 
 static cq_status parse_config(const cq_cmf *cmf, const char *prefix, cq_qi21_config *c) {
     const cq_tensor_view *v = find(cmf, prefix, "config_json");
     if (!v) return cq_fail(CQ_ERR_MISSING, "qi21: '%sconfig_json' is missing (convert the model with `cortiq convert`)", prefix);
+    if (v->dtype != CQ_DTYPE_U8) return cq_fail(CQ_ERR_DTYPE, "qi21: '%sconfig_json' is not a u8 tensor", prefix);
     cJSON *j = cJSON_ParseWithLength((const char *)v->data, (size_t)v->nbytes);
     if (!j || !cJSON_IsObject(j)) {
         cJSON_Delete(j);
@@ -149,7 +157,7 @@ static cq_status parse_config(const cq_cmf *cmf, const char *prefix, cq_qi21_con
     int patch = json_int(j, "patch_size", 1);
     c->in_channels = json_int(j, "in_channels", 64);
     c->out_channels = json_int(j, "out_channels", c->in_channels);
-    if (c->out_channels <= 0) c->out_channels = c->in_channels;
+    if (c->out_channels == 0) c->out_channels = c->in_channels; /* `out_channels or in_channels` */
     c->num_layers = json_int(j, "num_layers", 32);
     c->head_dim = json_int(j, "attention_head_dim", 128);
     c->n_heads = json_int(j, "num_attention_heads", 32);
@@ -168,17 +176,22 @@ static cq_status parse_config(const cq_cmf *cmf, const char *prefix, cq_qi21_con
         }
         for (int i = 0; i < 3; i++) {
             const cJSON *a = cJSON_GetArrayItem(axes, i);
-            ax[i] = cJSON_IsNumber(a) ? (int)a->valuedouble : -1;
+            ax[i] = cJSON_IsNumber(a) && fabs(a->valuedouble) <= 1024 ? (int)a->valuedouble : -1;
         }
     }
     cJSON_Delete(j);
     memcpy(c->axes, ax, sizeof ax);
+    if (patch != 1) return cq_fail(CQ_ERR_UNSUPPORTED, "qi21: patch_size %d is not supported (2.1 uses 1)", patch);
+    /* every size is in [1, 2^20] here, so the products below fit an int64 */
+    if (c->in_channels <= 0 || c->out_channels <= 0 || c->num_layers <= 0 || c->num_layers > 4096 ||
+        c->head_dim <= 0 || c->head_dim % 2 || c->n_heads <= 0 || c->context_in_dim <= 0 || ratio <= 0 ||
+        (int64_t)c->n_heads * c->head_dim > (1 << 20) || (int64_t)c->n_heads * c->head_dim * ratio > (1 << 22))
+        return cq_fail(CQ_ERR_PARSE, "qi21: config has an invalid size (in %d, out %d, layers %d, heads %d x %d, "
+                       "context %d, mlp_ratio %d)", c->in_channels, c->out_channels, c->num_layers, c->n_heads,
+                       c->head_dim, c->context_in_dim, ratio);
+    if (!(c->eps >= 0.0f && c->eps < 1.0f)) return cq_fail(CQ_ERR_PARSE, "qi21: config eps %g is invalid", (double)c->eps);
     c->inner = c->n_heads * c->head_dim;
     c->mlp_hidden = c->inner * ratio;
-    if (patch != 1) return cq_fail(CQ_ERR_UNSUPPORTED, "qi21: patch_size %d is not supported (2.1 uses 1)", patch);
-    if (c->in_channels <= 0 || c->num_layers <= 0 || c->head_dim <= 0 || c->head_dim % 2 || c->n_heads <= 0 ||
-        c->context_in_dim <= 0 || ratio <= 0 || c->inner > (1 << 20))
-        return cq_fail(CQ_ERR_PARSE, "qi21: config has an invalid size");
     for (int i = 0; i < 3; i++)
         if (ax[i] <= 0 || ax[i] % 2 || ax[i] > 128)
             return cq_fail(CQ_ERR_PARSE, "qi21: axes_dims_rope[%d] = %d must be even and in (0, 128]", i, ax[i]);
@@ -295,6 +308,26 @@ cq_status cq_qi21_layout_sizes(const cq_qi21_layout *lay, int *n_ctx, int *n_tar
     if (slots * 4 != cond)
         return cq_fail(CQ_ERR_SHAPE, "qi21: img_mask has %lld condition-image slots (%lld tokens) but img_shapes lists %lld "
                        "condition tokens", (long long)slots, (long long)slots * 4, (long long)cond);
+    /* Each image's slots must be consecutive: the reference lays an image
+     * block out from its first slot on (adjacent images are fine). */
+    int img = 0, left = 0;
+    for (int j = 0; j < nctx; j++) {
+        if (lay->img_mask[j]) {
+            if (left == 0) {
+                left = lay->img_shapes[img][1] * lay->img_shapes[img][2] / 4;
+                img++;
+            }
+            left--;
+        } else if (left > 0) {
+            const int32_t *sh = lay->img_shapes[img - 1];
+            return cq_fail(CQ_ERR_SHAPE, "qi21: img_mask: condition image %d (%dx%d, %d slots) is interrupted by text at "
+                           "position %d; an image's slots must be consecutive", img - 1, sh[1], sh[2],
+                           sh[1] * sh[2] / 4, j);
+        }
+    }
+    if (nctx - slots + cond + (int64_t)tg[1] * tg[2] > QI21_MAX_ROWS)
+        return cq_fail(CQ_ERR_SHAPE, "qi21: the joint sequence would have %lld rows; at most %d are supported",
+                       (long long)(nctx - slots + cond + (int64_t)tg[1] * tg[2]), QI21_MAX_ROWS);
     if (n_ctx) *n_ctx = nctx;
     if (n_target) *n_target = tg[1] * tg[2];
     if (n_cond) *n_cond = (int)cond;
@@ -603,6 +636,8 @@ static cq_status embed_prefix(cq_qi21 *m, const cq_qi21_layout *lay, const qi21_
     int nctx, ncond;
     CQ_TRY(cq_qi21_layout_sizes(lay, &nctx, NULL, &ncond));
     int n_text = r->n_prefix - ncond;
+    if (n_text > 0 && !ctx)
+        return cq_fail(CQ_ERR_INVALID_ARG, "qi21: the layout has %d text rows but no encoder hidden states", n_text);
     cq_status st = CQ_OK;
     cq_tensor tin = {0}, tn = {0}, th = {0}, tx = {0}, cin = {0}, cx = {0};
     if (n_text > 0) {
@@ -699,7 +734,9 @@ void cq_qi21_cache_free(cq_qi21_cache *c) {
 
 cq_status cq_qi21_prefill(cq_qi21 *m, const cq_qi21_layout *lay, const float *ctx, const float *cond,
                           cq_qi21_cache **out) {
+    if (!out) return cq_fail(CQ_ERR_INVALID_ARG, "qi21: prefill needs somewhere to put the cache");
     *out = NULL;
+    if (!m) return cq_fail(CQ_ERR_INVALID_ARG, "qi21: prefill needs a model");
     if (!m->cfg.causal_condition)
         return cq_fail(CQ_ERR_UNSUPPORTED, "qi21: the prefix cache needs causal_condition (the model's config disables it)");
     qi21_rows r;
@@ -720,10 +757,13 @@ cq_status cq_qi21_prefill(cq_qi21 *m, const cq_qi21_layout *lay, const float *ct
         cache->v = cq_calloc((size_t)c->num_layers, sizeof(cq_tensor));
         if (!cache->k || !cache->v) st = CQ_ERR_NOMEM;
     }
-    for (int l = 0; st == CQ_OK && l < c->num_layers; l++) {
+    /* An empty prefix (a target alone) leaves nothing to cache. */
+    bool any = r.n_prefix > 0;
+    for (int l = 0; any && st == CQ_OK && l < c->num_layers; l++) {
         st = cq_tensor_alloc_2d(m->be, CQ_DTYPE_F32, r.n_prefix, c->inner, &cache->k[l]);
         if (st == CQ_OK) st = cq_tensor_alloc_2d(m->be, CQ_DTYPE_F32, r.n_prefix, c->inner, &cache->v[l]);
     }
+    if (!any) goto done;
     if (st == CQ_OK) st = scratch_alloc(m, &s, r.n_prefix, false);
     if (st == CQ_OK) st = upload_rows_meta(m, &s, r.pos, r.vis, r.n_prefix);
     if (st == CQ_OK) st = embed_prefix(m, lay, &r, ctx, cond, &s.x);
@@ -736,6 +776,7 @@ cq_status cq_qi21_prefill(cq_qi21 *m, const cq_qi21_layout *lay, const float *ct
         st = run_blocks(m, &p);
     }
     if (st == CQ_OK) st = cq_backend_sync(m->be);
+done:
     mod_free(&q);
     scratch_free(&s);
     rows_free(&r);
@@ -748,7 +789,8 @@ cq_status cq_qi21_prefill(cq_qi21 *m, const cq_qi21_layout *lay, const float *ct
 }
 
 cq_status cq_qi21_step(cq_qi21 *m, cq_qi21_cache *c, const float *target, float t, float *velocity) {
-    if (!c || c->m != m) return cq_fail(CQ_ERR_INVALID_ARG, "qi21: step needs a cache made by this model's prefill");
+    if (!m || !c || c->m != m) return cq_fail(CQ_ERR_INVALID_ARG, "qi21: step needs a cache made by this model's prefill");
+    if (!target || !velocity) return cq_fail(CQ_ERR_INVALID_ARG, "qi21: step needs target latents and a velocity buffer");
     if (!(t >= 0.0f && t <= 1.0f)) return cq_fail(CQ_ERR_INVALID_ARG, "qi21: timestep %g is outside [0, 1]", (double)t);
     int n = c->target_h * c->target_w;
     if (c->s.n == 0) { /* first step: size the scratch once */
@@ -773,7 +815,8 @@ cq_status cq_qi21_step(cq_qi21 *m, cq_qi21_cache *c, const float *target, float 
     CQ_TRY(mod_compute(m, &c->q, t));
     CQ_TRY(embed_target(m, target, &c->tin, &c->s.x));
     qi21_group g = {0, n, 0};
-    qi21_pass p = {.s = &c->s, .groups = &g, .n_groups = 1, .mod = &c->q, .k_prefix = c->k, .v_prefix = c->v};
+    qi21_pass p = {.s = &c->s, .groups = &g, .n_groups = 1, .mod = &c->q, .k_prefix = c->n_prefix ? c->k : NULL,
+                   .v_prefix = c->n_prefix ? c->v : NULL};
     CQ_TRY(run_blocks(m, &p));
     CQ_TRY(final_layer(m, &c->q, &c->s.x, &c->s.h, &c->vel, velocity));
     return cq_backend_sync(m->be);
@@ -781,6 +824,8 @@ cq_status cq_qi21_step(cq_qi21 *m, cq_qi21_cache *c, const float *target, float 
 
 cq_status cq_qi21_forward_full(cq_qi21 *m, const cq_qi21_layout *lay, const float *ctx, const float *cond,
                                const float *target, float t, float *velocity) {
+    if (!m || !target || !velocity)
+        return cq_fail(CQ_ERR_INVALID_ARG, "qi21: forward needs a model, target latents and a velocity buffer");
     if (!(t >= 0.0f && t <= 1.0f)) return cq_fail(CQ_ERR_INVALID_ARG, "qi21: timestep %g is outside [0, 1]", (double)t);
     qi21_rows r;
     CQ_TRY(rows_build(lay, &r));
