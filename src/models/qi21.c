@@ -29,6 +29,10 @@
 
 #define QI21_TPROJ 256 /* sinusoidal timestep channels */
 #define QI21_MAX_ROWS (1 << 24) /* joint-sequence rows: keeps every row index an int */
+/* The reference's RoPE tables hold positions [-1024, 8192): image sides
+ * up to 2048 (centred grids reach -1024) and frame positions below 8192. */
+#define QI21_MAX_SIDE 2048
+#define QI21_MAX_POS 8192
 
 typedef struct qi21_layer {
     cq_tensor q, k, v, o;
@@ -286,9 +290,9 @@ cq_status cq_qi21_layout_sizes(const cq_qi21_layout *lay, int *n_ctx, int *n_tar
         if (sh[0] != 1)
             return cq_fail(CQ_ERR_UNSUPPORTED, "qi21: img_shapes[%d] has %d frames; only single-frame images are supported",
                            i, sh[0]);
-        if (sh[1] <= 0 || sh[2] <= 0 || sh[1] > 4096 || sh[2] > 4096)
-            return cq_fail(CQ_ERR_SHAPE, "qi21: img_shapes[%d] = (%d, %d, %d) is not a valid latent grid", i, sh[0],
-                           sh[1], sh[2]);
+        if (sh[1] <= 0 || sh[2] <= 0 || sh[1] > QI21_MAX_SIDE || sh[2] > QI21_MAX_SIDE)
+            return cq_fail(CQ_ERR_SHAPE, "qi21: img_shapes[%d] = (%d, %d, %d) is not a valid latent grid (sides 1 .. %d)",
+                           i, sh[0], sh[1], sh[2], QI21_MAX_SIDE);
         if (((int64_t)sh[1] * sh[2]) % 4)
             return cq_fail(CQ_ERR_SHAPE, "qi21: img_shapes[%d] = %dx%d tokens is not a whole number of 2x2 slots", i,
                            sh[1], sh[2]);
@@ -311,10 +315,13 @@ cq_status cq_qi21_layout_sizes(const cq_qi21_layout *lay, int *n_ctx, int *n_tar
     /* Each image's slots must be consecutive: the reference lays an image
      * block out from its first slot on (adjacent images are fine). */
     int img = 0, left = 0;
+    int64_t position = 0; /* RoPE frame position, as rows_build walks it */
     for (int j = 0; j < nctx; j++) {
         if (lay->img_mask[j]) {
             if (left == 0) {
-                left = lay->img_shapes[img][1] * lay->img_shapes[img][2] / 4;
+                const int32_t *sh = lay->img_shapes[img];
+                left = sh[1] * sh[2] / 4;
+                position += sh[1] > sh[2] ? sh[1] : sh[2];
                 img++;
             }
             left--;
@@ -323,8 +330,14 @@ cq_status cq_qi21_layout_sizes(const cq_qi21_layout *lay, int *n_ctx, int *n_tar
             return cq_fail(CQ_ERR_SHAPE, "qi21: img_mask: condition image %d (%dx%d, %d slots) is interrupted by text at "
                            "position %d; an image's slots must be consecutive", img - 1, sh[1], sh[2],
                            sh[1] * sh[2] / 4, j);
+        } else {
+            position++;
         }
     }
+    /* position is now the target's frame position, the largest of the sequence */
+    if (position >= QI21_MAX_POS)
+        return cq_fail(CQ_ERR_SHAPE, "qi21: the sequence reaches RoPE position %lld; the model's position table ends at %d",
+                       (long long)position, QI21_MAX_POS - 1);
     if (nctx - slots + cond + (int64_t)tg[1] * tg[2] > QI21_MAX_ROWS)
         return cq_fail(CQ_ERR_SHAPE, "qi21: the joint sequence would have %lld rows; at most %d are supported",
                        (long long)(nctx - slots + cond + (int64_t)tg[1] * tg[2]), QI21_MAX_ROWS);

@@ -379,6 +379,23 @@ static void test_layout_errors(void **state) {
     shapes[1][2] = 40;
     expect_err(cq_qi21_layout_sizes(&lay, NULL, NULL, NULL), CQ_ERR_SHAPE, "slots but img_mask");
     shapes[1][2] = 4;
+    shapes[1][1] = 2050; /* beyond the reference's RoPE table */
+    shapes[1][2] = 2;
+    expect_err(cq_qi21_layout_sizes(&lay, NULL, NULL, NULL), CQ_ERR_SHAPE, "latent grid");
+    shapes[1][1] = 2;
+    shapes[1][2] = 4;
+    {
+        /* 8190 text positions, a 4x4 image (advances 4), the target at 8194 */
+        static uint8_t long_mask[8190 + 4 + 2];
+        memset(long_mask, 0, sizeof long_mask);
+        memset(long_mask + 8190, 1, 6);
+        cq_qi21_layout ll = {.vlm_len = (int)sizeof long_mask, .img_mask = long_mask, .n_images = 2,
+                             .img_shapes = (const int32_t(*)[3])shapes};
+        expect_err(cq_qi21_layout_sizes(&ll, NULL, NULL, NULL), CQ_ERR_SHAPE, "RoPE position 8194");
+        ll.vlm_len -= 6; /* 8184 text: the target sits at 8188 */
+        long_mask[8184] = long_mask[8185] = long_mask[8186] = long_mask[8187] = long_mask[8188] = long_mask[8189] = 1;
+        assert_int_equal(cq_qi21_layout_sizes(&ll, NULL, NULL, NULL), CQ_OK);
+    }
     lay.n_images = 0;
     expect_err(cq_qi21_layout_sizes(&lay, NULL, NULL, NULL), CQ_ERR_INVALID_ARG, "img_shapes");
     lay.n_images = 2;
