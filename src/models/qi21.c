@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "format/jsonutil.h"
 
 #define QI21_TPROJ 256 /* sinusoidal timestep channels */
 #define QI21_MAX_ROWS (1 << 24) /* joint-sequence rows: keeps every row index an int */
@@ -145,8 +146,11 @@ static cq_status parse_config(const cq_cmf *cmf, const char *prefix, cq_qi21_con
     const cq_tensor_view *v = find(cmf, prefix, "config_json");
     if (!v) return cq_fail(CQ_ERR_MISSING, "qi21: '%sconfig_json' is missing (convert the model with `cortiq convert`)", prefix);
     if (v->dtype != CQ_DTYPE_U8) return cq_fail(CQ_ERR_DTYPE, "qi21: '%sconfig_json' is not a u8 tensor", prefix);
-    cJSON *j = cJSON_ParseWithLength((const char *)v->data, (size_t)v->nbytes);
-    if (!j || !cJSON_IsObject(j)) {
+    cJSON *j = NULL;
+    char what[96];
+    snprintf(what, sizeof what, "'%sconfig_json'", prefix);
+    CQ_TRY(cq_json_parse(v->data, (size_t)v->nbytes, what, &j));
+    if (!cJSON_IsObject(j)) {
         cJSON_Delete(j);
         return cq_fail(CQ_ERR_PARSE, "qi21: '%sconfig_json' is not a JSON object", prefix);
     }
@@ -270,6 +274,15 @@ cq_status cq_qi21_load(const cq_cmf *cmf, const char *prefix, cq_backend *be, cq
 
 void cq_qi21_free(cq_qi21 *m) {
     if (!m) return;
+    /* bound weights (a device backend holds uploads for them), then the F32
+     * vectors made at load (the layer structs hold copies of those handles) */
+    cq_tensor *w[] = {&m->t_lin1, &m->t_lin2, &m->txt_in1, &m->txt_in2, &m->img_in, &m->mod, &m->norm_out, &m->proj_out};
+    for (size_t i = 0; i < CQ_ARRAY_LEN(w); i++) cq_tensor_free(w[i]);
+    for (int l = 0; m->layers && l < m->cfg.num_layers; l++) {
+        qi21_layer *L = &m->layers[l];
+        cq_tensor *lw[] = {&L->q, &L->k, &L->v, &L->o, &L->mlp_gate, &L->mlp_proj, &L->mlp_out};
+        for (size_t i = 0; i < CQ_ARRAY_LEN(lw); i++) cq_tensor_free(lw[i]);
+    }
     for (int i = 0; i < m->n_owned; i++) cq_tensor_free(&m->owned[i]);
     cq_free(m->owned);
     cq_free(m->layers);
@@ -731,11 +744,10 @@ static cq_status io_alloc(cq_qi21 *m, int64_t n, cq_tensor *tin, cq_tensor *vel)
 /* ------------------------------------------------------------------------ */
 void cq_qi21_cache_free(cq_qi21_cache *c) {
     if (!c) return;
-    if (c->k)
-        for (int l = 0; l < c->m->cfg.num_layers; l++) {
-            cq_tensor_free(&c->k[l]);
-            cq_tensor_free(&c->v[l]);
-        }
+    for (int l = 0; l < c->m->cfg.num_layers; l++) {
+        if (c->k) cq_tensor_free(&c->k[l]);
+        if (c->v) cq_tensor_free(&c->v[l]);
+    }
     cq_free(c->k);
     cq_free(c->v);
     scratch_free(&c->s);
@@ -801,30 +813,38 @@ done:
     return CQ_OK;
 }
 
+/* The step's buffers and the target's RoPE tables, made on the first step
+ * and kept in the cache so later steps allocate nothing. All or nothing: on
+ * failure everything is released and the next step tries again. */
+static cq_status step_setup(cq_qi21 *m, cq_qi21_cache *c) {
+    int n = c->target_h * c->target_w, h = c->target_h, w = c->target_w;
+    int32_t *pos = cq_mallocn((size_t)n * 3, sizeof(int32_t));
+    if (!pos) return CQ_ERR_NOMEM;
+    for (int i = 0; i < n; i++) {
+        pos[3 * i] = c->target_pos;
+        pos[3 * i + 1] = i / w - (h - h / 2);
+        pos[3 * i + 2] = i % w - (w - w / 2);
+    }
+    cq_status st = scratch_alloc(m, &c->s, n, true);
+    if (st == CQ_OK) st = upload_rows_meta(m, &c->s, pos, NULL, n);
+    if (st == CQ_OK) st = mod_alloc(m, &c->q);
+    if (st == CQ_OK) st = io_alloc(m, n, &c->tin, &c->vel);
+    cq_free(pos);
+    if (st != CQ_OK) {
+        scratch_free(&c->s);
+        mod_free(&c->q);
+        cq_tensor_free(&c->tin);
+        cq_tensor_free(&c->vel);
+    }
+    return st;
+}
+
 cq_status cq_qi21_step(cq_qi21 *m, cq_qi21_cache *c, const float *target, float t, float *velocity) {
     if (!m || !c || c->m != m) return cq_fail(CQ_ERR_INVALID_ARG, "qi21: step needs a cache made by this model's prefill");
     if (!target || !velocity) return cq_fail(CQ_ERR_INVALID_ARG, "qi21: step needs target latents and a velocity buffer");
     if (!(t >= 0.0f && t <= 1.0f)) return cq_fail(CQ_ERR_INVALID_ARG, "qi21: timestep %g is outside [0, 1]", (double)t);
     int n = c->target_h * c->target_w;
-    if (c->s.n == 0) { /* first step: size the scratch once */
-        CQ_TRY(scratch_alloc(m, &c->s, n, true));
-        int32_t *pos = cq_mallocn((size_t)n * 3, sizeof(int32_t));
-        if (!pos) return CQ_ERR_NOMEM;
-        int h = c->target_h, w = c->target_w;
-        for (int i = 0; i < n; i++) {
-            pos[3 * i] = c->target_pos;
-            pos[3 * i + 1] = i / w - (h - h / 2);
-            pos[3 * i + 2] = i % w - (w - w / 2);
-        }
-        cq_status st = upload_rows_meta(m, &c->s, pos, NULL, n);
-        cq_free(pos);
-        if (st == CQ_OK) st = mod_alloc(m, &c->q);
-        if (st == CQ_OK) st = io_alloc(m, n, &c->tin, &c->vel);
-        if (st != CQ_OK) {
-            scratch_free(&c->s); /* retried from scratch on the next call */
-            return st;
-        }
-    }
+    if (c->s.n == 0) CQ_TRY(step_setup(m, c)); /* first step: size the buffers once */
     CQ_TRY(mod_compute(m, &c->q, t));
     CQ_TRY(embed_target(m, target, &c->tin, &c->s.x));
     qi21_group g = {0, n, 0};

@@ -704,6 +704,54 @@ static void test_cli_forward(void **state) {
     free(msg);
 }
 
+/* Everything a forward does, on a fresh backend (so the backend's own
+ * buffers are allocated again too): read the inputs, load, prefill, two
+ * steps, the uncached forward. */
+static cq_status run_everything(const golden_case *g, int q, float *v) {
+    cq_backend *be = NULL;
+    cq_qi21 *m = NULL;
+    cq_qi21_cache *c = NULL;
+    cq_qi21_inputs in = {0};
+    cq_status s = cq_backend_create("cpu", 2, &be);
+    if (s == CQ_OK) s = cq_qi21_load(g_cmf[q][g->model], "dit.", be, &m);
+    if (s == CQ_OK) s = cq_qi21_inputs_read(g->st, cq_qi21_get_config(m), &in);
+    if (s == CQ_OK) s = cq_qi21_prefill(m, &in.layout, in.ctx, in.cond, &c);
+    if (s == CQ_OK) s = cq_qi21_step(m, c, in.target, 0.9f, v);
+    if (s == CQ_OK) s = cq_qi21_step(m, c, in.target, in.t, v);
+    if (s == CQ_OK) s = cq_qi21_forward_full(m, &in.layout, in.ctx, in.cond, in.target, in.t, v);
+    cq_qi21_cache_free(c);
+    cq_qi21_inputs_free(&in);
+    cq_qi21_free(m);
+    cq_backend_free(be);
+    return s;
+}
+
+/* Every allocation of that sequence made to fail in turn: each surfaces as
+ * CQ_ERR_NOMEM (or is optional), nothing leaks (ASan), and no failure
+ * leaves a crash behind. */
+static void test_alloc_faults(void **state) {
+    (void)state;
+    const golden_case *g = find_case("cond1");
+    float *v = malloc(vel_len(g) * sizeof(float));
+    assert_non_null(v);
+    cq_alloc_fail_at(0);
+    assert_int_equal(run_everything(g, Q_Q8_2F, v), CQ_OK);
+    long total = cq_alloc_fail_at(0);
+    assert_true(rel_err(v, g->ref, vel_len(g), g->ref_rms) <= k_bound[Q_Q8_2F]);
+    int failed = 0;
+    for (long k = 1; k <= total; k++) {
+        cq_alloc_fail_at(k);
+        cq_status s = run_everything(g, Q_Q8_2F, v);
+        cq_alloc_fail_at(0);
+        if (s == CQ_OK) continue; /* an optional allocation (e.g. a worker thread) */
+        if (s != CQ_ERR_NOMEM) fail_msg("allocation %ld of %ld: %s (%s)", k, total, cq_status_str(s), cq_last_error());
+        failed++;
+    }
+    print_message("%d of %ld allocation failures surfaced as CQ_ERR_NOMEM\n", failed, total);
+    assert_true(failed > total / 2);
+    free(v);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_golden_f32),
@@ -717,6 +765,7 @@ int main(void) {
         cmocka_unit_test(test_quantized_equals_dequantized),
         cmocka_unit_test(test_inputs),
         cmocka_unit_test(test_cli_forward),
+        cmocka_unit_test(test_alloc_faults),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
