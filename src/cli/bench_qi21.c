@@ -296,6 +296,14 @@ static double median(double *v, int n) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/* CPU seconds (user + system) this process has used, all threads. */
+static double cpu_seconds(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_sec +
+           1e-6 * (double)ru.ru_stime.tv_usec;
+}
+
 static double peak_rss_gib(void) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
@@ -308,7 +316,7 @@ typedef struct bench_run {
     cq_backend *be;
     cq_qi21 *m;
     float *ctx, *target, *vel;
-    double *times;
+    double *times, *cpu;
 } bench_run;
 
 static void run_free(bench_run *r) {
@@ -316,6 +324,7 @@ static void run_free(bench_run *r) {
     cq_free(r->target);
     cq_free(r->vel);
     cq_free(r->times);
+    cq_free(r->cpu);
     cq_qi21_free(r->m);
     cq_backend_free(r->be);
     cq_cmf_close(r->cmf);
@@ -376,7 +385,8 @@ int cq_bench_qi21(int argc, char **argv) {
     r.target = cq_mallocn((size_t)T * B_CH, sizeof(float));
     r.vel = cq_mallocn((size_t)T * B_CH, sizeof(float));
     r.times = cq_mallocn((size_t)o.repeat + 1, sizeof(double));
-    if (s == CQ_OK && (!r.ctx || !r.target || !r.vel || !r.times)) s = CQ_ERR_NOMEM;
+    r.cpu = cq_mallocn((size_t)o.repeat + 1, sizeof(double));
+    if (s == CQ_OK && (!r.ctx || !r.target || !r.vel || !r.times || !r.cpu)) s = CQ_ERR_NOMEM;
     if (s == CQ_OK) {
         what = "loading the model";
         t0 = cq_now();
@@ -400,24 +410,27 @@ int cq_bench_qi21(int argc, char **argv) {
         fflush(stdout);
     }
 
-    /* prefill: warm-up (first touch of the mapped weights), then the timed runs */
+    /* prefill: warm-up (first touch of the mapped weights), then the timed runs; CPU time
+     * alongside wall time tells how much of the cores the process really had */
     cq_qi21_cache *c = NULL;
     for (int i = 0; s == CQ_OK && i <= o.repeat; i++) {
         what = "prefill";
         cq_qi21_cache_free(c);
         c = NULL;
         t0 = cq_now();
+        double c0 = cpu_seconds();
         s = cq_qi21_prefill(r.m, &lay, r.ctx, NULL, &c);
-        if (i) r.times[i - 1] = cq_now() - t0;
+        if (i) r.times[i - 1] = cq_now() - t0, r.cpu[i - 1] = cpu_seconds() - c0;
     }
-    double t_prefill = s == CQ_OK ? median(r.times, o.repeat) : 0;
+    double t_prefill = s == CQ_OK ? median(r.times, o.repeat) : 0, c_prefill = s == CQ_OK ? median(r.cpu, o.repeat) : 0;
     for (int i = 0; s == CQ_OK && i <= o.repeat; i++) {
         what = "step";
         t0 = cq_now();
+        double c0 = cpu_seconds();
         s = cq_qi21_step(r.m, c, r.target, 1.0f - (float)i / (float)(o.repeat + 1), r.vel);
-        if (i) r.times[i - 1] = cq_now() - t0;
+        if (i) r.times[i - 1] = cq_now() - t0, r.cpu[i - 1] = cpu_seconds() - c0;
     }
-    double t_step = s == CQ_OK ? median(r.times, o.repeat) : 0;
+    double t_step = s == CQ_OK ? median(r.times, o.repeat) : 0, c_step = s == CQ_OK ? median(r.cpu, o.repeat) : 0;
     cq_qi21_cache_free(c);
     double t_mm = 0;
     if (s == CQ_OK) {
@@ -437,10 +450,14 @@ int cq_bench_qi21(int argc, char **argv) {
 
     double fs = flops_step(T, B_TEXT, o.layers), fp = flops_prefill(B_TEXT, o.layers);
     double fmm = 2.0 * T * D * D * B_RATIO;
-    printf("prefill (%d text rows):        %8.3f s  %8.1f GFLOP  %7.1f GFLOP/s\n", B_TEXT, t_prefill, fp * 1e-9,
-           fp * 1e-9 / t_prefill);
-    printf("step (%dx%d px, %d tokens):  %8.3f s  %8.1f GFLOP  %7.1f GFLOP/s\n", o.size, o.size, T, t_step, fs * 1e-9,
-           fs * 1e-9 / t_step);
+    int threads = o.threads > 0 ? o.threads : cq_default_threads();
+    printf("%-30s %9s %10s %9s %9s %10s\n", "", "wall s", "GFLOP", "GFLOP/s", "CPU s", "CPU share");
+    printf("%-30s %9.3f %10.1f %9.1f %9.2f %9.0f%%\n", "prefill (18 text rows)", t_prefill, fp * 1e-9,
+           fp * 1e-9 / t_prefill, c_prefill, 100.0 * c_prefill / (t_prefill * threads));
+    char label[64];
+    snprintf(label, sizeof label, "step (%dx%d px, %d tokens)", o.size, o.size, T);
+    printf("%-30s %9.3f %10.1f %9.1f %9.2f %9.0f%%\n", label, t_step, fs * 1e-9, fs * 1e-9 / t_step, c_step,
+           100.0 * c_step / (t_step * threads));
     printf("one MLP matmul [%d x %zu] x [%zu x %zu]^T (%s): %.3f s, %.1f GFLOP/s; the step runs at %.0f%% of it\n", T, D,
            D * B_RATIO, D, cq_dtype_name(o.quant), t_mm, fmm * 1e-9 / t_mm, 100.0 * (fs / t_step) / (fmm / t_mm));
     if (o.layers < B_LAYERS) {
@@ -451,6 +468,8 @@ int cq_bench_qi21(int argc, char **argv) {
     }
     printf("peak resident memory %.2f GiB (mapped weights included); median of %d runs after a warm-up\n",
            peak_rss_gib(), o.repeat);
+    printf("CPU share = CPU time / (wall time x %d threads): below ~90%% the machine was busy with other work\n",
+           threads);
     run_free(&r);
     return 0;
 }

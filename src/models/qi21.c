@@ -379,6 +379,15 @@ static void rows_free(qi21_rows *r) {
     memset(r, 0, sizeof *r);
 }
 
+/* Inputs must be finite: a NaN would otherwise spread through attention to
+ * every later row and come out as a velocity of NaNs, far from its cause. */
+static cq_status check_finite(const char *what, const float *x, size_t row, size_t cols) {
+    for (size_t i = 0; i < cols; i++)
+        if (!isfinite(x[i]))
+            return cq_fail(CQ_ERR_NUMERIC, "qi21: %s row %zu holds a non-finite value (column %zu)", what, row, i);
+    return CQ_OK;
+}
+
 static cq_status rows_build(const cq_qi21_layout *lay, qi21_rows *r) {
     int nctx, ntarget, ncond;
     CQ_TRY(cq_qi21_layout_sizes(lay, &nctx, &ntarget, &ncond));
@@ -664,6 +673,14 @@ static cq_status embed_prefix(cq_qi21 *m, const cq_qi21_layout *lay, const qi21_
     int n_text = r->n_prefix - ncond;
     if (n_text > 0 && !ctx)
         return cq_fail(CQ_ERR_INVALID_ARG, "qi21: the layout has %d text rows but no encoder hidden states", n_text);
+    if (ncond > 0 && !cond)
+        return cq_fail(CQ_ERR_INVALID_ARG, "qi21: the layout has %d condition-image tokens but no latents", ncond);
+    for (int j = 0; j < nctx; j++) /* rows at image slots are placeholders, never read */
+        if (!lay->img_mask[j])
+            CQ_TRY(check_finite("encoder hidden states", ctx + (size_t)j * c->context_in_dim, (size_t)j,
+                                (size_t)c->context_in_dim));
+    for (int j = 0; j < ncond; j++)
+        CQ_TRY(check_finite("condition latents", cond + (size_t)j * c->in_channels, (size_t)j, (size_t)c->in_channels));
     cq_status st = CQ_OK;
     cq_tensor tin = {0}, tn = {0}, th = {0}, tx = {0}, cin = {0}, cx = {0};
     if (n_text > 0) {
@@ -688,8 +705,7 @@ static cq_status embed_prefix(cq_qi21 *m, const cq_qi21_layout *lay, const qi21_
         if (st == CQ_OK) st = cq_op_linear(be, &tx, &th, &m->txt_in2, NULL);
     }
     if (st == CQ_OK && ncond > 0) {
-        if (!cond) st = cq_fail(CQ_ERR_INVALID_ARG, "qi21: the layout has %d condition-image tokens but no latents", ncond);
-        if (st == CQ_OK) st = cq_tensor_alloc_2d(be, CQ_DTYPE_F32, ncond, c->in_channels, &cin);
+        st = cq_tensor_alloc_2d(be, CQ_DTYPE_F32, ncond, c->in_channels, &cin);
         if (st == CQ_OK) st = cq_tensor_upload(&cin, cond, (size_t)ncond * c->in_channels * sizeof(float));
         if (st == CQ_OK) st = cq_tensor_alloc_2d(be, CQ_DTYPE_F32, ncond, c->inner, &cx);
         if (st == CQ_OK) st = cq_op_linear(be, &cx, &cin, &m->img_in, NULL);
@@ -720,6 +736,8 @@ static cq_status embed_prefix(cq_qi21 *m, const cq_qi21_layout *lay, const qi21_
 /* x_rows = img_in(target); tin [n, in_channels] is the upload buffer. */
 static cq_status embed_target(cq_qi21 *m, const float *target, cq_tensor *tin, cq_tensor *x_rows) {
     int64_t n = cq_tensor_rows(tin);
+    size_t C = (size_t)m->cfg.in_channels;
+    for (int64_t i = 0; i < n; i++) CQ_TRY(check_finite("target latents", target + (size_t)i * C, (size_t)i, C));
     CQ_TRY(cq_tensor_upload(tin, target, (size_t)n * m->cfg.in_channels * sizeof(float)));
     return cq_op_linear(m->be, x_rows, tin, &m->img_in, NULL);
 }

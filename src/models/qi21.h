@@ -36,7 +36,9 @@ typedef struct cq_qi21_cache cq_qi21_cache;
  * `img_mask[vlm_len]` is 1 at vision-language image slots (each stands for a
  * 2x2 group of latent tokens), the target's slots (the last ones) included;
  * `img_shapes[n_images]` = (frame, height, width) in latent tokens, condition
- * images first, the target last. */
+ * images first, the target last. Each image's slots are consecutive (images
+ * may be adjacent), frame is 1, height*width a multiple of 4, sides at most
+ * 2048 and RoPE positions below 8192 (the reference's tables). */
 typedef struct cq_qi21_layout {
     int vlm_len;
     const uint8_t *img_mask;
@@ -56,11 +58,15 @@ cq_status cq_qi21_layout_sizes(const cq_qi21_layout *lay, int *n_ctx, int *n_tar
 
 /* Prefill: ctx [n_ctx, context_in_dim] (rows at condition-image slots are
  * placeholders and ignored), cond [n_cond, in_channels] (may be NULL when
- * n_cond == 0). Computes the prefix's per-layer post-RoPE keys/values once. */
+ * n_cond == 0). Computes the prefix's per-layer post-RoPE keys/values once.
+ * Text rows and latents must be finite (CQ_ERR_NUMERIC naming the row). */
 cq_status cq_qi21_prefill(cq_qi21 *m, const cq_qi21_layout *lay, const float *ctx, const float *cond,
                           cq_qi21_cache **out);
 /* One step: target [n_target, in_channels] at timestep t in [0, 1] ->
- * velocity [n_target, out_channels]. */
+ * velocity [n_target, out_channels]. The first step of a cache sizes its
+ * buffers; later steps allocate nothing. Arguments are checked every step.
+ * A cache belongs to one model; several may live at once (e.g. for CFG).
+ * A model, its backend and its caches are used by one thread at a time. */
 cq_status cq_qi21_step(cq_qi21 *m, cq_qi21_cache *c, const float *target, float t, float *velocity);
 void cq_qi21_cache_free(cq_qi21_cache *c);
 

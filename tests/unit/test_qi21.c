@@ -425,6 +425,22 @@ static void test_layout_errors(void **state) {
     expect_err(cq_qi21_step(g_model[Q_F32][1], c, tgt, 0.5f, vel), CQ_ERR_INVALID_ARG, "this model");
     expect_err(cq_qi21_step(m, NULL, tgt, 0.5f, vel), CQ_ERR_INVALID_ARG, "cache");
     expect_err(cq_qi21_forward_full(m, &lay, ctx, lat, tgt, 2.0f, vel), CQ_ERR_INVALID_ARG, "outside [0, 1]");
+    /* non-finite inputs: text rows, condition latents, target latents; placeholders may hold anything */
+    ctx[2 * cfg->context_in_dim + 3] = NAN; /* position 2 is an image slot: a placeholder */
+    cq_qi21_cache *c2 = NULL;
+    assert_int_equal(cq_qi21_prefill(m, &lay, ctx, lat, &c2), CQ_OK);
+    cq_qi21_cache_free(c2);
+    ctx[6 * cfg->context_in_dim + 1] = INFINITY; /* position 6 is text */
+    expect_err(cq_qi21_prefill(m, &lay, ctx, lat, &c2), CQ_ERR_NUMERIC, "encoder hidden states row 6");
+    expect_err(cq_qi21_forward_full(m, &lay, ctx, lat, tgt, 0.5f, vel), CQ_ERR_NUMERIC, "encoder hidden states row 6");
+    ctx[6 * cfg->context_in_dim + 1] = 0;
+    lat[5 * cfg->in_channels] = NAN;
+    expect_err(cq_qi21_prefill(m, &lay, ctx, lat, &c2), CQ_ERR_NUMERIC, "condition latents row 5");
+    lat[5 * cfg->in_channels] = 0;
+    tgt[7 * cfg->in_channels + 2] = -INFINITY;
+    expect_err(cq_qi21_step(m, c, tgt, 0.5f, vel), CQ_ERR_NUMERIC, "target latents row 7");
+    expect_err(cq_qi21_forward_full(m, &lay, ctx, lat, tgt, 0.5f, vel), CQ_ERR_NUMERIC, "target latents row 7");
+    tgt[7 * cfg->in_channels + 2] = 0;
     /* errors leave the cache usable */
     assert_int_equal(cq_qi21_step(m, c, tgt, 0.5f, vel), CQ_OK);
     for (int i = 0; i < 8 * cfg->out_channels; i++) assert_true(isfinite(vel[i]));
