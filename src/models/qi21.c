@@ -360,8 +360,8 @@ cq_status cq_qi21_layout_sizes(const cq_qi21_layout *lay, int *n_ctx, int *n_tar
     return CQ_OK;
 }
 
-/* Per joint row: position on the three RoPE axes, image block (-1 = text),
- * and the visibility bound of the block-causal mask. Rows are the prefix
+/* Per joint row: position on the three RoPE axes, whether it is text, and
+ * the visibility bound of the block-causal mask (keys [0, vis)). Rows are the prefix
  * (vlm positions before the target slots, image slots expanded x4), then
  * the target block. */
 typedef struct qi21_rows {
