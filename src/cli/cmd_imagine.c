@@ -45,8 +45,10 @@ typedef struct step_ui {
 
 static int on_step(int step, int n, void *user) {
     step_ui *ui = user;
-    (void)n;
-    cq_progress_update(&ui->bar, (uint64_t)step);
+    if (step >= n)
+        cq_progress_end(&ui->bar); /* the bar covers the denoising steps; the VAE follows */
+    else
+        cq_progress_update(&ui->bar, (uint64_t)step);
     return 0;
 }
 
@@ -168,8 +170,7 @@ int cq_cmd_imagine(int argc, char **argv) {
                           .seed = seed, .guidance = guidance, .noise_bf16 = bf16, .on_step = on_step, .user = &ui};
     cq_qi21_result r;
     s = cq_qi21_pipe_generate(pipe, &o, &r);
-    if (s == CQ_OK) cq_progress_end(&ui.bar);
-    else if (!quiet && ui.bar.tty) fputc('\n', stderr);
+    if (s != CQ_OK && !quiet && ui.bar.tty && ui.bar.done < ui.bar.total) fputc('\n', stderr);
 
     int rc = 0;
     if (s != CQ_OK) {
