@@ -152,6 +152,7 @@ static const cq_backend_vtbl k_cpu_vtbl = {
     .transpose = cq_cpu_transpose,
     .concat_cols = cq_cpu_concat_cols,
     .get_rows = cq_cpu_get_rows,
+    .gather_cols = cq_cpu_gather_cols,
     .conv2d = cq_cpu_conv2d,
     .upsample_nearest = cq_cpu_upsample_nearest,
     .pixel_shuffle = cq_cpu_pixel_shuffle,

@@ -200,6 +200,8 @@ cq_status cq_cpu_copy(cq_backend *be, cq_tensor *y, const cq_tensor *x);
 cq_status cq_cpu_transpose(cq_backend *be, cq_tensor *y, const cq_tensor *x);
 cq_status cq_cpu_concat_cols(cq_backend *be, cq_tensor *y, const cq_tensor *a, const cq_tensor *b);
 cq_status cq_cpu_get_rows(cq_backend *be, cq_tensor *y, const cq_tensor *w, const cq_tensor *ids);
+cq_status cq_cpu_gather_cols(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *idx, int group,
+                             float scale);
 cq_status cq_cpu_conv2d(cq_backend *be, const cq_conv2d_args *a);
 cq_status cq_cpu_upsample_nearest(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int f);
 cq_status cq_cpu_pixel_shuffle(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int r);
