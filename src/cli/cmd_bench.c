@@ -1,11 +1,40 @@
-/* cmd_bench.c — `cortiq bench` (not built yet). */
+/*
+ * cmd_bench.c — `cortiq bench <what>`: a thin dispatcher. Each benchmark
+ * lives in its own file (bench_<what>.c) exporting
+ * `int cq_bench_<what>(int argc, char **argv)` (argv[0] = "<what>"), declared
+ * in cli.h; to add one, add a row to k_benches below.
+ */
 #include <stdio.h>
+#include <string.h>
 
 #include "cli/cli.h"
 
+typedef struct bench {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *summary;
+} bench;
+
+static const bench k_benches[] = {
+    {"qi21", cq_bench_qi21, "the Qwen-Image-2.1 denoiser (real 7B shape, random weights): prefill and step"},
+};
+
+static void help(FILE *f) {
+    fprintf(f, "usage: cortiq bench <what> [options]\n\nbenchmarks:\n");
+    for (size_t i = 0; i < CQ_ARRAY_LEN(k_benches); i++) fprintf(f, "  %-10s %s\n", k_benches[i].name, k_benches[i].summary);
+    fprintf(f, "\n`cortiq bench <what> --help` lists each one's options.\n");
+}
+
 int cq_cmd_bench(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "cortiq bench: not available in this build yet\n");
-    return 1;
+    if (argc < 2) {
+        help(stderr);
+        return 2;
+    }
+    if (cq_cli_is_help(argv[1])) {
+        help(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < CQ_ARRAY_LEN(k_benches); i++)
+        if (strcmp(argv[1], k_benches[i].name) == 0) return k_benches[i].fn(argc - 1, argv + 1);
+    return cq_cli_usage_error("bench", "unknown benchmark '%s'", argv[1]);
 }

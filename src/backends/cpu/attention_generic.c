@@ -160,9 +160,9 @@ cq_status cq_cpu_attention(cq_backend *be, const cq_attn_args *a) {
     c.vis = a->vis ? cq_host_ptr(a->vis) : NULL;
     c.slot_floats = r16((size_t)(c.BQ * c.D)) + r16((size_t)(c.BK * c.D)) + 2 * r16((size_t)(c.BQ * c.BK)) +
                     r16((size_t)(c.BK * c.Dp)) + r16((size_t)(c.BQ * c.Dp));
-    c.scratch = cq_aligned_allocn(64, (size_t)cb->threads * c.slot_floats, sizeof(float));
+    c.scratch = cq_cpu_scratch_get(cb, CQ_CPU_SCRATCH_WORK, (size_t)cb->threads * c.slot_floats * sizeof(float));
     if (!c.scratch) return CQ_ERR_NOMEM;
     cq_cpu_parallel(cb, c.Hq * c.n_qb, 1, attn_tasks, &c);
-    cq_aligned_free(c.scratch);
+    cq_cpu_scratch_put(cb, CQ_CPU_SCRATCH_WORK, c.scratch);
     return CQ_OK;
 }

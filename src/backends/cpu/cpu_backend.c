@@ -119,8 +119,27 @@ static bool cpu_supports(const cq_backend *be, cq_op op, cq_dtype wdt, cq_dtype 
     }
 }
 
+void *cq_cpu_scratch_get(cq_cpu_backend *cb, cq_cpu_scratch_slot slot, size_t bytes) {
+    if (bytes == 0) bytes = 1;
+    if (cq_pool_in_task()) return cq_aligned_alloc(64, bytes);
+    if (bytes > cb->scratch_cap[slot]) {
+        /* grow (never shrink): the largest op of a loop sets the size once */
+        void *p = cq_aligned_alloc(64, bytes);
+        if (!p) return NULL;
+        cq_aligned_free(cb->scratch[slot]);
+        cb->scratch[slot] = p;
+        cb->scratch_cap[slot] = bytes;
+    }
+    return cb->scratch[slot];
+}
+
+void cq_cpu_scratch_put(cq_cpu_backend *cb, cq_cpu_scratch_slot slot, void *p) {
+    if (p && p != cb->scratch[slot]) cq_aligned_free(p);
+}
+
 static void cpu_destroy(cq_backend *be) {
     cq_cpu_backend *cb = cq_cpu_of(be);
+    for (int i = 0; i < CQ_CPU_SCRATCH_COUNT; i++) cq_aligned_free(cb->scratch[i]);
     cq_pool_free(cb->pool);
     cq_free(cb);
 }

@@ -47,12 +47,33 @@ const cq_cpu_kit *cq_cpu_kit_avx512(void);
 #endif
 
 /* ---- the backend ------------------------------------------------------------------ */
+/* Per-op scratch kept by the backend, one buffer per use that can be live at
+ * once within an op, so ops in a steady loop (a denoiser step) allocate
+ * nothing: each grows to the largest request and is reused. */
+typedef enum cq_cpu_scratch_slot {
+    CQ_CPU_SCRATCH_WORK = 0, /* per-thread work areas (GEMM panels, attention tiles, ...) */
+    CQ_CPU_SCRATCH_X,        /* a converted activation operand */
+    CQ_CPU_SCRATCH_W1,       /* decoded per-column factors of the first weight */
+    CQ_CPU_SCRATCH_W2,       /* ... of the second (SwiGLU) */
+    CQ_CPU_SCRATCH_COUNT
+} cq_cpu_scratch_slot;
+
 typedef struct cq_cpu_backend {
     cq_backend base; /* first: a cq_backend* is a cq_cpu_backend* */
     cq_pool *pool;
     int threads;
     const cq_cpu_kit *kit;
+    void *scratch[CQ_CPU_SCRATCH_COUNT];
+    size_t scratch_cap[CQ_CPU_SCRATCH_COUNT];
 } cq_cpu_backend;
+
+/* At least `bytes` of 64-byte aligned scratch for `slot`, valid until the
+ * matching put. A nested op (issued from inside a pool task, while the
+ * outer op may hold the slot) gets a private allocation instead. NULL (with
+ * CQ_ERR_NOMEM recorded) when out of memory. */
+void *cq_cpu_scratch_get(cq_cpu_backend *cb, cq_cpu_scratch_slot slot, size_t bytes);
+/* Frees `p` if it was a private allocation; the slot's buffer is kept. */
+void cq_cpu_scratch_put(cq_cpu_backend *cb, cq_cpu_scratch_slot slot, void *p);
 
 static inline cq_cpu_backend *cq_cpu_of(cq_backend *be) { return (cq_cpu_backend *)be; }
 
@@ -138,13 +159,16 @@ struct cq_cpu_wmat {
     cq_dtype dt;
     const uint8_t *p;
     int64_t rows, cols;
-    float *col;             /* q8_2f: decoded column factors [cols] */
+    float *col;             /* q8_2f: decoded column factors [cols] (backend scratch) */
     int64_t gpr, code_stride; /* q4tp */
     const cq_cpu_kit *kit;
+    cq_cpu_backend *cb;
+    cq_cpu_scratch_slot slot; /* where `col` lives */
     cq_cpu_wdecode_fn decode; /* elements [k0, k0+n) of row r as f32 */
 };
 bool cq_cpu_wcodec_supported(cq_dtype dt);
-cq_status cq_cpu_wmat_init(cq_cpu_wmat *w, const cq_tensor *t, const cq_cpu_kit *kit);
+/* `slot` (W1 or W2) holds per-matrix decoded tables until cq_cpu_wmat_free. */
+cq_status cq_cpu_wmat_init(cq_cpu_wmat *w, const cq_tensor *t, cq_cpu_backend *cb, cq_cpu_scratch_slot slot);
 void cq_cpu_wmat_free(cq_cpu_wmat *w);
 /* Decode rows [r0, r0+nr) x cols [k0, k0+kc) into NR-wide panels [kc][NR];
  * rows past nr (up to a multiple of NR) are zero. tmp holds NR*kc floats. */

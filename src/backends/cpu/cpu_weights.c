@@ -155,8 +155,11 @@ bool cq_cpu_wcodec_supported(cq_dtype dt) {
     }
 }
 
-cq_status cq_cpu_wmat_init(cq_cpu_wmat *w, const cq_tensor *t, const cq_cpu_kit *kit) {
+cq_status cq_cpu_wmat_init(cq_cpu_wmat *w, const cq_tensor *t, cq_cpu_backend *cb, cq_cpu_scratch_slot slot) {
     memset(w, 0, sizeof *w);
+    const cq_cpu_kit *kit = cb->kit;
+    w->cb = cb;
+    w->slot = slot;
     w->dt = t->dtype;
     w->p = cq_host_ptr(t);
     w->rows = t->shape[0];
@@ -173,7 +176,7 @@ cq_status cq_cpu_wmat_init(cq_cpu_wmat *w, const cq_tensor *t, const cq_cpu_kit 
     case CQ_DTYPE_Q8_ROW: w->decode = dec_q8_row; break;
     case CQ_DTYPE_Q8_2F: {
         w->decode = dec_q8_2f;
-        w->col = cq_mallocn((size_t)w->cols, sizeof(float));
+        w->col = cq_cpu_scratch_get(cb, slot, (size_t)w->cols * sizeof(float));
         if (!w->col) return CQ_ERR_NOMEM;
         const uint8_t *c = w->p + w->rows * w->cols + 2 * w->rows;
         for (int64_t k = 0; k < w->cols; k++) w->col[k] = cq_cpu_h2f(cq_cpu_rd16(c + 2 * k));
@@ -194,7 +197,7 @@ cq_status cq_cpu_wmat_init(cq_cpu_wmat *w, const cq_tensor *t, const cq_cpu_kit 
 
 void cq_cpu_wmat_free(cq_cpu_wmat *w) {
     if (!w) return;
-    cq_free(w->col);
+    if (w->col) cq_cpu_scratch_put(w->cb, w->slot, w->col);
     w->col = NULL;
 }
 

@@ -227,15 +227,15 @@ cq_status cq_cpu_get_rows(cq_backend *be, cq_tensor *y, const cq_tensor *w, cons
             return cq_fail(CQ_ERR_BOUNDS, "get_rows: id %d at position %lld is outside [0, %lld)", id[i], (long long)i,
                            (long long)w->shape[0]);
     cq_cpu_wmat wm;
-    CQ_TRY(cq_cpu_wmat_init(&wm, w, cb->kit));
+    CQ_TRY(cq_cpu_wmat_init(&wm, w, cb, CQ_CPU_SCRATCH_W1));
     gr_ctx c = {.w = &wm, .ids = id, .y = cq_host_ptr(y), .ydt = y->dtype, .C = cq_tensor_cols(y)};
-    c.scratch = cq_mallocn((size_t)cb->threads * (size_t)c.C, sizeof(float));
+    c.scratch = cq_cpu_scratch_get(cb, CQ_CPU_SCRATCH_WORK, (size_t)cb->threads * (size_t)c.C * sizeof(float));
     if (!c.scratch) {
         cq_cpu_wmat_free(&wm);
         return CQ_ERR_NOMEM;
     }
     cq_cpu_parallel(cb, n, cq_cpu_grain(cb, n, 4 * c.C), gather_rows, &c);
-    cq_free(c.scratch);
+    cq_cpu_scratch_put(cb, CQ_CPU_SCRATCH_WORK, c.scratch);
     cq_cpu_wmat_free(&wm);
     return CQ_OK;
 }
