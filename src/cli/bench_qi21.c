@@ -19,23 +19,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <unistd.h>
 
+#include "cli/bench_pack.h"
 #include "cli/cli.h"
 #include "codec/codec.h"
 #include "models/qi21.h"
 #include "ops/ops.h"
 
 /* The released model's shape. */
-#define B_LAYERS 32
-#define B_HEADS 32
-#define B_HEAD_DIM 128
-#define B_CTX 4096
-#define B_RATIO 3
-#define B_CH 64
+#define B_LAYERS CQ_BENCH_DIT_LAYERS
+#define B_HEADS CQ_BENCH_DIT_HEADS
+#define B_HEAD_DIM CQ_BENCH_DIT_HEAD_DIM
+#define B_CTX CQ_BENCH_DIT_CTX
+#define B_RATIO CQ_BENCH_DIT_RATIO
+#define B_CH CQ_BENCH_DIT_CH
 #define B_TEXT 18
-#define B_TPROJ 256
+#define B_TPROJ CQ_BENCH_DIT_TPROJ
 
 typedef struct bench_opts {
     int size, layers, threads, repeat;
@@ -109,117 +108,13 @@ static int parse(int argc, char **argv, bench_opts *o, bool *done) {
     return 0;
 }
 
-/* ---- random weights in the codec's layout ----------------------------------------- */
-static uint64_t rng_next(uint64_t *s) {
-    uint64_t x = *s;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *s = x;
-    return x * 0x2545F4914F6CDD1DULL;
-}
-
-static void rng_fill(uint64_t *s, uint8_t *p, size_t n) {
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t v = rng_next(s);
-        memcpy(p + i, &v, 8);
-    }
-    uint64_t v = rng_next(s);
-    for (; i < n; i++, v >>= 8) p[i] = (uint8_t)v;
-}
-
-/* A [rows, cols] payload whose decoded weights have standard deviation
- * about 1/sqrt(cols) (a unit-variance linear map). */
-static cq_status make_weight(cq_dtype dt, uint64_t rows, uint64_t cols, uint64_t *rng, uint8_t **buf, size_t *cap,
-                             uint64_t *nbytes) {
-    uint64_t shape[2] = {rows, cols};
-    CQ_TRY(cq_codec_nbytes(dt, 2, shape, nbytes));
-    if (*nbytes > *cap) {
-        uint8_t *p = cq_realloc(*buf, (size_t)*nbytes);
-        if (!p) return CQ_ERR_NOMEM;
-        *buf = p;
-        *cap = (size_t)*nbytes;
-    }
-    uint8_t *p = *buf;
-    double sigma = 1.0 / sqrt((double)cols);
-    if (dt == CQ_DTYPE_Q8_2F) {
-        /* [int8 q: rows*cols][f16 row scale: rows][f16 col: cols]; q uniform in [-127, 127] (std ~73.3) */
-        uint64_t n = rows * cols;
-        rng_fill(rng, p, (size_t)n);
-        for (uint64_t i = 0; i < n; i++)
-            if (p[i] == 0x80) p[i] = 0x81; /* -128 is outside the encoder's range */
-        uint16_t rs = cq_f32_to_f16((float)(sigma / 73.3)), one = cq_f32_to_f16(1.0f);
-        for (uint64_t r = 0; r < rows; r++) cq_wr16(p + n + 2 * r, rs);
-        for (uint64_t c = 0; c < cols; c++) cq_wr16(p + n + 2 * rows + 2 * c, one);
-    } else { /* q4tp */
-        /* [nibbles: 16 per tile][params: f16 lo, f16 step per row][5-bit codes]; with the smallest
-         * step every rung is the same scale, so random codes are all fine; nibble - 8 has std ~4.6 */
-        uint64_t gpr = cols / 32, a_len = 16 * rows * gpr, stride = cq_codec_tp_code_stride(gpr);
-        rng_fill(rng, p, (size_t)a_len);
-        uint16_t lo = cq_f32_to_f16((float)log2(sigma / 4.6)), step = 0x0001;
-        for (uint64_t r = 0; r < rows; r++) {
-            cq_wr16(p + a_len + 4 * r, lo);
-            cq_wr16(p + a_len + 4 * r + 2, step);
-        }
-        rng_fill(rng, p + a_len + 4 * rows, (size_t)(rows * stride));
-    }
-    return cq_codec_validate(dt, 2, shape, p, *nbytes);
-}
-
-typedef struct wspec {
-    char name[128];
-    uint64_t rows, cols; /* cols 0: a 1-D f32 vector of `rows` */
-    float base;          /* 1-D: value around which entries scatter */
-} wspec;
-
-static size_t weight_list(int layers, wspec *w) {
-    const uint64_t D = B_HEADS * B_HEAD_DIM, M = D * B_RATIO;
-    size_t n = 0;
-#define W(r, c, b, ...) (snprintf(w[n].name, sizeof w[n].name, __VA_ARGS__), w[n].rows = (r), w[n].cols = (c), w[n++].base = (b))
-    W(D, B_TPROJ, 0, "dit.time_text_embed.timestep_embedder.linear_1.weight");
-    W(D, D, 0, "dit.time_text_embed.timestep_embedder.linear_2.weight");
-    W(B_CTX, 0, 0.0f, "dit.txt_in.text_norm.weight");
-    W(D, B_CTX, 0, "dit.txt_in.in_layer.weight");
-    W(D, D, 0, "dit.txt_in.out_layer.weight");
-    W(D, B_CH, 0, "dit.img_in.weight");
-    W(4 * D, D, 0, "dit.modulation.1.weight");
-    W(D, D, 0, "dit.norm_out.linear.weight");
-    W(B_CH, D, 0, "dit.proj_out.weight");
-    for (int l = 0; l < layers; l++) {
-        W(D, D, 0, "dit.transformer_blocks.%d.attn.to_q.weight", l);
-        W(D, D, 0, "dit.transformer_blocks.%d.attn.to_k.weight", l);
-        W(D, D, 0, "dit.transformer_blocks.%d.attn.to_v.weight", l);
-        W(D, D, 0, "dit.transformer_blocks.%d.attn.to_out.0.weight", l);
-        W(B_HEAD_DIM, 0, 1.0f, "dit.transformer_blocks.%d.attn.norm_q.weight", l);
-        W(B_HEAD_DIM, 0, 1.0f, "dit.transformer_blocks.%d.attn.norm_k.weight", l);
-        W(M, D, 0, "dit.transformer_blocks.%d.img_mlp.gate_layer.weight", l);
-        W(M, D, 0, "dit.transformer_blocks.%d.img_mlp.proj.weight", l);
-        W(D, M, 0, "dit.transformer_blocks.%d.img_mlp.out.weight", l);
-    }
-#undef W
-    return n;
-}
-
-/* Write the random model to `path`. */
-static cq_status write_model(const char *path, const bench_opts *o, uint64_t *bytes_out) {
-    wspec *w = cq_mallocn(9 + 9 * (size_t)o->layers, sizeof *w);
-    if (!w) return CQ_ERR_NOMEM;
-    size_t nw = weight_list(o->layers, w);
-    uint64_t planned = 0;
-    for (size_t i = 0; i < nw; i++) {
-        uint64_t sh[2] = {w[i].rows, w[i].cols}, nb = 4 * w[i].rows;
-        if (w[i].cols && cq_codec_nbytes(o->quant, 2, sh, &nb) != CQ_OK) nb = 0;
-        planned += nb;
-    }
-    *bytes_out = planned;
+/* ---- the random model ---------------------------------------------------------------------- */
+/* Write the random model to a temporary file and map it (the file is gone when this returns). */
+static cq_status map_model(const bench_opts *o, cq_cmf **cmf, uint64_t *bytes) {
+    cq_bench_pack pk = {0};
     char cfg[512], hdr[8192];
-    snprintf(cfg, sizeof cfg,
-             "{\"_class_name\": \"QwenImage21Transformer2DModel\", \"patch_size\": 1, \"in_channels\": %d, "
-             "\"out_channels\": %d, \"num_layers\": %d, \"attention_head_dim\": %d, \"num_attention_heads\": %d, "
-             "\"context_in_dim\": %d, \"mlp_ratio\": %d, \"axes_dims_rope\": [16, 56, 56], \"eps\": 1e-06, "
-             "\"causal_condition\": true}",
-             B_CH, B_CH, o->layers, B_HEAD_DIM, B_HEADS, B_CTX, B_RATIO);
+    cq_status s = cq_bench_dit_weights(&pk, o->quant, o->layers);
+    if (s == CQ_OK && cq_bench_dit_config(cfg, sizeof cfg, o->layers) < 0) s = CQ_ERR_INTERNAL;
     int h = snprintf(hdr, sizeof hdr,
                      "{\"format\":\"cmf\",\"version\":2,\"arch\":{\"arch_name\":\"qwen_image21\",\"hidden_size\":%d,"
                      "\"intermediate_size\":%d,\"num_layers\":%d,\"num_attention_heads\":%d,\"num_kv_heads\":%d,"
@@ -229,41 +124,12 @@ static cq_status write_model(const char *path, const bench_opts *o, uint64_t *by
     for (int l = 0; l < o->layers; l++) h += snprintf(hdr + h, sizeof hdr - (size_t)h, "%s\"FullAttention\"", l ? "," : "");
     snprintf(hdr + h, sizeof hdr - (size_t)h, "]},\"quant_type\":\"%s\",\"provenance\":{\"tool\":\"cortiq bench qi21\"}}",
              o->quant == CQ_DTYPE_Q8_2F ? "Q8_2F" : "Q4_BLOCK");
-
-    cq_cmf_writer *wr = NULL;
-    uint8_t *buf = NULL;
-    size_t cap = 0;
-    uint64_t rng = 0x9E3779B97F4A7C15ULL;
-    cq_status s = cq_cmf_writer_create(path, &wr);
-    if (s == CQ_OK) s = cq_cmf_writer_set_header(wr, hdr, strlen(hdr));
-    if (s == CQ_OK) s = cq_cmf_writer_check_space(wr, planned + (planned >> 4));
-    uint64_t shape1[1] = {strlen(cfg)};
-    if (s == CQ_OK) s = cq_cmf_writer_add(wr, "dit.config_json", CQ_DTYPE_U8, 1, shape1, cfg, shape1[0]);
-    cq_progress bar = {.bytes = true};
-    cq_progress_begin(&bar, "writing random weights", planned, !isatty(STDERR_FILENO));
-    uint64_t done = 0;
-    for (size_t i = 0; s == CQ_OK && i < nw; i++) {
-        uint64_t nb;
-        if (w[i].cols) {
-            s = make_weight(o->quant, w[i].rows, w[i].cols, &rng, &buf, &cap, &nb);
-            uint64_t sh[2] = {w[i].rows, w[i].cols};
-            if (s == CQ_OK) s = cq_cmf_writer_add(wr, w[i].name, o->quant, 2, sh, buf, nb);
-        } else {
-            float v[B_CTX];
-            for (uint64_t k = 0; k < w[i].rows; k++)
-                v[k] = w[i].base + 0.1f * ((float)(rng_next(&rng) >> 40) / (float)(1 << 24) - 0.5f);
-            nb = 4 * w[i].rows;
-            uint64_t sh[1] = {w[i].rows};
-            s = cq_cmf_writer_add(wr, w[i].name, CQ_DTYPE_F32, 1, sh, v, nb);
-        }
-        done += nb;
-        cq_progress_update(&bar, done);
-    }
-    cq_progress_end(&bar);
-    cq_free(buf);
-    cq_free(w);
-    if (s == CQ_OK) s = cq_cmf_writer_finish(wr);
-    cq_cmf_writer_free(wr);
+    *bytes = cq_bench_pack_bytes(&pk);
+    cq_bench_blob blob = {"dit.config_json", cfg, strlen(cfg)};
+    cq_bench_file f = {.tag = "qi21", .header = hdr, .blobs = &blob, .n_blobs = 1, .weights = &pk};
+    uint64_t file_bytes;
+    if (s == CQ_OK) s = cq_bench_pack_map(&f, cmf, &file_bytes);
+    cq_bench_pack_free(&pk);
     return s;
 }
 
@@ -284,30 +150,6 @@ static double flops_prefill(double P, int layers) {
     /* block-causal: text row i sees i + 1 keys; the last layer only makes keys and values */
     double per_layer = 2 * P * D * D * 4 + 2 * P * D * M * 3 + 4 * D * P * (P + 1) / 2;
     return flops_mod() + 2 * P * B_CTX * D + 2 * P * D * D + (layers - 1) * per_layer + 2 * 2 * P * D * D;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-/* CPU seconds (user + system) this process has used, all threads. */
-static double cpu_seconds(void) {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_sec +
-           1e-6 * (double)ru.ru_stime.tv_usec;
-}
-
-static double peak_rss_gib(void) {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_maxrss / (1024.0 * 1024.0); /* KiB on Linux */
 }
 
 /* ---- the run ---------------------------------------------------------------------------- */
@@ -345,7 +187,7 @@ static cq_status matmul_ref(bench_run *r, int T, int repeat, double *sec) {
         if (s == CQ_OK) s = cq_backend_sync(r->be);
         if (i) r->times[i - 1] = cq_now() - t0;
     }
-    if (s == CQ_OK) *sec = median(r->times, repeat);
+    if (s == CQ_OK) *sec = cq_bench_median(r->times, repeat);
     cq_tensor_free(&x);
     cq_tensor_free(&y);
     cq_tensor_free(&w);
@@ -358,9 +200,6 @@ int cq_bench_qi21(int argc, char **argv) {
     int rc = parse(argc, argv, &o, &done);
     if (rc || done) return rc;
     const int side = o.size / 16, T = side * side; /* VAE /8, then 2x2 patches: 16 px per token */
-    const char *tmp = getenv("TMPDIR");
-    char path[1024];
-    snprintf(path, sizeof path, "%s/cortiq-bench-qi21-%ld.cmf", tmp && *tmp ? tmp : "/tmp", (long)getpid());
 
     printf("Qwen-Image-2.1 denoiser, 7B shape (%d layers%s, %d heads x %d, context %d, mlp %d), random %s weights\n",
            o.layers, o.layers < B_LAYERS ? " of 32 built" : "", B_HEADS, B_HEAD_DIM, B_CTX,
@@ -369,10 +208,8 @@ int cq_bench_qi21(int argc, char **argv) {
     bench_run r = {0};
     uint64_t wbytes;
     double t0 = cq_now();
-    cq_status s = write_model(path, &o, &wbytes);
+    cq_status s = map_model(&o, &r.cmf, &wbytes);
     double t_write = cq_now() - t0;
-    if (s == CQ_OK) s = cq_cmf_open(path, &r.cmf);
-    unlink(path); /* the mapping keeps the data; nothing is left behind */
     if (s != CQ_OK) return cq_cli_fail("bench qi21", s, "writing the temporary model");
     char b1[32];
     printf("weights %s written and verified in %.1f s (temporary file, already removed)\n",
@@ -395,9 +232,9 @@ int cq_bench_qi21(int argc, char **argv) {
     double t_load = cq_now() - t0;
     uint64_t rng = 12345;
     for (size_t i = 0; s == CQ_OK && i < (size_t)B_TEXT * B_CTX; i++)
-        r.ctx[i] = (float)(rng_next(&rng) >> 40) / (float)(1 << 23) - 1.0f;
+        r.ctx[i] = 2.0f * cq_bench_rng_unit(&rng);
     for (size_t i = 0; s == CQ_OK && i < (size_t)T * B_CH; i++)
-        r.target[i] = (float)(rng_next(&rng) >> 40) / (float)(1 << 23) - 1.0f;
+        r.target[i] = 2.0f * cq_bench_rng_unit(&rng);
     uint8_t mask[B_TEXT + 4096 / 4];
     memset(mask, 0, B_TEXT);
     memset(mask + B_TEXT, 1, (size_t)T / 4);
@@ -418,19 +255,19 @@ int cq_bench_qi21(int argc, char **argv) {
         cq_qi21_cache_free(c);
         c = NULL;
         t0 = cq_now();
-        double c0 = cpu_seconds();
+        double c0 = cq_bench_cpu_seconds();
         s = cq_qi21_prefill(r.m, &lay, r.ctx, NULL, &c);
-        if (i) r.times[i - 1] = cq_now() - t0, r.cpu[i - 1] = cpu_seconds() - c0;
+        if (i) r.times[i - 1] = cq_now() - t0, r.cpu[i - 1] = cq_bench_cpu_seconds() - c0;
     }
-    double t_prefill = s == CQ_OK ? median(r.times, o.repeat) : 0, c_prefill = s == CQ_OK ? median(r.cpu, o.repeat) : 0;
+    double t_prefill = s == CQ_OK ? cq_bench_median(r.times, o.repeat) : 0, c_prefill = s == CQ_OK ? cq_bench_median(r.cpu, o.repeat) : 0;
     for (int i = 0; s == CQ_OK && i <= o.repeat; i++) {
         what = "step";
         t0 = cq_now();
-        double c0 = cpu_seconds();
+        double c0 = cq_bench_cpu_seconds();
         s = cq_qi21_step(r.m, c, r.target, 1.0f - (float)i / (float)(o.repeat + 1), r.vel);
-        if (i) r.times[i - 1] = cq_now() - t0, r.cpu[i - 1] = cpu_seconds() - c0;
+        if (i) r.times[i - 1] = cq_now() - t0, r.cpu[i - 1] = cq_bench_cpu_seconds() - c0;
     }
-    double t_step = s == CQ_OK ? median(r.times, o.repeat) : 0, c_step = s == CQ_OK ? median(r.cpu, o.repeat) : 0;
+    double t_step = s == CQ_OK ? cq_bench_median(r.times, o.repeat) : 0, c_step = s == CQ_OK ? cq_bench_median(r.cpu, o.repeat) : 0;
     cq_qi21_cache_free(c);
     double t_mm = 0;
     if (s == CQ_OK) {
@@ -467,7 +304,7 @@ int cq_bench_qi21(int argc, char **argv) {
                t_step * k, k);
     }
     printf("peak resident memory %.2f GiB (mapped weights included); median of %d runs after a warm-up\n",
-           peak_rss_gib(), o.repeat);
+           (double)cq_bench_peak_rss() / (1024.0 * 1024.0 * 1024.0), o.repeat);
     printf("CPU share = CPU time / (wall time x %d threads): below ~90%% the machine was busy with other work\n",
            threads);
     run_free(&r);

@@ -17,6 +17,7 @@ typedef struct bench {
 
 static const bench k_benches[] = {
     {"qi21", cq_bench_qi21, "the Qwen-Image-2.1 denoiser (real 7B shape, random weights): prefill and step"},
+    {"imagine", cq_bench_imagine, "Qwen-Image-2.1 text to image end to end (real configuration, random weights)"},
 };
 
 static void help(FILE *f) {

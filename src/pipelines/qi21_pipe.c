@@ -139,9 +139,8 @@ void cq_qi21_pipe_free(cq_qi21_pipe *p) {
 }
 
 /* ------------------------------------------------------------------------ */
-cq_status cq_qi21_pipe_encode_prompt(cq_qi21_pipe *p, const char *prompt, float **embeds, int *n_rows) {
-    *embeds = NULL;
-    *n_rows = 0;
+/* The prompt in the pipeline's template, tokenized; refuses what the text tower must not read. */
+static cq_status tokenize_prompt(cq_qi21_pipe *p, const char *prompt, cq_tokens *ids) {
     if (!prompt || !*prompt) prompt = " "; /* Qwen has no BOS: an empty prompt leaves nothing to read */
     static const char head[] = "<|im_start|>system\n" QI21_SYSTEM_PROMPT "<|im_end|>\n<|im_start|>user\n";
     static const char tail[] = "<|im_end|>\n<|im_start|>assistant\n";
@@ -151,20 +150,37 @@ cq_status cq_qi21_pipe_encode_prompt(cq_qi21_pipe *p, const char *prompt, float 
     memcpy(text, head, sizeof head - 1);
     memcpy(text + sizeof head - 1, prompt, pl);
     memcpy(text + sizeof head - 1 + pl, tail, sizeof tail);
-    cq_tokens ids = {0};
-    cq_status s = cq_tokenizer_encode(p->tok, text, n, CQ_TOK_ADD_SPECIAL, &ids);
+    cq_status s = cq_tokenizer_encode(p->tok, text, n, CQ_TOK_ADD_SPECIAL, ids);
     cq_free(text);
     if (s != CQ_OK) return s;
-    for (size_t i = 0; i < ids.n; i++)
-        if (ids.ids[i] == p->image_pad_id) {
-            cq_tokens_free(&ids);
+    for (size_t i = 0; i < ids->n; i++)
+        if (ids->ids[i] == p->image_pad_id) {
+            cq_tokens_free(ids);
             return cq_fail(CQ_ERR_INVALID_ARG, "the prompt contains <|image_pad|>, a placeholder for a condition image; "
                            "text-to-image prompts cannot hold one");
         }
-    if ((int64_t)ids.n <= p->drop_idx) {
-        cq_tokens_free(&ids);
+    if ((int64_t)ids->n <= p->drop_idx) {
+        cq_tokens_free(ids);
         return cq_fail(CQ_ERR_INTERNAL, "qi21 pipeline: the prompt has no tokens after the system turn");
     }
+    return CQ_OK;
+}
+
+cq_status cq_qi21_pipe_prompt_tokens(cq_qi21_pipe *p, const char *prompt, int *total, int *rows) {
+    *total = *rows = 0;
+    cq_tokens ids = {0};
+    CQ_TRY(tokenize_prompt(p, prompt, &ids));
+    *total = (int)ids.n;
+    *rows = (int)ids.n - p->drop_idx;
+    cq_tokens_free(&ids);
+    return CQ_OK;
+}
+
+cq_status cq_qi21_pipe_encode_prompt(cq_qi21_pipe *p, const char *prompt, float **embeds, int *n_rows) {
+    *embeds = NULL;
+    *n_rows = 0;
+    cq_tokens ids = {0};
+    CQ_TRY(tokenize_prompt(p, prompt, &ids));
     const cq_qwen3_config *tc = cq_qwen3_get_config(p->te);
     int total = (int)ids.n, rows = total - p->drop_idx;
     float *all = cq_mallocn((size_t)total * tc->hidden, sizeof(float));
@@ -174,7 +190,7 @@ cq_status cq_qi21_pipe_encode_prompt(cq_qi21_pipe *p, const char *prompt, float 
     }
     /* the last decoder layer's output, before the final norm */
     cq_qwen3_outputs o = {.layer = tc->n_layers, .hidden = all};
-    s = cq_qwen3_forward(p->te, ids.ids, total, &o);
+    cq_status s = cq_qwen3_forward(p->te, ids.ids, total, &o);
     cq_tokens_free(&ids);
     if (s != CQ_OK) {
         cq_free(all);
@@ -187,12 +203,18 @@ cq_status cq_qi21_pipe_encode_prompt(cq_qi21_pipe *p, const char *prompt, float 
 }
 
 /* A prefill for one prompt: layout (text rows, then the target's slots). */
-static cq_status prefill_prompt(cq_qi21_pipe *p, const char *prompt, int lat_h, int lat_w, cq_qi21_cache **cache,
-                                cq_qi21_timings *t) {
+static void phase(const cq_qi21_gen_opts *o, cq_qi21_phase ph) {
+    if (o->on_phase) o->on_phase(ph, o->user);
+}
+
+static cq_status prefill_prompt(cq_qi21_pipe *p, const cq_qi21_gen_opts *o, const char *prompt, int lat_h, int lat_w,
+                                cq_qi21_cache **cache, cq_qi21_timings *t) {
     float *emb;
     int rows;
+    phase(o, CQ_QI21_PHASE_TEXT);
     double a = cq_now();
     CQ_TRY(cq_qi21_pipe_encode_prompt(p, prompt, &emb, &rows));
+    phase(o, CQ_QI21_PHASE_PREFILL);
     double b = cq_now();
     t->text += b - a;
     int slots = lat_h * lat_w / 4, vlm = rows + slots;
@@ -250,8 +272,9 @@ cq_status cq_qi21_pipe_generate(cq_qi21_pipe *p, const cq_qi21_gen_opts *o, cq_q
                                       cq_torch_f32_kernel_native(), 1, C, lat_h, lat_w, x);
     if (s == CQ_OK) s = cq_flow_schedule_make(&p->sched, o->steps, T, &sch);
     /* text tower + prefill, once per prompt */
-    if (s == CQ_OK) s = prefill_prompt(p, o->prompt, lat_h, lat_w, &pos, &res->t);
-    if (s == CQ_OK && cfg) s = prefill_prompt(p, o->negative, lat_h, lat_w, &neg, &res->t);
+    if (s == CQ_OK) s = prefill_prompt(p, o, o->prompt, lat_h, lat_w, &pos, &res->t);
+    if (s == CQ_OK && cfg) s = prefill_prompt(p, o, o->negative, lat_h, lat_w, &neg, &res->t);
+    if (s == CQ_OK) phase(o, CQ_QI21_PHASE_STEPS);
     double t_steps = cq_now();
     for (int i = 0; s == CQ_OK && i < sch.steps; i++) {
         float tm = cq_flow_model_timestep(sch.timesteps[i], false, false);
@@ -273,6 +296,7 @@ cq_status cq_qi21_pipe_generate(cq_qi21_pipe *p, const cq_qi21_gen_opts *o, cq_q
     }
     t_steps = cq_now() - t_steps;
     /* latents -> the VAE's space: unpack to [C][h][w], then * std + mean per channel */
+    if (s == CQ_OK) phase(o, CQ_QI21_PHASE_VAE);
     double t_vae = cq_now();
     if (s == CQ_OK) {
         cq_qwen21_unpack_latents(x, z, 1, C, lat_h, lat_w);
@@ -283,6 +307,7 @@ cq_status cq_qi21_pipe_generate(cq_qi21_pipe *p, const cq_qi21_gen_opts *o, cq_q
     }
     if (s == CQ_OK) s = cq_qvae_decode(p->vae, z, lat_h, lat_w, CQ_QVAE_PLANAR, res->image);
     t_vae = cq_now() - t_vae;
+    if (s == CQ_OK) phase(o, CQ_QI21_PHASE_DONE);
     if (s == CQ_OK) {
         res->width = o->width;
         res->height = o->height;

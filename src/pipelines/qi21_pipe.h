@@ -28,6 +28,20 @@ typedef struct cq_qi21_pipe cq_qi21_pipe;
 /* Per-step progress: step i (1-based) of n done. Return non-zero to cancel. */
 typedef int (*cq_qi21_step_fn)(int step, int n_steps, void *user);
 
+/* The phases of one generation, in order; text and prefill come once per
+ * prompt (twice with true CFG). DONE follows the VAE decode. */
+typedef enum cq_qi21_phase {
+    CQ_QI21_PHASE_TEXT = 0, /* tokenizer + text tower */
+    CQ_QI21_PHASE_PREFILL,  /* the denoiser's prefix cache */
+    CQ_QI21_PHASE_STEPS,    /* the denoising loop (then on_step after each step) */
+    CQ_QI21_PHASE_VAE,      /* latents -> pixels */
+    CQ_QI21_PHASE_DONE,
+} cq_qi21_phase;
+
+/* Called as each phase begins, so callers can time phases by their own clocks
+ * (CPU time, memory) or show what runs. */
+typedef void (*cq_qi21_phase_fn)(cq_qi21_phase phase, void *user);
+
 typedef struct cq_qi21_gen_opts {
     const char *prompt;
     const char *negative;     /* NULL: none */
@@ -37,7 +51,8 @@ typedef struct cq_qi21_gen_opts {
     double guidance;          /* true CFG when > 1 and a negative prompt is given */
     bool noise_bf16;          /* draw the noise as a bfloat16 reference pipeline does */
     cq_qi21_step_fn on_step;
-    void *user;
+    cq_qi21_phase_fn on_phase; /* NULL: none */
+    void *user;                /* passed to on_step and on_phase */
 } cq_qi21_gen_opts;
 
 typedef struct cq_qi21_timings {
@@ -55,6 +70,11 @@ typedef struct cq_qi21_result {
 
 cq_status cq_qi21_pipe_load(const cq_cmf *cmf, cq_backend *be, cq_qi21_pipe **out);
 void cq_qi21_pipe_free(cq_qi21_pipe *p);
+
+/* Token counts of a prompt as cq_qi21_pipe_encode_prompt runs it: the text
+ * tower reads *total tokens, the denoiser the last *rows of their states
+ * (the system turn's are dropped). Tokenizes only. */
+cq_status cq_qi21_pipe_prompt_tokens(cq_qi21_pipe *p, const char *prompt, int *total, int *rows);
 
 /* The prompt embeddings the denoiser reads: [*n_rows][context_dim] (malloc'd). */
 cq_status cq_qi21_pipe_encode_prompt(cq_qi21_pipe *p, const char *prompt, float **embeds, int *n_rows);

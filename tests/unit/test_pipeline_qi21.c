@@ -75,6 +75,24 @@ static double rel_max_err(const float *got, const float *want, uint64_t n) {
     return mx / sqrt(ss / (double)n);
 }
 
+/* What the generation reported, in order: phases as 'T', 'P', 'S', 'V', 'D' and steps as '1'.. '9'. */
+typedef struct trace {
+    char ev[64];
+    int n;
+} trace;
+
+static void on_phase(cq_qi21_phase ph, void *user) {
+    trace *t = user;
+    if (t->n < 63) t->ev[t->n++] = "TPSVD"[ph];
+}
+
+static int on_step(int step, int n_steps, void *user) {
+    trace *t = user;
+    assert_true(step >= 1 && step <= n_steps && n_steps <= 9);
+    if (t->n < 63) t->ev[t->n++] = (char)('0' + step);
+    return 0;
+}
+
 static void run_case(cq_qi21_pipe *pipe, const cq_st *exp, const char *name, const cJSON *c) {
     const char *prompt = cJSON_GetObjectItem(c, "prompt")->valuestring;
     const cJSON *neg = cJSON_GetObjectItem(c, "negative");
@@ -96,6 +114,10 @@ static void run_case(cq_qi21_pipe *pipe, const cq_st *exp, const char *name, con
     assert_true(e_emb <= 1e-4);
     free(want_emb);
     cq_free(emb);
+    int total, counted;
+    assert_int_equal(cq_qi21_pipe_prompt_tokens(pipe, prompt, &total, &counted), CQ_OK);
+    assert_int_equal(counted, rows);
+    assert_true(total > rows);
 
     /* the initial noise, exact */
     snprintf(key, sizeof key, "noise_%s", name);
@@ -109,10 +131,18 @@ static void run_case(cq_qi21_pipe *pipe, const cq_st *exp, const char *name, con
     free(noise);
     free(want_noise);
 
+    trace tr = {{0}, 0};
     cq_qi21_gen_opts o = {.prompt = prompt, .negative = cJSON_IsString(neg) ? neg->valuestring : NULL,
-                          .width = w, .height = h, .steps = steps, .seed = (uint64_t)seed, .guidance = cfg};
+                          .width = w, .height = h, .steps = steps, .seed = (uint64_t)seed, .guidance = cfg,
+                          .on_step = on_step, .on_phase = on_phase, .user = &tr};
     cq_qi21_result r;
     assert_int_equal(cq_qi21_pipe_generate(pipe, &o, &r), CQ_OK);
+    /* text and prefill per prompt, the steps in order, then the VAE */
+    char want_ev[64];
+    int k = snprintf(want_ev, sizeof want_ev, "%s", o.negative && cfg > 1 ? "TPTPS" : "TPS");
+    for (int i = 1; i <= steps; i++) want_ev[k++] = (char)('0' + i);
+    snprintf(want_ev + k, sizeof want_ev - (size_t)k, "VD");
+    assert_string_equal(tr.ev, want_ev);
 
     snprintf(key, sizeof key, "latents_%s", name);
     float *want_lat = read_tensor(exp, key, &n);

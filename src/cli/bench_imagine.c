@@ -1,0 +1,622 @@
+/*
+ * bench_imagine.c — `cortiq bench imagine`: Qwen-Image-2.1 text to image end
+ * to end, at the released model's configuration, with random weights.
+ *
+ * One temporary pack holds what `cortiq convert` makes of the diffusers
+ * pipeline folder, at full size: the language half of Qwen3-VL-8B as text
+ * tower (36 layers, 4096 wide, 32 heads / 8 K-V heads x 128, MLP 12288,
+ * vocabulary 151936, RoPE theta 5e6 with interleaved mrope [24, 20, 20]; no
+ * vision tower and no lm_head, which text to image never reads), the 7B
+ * denoiser, the VAE (base 96, decoder base 144, z 64, dim_mult 1-2-4-8-8, two
+ * residual blocks per level, f16 kernels), the scheduler config, the Qwen
+ * tokenizer and the Qwen3-VL chat template (both from tests/fixtures). The
+ * weights are random bytes in each codec's layout (bench_pack.c), the matrices
+ * in the convert defaults: q8_2f, or q4tp for the denoiser with --quant q4tp
+ * (the text tower stays at 8 bits, as convert keeps it).
+ *
+ * Then the real pipeline runs (cq_qi21_pipe_load + cq_qi21_pipe_generate) and
+ * every phase is timed by the pipeline's phase and step callbacks: wall time,
+ * process CPU time (on a busy machine the wall time says little alone) and
+ * resident memory after it. The report projects 40 steps from the median
+ * step.
+ */
+#include <cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef CQ_BENCH_ZLIB
+#include <zlib.h>
+#endif
+
+#include "cli/bench_pack.h"
+#include "cli/cli.h"
+#include "ops/ops.h"
+#include "pipelines/qi21_pipe.h"
+
+#ifndef CQ_BENCH_FIXTURES
+#define CQ_BENCH_FIXTURES "tests/fixtures"
+#endif
+
+/* The text tower: Qwen3-VL-8B's language model. */
+#define TE_LAYERS 36
+#define TE_HIDDEN 4096
+#define TE_HEADS 32
+#define TE_KV_HEADS 8
+#define TE_HEAD_DIM 128
+#define TE_INTER 12288
+#define TE_VOCAB 151936
+#define TE_MAX_POS 262144
+
+/* The VAE. */
+#define VAE_BASE 96
+#define VAE_DEC_BASE 144
+#define VAE_Z 64
+#define VAE_LEVELS 5
+#define VAE_RES 2
+#define VAE_IO 4
+static const int k_mult[VAE_LEVELS] = {1, 2, 4, 8, 8};
+static const bool k_tdown[VAE_LEVELS - 1] = {false, true, true, true};
+
+#define PROJECT_STEPS 40
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+typedef struct bench_opts {
+    int size, steps, threads, layers;
+    cq_dtype quant;
+    const char *prompt, *tokenizer, *chat_template;
+} bench_opts;
+
+static void help(void) {
+    printf("usage: cortiq bench imagine [--size 256|512] [--steps N] [--quant q8_2f|q4tp] [--threads N]\n"
+           "                            [--prompt TEXT] [--tokenizer FILE] [--chat-template FILE] [--layers N]\n"
+           "\n"
+           "Time Qwen-Image-2.1 text to image end to end at the released configuration with random\n"
+           "weights: the Qwen3-VL-8B text tower (36 layers, 4096 wide), the 7B denoiser and the VAE\n"
+           "(base 96/144, z 64), with the real tokenizer, chat template and scheduler. The pack is\n"
+           "written to a temporary .cmf under $TMPDIR (default /tmp; about 15.5 GB with q8_2f, 11.8 GB\n"
+           "with q4tp; the free space is checked first) and mapped as a real model is; the file is\n"
+           "removed as soon as it is mapped, and also when the run fails or is interrupted.\n"
+           "\n"
+           "Then the pipeline runs once and reports, per phase (load, text tower, prefill, each step,\n"
+           "VAE decode): wall time, CPU time of all threads and resident memory after it; the total\n"
+           "for --steps and for %d steps projected from the median step; the peak resident memory\n"
+           "(mapped weights included) and the file size.\n"
+           "\n"
+           "options:\n"
+           "  --size N             image side in pixels: 256 (default) or 512\n"
+           "  --steps N            denoising steps actually run, 2..100 (default 2)\n"
+           "  --quant C            denoiser codec: q8_2f (default) or q4tp; the text tower stays q8_2f\n"
+           "                       and the VAE f16, as `cortiq convert` makes them\n"
+           "  --threads N          worker threads (default: CORTIQ_THREADS or all cores)\n"
+           "  --prompt TEXT        the prompt (default: a fixed one of about 20 tokens)\n"
+           "  --tokenizer FILE     Qwen tokenizer.json, optionally gzip-compressed\n"
+           "                       (default: %s/tokenizers/qwen3.json.gz)\n"
+           "  --chat-template FILE the processor's chat template\n"
+           "                       (default: %s/chat_templates/qwen3_vl.jinja)\n"
+           "  --layers N           build only the first N layers of the text tower and the denoiser: a\n"
+           "                       quick check of the whole path (the times are then not the model's)\n"
+           "  -h, --help           this text\n",
+           PROJECT_STEPS, CQ_BENCH_FIXTURES, CQ_BENCH_FIXTURES);
+}
+
+static int parse(int argc, char **argv, bench_opts *o, bool *done) {
+    const char *cmd = "bench imagine";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long n;
+        if (cq_cli_is_help(a)) {
+            help();
+            *done = true;
+            return 0;
+        } else if (strcmp(a, "--size") == 0) {
+            if (!cq_cli_parse_int(cmd, a, v, 1, 1 << 16, &n)) return 2;
+            if (n != 256 && n != 512) return cq_cli_usage_error(cmd, "--size must be 256 or 512");
+            o->size = (int)n;
+            i++;
+        } else if (strcmp(a, "--steps") == 0) {
+            if (!cq_cli_parse_int(cmd, a, v, 2, 100, &n)) return 2;
+            o->steps = (int)n;
+            i++;
+        } else if (strcmp(a, "--threads") == 0) {
+            if (!cq_cli_parse_int(cmd, a, v, 1, 4096, &n)) return 2;
+            o->threads = (int)n;
+            i++;
+        } else if (strcmp(a, "--quant") == 0) {
+            int d = v ? cq_dtype_from_name(v) : -1;
+            if (d != CQ_DTYPE_Q8_2F && d != CQ_DTYPE_Q4TP)
+                return cq_cli_usage_error(cmd, "--quant must be q8_2f or q4tp");
+            o->quant = (cq_dtype)d;
+            i++;
+        } else if (strcmp(a, "--layers") == 0) {
+            if (!cq_cli_parse_int(cmd, a, v, 1, CQ_BENCH_DIT_LAYERS, &n)) return 2;
+            o->layers = (int)n;
+            i++;
+        } else if (strcmp(a, "--prompt") == 0) {
+            if (!v) return cq_cli_usage_error(cmd, "--prompt needs a value");
+            o->prompt = v;
+            i++;
+        } else if (strcmp(a, "--tokenizer") == 0 || strcmp(a, "--chat-template") == 0) {
+            if (!v || !*v) return cq_cli_usage_error(cmd, "%s needs a file name", a);
+            *(a[2] == 't' ? &o->tokenizer : &o->chat_template) = v;
+            i++;
+        } else {
+            return cq_cli_usage_error(cmd, "unknown argument '%s'", a);
+        }
+    }
+    return 0;
+}
+
+/* ---- inputs: tokenizer and chat template ---------------------------------------------------- */
+/* A whole file (gzip-compressed or not), NUL-terminated. */
+static cq_status read_input(const char *path, const char *what, char **out, size_t *len) {
+    *out = NULL;
+    *len = 0;
+    const size_t limit = (size_t)256 << 20;
+    size_t cap = 1 << 20, n = 0;
+    char *buf = cq_malloc(cap + 1);
+    if (!buf) return CQ_ERR_NOMEM;
+#ifdef CQ_BENCH_ZLIB
+    gzFile f = gzopen(path, "rb"); /* reads plain files as they are */
+#else
+    FILE *f = fopen(path, "rb");
+#endif
+    if (!f) {
+        cq_free(buf);
+        return cq_fail(CQ_ERR_IO, "cannot open the %s '%s' (see --help for the option that names another)", what, path);
+    }
+    cq_status s = CQ_OK;
+    for (;;) {
+        if (n == cap) {
+            char *b = cap < limit ? cq_realloc(buf, 2 * cap + 1) : NULL;
+            if (!b) {
+                s = cap < limit ? CQ_ERR_NOMEM : cq_fail(CQ_ERR_IO, "the %s '%s' is over 256 MiB", what, path);
+                break;
+            }
+            buf = b;
+            cap *= 2;
+        }
+#ifdef CQ_BENCH_ZLIB
+        int k = gzread(f, buf + n, (unsigned)(cap - n));
+#else
+        long k = (long)fread(buf + n, 1, cap - n, f);
+#endif
+        if (k < 0) s = cq_fail(CQ_ERR_IO, "reading the %s '%s' failed", what, path);
+        if (k <= 0) break;
+        n += (size_t)k;
+    }
+#ifdef CQ_BENCH_ZLIB
+    gzclose(f);
+#else
+    fclose(f);
+    if (s == CQ_OK && n >= 2 && (uint8_t)buf[0] == 0x1f && (uint8_t)buf[1] == 0x8b)
+        s = cq_fail(CQ_ERR_UNSUPPORTED, "the %s '%s' is gzip-compressed and this build has no zlib: pass an "
+                    "uncompressed copy", what, path);
+#endif
+    if (s != CQ_OK) {
+        cq_free(buf);
+        return s;
+    }
+    buf[n] = 0;
+    *out = buf;
+    *len = n;
+    return CQ_OK;
+}
+
+/* ---- the pack's contents ---------------------------------------------------------------------- */
+static cq_status te_weights(cq_bench_pack *p, int layers) {
+    const cq_dtype q = CQ_DTYPE_Q8_2F; /* convert keeps the text tower at 8 bits */
+    const char *sp = "te.model.language_model";
+    const uint64_t H = TE_HIDDEN, Q = TE_HEADS * TE_HEAD_DIM, KV = TE_KV_HEADS * TE_HEAD_DIM, I = TE_INTER;
+    CQ_TRY(cq_bench_pack_matrix(p, q, TE_VOCAB, H, "%s.embed_tokens.weight", sp));
+    CQ_TRY(cq_bench_pack_vector(p, H, 1.0f, "%s.norm.weight", sp));
+    for (int l = 0; l < layers; l++) {
+        CQ_TRY(cq_bench_pack_vector(p, H, 1.0f, "%s.layers.%d.input_layernorm.weight", sp, l));
+        CQ_TRY(cq_bench_pack_matrix(p, q, Q, H, "%s.layers.%d.self_attn.q_proj.weight", sp, l));
+        CQ_TRY(cq_bench_pack_matrix(p, q, KV, H, "%s.layers.%d.self_attn.k_proj.weight", sp, l));
+        CQ_TRY(cq_bench_pack_matrix(p, q, KV, H, "%s.layers.%d.self_attn.v_proj.weight", sp, l));
+        CQ_TRY(cq_bench_pack_matrix(p, q, H, Q, "%s.layers.%d.self_attn.o_proj.weight", sp, l));
+        CQ_TRY(cq_bench_pack_vector(p, TE_HEAD_DIM, 1.0f, "%s.layers.%d.self_attn.q_norm.weight", sp, l));
+        CQ_TRY(cq_bench_pack_vector(p, TE_HEAD_DIM, 1.0f, "%s.layers.%d.self_attn.k_norm.weight", sp, l));
+        CQ_TRY(cq_bench_pack_vector(p, H, 1.0f, "%s.layers.%d.post_attention_layernorm.weight", sp, l));
+        CQ_TRY(cq_bench_pack_matrix(p, q, I, H, "%s.layers.%d.mlp.gate_proj.weight", sp, l));
+        CQ_TRY(cq_bench_pack_matrix(p, q, I, H, "%s.layers.%d.mlp.up_proj.weight", sp, l));
+        CQ_TRY(cq_bench_pack_matrix(p, q, H, I, "%s.layers.%d.mlp.down_proj.weight", sp, l));
+    }
+    return CQ_OK;
+}
+
+/* A conv kernel [cout, cin, k, k] in f16 and its f32 bias, as the VAE stores them. */
+static cq_status vae_conv(cq_bench_pack *p, const char *name, int cin, int cout, int k) {
+    uint64_t w[4] = {(uint64_t)cout, (uint64_t)cin, (uint64_t)k, (uint64_t)k};
+    CQ_TRY(cq_bench_pack_add(p, CQ_DTYPE_F16, 4, w, 0.0f, "%s.weight", name));
+    return cq_bench_pack_vector(p, (uint64_t)cout, 0.0f, "%s.bias", name);
+}
+
+/* An RMS-norm gamma [C, 1, 1(, 1)]. */
+static cq_status vae_gamma(cq_bench_pack *p, const char *name, int c, int ndim) {
+    uint64_t shape[4] = {(uint64_t)c, 1, 1, 1};
+    return cq_bench_pack_add(p, CQ_DTYPE_F32, ndim, shape, 1.0f, "%s", name);
+}
+
+static cq_status vae_res(cq_bench_pack *p, const char *name, int cin, int cout) {
+    char n[200];
+    snprintf(n, sizeof n, "%s.norm1.gamma", name);
+    CQ_TRY(vae_gamma(p, n, cin, 4));
+    snprintf(n, sizeof n, "%s.conv1", name);
+    CQ_TRY(vae_conv(p, n, cin, cout, 3));
+    snprintf(n, sizeof n, "%s.norm2.gamma", name);
+    CQ_TRY(vae_gamma(p, n, cout, 4));
+    snprintf(n, sizeof n, "%s.conv2", name);
+    CQ_TRY(vae_conv(p, n, cout, cout, 3));
+    snprintf(n, sizeof n, "%s.conv_shortcut", name);
+    return cin != cout ? vae_conv(p, n, cin, cout, 1) : CQ_OK;
+}
+
+static cq_status vae_mid(cq_bench_pack *p, const char *coder, int c) {
+    char n[200];
+    for (int i = 0; i < 2; i++) {
+        snprintf(n, sizeof n, "vae.%s.mid_block.resnets.%d", coder, i);
+        CQ_TRY(vae_res(p, n, c, c));
+    }
+    snprintf(n, sizeof n, "vae.%s.mid_block.attentions.0.norm.gamma", coder);
+    CQ_TRY(vae_gamma(p, n, c, 3));
+    snprintf(n, sizeof n, "vae.%s.mid_block.attentions.0.to_qkv", coder);
+    CQ_TRY(vae_conv(p, n, c, 3 * c, 1));
+    snprintf(n, sizeof n, "vae.%s.mid_block.attentions.0.proj", coder);
+    return vae_conv(p, n, c, c, 1);
+}
+
+/* Every tensor of AutoencoderKLQwenImage21 as converted (the temporal convs too, which a
+ * single frame never runs, so the file has the real size). */
+static cq_status vae_weights(cq_bench_pack *p) {
+    int de[VAE_LEVELS + 1], dd[VAE_LEVELS + 1];
+    de[0] = VAE_BASE;
+    dd[0] = VAE_DEC_BASE * k_mult[VAE_LEVELS - 1];
+    for (int i = 0; i < VAE_LEVELS; i++) {
+        de[i + 1] = VAE_BASE * k_mult[i];
+        dd[i + 1] = VAE_DEC_BASE * k_mult[VAE_LEVELS - 1 - i];
+    }
+    char n[200];
+    CQ_TRY(vae_conv(p, "vae.encoder.conv_in", VAE_IO, de[0], 3));
+    for (int i = 0; i < VAE_LEVELS; i++) {
+        for (int j = 0; j < VAE_RES; j++) {
+            snprintf(n, sizeof n, "vae.encoder.down_blocks.%d.resnets.%d", i, j);
+            CQ_TRY(vae_res(p, n, j ? de[i + 1] : de[i], de[i + 1]));
+        }
+        if (i == VAE_LEVELS - 1) continue;
+        snprintf(n, sizeof n, "vae.encoder.down_blocks.%d.downsampler.resample.1", i);
+        CQ_TRY(vae_conv(p, n, de[i + 1], de[i + 1], 3));
+        snprintf(n, sizeof n, "vae.encoder.down_blocks.%d.downsampler.time_conv", i);
+        if (k_tdown[i]) CQ_TRY(vae_conv(p, n, de[i + 1], de[i + 1], 1));
+    }
+    CQ_TRY(vae_mid(p, "encoder", de[VAE_LEVELS]));
+    CQ_TRY(vae_gamma(p, "vae.encoder.norm_out.gamma", de[VAE_LEVELS], 4));
+    CQ_TRY(vae_conv(p, "vae.encoder.conv_out", de[VAE_LEVELS], 2 * VAE_Z, 3));
+    CQ_TRY(vae_conv(p, "vae.quant_conv", 2 * VAE_Z, 2 * VAE_Z, 1));
+    CQ_TRY(vae_conv(p, "vae.post_quant_conv", VAE_Z, VAE_Z, 1));
+    CQ_TRY(vae_conv(p, "vae.decoder.conv_in", VAE_Z, dd[0], 3));
+    CQ_TRY(vae_mid(p, "decoder", dd[0]));
+    for (int i = 0; i < VAE_LEVELS; i++) {
+        for (int j = 0; j < VAE_RES + 1; j++) {
+            snprintf(n, sizeof n, "vae.decoder.up_blocks.%d.resnets.%d", i, j);
+            CQ_TRY(vae_res(p, n, j ? dd[i + 1] : dd[i], dd[i + 1]));
+        }
+        if (i == VAE_LEVELS - 1) continue;
+        snprintf(n, sizeof n, "vae.decoder.up_blocks.%d.upsampler.resample.1", i);
+        CQ_TRY(vae_conv(p, n, dd[i + 1], dd[i + 1], 3));
+        snprintf(n, sizeof n, "vae.decoder.up_blocks.%d.upsampler.time_conv", i);
+        if (k_tdown[VAE_LEVELS - 2 - i]) CQ_TRY(vae_conv(p, n, dd[i + 1], 2 * dd[i + 1], 1));
+    }
+    CQ_TRY(vae_gamma(p, "vae.decoder.norm_out.gamma", dd[VAE_LEVELS], 4));
+    return vae_conv(p, "vae.decoder.conv_out", dd[VAE_LEVELS], VAE_IO, 3);
+}
+
+/* Qwen3-VL-8B's config.json (the vision part left out: text to image never runs it). */
+static const char k_te_config[] =
+    "{\"architectures\": [\"Qwen3VLForConditionalGeneration\"], \"model_type\": \"qwen3_vl\", "
+    "\"image_token_id\": 151655, \"video_token_id\": 151656, \"vision_start_token_id\": 151652, "
+    "\"vision_end_token_id\": 151653, \"tie_word_embeddings\": false, \"text_config\": {"
+    "\"attention_bias\": false, \"attention_dropout\": 0.0, \"head_dim\": 128, \"hidden_act\": \"silu\", "
+    "\"hidden_size\": 4096, \"initializer_range\": 0.02, \"intermediate_size\": 12288, "
+    "\"max_position_embeddings\": 262144, \"model_type\": \"qwen3_vl_text\", \"num_attention_heads\": 32, "
+    "\"num_hidden_layers\": %d, \"num_key_value_heads\": 8, \"rms_norm_eps\": 1e-06, \"rope_parameters\": "
+    "{\"mrope_interleaved\": true, \"mrope_section\": [24, 20, 20], \"rope_theta\": 5000000.0, \"rope_type\": "
+    "\"default\"}, \"use_cache\": true, \"vocab_size\": 151936}}";
+
+static const char k_scheduler_config[] =
+    "{\"_class_name\": \"FlowMatchEulerDiscreteScheduler\", \"base_image_seq_len\": 256, \"base_shift\": 0.5, "
+    "\"invert_sigmas\": false, \"max_image_seq_len\": 8192, \"max_shift\": 0.9, \"num_train_timesteps\": 1000, "
+    "\"shift\": 1.0, \"shift_terminal\": 0.02, \"stochastic_sampling\": false, \"time_shift_type\": \"exponential\", "
+    "\"use_beta_sigmas\": false, \"use_dynamic_shifting\": true, \"use_exponential_sigmas\": false, "
+    "\"use_karras_sigmas\": false}";
+
+static const char k_pipeline_config[] =
+    "{\"_class_name\": \"QwenImage21Pipeline\", \"processor\": [\"transformers\", \"Qwen3VLProcessor\"], "
+    "\"scheduler\": [\"diffusers\", \"FlowMatchEulerDiscreteScheduler\"], \"text_encoder\": [\"transformers\", "
+    "\"Qwen3VLForConditionalGeneration\"], \"transformer\": [\"diffusers\", \"QwenImage21Transformer2DModel\"], "
+    "\"vae\": [\"diffusers\", \"AutoencoderKLQwenImage21\"]}";
+
+/* The VAE config; the latent statistics (per-channel mean and std) are random too. */
+static char *vae_config(void) {
+    cJSON *j = cJSON_CreateObject(), *mean = cJSON_AddArrayToObject(j, "latents_mean"),
+          *std = cJSON_AddArrayToObject(j, "latents_std");
+    uint64_t rng = 777;
+    for (int i = 0; i < VAE_Z; i++) {
+        cJSON_AddItemToArray(mean, cJSON_CreateNumber(0.4 * cq_bench_rng_unit(&rng)));
+        cJSON_AddItemToArray(std, cJSON_CreateNumber(1.0 + 0.8 * cq_bench_rng_unit(&rng)));
+    }
+    cJSON_AddStringToObject(j, "_class_name", "AutoencoderKLQwenImage21");
+    cJSON_AddItemToObject(j, "attn_scales", cJSON_CreateArray());
+    cJSON_AddNumberToObject(j, "base_dim", VAE_BASE);
+    cJSON_AddNumberToObject(j, "decoder_base_dim", VAE_DEC_BASE);
+    cJSON_AddItemToObject(j, "dim_mult", cJSON_CreateIntArray(k_mult, VAE_LEVELS));
+    cJSON_AddNumberToObject(j, "dropout", 0.0);
+    cJSON_AddNumberToObject(j, "in_channels", VAE_IO);
+    cJSON_AddBoolToObject(j, "is_residual", true);
+    cJSON_AddNumberToObject(j, "num_res_blocks", VAE_RES);
+    cJSON_AddNumberToObject(j, "out_channels", VAE_IO);
+    cJSON_AddNullToObject(j, "patch_size");
+    cJSON_AddNumberToObject(j, "scale_factor_spatial", 16);
+    cJSON_AddNumberToObject(j, "scale_factor_temporal", 8);
+    cJSON *td = cJSON_AddArrayToObject(j, "temperal_downsample");
+    for (int i = 0; i < VAE_LEVELS - 1; i++) cJSON_AddItemToArray(td, cJSON_CreateBool(k_tdown[i]));
+    cJSON_AddNumberToObject(j, "z_dim", VAE_Z);
+    char *s = cJSON_PrintUnformatted(j); /* NULL when any allocation above failed */
+    cJSON_Delete(j);
+    return s;
+}
+
+/* The header as convert writes it for a pipeline: the denoiser's shape as arch, the chat bundle. */
+static char *header_json(cq_dtype quant, int dit_layers, const char *chat_template) {
+    cJSON *h = cJSON_CreateObject(), *arch = cJSON_AddObjectToObject(h, "arch");
+    cJSON_AddStringToObject(h, "format", "cmf");
+    cJSON_AddNumberToObject(h, "version", 2);
+    cJSON_AddStringToObject(arch, "arch_name", "qwen_image21");
+    cJSON_AddNumberToObject(arch, "hidden_size", CQ_BENCH_DIT_HEADS * CQ_BENCH_DIT_HEAD_DIM);
+    cJSON_AddNumberToObject(arch, "intermediate_size", CQ_BENCH_DIT_HEADS * CQ_BENCH_DIT_HEAD_DIM * CQ_BENCH_DIT_RATIO);
+    cJSON_AddNumberToObject(arch, "num_layers", dit_layers);
+    cJSON_AddNumberToObject(arch, "num_attention_heads", CQ_BENCH_DIT_HEADS);
+    cJSON_AddNumberToObject(arch, "num_kv_heads", CQ_BENCH_DIT_HEADS);
+    cJSON_AddNumberToObject(arch, "head_dim", CQ_BENCH_DIT_HEAD_DIM);
+    cJSON_AddNumberToObject(arch, "vocab_size", TE_VOCAB);
+    cJSON_AddNumberToObject(arch, "max_position_embeddings", TE_MAX_POS);
+    cJSON_AddNumberToObject(arch, "rms_norm_eps", 1e-6);
+    cJSON *lt = cJSON_AddArrayToObject(arch, "layer_types");
+    for (int l = 0; l < dit_layers; l++) cJSON_AddItemToArray(lt, cJSON_CreateString("FullAttention"));
+    cJSON_AddStringToObject(h, "quant_type", quant == CQ_DTYPE_Q8_2F ? "Q8_2F" : "Q4_BLOCK");
+    cJSON *prov = cJSON_AddObjectToObject(h, "provenance");
+    cJSON_AddStringToObject(prov, "tool", "cortiq bench imagine");
+    cJSON_AddStringToObject(prov, "source", "random weights");
+    cJSON *tok = cJSON_AddObjectToObject(h, "tokenizer_config");
+    cJSON_AddStringToObject(tok, "chat_template", chat_template);
+    int eos = 151645;
+    cJSON_AddItemToObject(tok, "eos_token_ids", cJSON_CreateIntArray(&eos, 1));
+    cJSON_AddNumberToObject(tok, "pad_token_id", 151643);
+    char *s = cJSON_PrintUnformatted(h);
+    cJSON_Delete(h);
+    return s;
+}
+
+/* ---- timing the pipeline ---------------------------------------------------------------------- */
+typedef struct mark {
+    double wall, cpu;
+    uint64_t rss;
+    bool set;
+} mark;
+
+typedef struct watch {
+    mark phase[CQ_QI21_PHASE_DONE + 1]; /* when each phase began (DONE: when the VAE ended) */
+    mark *step;                         /* [steps]: when each step ended */
+    int threads;
+} watch;
+
+static mark mark_now(void) { return (mark){cq_now(), cq_bench_cpu_seconds(), cq_bench_rss(), true}; }
+
+static void on_phase(cq_qi21_phase ph, void *user) {
+    watch *w = user;
+    w->phase[ph] = mark_now();
+    static const char *const what[] = {"text tower", "prefill", "denoising", "VAE decode", NULL};
+    if (what[ph]) {
+        fprintf(stderr, "  %s...\n", what[ph]);
+        fflush(stderr);
+    }
+}
+
+static int on_step(int step, int n, void *user) {
+    watch *w = user;
+    w->step[step - 1] = mark_now();
+    const mark *from = step > 1 ? &w->step[step - 2] : &w->phase[CQ_QI21_PHASE_STEPS];
+    fprintf(stderr, "    step %d/%d: %.1f s\n", step, n, w->step[step - 1].wall - from->wall);
+    fflush(stderr);
+    return 0;
+}
+
+static void row(const char *label, const mark *a, const mark *b, int threads) {
+    double wall = b->wall - a->wall, cpu = b->cpu - a->cpu;
+    char rss[32] = "-";
+    if (b->rss) snprintf(rss, sizeof rss, "%.2f GiB", (double)b->rss / GIB);
+    printf("%-34s %9.2f %9.2f %8.0f%% %11s\n", label, wall, cpu, wall > 0 ? 100.0 * cpu / (wall * threads) : 0.0, rss);
+}
+
+/* Largest |x| and whether every value is finite. */
+static bool all_finite(const float *x, size_t n, double *maxabs) {
+    double m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(x[i])) return false;
+        if (fabs(x[i]) > m) m = fabs(x[i]);
+    }
+    *maxabs = m;
+    return true;
+}
+
+/* ---- the run ------------------------------------------------------------------------------------ */
+typedef struct bench_run {
+    char *tok, *tmpl, *vae_cfg, *hdr;
+    size_t tok_len, tmpl_len;
+    cq_bench_pack pack;
+    cq_cmf *cmf;
+    cq_backend *be;
+    cq_qi21_pipe *pipe;
+    mark *steps;
+} bench_run;
+
+static void run_free(bench_run *r) {
+    cq_qi21_pipe_free(r->pipe);
+    cq_backend_free(r->be);
+    cq_cmf_close(r->cmf);
+    cq_bench_pack_free(&r->pack);
+    cJSON_free(r->hdr);
+    cJSON_free(r->vae_cfg);
+    cq_free(r->tok);
+    cq_free(r->tmpl);
+    cq_free(r->steps);
+}
+
+static int fail(bench_run *r, cq_status s, const char *what) {
+    int rc = cq_cli_fail("bench imagine", s, what);
+    run_free(r);
+    return rc;
+}
+
+int cq_bench_imagine(int argc, char **argv) {
+    bench_opts o = {.size = 256, .steps = 2, .quant = CQ_DTYPE_Q8_2F, .layers = 0,
+                    .prompt = "a red fox sitting in a snowy birch forest at dawn, soft golden light, detailed fur",
+                    .tokenizer = CQ_BENCH_FIXTURES "/tokenizers/qwen3.json.gz",
+                    .chat_template = CQ_BENCH_FIXTURES "/chat_templates/qwen3_vl.jinja"};
+    bool done = false;
+    int rc = parse(argc, argv, &o, &done);
+    if (rc || done) return rc;
+    bench_run r = {0};
+    cq_status s = read_input(o.tokenizer, "tokenizer", &r.tok, &r.tok_len);
+    if (s == CQ_OK) s = read_input(o.chat_template, "chat template", &r.tmpl, &r.tmpl_len);
+    if (s != CQ_OK) return fail(&r, s, "reading the inputs");
+
+    /* the pack: text tower, denoiser, VAE */
+    int te_layers = o.layers ? o.layers : TE_LAYERS, dit_layers = o.layers ? o.layers : CQ_BENCH_DIT_LAYERS;
+    s = te_weights(&r.pack, te_layers);
+    uint64_t b_te = cq_bench_pack_bytes(&r.pack);
+    if (s == CQ_OK) s = cq_bench_dit_weights(&r.pack, o.quant, dit_layers);
+    uint64_t b_dit = cq_bench_pack_bytes(&r.pack) - b_te;
+    if (s == CQ_OK) s = vae_weights(&r.pack);
+    uint64_t b_all = cq_bench_pack_bytes(&r.pack), b_vae = b_all - b_te - b_dit;
+    char dit_cfg[512], te_cfg[sizeof k_te_config + 16];
+    snprintf(te_cfg, sizeof te_cfg, k_te_config, te_layers);
+    r.vae_cfg = vae_config();
+    r.hdr = header_json(o.quant, dit_layers, r.tmpl);
+    if (s == CQ_OK && (!r.vae_cfg || !r.hdr || cq_bench_dit_config(dit_cfg, sizeof dit_cfg, dit_layers) < 0))
+        s = CQ_ERR_NOMEM;
+    if (s != CQ_OK) return fail(&r, s, "listing the weights");
+
+    char b1[32], b2[32], b3[32], b4[32];
+    if (o.layers)
+        printf("ONLY %d of the 36 text tower layers and %d of the 32 denoiser layers are built (--layers)\n", te_layers,
+               dit_layers);
+    printf("Qwen-Image-2.1 text to image, real configuration, random weights\n"
+           "  text tower  Qwen3-VL-8B language model (36 layers, 4096 wide, 32/8 heads x 128, MLP 12288): q8_2f, %s\n"
+           "  denoiser    7B (32 layers, 32 heads x 128, MLP 12288): %s, %s\n"
+           "  VAE         base 96/144, z 64, dim_mult 1-2-4-8-8, 2 res blocks: f16 kernels, %s\n"
+           "  weights     %s in all\n",
+           cq_fmt_bytes(b_te, b1, sizeof b1), cq_dtype_name(o.quant), cq_fmt_bytes(b_dit, b2, sizeof b2),
+           cq_fmt_bytes(b_vae, b3, sizeof b3), cq_fmt_bytes(b_all, b4, sizeof b4));
+    uint64_t ram = cq_bench_ram();
+    if (ram) {
+        /* mapped pages are file pages: the kernel can drop and re-read them, but a run whose weights
+         * do not stay resident reads the disk in every phase */
+        bool fits = b_all + ((uint64_t)2 << 30) <= ram;
+        printf("  memory      %s of RAM: the weights %s\n", cq_fmt_bytes(ram, b1, sizeof b1),
+               fits ? "fit with 2 GiB to spare" : "do NOT fit with 2 GiB to spare");
+        if (!fits && o.quant == CQ_DTYPE_Q8_2F)
+            printf("              (--quant q4tp makes the denoiser about 3.3 GiB smaller)\n");
+    }
+    fflush(stdout);
+
+    /* write, map, remove */
+    cq_bench_blob blobs[] = {{"te.config_json", te_cfg, strlen(te_cfg)},
+                             {"dit.config_json", dit_cfg, strlen(dit_cfg)},
+                             {"vae.config_json", r.vae_cfg, strlen(r.vae_cfg)},
+                             {"pipeline.config_json", k_pipeline_config, sizeof k_pipeline_config - 1},
+                             {"scheduler.config_json", k_scheduler_config, sizeof k_scheduler_config - 1}};
+    cq_bench_file f = {.tag = "imagine", .header = r.hdr, .tokenizer = r.tok, .tokenizer_len = r.tok_len,
+                       .blobs = blobs, .n_blobs = CQ_ARRAY_LEN(blobs), .weights = &r.pack};
+    uint64_t file_bytes;
+    mark m_w0 = mark_now();
+    s = cq_bench_pack_map(&f, &r.cmf, &file_bytes);
+    mark m_w1 = mark_now();
+    if (s != CQ_OK) return fail(&r, s, "writing the temporary model");
+    cq_bench_pack_free(&r.pack);
+    cq_free(r.tok);
+    r.tok = NULL;
+    printf("file %s written, read back and mapped in %.1f s (temporary, already removed)\n",
+           cq_fmt_bytes(file_bytes, b1, sizeof b1), m_w1.wall - m_w0.wall);
+
+    /* load */
+    s = cq_backend_create("cpu", o.threads, &r.be);
+    mark m_l0 = mark_now();
+    if (s == CQ_OK) s = cq_qi21_pipe_load(r.cmf, r.be, &r.pipe);
+    mark m_l1 = mark_now();
+    int total = 0, rows = 0;
+    if (s == CQ_OK) s = cq_qi21_pipe_prompt_tokens(r.pipe, o.prompt, &total, &rows);
+    if (s != CQ_OK) return fail(&r, s, "loading the pipeline");
+    int threads = o.threads > 0 ? o.threads : cq_default_threads();
+    printf("backend %s, %d threads; prompt \"%s\": %d tokens, %d rows after the system turn\n", cq_backend_name(r.be),
+           threads, o.prompt, total, rows);
+    fflush(stdout);
+
+    /* generate */
+    watch w = {.threads = threads};
+    r.steps = cq_calloc((size_t)o.steps, sizeof *r.steps);
+    if (!r.steps) return fail(&r, CQ_ERR_NOMEM, "generating");
+    w.step = r.steps;
+    cq_qi21_gen_opts go = {.prompt = o.prompt, .width = o.size, .height = o.size, .steps = o.steps, .seed = 42,
+                           .guidance = 1.0, .on_step = on_step, .on_phase = on_phase, .user = &w};
+    cq_qi21_result res;
+    s = cq_qi21_pipe_generate(r.pipe, &go, &res);
+    if (s != CQ_OK) return fail(&r, s, "generating");
+    double lat_max = 0, img_max = 0;
+    bool finite = all_finite(res.latents, (size_t)res.tokens * res.latent_channels, &lat_max) &&
+                  all_finite(res.image, (size_t)res.channels * res.width * res.height, &img_max);
+    int tokens = res.tokens;
+    cq_qi21_result_free(&res);
+    if (!finite) return fail(&r, cq_fail(CQ_ERR_NUMERIC, "the latents or the image hold non-finite values"), "checking");
+
+    /* report */
+    const mark *ph = w.phase;
+    char label[64];
+    printf("\n%-34s %9s %9s %9s %11s\n", "phase", "wall s", "CPU s", "CPU share", "RSS after");
+    row("load (weights bound in place)", &m_l0, &m_l1, threads);
+    snprintf(label, sizeof label, "text tower (%d tokens)", total);
+    row(label, &ph[CQ_QI21_PHASE_TEXT], &ph[CQ_QI21_PHASE_PREFILL], threads);
+    snprintf(label, sizeof label, "prefill (%d text rows)", rows);
+    row(label, &ph[CQ_QI21_PHASE_PREFILL], &ph[CQ_QI21_PHASE_STEPS], threads);
+    double *st = cq_mallocn((size_t)o.steps, sizeof *st);
+    if (!st) return fail(&r, CQ_ERR_NOMEM, "reporting");
+    for (int i = 0; i < o.steps; i++) {
+        const mark *a = i ? &r.steps[i - 1] : &ph[CQ_QI21_PHASE_STEPS];
+        snprintf(label, sizeof label, "step %d/%d (%dx%d, %d tokens)", i + 1, o.steps, o.size, o.size, tokens);
+        row(label, a, &r.steps[i], threads);
+        st[i] = r.steps[i].wall - a->wall;
+    }
+    snprintf(label, sizeof label, "%d steps", o.steps);
+    row(label, &ph[CQ_QI21_PHASE_STEPS], &ph[CQ_QI21_PHASE_VAE], threads);
+    snprintf(label, sizeof label, "VAE decode (%dx%d)", o.size, o.size);
+    row(label, &ph[CQ_QI21_PHASE_VAE], &ph[CQ_QI21_PHASE_DONE], threads);
+    mark end = ph[CQ_QI21_PHASE_DONE];
+    snprintf(label, sizeof label, "total, %d steps (load to image)", o.steps);
+    row(label, &m_l0, &end, threads);
+    double step_med = cq_bench_median(st, o.steps);
+    cq_free(st);
+    double fixed = (m_l1.wall - m_l0.wall) + (ph[CQ_QI21_PHASE_STEPS].wall - ph[CQ_QI21_PHASE_TEXT].wall) +
+                   (end.wall - ph[CQ_QI21_PHASE_VAE].wall);
+    printf("\nmedian step %.2f s; %d steps projected: %.1f s = load + text + prefill + VAE (%.1f s) + %d x %.2f s\n",
+           step_med, PROJECT_STEPS, fixed + PROJECT_STEPS * step_med, fixed, PROJECT_STEPS, step_med);
+    printf("peak resident memory %.2f GiB (mapped weights included); file %s (%.2f GiB)\n",
+           (double)cq_bench_peak_rss() / GIB, cq_fmt_bytes(file_bytes, b1, sizeof b1), (double)file_bytes / GIB);
+    printf("values finite throughout: final latents max |x| %.3g, image max |x| %.3g (the decoder clamps to 1)\n",
+           lat_max, img_max);
+    printf("CPU share = CPU time / (wall time x %d threads): below ~90%% the machine was busy with other work\n",
+           threads);
+    run_free(&r);
+    return 0;
+}

@@ -1,0 +1,101 @@
+/*
+ * bench_pack.h — what the model benchmarks (`cortiq bench qi21`, `cortiq
+ * bench imagine`) share:
+ *  - packs of random weights generated directly in a codec's layout (no
+ *    encoder runs over billions of floats), with scales chosen so every
+ *    linear map and convolution keeps unit variance and activations stay
+ *    finite through any depth;
+ *  - writing such a pack to a temporary .cmf under $TMPDIR, mapping it and
+ *    removing it at once, so nothing outlives the run (the file is also
+ *    removed when writing fails or the process is interrupted);
+ *  - the released Qwen-Image-2.1 denoiser's weight list (7B shape);
+ *  - the process measurements the reports print (CPU time, memory).
+ */
+#ifndef CQ_CLI_BENCH_PACK_H
+#define CQ_CLI_BENCH_PACK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/base.h"
+#include "cortiq.h"
+
+/* One tensor to generate. Matrices and kernels (q8_2f, q4tp: 2-D; f16: any
+ * rank) get weights of standard deviation 1/sqrt(fan_in), fan_in being the
+ * product of all dimensions but the first; f32 tensors are per-channel
+ * vectors whose entries scatter by +-0.05 around `base`. */
+typedef struct cq_bench_weight {
+    char name[160];
+    cq_dtype dtype;
+    int ndim;
+    uint64_t shape[4];
+    float base;
+} cq_bench_weight;
+
+typedef struct cq_bench_pack {
+    cq_bench_weight *w;
+    size_t n, cap;
+} cq_bench_pack;
+
+/* Append a tensor; the name is printf-formatted. */
+cq_status cq_bench_pack_add(cq_bench_pack *p, cq_dtype dt, int ndim, const uint64_t *shape, float base,
+                            const char *fmt, ...) CQ_PRINTF(6, 7);
+/* A [rows, cols] weight matrix in `dt`. */
+cq_status cq_bench_pack_matrix(cq_bench_pack *p, cq_dtype dt, uint64_t rows, uint64_t cols, const char *fmt, ...)
+    CQ_PRINTF(5, 6);
+/* An f32 vector of n entries around `base`. */
+cq_status cq_bench_pack_vector(cq_bench_pack *p, uint64_t n, float base, const char *fmt, ...) CQ_PRINTF(4, 5);
+void cq_bench_pack_free(cq_bench_pack *p);
+/* Payload bytes of the listed tensors (what the data section will hold). */
+uint64_t cq_bench_pack_bytes(const cq_bench_pack *p);
+
+/* ---- the released Qwen-Image-2.1 denoiser ------------------------------------------- */
+#define CQ_BENCH_DIT_LAYERS 32
+#define CQ_BENCH_DIT_HEADS 32
+#define CQ_BENCH_DIT_HEAD_DIM 128
+#define CQ_BENCH_DIT_CTX 4096  /* context_in_dim: the text tower's width */
+#define CQ_BENCH_DIT_RATIO 3   /* mlp_ratio */
+#define CQ_BENCH_DIT_CH 64     /* in/out channels (the VAE's z_dim) */
+#define CQ_BENCH_DIT_TPROJ 256 /* timestep projection width */
+
+/* Its weights under "dit." (the first `layers` of the 32 blocks), matrices in `quant`. */
+cq_status cq_bench_dit_weights(cq_bench_pack *p, cq_dtype quant, int layers);
+/* Its config JSON (dit.config_json) with `layers` blocks; the length, or -1 when buf is too small. */
+int cq_bench_dit_config(char *buf, size_t len, int layers);
+
+/* ---- the temporary file ---------------------------------------------------------------- */
+typedef struct cq_bench_blob {
+    const char *name; /* stored as a u8 tensor (configs) */
+    const void *data;
+    size_t len;
+} cq_bench_blob;
+
+typedef struct cq_bench_file {
+    const char *tag;         /* part of the file's name: $TMPDIR/cortiq-bench-<tag>-<pid>.cmf */
+    const char *header;      /* the header JSON */
+    const void *tokenizer;   /* tokenizer.json bytes, or NULL */
+    size_t tokenizer_len;
+    const cq_bench_blob *blobs;
+    size_t n_blobs;
+    const cq_bench_pack *weights;
+    uint64_t seed;           /* of the weights' generator */
+} cq_bench_file;
+
+/* Write the file (after checking the free space under $TMPDIR, default
+ * /tmp), re-open it as a model is opened (mapped) and remove it: the mapping
+ * keeps the data and nothing stays on disk. A progress bar on stderr follows
+ * the writing. *file_bytes receives the size the file had. */
+cq_status cq_bench_pack_map(const cq_bench_file *f, cq_cmf **out, uint64_t *file_bytes);
+
+/* Uniform in [-0.5, 0.5) from the generator state *s (xorshift64*; *s != 0). */
+float cq_bench_rng_unit(uint64_t *s);
+
+/* ---- measurements ---------------------------------------------------------------------- */
+double cq_bench_cpu_seconds(void);  /* user + system time of the process, all threads */
+uint64_t cq_bench_peak_rss(void);   /* peak resident bytes (mapped file pages included) */
+uint64_t cq_bench_rss(void);        /* resident bytes now; 0 when the system does not say */
+uint64_t cq_bench_ram(void);        /* physical memory of the machine; 0 when unknown */
+/* The median of v[0..n) (n >= 1; v is sorted in place). */
+double cq_bench_median(double *v, int n);
+
+#endif /* CQ_CLI_BENCH_PACK_H */

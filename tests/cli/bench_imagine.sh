@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# bench_imagine.sh — `cortiq bench imagine` as a user meets it: the
+# dispatcher's list, --help, and usage errors (exit 2), plus a missing input
+# file (exit 1, before anything is written). The benchmark itself writes a
+# 15 GB model and is not run here (see docs/PERFORMANCE.md).
+# Usage: bash bench_imagine.sh <cortiq> <scratch-dir>
+set -u
+CQ=$1
+W=$2
+rm -rf "$W" && mkdir -p "$W"
+fails=0
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+expect() {
+    local want=$1
+    shift
+    "$@" >"$W/out" 2>"$W/err"
+    local rc=$?
+    [ "$rc" -eq "$want" ] || fail "'$*' exited $rc, expected $want; stderr: $(head -c 400 "$W/err")"
+}
+has() { grep -q -- "$2" "$W/$1" || fail "$1 of the last command lacks '$2': $(head -c 400 "$W/$1")"; }
+
+expect 0 "$CQ" bench --help
+has out "imagine"
+expect 2 "$CQ" bench
+has err "imagine"
+expect 0 "$CQ" bench imagine --help
+has out "--steps"
+has out "q4tp"
+has out "TMPDIR"
+has out "qwen3.json.gz"
+expect 2 "$CQ" bench imagine --size 1024
+has err "256 or 512"
+expect 2 "$CQ" bench imagine --size 25x
+has err "--size"
+expect 2 "$CQ" bench imagine --steps 1
+has err "--steps"
+expect 2 "$CQ" bench imagine --steps 101
+has err "--steps"
+expect 2 "$CQ" bench imagine --quant f16
+has err "q8_2f or q4tp"
+expect 2 "$CQ" bench imagine --threads 0
+has err "--threads"
+expect 2 "$CQ" bench imagine --layers 33
+has err "--layers"
+expect 2 "$CQ" bench imagine --tokenizer
+has err "--tokenizer needs a file name"
+expect 2 "$CQ" bench imagine --prompt
+has err "--prompt needs a value"
+expect 2 "$CQ" bench imagine extra
+has err "unknown argument"
+
+# A missing input fails before the temporary model is written: nothing appears in TMPDIR.
+mkdir -p "$W/tmp"
+TMPDIR="$W/tmp" expect 1 "$CQ" bench imagine --tokenizer "$W/no-such-tokenizer.json"
+has err "no-such-tokenizer.json"
+TMPDIR="$W/tmp" expect 1 "$CQ" bench imagine --chat-template "$W/no-such-template.jinja"
+has err "chat template"
+TMPDIR="$W/no-such-dir" expect 1 "$CQ" bench imagine --layers 1
+has err "writing the temporary model"
+[ -z "$(ls -A "$W/tmp")" ] || fail "files were left in TMPDIR: $(ls -A "$W/tmp")"
+
+if [ "$fails" -ne 0 ]; then
+    echo "$fails check(s) failed" >&2
+    exit 1
+fi
+echo "bench_imagine: all checks passed"
