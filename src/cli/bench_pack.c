@@ -355,6 +355,13 @@ uint64_t cq_bench_peak_rss(void) {
     return (uint64_t)ru.ru_maxrss * 1024u; /* KiB on Linux */
 }
 
+bool cq_bench_reset_peak_rss(void) {
+    FILE *fp = fopen("/proc/self/clear_refs", "w");
+    if (!fp) return false;
+    bool ok = fputs("5", fp) >= 0; /* 5: reset the peak resident size to the current one */
+    return fclose(fp) == 0 && ok;
+}
+
 uint64_t cq_bench_rss(void) {
     FILE *fp = fopen("/proc/self/statm", "r");
     if (!fp) return 0;

@@ -14,6 +14,7 @@
 #ifndef CQ_CLI_BENCH_PACK_H
 #define CQ_CLI_BENCH_PACK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -93,6 +94,8 @@ float cq_bench_rng_unit(uint64_t *s);
 /* ---- measurements ---------------------------------------------------------------------- */
 double cq_bench_cpu_seconds(void);  /* user + system time of the process, all threads */
 uint64_t cq_bench_peak_rss(void);   /* peak resident bytes (mapped file pages included) */
+/* Restart the peak from the present (Linux 4.0+); false when the system cannot. */
+bool cq_bench_reset_peak_rss(void);
 uint64_t cq_bench_rss(void);        /* resident bytes now; 0 when the system does not say */
 uint64_t cq_bench_ram(void);        /* physical memory of the machine; 0 when unknown */
 /* The median of v[0..n) (n >= 1; v is sorted in place). */
