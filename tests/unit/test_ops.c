@@ -464,6 +464,16 @@ static void test_matmul(void **state) {
                 cq_dtype ydt = s % 2 ? CQ_DTYPE_F32 : k_acts[xi];
                 matmul_case(wsub[wi], k_acts[xi], ydt, small[s].M, small[s].K, small[s].N, (int)((s + wi) % MM_VARIANTS));
             }
+    /* bf16 activations with every codec: the bf16-pair path (VDPBF16PS and
+     * the generic kit's plain-C twin) for bf16 / q8_row / q4 weights, the f32
+     * path for the rest. The shapes cover several K blocks of the pair path
+     * (512), an odd K (the last pair half empty), K % 32 != 0 (q4_block then
+     * has no pair form), partial weight panels and several N groups. */
+    static const mnk pairs[] = {{9, 1025, 40}, {33, 1056, 72}, {40, 1040, 70}, {70, 64, 33}};
+    for (size_t ci = 0; ci < CQ_ARRAY_LEN(k_codecs); ci++)
+        for (size_t s = 0; s < CQ_ARRAY_LEN(pairs); s++)
+            matmul_case(k_codecs[ci], CQ_DTYPE_BF16, s % 2 ? CQ_DTYPE_BF16 : CQ_DTYPE_F32, pairs[s].M, pairs[s].K,
+                        pairs[s].N, (int)((s + ci) % MM_VARIANTS));
     if (g.big)
         for (size_t ci = 0; ci < CQ_ARRAY_LEN(k_codecs); ci++)
             for (size_t s = 0; s < CQ_ARRAY_LEN(bigs); s++)
@@ -532,6 +542,8 @@ static void test_attention(void **state) {
         attention_case(dt, 20, 0, 200, 2, 2, 80, VIS_RANDOM, 0.0f);
         attention_case(dt, 1, 257, 1, 8, 2, 256, VIS_NONE, 0.0f);
         attention_case(dt, 33, 7, 100, 6, 3, 100, VIS_RANDOM, 0.0f);
+        /* More kv heads than one round of packed keys holds (4 MiB): two rounds. */
+        attention_case(dt, 3, 200, 800, 10, 10, 128, VIS_CAUSAL, 0.0f);
         if (g.big) {
             attention_case(dt, 257, 1000, 257, 4, 1, 128, VIS_CAUSAL, 0.0f);
             attention_case(dt, 1000, 0, 1000, 2, 2, 64, VIS_BLOCK, 0.0f);

@@ -19,7 +19,7 @@
 #include "backends/cpu/cpu_impl.h"
 
 enum { ATT_BQ = 64, ATT_BK = 256 };
-#define ATT_PACK_BUDGET ((size_t)64 << 20) /* bytes of packed keys per round */
+#define ATT_PACK_BUDGET ((size_t)4 << 20) /* bytes of packed keys per round (2 heads of 4096 x 128) */
 
 typedef struct attn_ctx {
     const cq_cpu_kit *kit;

@@ -81,32 +81,46 @@ static void apack_pairs(const cq_cpu_asrc *a, int64_t m0, int64_t mr, int64_t k0
 }
 
 /* ---- the fused epilogue ------------------------------------------------------------------ */
-/* One output row segment: v from the accumulators, then store or accumulate
- * into y. */
-static void epilogue_row(const cq_cpu_gemm *g, int64_t m, int64_t n0, int64_t nn, const float *c1, const float *c2) {
-    float v[NB_TARGET * 2], yv[NB_TARGET * 2];
-    float s = g->scale != 0.0f ? g->scale : 1.0f;
-    bool fused = g->w2 == g->w1;
-    for (int64_t j = 0; j < nn; j++) {
-        int64_t n = n0 + j;
-        float t = s * c1[j] + (g->bias ? g->bias[n] : 0.0f);
-        switch (g->act) {
-        case CQ_ACT_GELU_TANH: t = cq_cpu_gelu_tanh(t); break;
-        case CQ_ACT_SILU: t = cq_cpu_silu(t); break;
-        case CQ_ACT_SWIGLU: {
-            float b2 = fused ? (g->bias ? g->bias[g->N + n] : 0.0f) : (g->bias2 ? g->bias2[n] : 0.0f);
-            t = cq_cpu_silu(t) * (s * c2[j] + b2);
-            break;
-        }
-        default: break;
-        }
-        v[j] = t;
+enum { EPI_MAX = 256 }; /* longest row segment handed to epilogue_row */
+
+/* One output row segment y[m][n0 .. n0+nn) from the accumulators c1 (and c2
+ * for SwiGLU), which it may overwrite: scale, bias, activation, then store
+ * or accumulate into y. Each step is its own loop so the common cases are
+ * plain streams. */
+static void epilogue_row(const cq_cpu_gemm *g, int64_t m, int64_t n0, int64_t nn, float *c1, float *c2) {
+    float yv[EPI_MAX];
+    const float s = g->scale != 0.0f ? g->scale : 1.0f;
+    if (s != 1.0f) {
+        for (int64_t j = 0; j < nn; j++) c1[j] *= s;
+        if (c2)
+            for (int64_t j = 0; j < nn; j++) c2[j] *= s;
+    }
+    if (g->bias)
+        for (int64_t j = 0; j < nn; j++) c1[j] += g->bias[n0 + j];
+    switch (g->act) {
+    case CQ_ACT_GELU_TANH:
+        for (int64_t j = 0; j < nn; j++) c1[j] = cq_cpu_gelu_tanh(c1[j]);
+        break;
+    case CQ_ACT_SILU:
+        for (int64_t j = 0; j < nn; j++) c1[j] = cq_cpu_silu(c1[j]);
+        break;
+    case CQ_ACT_SWIGLU: {
+        const float *b2 = g->w2 == g->w1 ? (g->bias ? g->bias + g->N : NULL) : g->bias2;
+        if (b2)
+            for (int64_t j = 0; j < nn; j++) c2[j] += b2[n0 + j];
+        for (int64_t j = 0; j < nn; j++) c1[j] = cq_cpu_silu(c1[j]) * c2[j];
+        break;
+    }
+    default: break;
     }
     if (g->accumulate) {
         cq_cpu_load_row(g->y, g->ydt, m * g->N + n0, yv, nn);
-        for (int64_t j = 0; j < nn; j++) v[j] = yv[j] + (g->gate ? g->gate[n0 + j] : 1.0f) * v[j];
+        if (g->gate)
+            for (int64_t j = 0; j < nn; j++) c1[j] = yv[j] + g->gate[n0 + j] * c1[j];
+        else
+            for (int64_t j = 0; j < nn; j++) c1[j] = yv[j] + c1[j];
     }
-    cq_cpu_store_row(g->y, g->ydt, m * g->N + n0, v, nn);
+    cq_cpu_store_row(g->y, g->ydt, m * g->N + n0, c1, nn);
 }
 
 /* ---- blocked path ---------------------------------------------------------------------- */
@@ -127,6 +141,7 @@ typedef struct slot_mem {
     float *S1, *S2;  /* NB x KC/32 group scales */
     float *C1, *C2;  /* NB x MB accumulators (Cᵀ) */
     float *R1, *R2;  /* epilogue gathers */
+    float *RS1, *RS2; /* row scales of the block */
 } slot_mem;
 
 static size_t al64(size_t n) { return (n + 63) & ~(size_t)63; }
@@ -148,6 +163,8 @@ static size_t slot_layout(const gemm_ctx *cx, uint8_t *base, slot_mem *m) {
     TAKE(C2, (size_t)(cx->NB * cx->MB) * 4);
     TAKE(R1, (size_t)cx->NB * 4);
     TAKE(R2, (size_t)cx->NB * 4);
+    TAKE(RS1, (size_t)cx->NB * 4);
+    TAKE(RS2, (size_t)cx->NB * 4);
 #undef TAKE
     return off;
 }
@@ -189,8 +206,12 @@ static void block_pair(const gemm_ctx *cx, const cq_cpu_wmat *w, int64_t row0, i
     const int64_t KP = cx->KC / 2, MB = cx->MB, nq = (nn + MR - 1) / MR, kp = (kc + 1) / 2;
     const int64_t GS = cx->KC / 32 + 1; /* group scales per row */
     bool grouped = w->pair_scale == CQ_CPU_WSCALE_GROUP;
+    /* bf16 rows of even length are already pairs: read them in place (the
+     * hardware prefetcher streams them while the microkernel runs). */
+    bool direct = w->dt == CQ_DTYPE_BF16 && w->cols % 2 == 0 && ((uintptr_t)w->p & 3) == 0;
     for (int64_t j = 0; j < nq * MR; j++) {
         uint16_t *row = (uint16_t *)(Wd + j * KP);
+        if (direct && j < nn / MR * MR) continue;
         if (j < nn) {
             w->decode_pair(w, row0 + j, k0, kc, row, S + j * GS);
             if (kc & 1) row[kc] = 0;
@@ -206,6 +227,9 @@ static void block_pair(const gemm_ctx *cx, const cq_cpu_wmat *w, int64_t row0, i
             float *c = C + q * MR * MB + p * NR;
             if (grouped)
                 cx->kit->ukernel_pair_grouped(kp, 16, Wd + q * MR * KP, KP, B, NR, S + q * MR * GS, GS, c, MB, k0 > 0);
+            else if (direct && q * MR + MR <= nn)
+                cx->kit->ukernel_pair(kp, (const uint32_t *)(w->p + 2 * ((row0 + q * MR) * w->cols + k0)), w->cols / 2, B,
+                                      NR, c, MB, k0 > 0);
             else
                 cx->kit->ukernel_pair(kp, Wd + q * MR * KP, KP, B, NR, c, MB, k0 > 0);
         }
@@ -246,19 +270,24 @@ static void gemm_task(void *vctx, int slot, int64_t t0, int64_t t1) {
                     if (two) block_f32(cx, g->w2, g->w2_row0 + n0, nn, k0, kc, sm.X, npan, sm.W2, sm.C2);
                 }
             }
-            /* Row scales a pair decoder left out. */
+            /* Row scales a pair decoder left out, then the epilogue per
+             * activation row (the accumulators hold Cᵀ). */
             bool rs1 = cx->pair && g->w1->pair_scale == CQ_CPU_WSCALE_ROW;
             bool rs2 = cx->pair && two && g->w2->pair_scale == CQ_CPU_WSCALE_ROW;
+            for (int64_t j = 0; j < nn; j++) {
+                sm.RS1[j] = rs1 ? cq_cpu_wmat_row_scale(g->w1, g->w1_row0 + n0 + j) : 1.0f;
+                sm.RS2[j] = rs2 ? cq_cpu_wmat_row_scale(g->w2, g->w2_row0 + n0 + j) : 1.0f;
+            }
             for (int64_t i = 0; i < mm; i++) {
-                for (int64_t j = 0; j < nn; j++) {
-                    sm.R1[j] = sm.C1[j * MB + i];
-                    if (rs1) sm.R1[j] *= cq_cpu_wmat_row_scale(g->w1, g->w1_row0 + n0 + j);
-                    if (two) {
-                        sm.R2[j] = sm.C2[j * MB + i];
-                        if (rs2) sm.R2[j] *= cq_cpu_wmat_row_scale(g->w2, g->w2_row0 + n0 + j);
-                    }
+                for (int64_t j = 0; j < nn; j++) sm.R1[j] = sm.C1[j * MB + i];
+                if (rs1)
+                    for (int64_t j = 0; j < nn; j++) sm.R1[j] *= sm.RS1[j];
+                if (two) {
+                    for (int64_t j = 0; j < nn; j++) sm.R2[j] = sm.C2[j * MB + i];
+                    if (rs2)
+                        for (int64_t j = 0; j < nn; j++) sm.R2[j] *= sm.RS2[j];
                 }
-                epilogue_row(g, m0 + i, n0, nn, sm.R1, sm.R2);
+                epilogue_row(g, m0 + i, n0, nn, sm.R1, two ? sm.R2 : NULL);
             }
         }
     }
@@ -295,7 +324,7 @@ static void gemv_rows(void *vctx, int slot, int64_t n0, int64_t n1) {
             }
         }
     }
-    for (int64_t m = 0; m < g->M; m++) epilogue_row(g, m, n0, n1 - n0, acc1[m], acc2[m]);
+    for (int64_t m = 0; m < g->M; m++) epilogue_row(g, m, n0, n1 - n0, acc1[m], two ? acc2[m] : NULL);
 }
 
 static cq_status gemv_run(cq_cpu_backend *cb, const cq_cpu_gemm *g) {
@@ -336,7 +365,7 @@ cq_status cq_cpu_gemm_run(cq_cpu_backend *cb, const cq_cpu_gemm *g) {
     cx.KC = cx.pair ? KC_PAIR : KC_F32;
     cx.KX = cx.pair ? (g->K + 1) / 2 : g->K;
     cx.NB = (NB_TARGET + cx.MR - 1) / cx.MR * cx.MR;
-    if (cx.NB > 2 * NB_TARGET) cx.NB = cx.MR; /* keeps epilogue_row's buffers large enough */
+    if (cx.NB > EPI_MAX) cx.NB = cx.MR; /* keeps epilogue_row's buffer large enough */
     /* MB: as many activation rows as the per-thread budget for the packed
      * block allows (more rows = fewer weight decodes), a multiple of NR. */
     size_t budget = CQ_MIN((size_t)8 << 20, CQ_MAX((size_t)2 << 20, ((size_t)256 << 20) / (size_t)cb->threads));

@@ -81,23 +81,22 @@ static void uk_pair_avx512(int64_t kp, const uint32_t *a, int64_t lda, const uin
 #undef ST
 }
 
-/* Four A rows at a time: per group the products collect in t (exact bf16
- * products, f32 sums) and are then scaled into c, so 16 temporaries + 8
- * accumulators + 2 B vectors stay in registers. */
-static void uk_pair_grouped_half(int64_t kp, int64_t gp, const uint32_t *a, int64_t lda, const uint32_t *b,
-                                 int64_t ldb, const float *s, int64_t lds, float *c, int64_t ldc, int acc) {
-    __m512 c00, c01, c10, c11, c20, c21, c30, c31;
-    if (acc) {
-        c00 = _mm512_loadu_ps(c), c01 = _mm512_loadu_ps(c + 16);
-        c10 = _mm512_loadu_ps(c + ldc), c11 = _mm512_loadu_ps(c + ldc + 16);
-        c20 = _mm512_loadu_ps(c + 2 * ldc), c21 = _mm512_loadu_ps(c + 2 * ldc + 16);
-        c30 = _mm512_loadu_ps(c + 3 * ldc), c31 = _mm512_loadu_ps(c + 3 * ldc + 16);
-    } else {
-        c00 = c01 = c10 = c11 = c20 = c21 = c30 = c31 = _mm512_setzero_ps();
-    }
+/* Per group the products collect in 16 register accumulators t (exact bf16
+ * products, f32 sums; 16 independent chains keep VDPBF16PS busy) and are
+ * then scaled into C, which stays in L1 memory rather than in registers. */
+static void uk_pair_grouped_avx512(int64_t kp, int64_t gp, const uint32_t *a, int64_t lda, const uint32_t *b,
+                                   int64_t ldb, const float *s, int64_t lds, float *c, int64_t ldc, int acc) {
+    if (!acc)
+        for (int i = 0; i < MR; i++) {
+            _mm512_storeu_ps(c + i * ldc, _mm512_setzero_ps());
+            _mm512_storeu_ps(c + i * ldc + 16, _mm512_setzero_ps());
+        }
     const uint32_t *a0 = a, *a1 = a + lda, *a2 = a + 2 * lda, *a3 = a + 3 * lda;
+    const uint32_t *a4 = a + 4 * lda, *a5 = a + 5 * lda, *a6 = a + 6 * lda, *a7 = a + 7 * lda;
     for (int64_t g = 0, p0 = 0; p0 < kp; g++, p0 += gp) {
-        __m512 t00 = _mm512_setzero_ps(), t01 = t00, t10 = t00, t11 = t00, t20 = t00, t21 = t00, t30 = t00, t31 = t00;
+        __m512 t00, t01, t10, t11, t20, t21, t30, t31, t40, t41, t50, t51, t60, t61, t70, t71;
+        t00 = t01 = t10 = t11 = t20 = t21 = t30 = t31 = _mm512_setzero_ps();
+        t40 = t41 = t50 = t51 = t60 = t61 = t70 = t71 = _mm512_setzero_ps();
         for (int64_t p = p0; p < p0 + gp; p++) {
             __m512bh b0 = as_bh(_mm512_loadu_si512(b)), b1 = as_bh(_mm512_loadu_si512(b + 16));
             b += ldb;
@@ -107,28 +106,18 @@ static void uk_pair_grouped_half(int64_t kp, int64_t gp, const uint32_t *a, int6
         t##i##0 = _mm512_dpbf16_ps(t##i##0, ai, b0);          \
         t##i##1 = _mm512_dpbf16_ps(t##i##1, ai, b1);          \
     }
-            ROW(0) ROW(1) ROW(2) ROW(3)
+            ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5) ROW(6) ROW(7)
 #undef ROW
         }
-#define SC(i)                                                 \
-    {                                                         \
-        __m512 si = _mm512_set1_ps(s[i * lds + g]);           \
-        c##i##0 = _mm512_fmadd_ps(t##i##0, si, c##i##0);      \
-        c##i##1 = _mm512_fmadd_ps(t##i##1, si, c##i##1);      \
+#define SC(i)                                                                              \
+    {                                                                                      \
+        __m512 si = _mm512_set1_ps(s[i * lds + g]);                                        \
+        _mm512_storeu_ps(c + i * ldc, _mm512_fmadd_ps(t##i##0, si, _mm512_loadu_ps(c + i * ldc)));           \
+        _mm512_storeu_ps(c + i * ldc + 16, _mm512_fmadd_ps(t##i##1, si, _mm512_loadu_ps(c + i * ldc + 16))); \
     }
-        SC(0) SC(1) SC(2) SC(3)
+        SC(0) SC(1) SC(2) SC(3) SC(4) SC(5) SC(6) SC(7)
 #undef SC
     }
-    _mm512_storeu_ps(c, c00), _mm512_storeu_ps(c + 16, c01);
-    _mm512_storeu_ps(c + ldc, c10), _mm512_storeu_ps(c + ldc + 16, c11);
-    _mm512_storeu_ps(c + 2 * ldc, c20), _mm512_storeu_ps(c + 2 * ldc + 16, c21);
-    _mm512_storeu_ps(c + 3 * ldc, c30), _mm512_storeu_ps(c + 3 * ldc + 16, c31);
-}
-
-static void uk_pair_grouped_avx512(int64_t kp, int64_t gp, const uint32_t *a, int64_t lda, const uint32_t *b,
-                                   int64_t ldb, const float *s, int64_t lds, float *c, int64_t ldc, int acc) {
-    uk_pair_grouped_half(kp, gp, a, lda, b, ldb, s, lds, c, ldc, acc);
-    uk_pair_grouped_half(kp, gp, a + 4 * lda, lda, b, ldb, s + 4 * lds, lds, c + 4 * ldc, ldc, acc);
 }
 
 /* ---- conversions and decoders --------------------------------------------------------- */
