@@ -2,24 +2,25 @@
  * attention_generic.c — flash-style attention for the CPU backend.
  *
  * Work is done a few kv heads at a time (as many as a memory budget allows).
- * First the keys of those heads are transposed once into the microkernel's
- * B panels Kᵀ[D][nr] (and, when D is not a multiple of nr, the last value
- * columns into a zero-padded [T][nr] panel); every query block of every
- * query head in the group then reuses them. One task = one query head x one
+ * First their keys are transposed once into the microkernel's B panels
+ * Kᵀ[D][nr] and their values cut into panels V[T][nr] (contiguous: value
+ * rows read in place sit a power-of-two stride apart and thrash L1); every
+ * query block of every query head in the group then reuses them. One task = one query head x one
  * block of BQ query rows; per key tile of BK keys:
  *   S = Q·Kᵀ         microkernel: A = the block's query rows, B = Kᵀ panels
  *   online softmax   per row: scale, running max m and sum l (the kit's
  *                    vectorised exp), O rescaled when m grows
  *   O += P·V         microkernel: A = the rows of P (= S in place), B = the
- *                    value rows themselves (no copy)
- * Neither the n x m score matrix nor a copy of V is ever built. Keys are the
+ *                    value panels
+ * The n x m score matrix is never built; packed keys and values exist for a
+ * few kv heads at a time (ATT_PACK_BUDGET). Keys are the
  * prefix rows followed by the own rows, and grouped query heads read kv head
  * h / (Hq / Hkv).
  */
 #include "backends/cpu/cpu_impl.h"
 
 enum { ATT_BQ = 64, ATT_BK = 256 };
-#define ATT_PACK_BUDGET ((size_t)4 << 20) /* bytes of packed keys per round (2 heads of 4096 x 128) */
+#define ATT_PACK_BUDGET ((size_t)8 << 20) /* bytes of packed keys + values per round (2 heads of 4096 x 128) */
 
 typedef struct attn_ctx {
     const cq_cpu_kit *kit;
@@ -30,7 +31,7 @@ typedef struct attn_ctx {
     const float *q, *kp, *vp, *k, *v;
     float *o;
     const int32_t *vis;
-    float *kt, *vt;  /* packed keys [nkv][Tp/nr][D][nr], value tails [nkv][T][nr] */
+    float *kt, *vt;  /* packed keys [nkv][Tp/nr][D][nr], values [nkv][Dp/nr][T][nr] */
     float *scratch;
     size_t slot_floats;
 } attn_ctx;
@@ -41,47 +42,31 @@ static inline const float *kv_row(const attn_ctx *c, const float *pre, const flo
 
 static size_t r16(size_t n) { return (n + 15) & ~(size_t)15; }
 
-/* Phase 1: one task = one panel of nr keys of one kv head. */
-static void pack_keys(void *vctx, int slot, int64_t t0, int64_t t1) {
+/* Phase 1: one task = one panel of nr keys (and their values) of one kv head. */
+static void pack_kv(void *vctx, int slot, int64_t t0, int64_t t1) {
     (void)slot;
     const attn_ctx *c = vctx;
     const int NR = c->kit->nr;
-    const int64_t D = c->D, npan = c->Tp / NR, dt = D / NR * NR;
+    const int64_t D = c->D, npan = c->Tp / NR, npd = c->Dp / NR;
     for (int64_t t = t0; t < t1; t++) {
         int64_t hh = t / npan, p = t % npan, kvh = c->kv0 + hh;
         float *dst = c->kt + (hh * npan + p) * D * NR;
         for (int64_t jj = 0; jj < NR; jj++) {
             int64_t j = p * NR + jj;
-            if (j < c->T) {
-                const float *kr = kv_row(c, c->kp, c->k, j, kvh);
-                for (int64_t d = 0; d < D; d++) dst[d * NR + jj] = kr[d];
-            } else {
+            if (j >= c->T) {
                 for (int64_t d = 0; d < D; d++) dst[d * NR + jj] = 0.0f;
+                continue;
             }
-            if (c->vt && j < c->T) {
-                const float *vr = kv_row(c, c->vp, c->v, j, kvh);
-                float *vd = c->vt + (hh * c->T + j) * NR;
-                for (int64_t d = 0; d < NR; d++) vd[d] = dt + d < D ? vr[dt + d] : 0.0f;
+            const float *kr = kv_row(c, c->kp, c->k, j, kvh), *vr = kv_row(c, c->vp, c->v, j, kvh);
+            for (int64_t d = 0; d < D; d++) dst[d * NR + jj] = kr[d];
+            for (int64_t q = 0; q < npd; q++) {
+                float *vd = c->vt + ((hh * npd + q) * c->T + j) * NR;
+                int64_t n = CQ_MIN((int64_t)NR, D - q * NR);
+                memcpy(vd, vr + q * NR, sizeof(float) * (size_t)n);
+                for (int64_t d = n; d < NR; d++) vd[d] = 0.0f;
             }
         }
     }
-}
-
-/* O[:, q0:q0+NR] += P[:, 0:n] · V[j0:j0+n, q0:q0+NR] for rows [0, bqp). */
-static void pv_panel(const attn_ctx *c, const float *Pm, int64_t bqp, int64_t j0, int64_t n, int64_t q0, int64_t hh,
-                     float *O) {
-    const int MR = c->kit->mr, NR = c->kit->nr;
-    const int64_t kvh = c->kv0 + hh;
-    const float *B;
-    int64_t ldb;
-    if (q0 + NR <= c->D) {
-        B = kv_row(c, c->vp, c->v, j0, kvh) + q0;
-        ldb = c->kvw;
-    } else {
-        B = c->vt + (hh * c->T + j0) * NR;
-        ldb = NR;
-    }
-    for (int64_t i = 0; i < bqp; i += MR) c->kit->ukernel(n, Pm + i * c->BK, c->BK, B, ldb, O + i * c->Dp + q0, c->Dp, 1);
 }
 
 static void attn_block(const attn_ctx *c, float *sp, int64_t h, int64_t i0) {
@@ -135,12 +120,9 @@ static void attn_block(const attn_ctx *c, float *sp, int64_t h, int64_t i0) {
             if (corr != 1.0f)
                 for (int64_t d = 0; d < D; d++) O[r * Dp + d] *= corr;
         }
-        /* The value rows straight from the tensors; a tile that straddles the
-         * end of the prefix is two products. */
-        int64_t split = j0 < c->P && j0 + bk > c->P ? c->P - j0 : bk;
-        for (int64_t q0 = 0; q0 < Dp; q0 += NR) {
-            pv_panel(c, S, bqp, j0, split, q0, hh, O);
-            if (split < bk) pv_panel(c, S + split, bqp, j0 + split, bk - split, q0, hh, O);
+        for (int64_t q = 0; q < Dp / NR; q++) {
+            const float *B = c->vt + ((hh * (Dp / NR) + q) * c->T + j0) * NR;
+            for (int64_t i = 0; i < bqp; i += MR) c->kit->ukernel(bk, S + i * BK, BK, B, NR, O + i * Dp + q * NR, Dp, 1);
         }
     }
     for (int64_t r = 0; r < bq; r++) {
@@ -187,8 +169,7 @@ cq_status cq_cpu_attention(cq_backend *be, const cq_attn_args *a) {
         memset(c.o, 0, sizeof(float) * (size_t)(c.Nq * c.qw));
         return CQ_OK;
     }
-    bool tail = c.D % NR != 0;
-    size_t per_head = (size_t)(c.Tp * c.D) + (tail ? (size_t)(c.T * NR) : 0);
+    size_t per_head = (size_t)(c.Tp * c.D) + (size_t)(c.T * c.Dp);
     int64_t nkv = CQ_MAX((int64_t)1, CQ_MIN((int64_t)a->n_kv_heads, (int64_t)(ATT_PACK_BUDGET / 4 / per_head)));
     c.slot_floats = r16((size_t)(c.BQ * c.D)) + r16((size_t)(c.BQ * c.BK)) + r16((size_t)(c.BQ * c.Dp));
     c.scratch = cq_aligned_allocn(64, (size_t)cb->threads * c.slot_floats, sizeof(float));
@@ -200,8 +181,8 @@ cq_status cq_cpu_attention(cq_backend *be, const cq_attn_args *a) {
     }
     for (c.kv0 = 0; c.kv0 < a->n_kv_heads; c.kv0 += nkv) {
         c.nkv = CQ_MIN(nkv, (int64_t)a->n_kv_heads - c.kv0);
-        c.vt = tail ? c.kt + (size_t)c.nkv * (size_t)(c.Tp * c.D) : NULL;
-        cq_cpu_parallel(cb, c.nkv * (c.Tp / NR), cq_cpu_grain(cb, c.nkv * (c.Tp / NR), NR * c.D), pack_keys, &c);
+        c.vt = c.kt + (size_t)c.nkv * (size_t)(c.Tp * c.D);
+        cq_cpu_parallel(cb, c.nkv * (c.Tp / NR), cq_cpu_grain(cb, c.nkv * (c.Tp / NR), 2 * NR * c.D), pack_kv, &c);
         cq_cpu_parallel(cb, c.nkv * c.group * c.n_qb, 1, attn_tasks, &c);
     }
     cq_aligned_free(c.kt);
