@@ -50,8 +50,16 @@ test-gpu:
 run: release
 	./$(BUILD)/cortiq imagine models/shapes.cmf "a red circle on a blue background" -o shapes.png
 
+# Cross-build for 64-bit Arm (Debian's gcc-aarch64-linux-gnu with the arm64
+# -dev packages, see .ci/run) and run the kernel tests under qemu-user: the
+# NEON kit's check. One thread per backend (qemu-user threads hang on some hosts).
+cross-arm64:
+	@$(CMAKE) -S . -B build-arm64 -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@$(CMAKE) --build build-arm64 -j $(JOBS)
+	cd build-arm64 && CQ_TEST_OPS_THREADS=1 ctest --output-on-failure -R '^test_(cpu_kits|ops)$$'
+
 bench: release
 	./$(BUILD)/cortiq bench gemm --quick
 
 clean:
-	rm -rf $(BUILD) build-asan build-fuzz build-gpu
+	rm -rf $(BUILD) build-asan build-fuzz build-gpu build-arm64

@@ -14,7 +14,10 @@
  * (abs, rel) stated per op below. A backend that does not support a
  * combination must say so with CQ_ERR_UNSUPPORTED (checked too).
  *
- * CQ_TEST_OPS_BIG=1 runs the full cartesian sweep with larger shapes.
+ * CQ_TEST_OPS_BIG=1 runs the full cartesian sweep with larger shapes;
+ * CQ_TEST_OPS_FILTER=<cmocka pattern> runs only the matching tests;
+ * CQ_TEST_OPS_THREADS=N gives every backend N threads (1 under qemu-user,
+ * whose threads hang on some hosts).
  */
 #include <math.h>
 #include <stdio.h>
@@ -1071,9 +1074,11 @@ static int setup(void **state) {
     if (cq_backend_ref_create(&g.ref) != CQ_OK) return -1;
     /* Every ISA this machine runs, with awkward thread counts; plus the best
      * one single-threaded. */
+    const char *th = getenv("CQ_TEST_OPS_THREADS"); /* e.g. 1 under an emulator */
+    int force = th && *th ? atoi(th) : 0;
     for (int isa = CQ_CPU_GENERIC; isa < CQ_CPU_ISA_COUNT; isa++) {
         if (!cq_cpu_isa_available((cq_cpu_isa)isa)) continue;
-        int threads = isa == CQ_CPU_GENERIC ? 3 : 2;
+        int threads = force > 0 ? force : isa == CQ_CPU_GENERIC ? 3 : 2;
         if (cq_backend_cpu_create(threads, (cq_cpu_isa)isa, &g.be[g.nbe]) != CQ_OK) return -1;
         g.nbe++;
     }
@@ -1101,5 +1106,7 @@ int main(void) {
         cmocka_unit_test(test_data_movement), cmocka_unit_test(test_conv2d),       cmocka_unit_test(test_resample),
         cmocka_unit_test(test_shuffle_roundtrip), cmocka_unit_test(test_copy_edges),
     };
+    const char *filter = getenv("CQ_TEST_OPS_FILTER"); /* e.g. "test_matmul" or "test_*norm*" */
+    if (filter && *filter) cmocka_set_test_filter(filter);
     return cmocka_run_group_tests(tests, setup, teardown);
 }

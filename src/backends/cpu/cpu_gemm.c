@@ -244,6 +244,7 @@ static void gemm_task(void *vctx, int slot, int64_t t0, int64_t t1) {
     bool two = g->act == CQ_ACT_SWIGLU;
     slot_mem sm;
     slot_layout(cx, cx->scratch + (size_t)slot * cx->slot_bytes, &sm);
+    if (cx->pair && cx->kit->pair_begin) cx->kit->pair_begin();
     for (int64_t t = t0; t < t1; t++) {
         int64_t m0 = (t % cx->n_mb) * MB, mm = CQ_MIN(MB, g->M - m0), npan = (mm + NR - 1) / NR;
         int64_t nlo = (t / cx->n_mb) * cx->ng_rows, nhi = CQ_MIN(g->N, nlo + cx->ng_rows);
@@ -291,6 +292,7 @@ static void gemm_task(void *vctx, int slot, int64_t t0, int64_t t1) {
             }
         }
     }
+    if (cx->pair && cx->kit->pair_end) cx->kit->pair_end();
 }
 
 /* ---- skinny problems (M <= GEMV_MAX_M): dot products on decoded rows -------------

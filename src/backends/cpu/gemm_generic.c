@@ -17,8 +17,8 @@ enum { MR = 4, NR = 16 };
  * |r| <= 0.347, by its Taylor series to degree 7 (truncation < 6e-9
  * relative) in Horner form; then scaled by 2^n through the exponent bits.
  * Inputs below -87.33654 (results under the smallest normal) give 0, inputs
- * above 88 are clamped to 88; NaN stays NaN. Max relative error measured
- * over [-87.3, 0] is stated in tests/unit/test_cpu_kits.c. */
+ * above 88 are clamped to 88; NaN stays NaN. Relative error <= 1.5e-7
+ * (measured 7.5e-8; asserted in tests/unit/test_cpu_kits.c). */
 float cq_cpu_expf(float x) {
     if (x != x) return x;
     if (x < -87.33654f) return 0.0f;
