@@ -164,9 +164,8 @@ static void test_ukernel_f32(void **state) {
                 kit->ukernel(kc, A, lda, B, ldb, C, ldc, acc);
                 for (int i = 0; i < MR; i++)
                     for (int j = 0; j < ldc; j++) {
-                        double r = acc ? R[i * ldc + j] : 0.0;
-                        for (int kk = 0; kk < kc; kk++) r += (double)A[i * lda + kk] * B[kk * ldb + j];
-                        if (j >= NR) r = R[i * ldc + j]; /* outside the tile: untouched */
+                        double r = acc || j >= NR ? R[i * ldc + j] : 0.0; /* outside the tile: untouched */
+                        for (int kk = 0; kk < kc && j < NR; kk++) r += (double)A[i * lda + kk] * B[kk * ldb + j];
                         if (C[i * ldc + j] != (float)r)
                             fail_msg("%s ukernel kc=%d acc=%d: C[%d][%d] = %g, expected %g", kit->name, kc, acc, i, j,
                                      C[i * ldc + j], r);
