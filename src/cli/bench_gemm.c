@@ -156,6 +156,7 @@ static void help(void) {
            "  --shapes LIST    KxN pairs (default 3072x3072,3072x12288,12288x3072; quick 3072x3072)\n"
            "  --codecs LIST    weight codecs (default f32,f16,bf16,q8_row,q8_2f,q4_tiled,q4tp)\n"
            "  --x LIST         activation dtypes, f32 and/or bf16 (default both)\n"
+           "  --no-peers       skip OpenBLAS and oneDNN\n"
            "%s"
            "  -h, --help       this text\n",
            cq_bench_common_help());
@@ -186,6 +187,7 @@ typedef struct bench_state {
     int n_codecs;
     cq_dtype xdts[2];
     int n_xdt;
+    bool no_peers;
     cq_backend *be[CQ_CPU_ISA_COUNT];
 } bench_state;
 
@@ -235,10 +237,10 @@ static int bench_shape(bench_state *b, shape sh) {
         char dnnl_impl[96] = "";
 #ifdef CQ_BENCH_OPENBLAS
         blas_run br = {M, N, K, xf, wf, yh};
-        t_blas = cq_bench_time(&b->o, run_openblas, &br, NULL);
+        if (!b->no_peers) t_blas = cq_bench_time(&b->o, run_openblas, &br, NULL);
 #endif
 #ifdef CQ_BENCH_DNNL
-        for (int packed = 0; packed < 2; packed++) {
+        for (int packed = 0; packed < 2 && !b->no_peers; packed++) {
             dnnl_run dr;
             if (dnnl_make(&dr, M, K, N, x16, w16, yh, packed)) {
                 double t = cq_bench_time(&b->o, run_dnnl, &dr, NULL);
@@ -317,6 +319,8 @@ int cq_bench_gemm(int argc, char **argv) {
         if (cq_cli_is_help(argv[i])) {
             help();
             return 0;
+        } else if (!strcmp(argv[i], "--no-peers")) {
+            b.no_peers = true;
         } else if (!strcmp(argv[i], "--rows") && i + 1 < argc) {
             rows = argv[++i];
         } else if (!strcmp(argv[i], "--shapes") && i + 1 < argc) {

@@ -198,6 +198,7 @@ struct cq_cpu_wmat {
     int64_t rows, cols;
     float *col;               /* q8_2f: decoded column factors [cols] */
     int64_t gpr, code_stride; /* q4tp */
+    float *ladder;            /* q4tp: [rows][32] rungs once prepared, else NULL */
     const cq_cpu_kit *kit;
     cq_cpu_wdecode_fn decode;
     cq_cpu_wdecode_pair_fn decode_pair; /* NULL: no exact bf16 form (or no kit support) */
@@ -206,6 +207,9 @@ struct cq_cpu_wmat {
 bool cq_cpu_wcodec_supported(cq_dtype dt);
 cq_status cq_cpu_wmat_init(cq_cpu_wmat *w, const cq_tensor *t, const cq_cpu_kit *kit);
 void cq_cpu_wmat_free(cq_cpu_wmat *w);
+/* For products that decode each row many times (M > a few rows): compute
+ * per-row tables once (q4tp ladders) instead of per decode call. */
+cq_status cq_cpu_wmat_prepare(cq_cpu_wmat *w);
 /* The per-row scale a CQ_CPU_WSCALE_ROW pair decoder leaves out. */
 float cq_cpu_wmat_row_scale(const cq_cpu_wmat *w, int64_t r);
 

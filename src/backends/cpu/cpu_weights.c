@@ -134,10 +134,18 @@ static inline const uint8_t *q4tp_codes(const cq_cpu_wmat *w, int64_t r) {
     return w->p + 16 * w->rows * w->gpr + 4 * w->rows + r * w->code_stride;
 }
 
+/* The row's 32 rungs: the codec's own chain (bit-identical), computed once
+ * per matmul when prepared, else on the spot into tmp. */
+static inline const float *q4tp_ladder(const cq_cpu_wmat *w, int64_t r, float *tmp) {
+    if (w->ladder) return w->ladder + 32 * r;
+    cq_codec_q4tp_ladder(q4tp_par(w, r), tmp);
+    return tmp;
+}
+
 static void dec_q4tp(const cq_cpu_wmat *w, int64_t r, int64_t k0, int64_t n, float *out) {
     const uint8_t *nibs = q4tp_nib(w, r), *codes = q4tp_codes(w, r);
-    float t[32], sc[RUN];
-    cq_codec_q4tp_ladder(q4tp_par(w, r), t); /* the codec's own chain: bit-identical rungs */
+    float tl[32], sc[RUN];
+    const float *t = q4tp_ladder(w, r, tl);
     int64_t k = k0, end = k0 + n;
     while (k < end) {
         int64_t g = k / 32, j0 = k % 32;
@@ -176,8 +184,8 @@ static void decp_q4_flat(const cq_cpu_wmat *w, int64_t r, int64_t k0, int64_t n,
 }
 
 static void decp_q4tp(const cq_cpu_wmat *w, int64_t r, int64_t k0, int64_t n, uint16_t *out, float *gs) {
-    float t[32];
-    cq_codec_q4tp_ladder(q4tp_par(w, r), t);
+    float tl[32];
+    const float *t = q4tp_ladder(w, r, tl);
     const uint8_t *codes = q4tp_codes(w, r);
     int64_t g0 = k0 / 32, ng = n / 32;
     for (int64_t i = 0; i < ng; i++) gs[i] = t[cq_codec_tp_code(codes, (uint64_t)(g0 + i))];
@@ -246,8 +254,18 @@ cq_status cq_cpu_wmat_init(cq_cpu_wmat *w, const cq_tensor *t, const cq_cpu_kit 
     return CQ_OK;
 }
 
+cq_status cq_cpu_wmat_prepare(cq_cpu_wmat *w) {
+    if (w->dt != CQ_DTYPE_Q4TP || w->ladder) return CQ_OK;
+    w->ladder = cq_mallocn((size_t)w->rows, 32 * sizeof(float));
+    if (!w->ladder) return CQ_ERR_NOMEM;
+    for (int64_t r = 0; r < w->rows; r++) cq_codec_q4tp_ladder(q4tp_par(w, r), w->ladder + 32 * r);
+    return CQ_OK;
+}
+
 void cq_cpu_wmat_free(cq_cpu_wmat *w) {
     if (!w) return;
     cq_free(w->col);
+    cq_free(w->ladder);
     w->col = NULL;
+    w->ladder = NULL;
 }
