@@ -43,15 +43,20 @@ enum {
     MB_F32 = 256,          /* f32 path */
     MB_PAIR_INPLACE = 128, /* pair path, bf16 weights read in place */
     MB_PAIR_DECODED = 512, /* pair path, decoded weights (q8_row, q4) */
-    PACK_CHUNK = 256,
 };
 
 /* ---- activation packing ------------------------------------------------------------ */
+/* Both packers transpose in chunks of TCH columns: the chunk's slice of the
+ * panel (TCH x MR values) stays in L1 while every row writes into it, where a
+ * whole-row walk would touch a new cache line with every store. */
+enum { TCH = 16 };
+
 void cq_cpu_apack_matrix(const cq_cpu_asrc *a, int64_t m0, int64_t mr, int64_t k0, int64_t kc, int MR, float *dst) {
-    float row[PACK_CHUNK];
-    for (int64_t i = 0; i < mr; i++) {
-        for (int64_t c0 = 0; c0 < kc; c0 += PACK_CHUNK) {
-            int64_t n = CQ_MIN((int64_t)PACK_CHUNK, kc - c0);
+    float row[TCH];
+    for (int64_t c0 = 0; c0 < kc; c0 += TCH) {
+        int64_t n = CQ_MIN((int64_t)TCH, kc - c0);
+        float *d = dst + c0 * MR;
+        for (int64_t i = 0; i < mr; i++) {
             const float *src;
             if (a->dt == CQ_DTYPE_F32) {
                 src = (const float *)a->x + (m0 + i) * a->ld + k0 + c0;
@@ -59,30 +64,34 @@ void cq_cpu_apack_matrix(const cq_cpu_asrc *a, int64_t m0, int64_t mr, int64_t k
                 cq_cpu_load_row(a->x, a->dt, (m0 + i) * a->ld + k0 + c0, row, n);
                 src = row;
             }
-            float *d = dst + c0 * MR + i;
-            for (int64_t k = 0; k < n; k++) d[k * MR] = src[k];
+            for (int64_t k = 0; k < n; k++) d[k * MR + i] = src[k];
         }
+        for (int64_t i = mr; i < MR; i++)
+            for (int64_t k = 0; k < n; k++) d[k * MR + i] = 0.0f;
     }
-    for (int64_t i = mr; i < MR; i++)
-        for (int64_t k = 0; k < kc; k++) dst[k * MR + i] = 0.0f;
 }
 
 /* bf16 rows as pairs: dst[p*NR + i] = (A[m0+i][k0+2p], A[m0+i][k0+2p+1]),
  * the missing partner of an odd kc zero. */
 static void apack_pairs(const cq_cpu_asrc *a, int64_t m0, int64_t mr, int64_t k0, int64_t kc, int NR, uint32_t *dst) {
-    int64_t kp = (kc + 1) / 2;
-    for (int64_t i = 0; i < mr; i++) {
-        const uint8_t *src = (const uint8_t *)a->x + 2 * ((m0 + i) * a->ld + k0);
-        uint32_t *d = dst + i;
-        for (int64_t p = 0; p < kc / 2; p++) {
-            uint32_t v;
-            memcpy(&v, src + 4 * p, 4);
-            d[p * NR] = v;
+    const int64_t kp = (kc + 1) / 2;
+    for (int64_t p0 = 0; p0 < kp; p0 += TCH) {
+        int64_t n = CQ_MIN((int64_t)TCH, kp - p0);
+        bool last_half = (kc & 1) && p0 + n == kp; /* the chunk ends in the half pair */
+        uint32_t *d = dst + p0 * NR;
+        for (int64_t i = 0; i < mr; i++) {
+            const uint8_t *src = (const uint8_t *)a->x + 2 * ((m0 + i) * a->ld + k0 + 2 * p0);
+            int64_t full = last_half ? n - 1 : n;
+            for (int64_t p = 0; p < full; p++) {
+                uint32_t v;
+                memcpy(&v, src + 4 * p, 4);
+                d[p * NR + i] = v;
+            }
+            if (last_half) d[full * NR + i] = cq_cpu_rd16(src + 4 * full);
         }
-        if (kc & 1) d[(kp - 1) * NR] = cq_cpu_rd16(src + 2 * (kc - 1));
+        for (int64_t i = mr; i < NR; i++)
+            for (int64_t p = 0; p < n; p++) d[p * NR + i] = 0;
     }
-    for (int64_t i = mr; i < NR; i++)
-        for (int64_t p = 0; p < kp; p++) dst[p * NR + i] = 0;
 }
 
 /* ---- the fused epilogue ------------------------------------------------------------------ */
@@ -135,6 +144,9 @@ typedef struct gemm_ctx {
     bool pair;
     int MR, NR;
     int64_t MB, NB, KC, KX; /* KX: packed k extent per activation row (K, or K pairs) */
+    int64_t CS;             /* row stride of the accumulator tiles: MB + 16, since a
+                             * power-of-two stride maps the epilogue's column walk
+                             * onto two L1 sets */
     int64_t n_mb, ng_rows;  /* tasks: M blocks x groups of ng_rows weight rows */
     size_t slot_bytes;
     uint8_t *scratch;
@@ -144,7 +156,7 @@ typedef struct slot_mem {
     void *X;         /* MB x KX: f32 or u32 pairs */
     void *W1, *W2;   /* NB x KC f32, or NB x KC/2 u32 pairs */
     float *S1, *S2;  /* NB x KC/32 group scales */
-    float *C1, *C2;  /* NB x MB accumulators (Cᵀ) */
+    float *C1, *C2;  /* NB x CS accumulators (Cᵀ) */
     float *R1, *R2;  /* epilogue gathers */
     float *RS1, *RS2; /* row scales of the block */
 } slot_mem;
@@ -164,8 +176,8 @@ static size_t slot_layout(const gemm_ctx *cx, uint8_t *base, slot_mem *m) {
     TAKE(W2, wbytes);
     TAKE(S1, (size_t)(cx->NB * (cx->KC / 32 + 1)) * 4);
     TAKE(S2, (size_t)(cx->NB * (cx->KC / 32 + 1)) * 4);
-    TAKE(C1, (size_t)(cx->NB * cx->MB) * 4);
-    TAKE(C2, (size_t)(cx->NB * cx->MB) * 4);
+    TAKE(C1, (size_t)(cx->NB * cx->CS) * 4);
+    TAKE(C2, (size_t)(cx->NB * cx->CS) * 4);
     TAKE(R1, (size_t)cx->NB * 4);
     TAKE(R2, (size_t)cx->NB * 4);
     TAKE(RS1, (size_t)cx->NB * 4);
@@ -179,7 +191,7 @@ static size_t slot_layout(const gemm_ctx *cx, uint8_t *base, slot_mem *m) {
 static void block_f32(const gemm_ctx *cx, const cq_cpu_wmat *w, int64_t row0, int64_t nn, int64_t k0, int64_t kc,
                       const float *X, int64_t npan, float *Wd, float *C) {
     const int MR = cx->MR, NR = cx->NR;
-    const int64_t KC = cx->KC, MB = cx->MB, nq = (nn + MR - 1) / MR;
+    const int64_t KC = cx->KC, CS = cx->CS, nq = (nn + MR - 1) / MR;
     bool direct = w->dt == CQ_DTYPE_F32;
     /* Decode what cannot be read in place; a partial last panel is padded with zero rows. */
     for (int64_t q = 0; q < nq; q++) {
@@ -200,7 +212,7 @@ static void block_f32(const gemm_ctx *cx, const cq_cpu_wmat *w, int64_t row0, in
                 A = Wd + q * MR * KC;
                 lda = KC;
             }
-            cx->kit->ukernel(kc, A, lda, B, NR, C + q * MR * MB + p * NR, MB, k0 > 0);
+            cx->kit->ukernel(kc, A, lda, B, NR, C + q * MR * CS + p * NR, CS, k0 > 0);
         }
     }
 }
@@ -208,7 +220,7 @@ static void block_f32(const gemm_ctx *cx, const cq_cpu_wmat *w, int64_t row0, in
 static void block_pair(const gemm_ctx *cx, const cq_cpu_wmat *w, int64_t row0, int64_t nn, int64_t k0, int64_t kc,
                        const uint32_t *X, int64_t npan, uint32_t *Wd, float *S, float *C) {
     const int MR = cx->MR, NR = cx->NR;
-    const int64_t KP = cx->KC / 2, MB = cx->MB, nq = (nn + MR - 1) / MR, kp = (kc + 1) / 2;
+    const int64_t KP = cx->KC / 2, CS = cx->CS, nq = (nn + MR - 1) / MR, kp = (kc + 1) / 2;
     const int64_t GS = cx->KC / 32 + 1; /* group scales per row */
     bool grouped = w->pair_scale == CQ_CPU_WSCALE_GROUP;
     /* bf16 rows of even length are already pairs: read them in place (the
@@ -229,14 +241,14 @@ static void block_pair(const gemm_ctx *cx, const cq_cpu_wmat *w, int64_t row0, i
     for (int64_t p = 0; p < npan; p++) {
         const uint32_t *B = X + p * cx->KX * NR + (k0 / 2) * NR;
         for (int64_t q = 0; q < nq; q++) {
-            float *c = C + q * MR * MB + p * NR;
+            float *c = C + q * MR * CS + p * NR;
             if (grouped)
-                cx->kit->ukernel_pair_grouped(kp, 16, Wd + q * MR * KP, KP, B, NR, S + q * MR * GS, GS, c, MB, k0 > 0);
+                cx->kit->ukernel_pair_grouped(kp, 16, Wd + q * MR * KP, KP, B, NR, S + q * MR * GS, GS, c, CS, k0 > 0);
             else if (direct && q * MR + MR <= nn)
                 cx->kit->ukernel_pair(kp, (const uint32_t *)(w->p + 2 * ((row0 + q * MR) * w->cols + k0)), w->cols / 2, B,
-                                      NR, c, MB, k0 > 0);
+                                      NR, c, CS, k0 > 0);
             else
-                cx->kit->ukernel_pair(kp, Wd + q * MR * KP, KP, B, NR, c, MB, k0 > 0);
+                cx->kit->ukernel_pair(kp, Wd + q * MR * KP, KP, B, NR, c, CS, k0 > 0);
         }
     }
 }
@@ -285,11 +297,11 @@ static void gemm_task(void *vctx, int slot, int64_t t0, int64_t t1) {
                 sm.RS2[j] = rs2 ? cq_cpu_wmat_row_scale(g->w2, g->w2_row0 + n0 + j) : 1.0f;
             }
             for (int64_t i = 0; i < mm; i++) {
-                for (int64_t j = 0; j < nn; j++) sm.R1[j] = sm.C1[j * MB + i];
+                for (int64_t j = 0; j < nn; j++) sm.R1[j] = sm.C1[j * cx->CS + i];
                 if (rs1)
                     for (int64_t j = 0; j < nn; j++) sm.R1[j] *= sm.RS1[j];
                 if (two) {
-                    for (int64_t j = 0; j < nn; j++) sm.R2[j] = sm.C2[j * MB + i];
+                    for (int64_t j = 0; j < nn; j++) sm.R2[j] = sm.C2[j * cx->CS + i];
                     if (rs2)
                         for (int64_t j = 0; j < nn; j++) sm.R2[j] *= sm.RS2[j];
                 }
@@ -380,6 +392,7 @@ cq_status cq_cpu_gemm_run(cq_cpu_backend *cb, const cq_cpu_gemm *g) {
     int64_t mp = (g->M + cx.NR - 1) / cx.NR * cx.NR;
     int64_t mb_max = !cx.pair ? MB_F32 : g->w1->dt == CQ_DTYPE_BF16 ? MB_PAIR_INPLACE : MB_PAIR_DECODED;
     cx.MB = CQ_MAX((int64_t)cx.NR, CQ_MIN(CQ_MIN(mb, mb_max / cx.NR * cx.NR), mp));
+    cx.CS = cx.MB + 16;
     cx.n_mb = (g->M + cx.MB - 1) / cx.MB;
     /* Split the weight rows until there are about two tasks per thread. */
     int64_t nblocks = (g->N + cx.NB - 1) / cx.NB;

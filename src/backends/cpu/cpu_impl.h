@@ -4,14 +4,15 @@
  * Structure
  *  - cpu_backend.c: the vtable, ISA selection, supports().
  *  - cpu_kit: what differs per ISA. Each ISA file (gemm_generic.c,
- *    gemm_avx2.c, gemm_avx512.c; later gemm_amx.c, gemm_neon.c) exports one
- *    cq_cpu_kit. Drivers (GEMM tiling, flash attention, conv) are ISA-neutral
- *    and call the kit, so a new ISA is one file plus a line in
- *    cpu_backend.c's kit table.
+ *    gemm_avx2.c, gemm_avx512.c, gemm_amx.c, gemm_neon.c) exports one
+ *    cq_cpu_kit: microkernels, vector decoders, attention row helpers.
+ *    Drivers (GEMM blocking, flash attention, conv) are ISA-neutral and call
+ *    the kit, so a new ISA is one file plus a line in cpu_backend.c.
  *  - cpu_weights.c: weight matrices in any supported codec, decoded on the
- *    fly into f32 panels (never a whole dequantized copy).
+ *    fly row segment by row segment (never a whole dequantized copy), as
+ *    f32 or, for bf16 activations, as exact bf16 pairs.
  *  - cpu_gemm.c: blocked GEMM driver with fused epilogues; matmul and conv2d
- *    run on it, attention uses the same microkernel.
+ *    run on it, attention uses the same f32 microkernel.
  *  - attention_generic.c, rowops_generic.c, eltwise_generic.c,
  *    image_generic.c: the other ops, threaded over rows/heads.
  */
