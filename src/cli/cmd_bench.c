@@ -17,6 +17,7 @@ typedef struct bench {
 
 static const bench k_benches[] = {
     {"qi21", cq_bench_qi21, "the Qwen-Image-2.1 denoiser (real 7B shape, random weights): prefill and step"},
+    {"tokenizer", cq_bench_tokenizer, "tokenizer encoding speed (MB/s, tokens/s)"},
 };
 
 static void help(FILE *f) {
