@@ -286,9 +286,9 @@ def train_dit(args, rng, device, vae, pipe, log):
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
-        # linear warm-up, then a cosine decay over the time budget
+        # linear warm-up, then constant; the last 20% of the budget decays linearly to 10%
         frac = min(1.0, (time.time() - t0) / args.dit_seconds) if not args.dit_steps else step / args.dit_steps
-        lr = args.dit_lr * min(1.0, (step + 1) / 300) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
+        lr = args.dit_lr * min(1.0, (step + 1) / 500) * (1.0 if frac < 0.8 else 1.0 - 4.5 * (frac - 0.8))
         for g in opt.param_groups:
             g["lr"] = lr
         opt.step()
@@ -324,7 +324,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--smoke", action="store_true", help="a few steps of everything, to check the script")
     ap.add_argument("--vae-seconds", type=float, default=150)
-    ap.add_argument("--dit-seconds", type=float, default=300)
+    ap.add_argument("--dit-seconds", type=float, default=480)
     ap.add_argument("--vae-batch", type=int, default=32)
     ap.add_argument("--dit-batch", type=int, default=64)
     ap.add_argument("--vae-lr", type=float, default=4e-4)
@@ -369,29 +369,41 @@ def main():
     train_dit(args, rng, device, vae, pipe, log)
 
     pipe.to(torch.float32)
+    render_sheet(pipe, args, os.path.join(args.out, "samples_before_export.png"), save_ref=None)
     project_for_export(pipe)
     pipe.save_pretrained(os.path.join(args.out, "pipeline"), safe_serialization=True, max_shard_size="12MB")
-    # render a sheet with the reference pipeline
+    render_sheet(pipe, args, os.path.join(args.out, "samples.png"),
+                 save_ref=os.path.join(args.out, "reference_outputs.npz"))
+    log("prompts: " + " | ".join(PROMPTS))
+
+
+PROMPTS = ["a red circle on a blue background", "a large yellow star in the centre on a black background",
+           "a small green square in the top left corner, white background",
+           "a purple triangle on the left and an orange ring on the right on a gray background"]
+
+
+def render_sheet(pipe, args, path, save_ref):
+    """The sample prompts with the reference pipeline (20 steps, seeds 0..3) as one PNG row; with save_ref
+    also the raw latents and [0, 1] images, the parity reference for the shipped .cmf."""
     from PIL import Image
-    prompts = ["a red circle on a blue background", "a large yellow star in the centre on a black background",
-               "a small green square in the top left corner, white background",
-               "a purple triangle on the left and an orange ring on the right on a gray background"]
     tiles, ref = [], {}
     steps = 20 if not args.smoke else 2
-    for i, p in enumerate(prompts):
-        gen = lambda: torch.Generator("cpu").manual_seed(i)  # noqa: E731
-        lat = pipe(p, height=SIZE, width=SIZE, num_inference_steps=steps, generator=gen(), output_type="latent").images
+    for i, p in enumerate(PROMPTS):
+        def gen():
+            return torch.Generator("cpu").manual_seed(i)
         arr = pipe(p, height=SIZE, width=SIZE, num_inference_steps=steps, generator=gen(), output_type="np").images[0]
-        ref[f"latents_{i}"] = lat[0].float().cpu().numpy()
-        ref[f"image_{i}"] = arr.astype(np.float32)
-        img = Image.fromarray((arr * 255).round().astype(np.uint8))
-        tiles.append(img.convert("RGB"))
-    np.savez_compressed(os.path.join(args.out, "reference_outputs.npz"), prompts=np.array(prompts), steps=steps, **ref)
+        if save_ref:
+            lat = pipe(p, height=SIZE, width=SIZE, num_inference_steps=steps, generator=gen(),
+                       output_type="latent").images
+            ref[f"latents_{i}"] = lat[0].float().cpu().numpy()
+            ref[f"image_{i}"] = arr.astype(np.float32)
+        tiles.append(Image.fromarray((arr * 255).round().astype(np.uint8)).convert("RGB"))
     sheet = Image.new("RGB", (SIZE * len(tiles), SIZE))
     for i, t in enumerate(tiles):
         sheet.paste(t, (SIZE * i, 0))
-    sheet.save(os.path.join(args.out, "samples.png"))
-    log("prompts: " + " | ".join(prompts))
+    sheet.save(path)
+    if save_ref:
+        np.savez_compressed(save_ref, prompts=np.array(PROMPTS), steps=steps, **ref)
 
 
 if __name__ == "__main__":

@@ -115,6 +115,10 @@ cq_status cq_pool_create(int n_threads, cq_pool **out); /* n_threads <= 0: all c
 void cq_pool_free(cq_pool *p);
 int cq_pool_threads(const cq_pool *p);
 void cq_pool_run(cq_pool *p, size_t n_tasks, cq_pool_fn fn, void *arg);
+/* True on a pool worker, and on a thread while it takes part in a run: an op
+ * issued there is nested (it runs serially, and must not reuse the scratch
+ * of the op that runs it). */
+bool cq_pool_in_task(void);
 /* Default thread count: CORTIQ_THREADS, else the number of online cores. */
 int cq_default_threads(void);
 

@@ -33,6 +33,8 @@ struct cq_pool {
 
 static _Thread_local bool t_in_task;
 
+bool cq_pool_in_task(void) { return t_in_task; }
+
 static void drain(cq_pool *p) {
     size_t n = p->n_tasks;
     for (;;) {

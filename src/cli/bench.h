@@ -1,7 +1,7 @@
 /*
- * bench.h — pieces shared by the `cortiq bench <name>` benchmarks (one file
- * per benchmark; cmd_bench.c only dispatches): option parsing, timing with
- * warm-up and medians, the machine description line, random data.
+ * bench.h — pieces shared by the kernel benchmarks (`cortiq bench gemm`,
+ * `cortiq bench attention`): option parsing, timing with warm-up and
+ * medians, the machine description line, random data.
  */
 #ifndef CQ_CLI_BENCH_H
 #define CQ_CLI_BENCH_H
@@ -11,9 +11,6 @@
 #include <stdint.h>
 
 #include "ops/ops.h"
-
-int cq_bench_gemm(int argc, char **argv);
-int cq_bench_attention(int argc, char **argv);
 
 /* Options every benchmark takes. */
 typedef struct cq_bench_opts {

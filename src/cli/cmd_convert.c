@@ -35,7 +35,7 @@ static void help(void) {
         "  -q, --quiet              no progress bar and no summary\n"
         "  -h, --help               this text\n"
         "\n"
-        "defaults: 1-D tensors (norms, biases) f32; 2-D weights q8_2f (dit, te, LLM), f16 (vae);\n"
+        "defaults: vectors (norms, biases; [C,1,1] too) f32; 2-D weights q8_2f (dit, te, LLM), f16 (vae);\n"
         "conv kernels f32 (f16 in the vae). The text encoder never goes below 8 bits unless a rule\n"
         "says so. Quantized codecs never apply to 1-D tensors. A codec that cannot hold a tensor\n"
         "falls back (2-D: q8_2f, e.g. 4-bit codecs need cols %% 32 == 0; N-D: f16) and the\n"

@@ -1,11 +1,178 @@
-/* cmd_forward.c — `cortiq forward` (not built yet). */
+/*
+ * cmd_forward.c — `cortiq forward`: one Qwen-Image-2.1 denoiser forward on
+ * tensors from a safetensors file, written to another. This is the parity
+ * contract (README.md, "cortiq forward"): inputs named like the reference
+ * forward's arguments, output `velocity` for the target rows. By default the
+ * cached path (prefill + step) runs; --no-cache runs the whole joint
+ * sequence at once.
+ */
 #include <stdio.h>
+#include <string.h>
 
 #include "cli/cli.h"
+#include "format/safetensors.h"
+#include "models/qi21.h"
+#include "models/qi21_inputs.h"
+#include "ops/ops.h"
+
+static void help(void) {
+    printf(
+        "usage: cortiq forward MODEL.cmf --inputs IN.safetensors --output OUT.safetensors\n"
+        "                      [--no-cache] [--threads N] [--backend cpu|ref]\n"
+        "\n"
+        "Run the Qwen-Image-2.1 denoiser once on the tensors of IN and write the velocity of the\n"
+        "target image to OUT. MODEL is a pipeline pack or a bare transformer converted with\n"
+        "`cortiq convert` (tensors dit.*, config dit.config_json).\n"
+        "\n"
+        "IN holds (names as the reference forward's arguments; each may have a leading batch of 1):\n"
+        "  hidden_states          f32 [N_image_tokens, in_channels]  condition images first, target last\n"
+        "  encoder_hidden_states  f32 [vlm_len - target_slots, context_in_dim]  one row per position of\n"
+        "                         the vision-language sequence before the target's slots (rows at\n"
+        "                         condition-image slots are placeholders and ignored)\n"
+        "  timestep               f32 [1]  in [0, 1]\n"
+        "  img_shapes             i32 [k, 3]  (frame, height, width) in latent tokens per image block,\n"
+        "                         target last (i64 accepted); frame must be 1\n"
+        "  img_mask               u8 [vlm_len]  1 at image slots, the target's included; each slot\n"
+        "                         stands for 2x2 latent tokens (bool, i32, i64 accepted)\n"
+        "OUT gets:\n"
+        "  velocity               f32 [target_tokens, out_channels]\n"
+        "\n"
+        "options:\n"
+        "  -i, --inputs FILE   the input tensors\n"
+        "  -o, --output FILE   where to write the velocity (safetensors)\n"
+        "  --no-cache          run the whole joint sequence at once instead of prefill + step\n"
+        "  --threads N         worker threads (default: CORTIQ_THREADS or all cores)\n"
+        "  --backend NAME      cpu (default) or ref (the plain-C reference ops; slow)\n"
+        "  -h, --help          this text\n"
+        "\n"
+        "Both paths compute the same thing; the cached one is what image generation runs.\n");
+}
+
+typedef struct fwd_opts {
+    const char *model, *inputs, *output, *backend;
+    bool no_cache;
+    int threads;
+} fwd_opts;
+
+static int parse(int argc, char **argv, fwd_opts *o, bool *done) {
+    const char *cmd = "forward";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (cq_cli_is_help(a)) {
+            help();
+            *done = true;
+            return 0;
+        } else if (strcmp(a, "-i") == 0 || strcmp(a, "--inputs") == 0) {
+            if (++i >= argc) return cq_cli_usage_error(cmd, "%s needs a file name", a);
+            o->inputs = argv[i];
+        } else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
+            if (++i >= argc) return cq_cli_usage_error(cmd, "%s needs a file name", a);
+            o->output = argv[i];
+        } else if (strcmp(a, "--no-cache") == 0) {
+            o->no_cache = true;
+        } else if (strcmp(a, "--threads") == 0) {
+            long v;
+            if (!cq_cli_parse_int(cmd, a, i + 1 < argc ? argv[++i] : NULL, 1, 4096, &v)) return 2;
+            o->threads = (int)v;
+        } else if (strcmp(a, "--backend") == 0) {
+            if (++i >= argc) return cq_cli_usage_error(cmd, "--backend needs a name (cpu or ref)");
+            o->backend = argv[i];
+            if (strcmp(o->backend, "cpu") != 0 && strcmp(o->backend, "ref") != 0)
+                return cq_cli_usage_error(cmd, "unknown backend '%s' (cpu or ref)", o->backend);
+        } else if (a[0] == '-' && a[1]) {
+            return cq_cli_usage_error(cmd, "unknown option '%s'", a);
+        } else if (!o->model) {
+            o->model = a;
+        } else {
+            return cq_cli_usage_error(cmd, "unexpected argument '%s'", a);
+        }
+    }
+    if (!o->model) return cq_cli_usage_error(cmd, "missing the model (.cmf)");
+    if (!o->inputs) return cq_cli_usage_error(cmd, "missing --inputs IN.safetensors");
+    if (!o->output) return cq_cli_usage_error(cmd, "missing --output OUT.safetensors");
+    return 0;
+}
+
+/* The denoiser's tensor prefix in the pack: "dit." (pipeline or converted
+ * transformer folder), or none for a pack of bare names. */
+static const char *find_prefix(const cq_cmf *cmf) {
+    return cq_cmf_find(cmf, "dit.config_json") || !cq_cmf_find(cmf, "config_json") ? "dit." : "";
+}
+
+static cq_status run(const fwd_opts *o, cq_backend *be, cq_cmf *cmf, cq_st *st, const char **what) {
+    cq_qi21 *m = NULL;
+    cq_qi21_cache *c = NULL;
+    cq_qi21_inputs in = {0};
+    float *vel = NULL;
+    cq_st_writer *w = NULL;
+    *what = "loading the model";
+    cq_status s = cq_qi21_load(cmf, find_prefix(cmf), be, &m);
+    const cq_qi21_config *cfg = s == CQ_OK ? cq_qi21_get_config(m) : NULL;
+    if (s == CQ_OK) {
+        *what = "reading the inputs";
+        s = cq_qi21_inputs_read(st, cfg, &in);
+    }
+    if (s == CQ_OK) {
+        vel = cq_mallocn((size_t)in.n_target * (size_t)cfg->out_channels, sizeof(float));
+        if (!vel) s = CQ_ERR_NOMEM;
+    }
+    double t0 = cq_now(), t1 = t0;
+    if (s == CQ_OK) {
+        *what = "running the denoiser";
+        if (o->no_cache) {
+            s = cq_qi21_forward_full(m, &in.layout, in.ctx, in.cond, in.target, in.t, vel);
+            t1 = cq_now();
+        } else {
+            s = cq_qi21_prefill(m, &in.layout, in.ctx, in.cond, &c);
+            t1 = cq_now();
+            if (s == CQ_OK) s = cq_qi21_step(m, c, in.target, in.t, vel);
+        }
+    }
+    double t2 = cq_now();
+    if (s == CQ_OK) {
+        *what = "writing the output";
+        uint64_t shape[2] = {(uint64_t)in.n_target, (uint64_t)cfg->out_channels};
+        s = cq_st_writer_create(&w);
+        if (s == CQ_OK) s = cq_st_writer_add_f32(w, "velocity", 2, shape, vel);
+        if (s == CQ_OK) s = cq_st_writer_set_metadata(w, "path", o->no_cache ? "full" : "cached");
+        if (s == CQ_OK) s = cq_st_writer_save(w, o->output);
+        if (s == CQ_OK) {
+            printf("velocity [%d, %d] -> %s (%s, %s", in.n_target, cfg->out_channels, o->output,
+                   cq_backend_name(be), o->no_cache ? "no cache" : "cached");
+            if (o->no_cache)
+                printf(": %.3f s)\n", t1 - t0);
+            else
+                printf(": prefill %.3f s, step %.3f s)\n", t1 - t0, t2 - t1);
+        }
+    }
+    cq_st_writer_free(w);
+    cq_free(vel);
+    cq_qi21_cache_free(c);
+    cq_qi21_inputs_free(&in);
+    cq_qi21_free(m);
+    return s;
+}
 
 int cq_cmd_forward(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "cortiq forward: not available in this build yet\n");
-    return 1;
+    fwd_opts o = {.backend = "cpu"};
+    bool done = false;
+    int rc = parse(argc, argv, &o, &done);
+    if (rc || done) return rc;
+    cq_cmf *cmf = NULL;
+    cq_st *st = NULL;
+    cq_backend *be = NULL;
+    cq_status s = cq_cmf_open(o.model, &cmf);
+    if (s != CQ_OK) return cq_cli_fail("forward", s, o.model);
+    if ((s = cq_st_open(o.inputs, &st)) != CQ_OK) {
+        cq_cmf_close(cmf);
+        return cq_cli_fail("forward", s, o.inputs);
+    }
+    const char *what = "creating the backend";
+    s = cq_backend_create(o.backend, o.threads, &be);
+    if (s == CQ_OK) s = run(&o, be, cmf, st, &what);
+    if (s != CQ_OK) rc = cq_cli_fail("forward", s, what);
+    cq_backend_free(be);
+    cq_st_close(st);
+    cq_cmf_close(cmf);
+    return rc;
 }

@@ -78,6 +78,14 @@ static bool fits(cq_dtype dt, const cq_st_tensor *t) {
     return cq_codec_nbytes(dt, t->ndim, t->shape, &nb) == CQ_OK;
 }
 
+/* A per-channel vector: 1-D, or N-D with one dimension > 1 (the VAE stores
+ * its norm gammas as [C, 1, 1]): such tensors keep the "norms stay f32" rule. */
+static bool is_vector(const cq_st_tensor *t) {
+    int big = 0;
+    for (int i = 0; i < t->ndim; i++) big += t->shape[i] > 1;
+    return t->ndim <= 1 || big <= 1;
+}
+
 cv_choice cv_plan_tensor(const cq_convert_opts *opts, cv_role role, const char *name, const cq_st_tensor *t) {
     if (t->dtype == CQ_ST_U8 || t->dtype == CQ_ST_BOOL) return (cv_choice){CQ_DTYPE_U8, CQ_DTYPE_U8, NULL};
     cq_dtype want;
@@ -89,7 +97,7 @@ cv_choice cv_plan_tensor(const cq_convert_opts *opts, cv_role role, const char *
             ruled = true;
         }
     if (!ruled) {
-        if (t->ndim <= 1) {
+        if (is_vector(t)) {
             want = CQ_DTYPE_F32;
         } else if (t->ndim == 2) {
             want = opts->quant >= 0 ? (cq_dtype)opts->quant : role == CV_VAE ? CQ_DTYPE_F16 : CQ_DTYPE_Q8_2F;
@@ -104,7 +112,7 @@ cv_choice cv_plan_tensor(const cq_convert_opts *opts, cv_role role, const char *
         why = "text encoder stays at 8 bits";
     }
     if (!cv_codec_is_float(use)) {
-        if (t->ndim <= 1) {
+        if (is_vector(t)) {
             /* Norms and biases stay float whatever a broad rule says: not a
              * fallback worth reporting. */
             return (cv_choice){CQ_DTYPE_F32, CQ_DTYPE_F32, NULL};

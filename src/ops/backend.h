@@ -63,6 +63,8 @@ typedef struct cq_backend_vtbl {
     cq_status (*transpose)(cq_backend *be, cq_tensor *y, const cq_tensor *x);
     cq_status (*concat_cols)(cq_backend *be, cq_tensor *y, const cq_tensor *a, const cq_tensor *b);
     cq_status (*get_rows)(cq_backend *be, cq_tensor *y, const cq_tensor *w, const cq_tensor *ids);
+    cq_status (*gather_cols)(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *idx, int group,
+                             float scale);
     cq_status (*conv2d)(cq_backend *be, const cq_conv2d_args *a);
     cq_status (*upsample_nearest)(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int f);
     cq_status (*pixel_shuffle)(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int r);

@@ -15,6 +15,7 @@ static const char *const k_op_names[] = {
     "matmul",  "attention", "layernorm", "rmsnorm",   "groupnorm",   "qk_norm_rope", "unary",
     "binary",  "gated_add", "swiglu",    "softmax",   "copy",        "transpose",    "concat_cols",
     "get_rows", "conv2d",   "upsample_nearest", "pixel_shuffle", "pixel_unshuffle",
+    "gather_cols",
 };
 _Static_assert(CQ_ARRAY_LEN(k_op_names) == CQ_OP_COUNT, "op name table out of date");
 

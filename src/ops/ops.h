@@ -151,6 +151,7 @@ typedef enum cq_op {
     CQ_OP_UPSAMPLE_NEAREST,
     CQ_OP_PIXEL_SHUFFLE,
     CQ_OP_PIXEL_UNSHUFFLE,
+    CQ_OP_GATHER_COLS,
     CQ_OP_COUNT
 } cq_op;
 const char *cq_op_name(cq_op op);
@@ -278,6 +279,16 @@ cq_status cq_op_concat_cols(cq_backend *be, cq_tensor *y, const cq_tensor *a, co
  * An id outside [0, V) fails with CQ_ERR_BOUNDS (CPU) or is a deferred error
  * reported by cq_backend_sync (devices). */
 cq_status cq_op_get_rows(cq_backend *be, cq_tensor *y, const cq_tensor *w, const cq_tensor *ids);
+/* Column gather with an optional mean over groups of gathered columns:
+ *   y[r, n] = scale * sum_{g < group} x[r, idx[n*group + g]]
+ * x [R, K], y [R, N], idx I32 [N*group]; an index of -1 contributes zero (a
+ * padded channel). group 1 with scale 1 is a channel permutation/selection;
+ * group G with scale 1/G averages channel groups (the channel folding of
+ * space-to-depth shortcuts). scale 0 means 1. Indices outside [-1, K) fail
+ * with CQ_ERR_BOUNDS (CPU) or are a deferred error (devices). y must not
+ * alias x. */
+cq_status cq_op_gather_cols(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *idx, int group,
+                            float scale);
 
 /* ---- image ops (channels-last) ------------------------------------------ */
 typedef enum cq_pad_mode { CQ_PAD_ZERO = 0, CQ_PAD_REPLICATE, CQ_PAD_REFLECT } cq_pad_mode;

@@ -514,6 +514,25 @@ static cq_status need_prod(const chk *c, const char *what, int64_t a, int64_t b,
     return CQ_OK;
 }
 
+cq_status cq_op_gather_cols(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *idx, int group,
+                            float scale) {
+    chk c = {be, "gather_cols"};
+    CQ_TRY(need_be(&c));
+    if (group < 1) return cq_fail(CQ_ERR_INVALID_ARG, "gather_cols: group %d (want >= 1)", group);
+    CQ_TRY(need_finite(&c, "scale", scale));
+    CQ_TRY(need_act(&c, "x", x));
+    CQ_TRY(need_out(&c, "y", y));
+    CQ_TRY(need_dtype(&c, "y", y, x->dtype));
+    int64_t R = cq_tensor_rows(x), N = cq_tensor_cols(y), n;
+    CQ_TRY(need_rc(&c, "y", y, R, N));
+    CQ_TRY(need_prod(&c, "N*group", N, group, &n));
+    CQ_TRY(need_i32(&c, "idx", idx, n));
+    CQ_TRY(no_alias(&c, "y", y, "x", x));
+    CQ_TRY(no_alias(&c, "y", y, "idx", idx));
+    CQ_TRY(need_support(&c, CQ_OP_GATHER_COLS, CQ_DTYPE_COUNT, x->dtype));
+    return be->vt->gather_cols(be, y, x, idx, group, scale);
+}
+
 cq_status cq_op_conv2d(cq_backend *be, const cq_conv2d_args *a) {
     chk c = {be, "conv2d"};
     CQ_TRY(need_be(&c));

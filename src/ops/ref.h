@@ -38,6 +38,7 @@ cq_status cq_ref_copy(cq_tensor *y, const cq_tensor *x);
 cq_status cq_ref_transpose(cq_tensor *y, const cq_tensor *x);
 cq_status cq_ref_concat_cols(cq_tensor *y, const cq_tensor *a, const cq_tensor *b);
 cq_status cq_ref_get_rows(cq_tensor *y, const cq_tensor *w, const cq_tensor *ids);
+cq_status cq_ref_gather_cols(cq_tensor *y, const cq_tensor *x, const cq_tensor *idx, int group, float scale);
 cq_status cq_ref_conv2d(const cq_conv2d_args *a);
 cq_status cq_ref_upsample_nearest(cq_tensor *y, const cq_tensor *x, int H, int W, int f);
 cq_status cq_ref_pixel_shuffle(cq_tensor *y, const cq_tensor *x, int H, int W, int r);

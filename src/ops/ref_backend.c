@@ -65,6 +65,10 @@ static cq_status r_concat(cq_backend *be, cq_tensor *y, const cq_tensor *a, cons
 static cq_status r_get_rows(cq_backend *be, cq_tensor *y, const cq_tensor *w, const cq_tensor *ids) {
     return (void)be, cq_ref_get_rows(y, w, ids);
 }
+static cq_status r_gather_cols(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *idx, int group,
+                               float scale) {
+    return (void)be, cq_ref_gather_cols(y, x, idx, group, scale);
+}
 static cq_status r_conv2d(cq_backend *be, const cq_conv2d_args *a) { return (void)be, cq_ref_conv2d(a); }
 static cq_status r_upsample(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int f) {
     return (void)be, cq_ref_upsample_nearest(y, x, H, W, f);
@@ -103,6 +107,7 @@ static const cq_backend_vtbl k_ref_vtbl = {
     .transpose = r_transpose,
     .concat_cols = r_concat,
     .get_rows = r_get_rows,
+    .gather_cols = r_gather_cols,
     .conv2d = r_conv2d,
     .upsample_nearest = r_upsample,
     .pixel_shuffle = r_shuffle,

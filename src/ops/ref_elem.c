@@ -110,6 +110,31 @@ cq_status cq_ref_get_rows(cq_tensor *y, const cq_tensor *w, const cq_tensor *ids
     return st;
 }
 
+/* Indices are checked before anything is written, so a bad one leaves y untouched. */
+cq_status cq_ref_gather_cols(cq_tensor *y, const cq_tensor *x, const cq_tensor *idx, int group, float scale) {
+    int64_t R = cq_tensor_rows(x), K = cq_tensor_cols(x), N = cq_tensor_cols(y), n = N * group;
+    const char *ip = cq_host_ptr(idx);
+    for (int64_t i = 0; i < n; i++) {
+        int32_t id;
+        memcpy(&id, ip + 4 * i, 4);
+        if (id < -1 || id >= K)
+            return cq_fail(CQ_ERR_BOUNDS, "gather_cols: index %d at position %lld is outside [-1, %lld)", id,
+                           (long long)i, (long long)K);
+    }
+    double s = scale != 0.0f ? scale : 1.0;
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t c = 0; c < N; c++) {
+            double acc = 0.0;
+            for (int64_t g = 0; g < group; g++) {
+                int32_t id;
+                memcpy(&id, ip + 4 * (c * group + g), 4);
+                if (id >= 0) acc += cq_ref_load(x, r * K + id);
+            }
+            cq_ref_store(y, r * N + c, (float)(s * acc));
+        }
+    return CQ_OK;
+}
+
 /* Source coordinate of padded coordinate i in [0, n) for the padding modes;
  * -1 means a zero sample. */
 static int64_t pad_index(int64_t i, int64_t n, cq_pad_mode mode) {

@@ -159,7 +159,9 @@ static const char *prefix_of(const char *comp) {
 /* The codec the policy in convert.h promises for a tensor under --quant q. */
 static cq_dtype expected_codec(const src_tensor *t, int q) {
     bool te = strcmp(t->comp, "text_encoder") == 0, vae = strcmp(t->comp, "vae") == 0;
-    if (t->ndim <= 1) return CQ_DTYPE_F32;
+    int big = 0;
+    for (int i = 0; i < t->ndim; i++) big += t->shape[i] > 1;
+    if (t->ndim <= 1 || big <= 1) return CQ_DTYPE_F32; /* vectors, incl. [C, 1, 1] gammas */
     bool qfloat = q == CQ_DTYPE_F32 || q == CQ_DTYPE_F16 || q == CQ_DTYPE_BF16;
     if (t->ndim > 2) return (q >= 0 && qfloat) ? (cq_dtype)q : vae ? CQ_DTYPE_F16 : CQ_DTYPE_F32;
     if (q < 0) return vae ? CQ_DTYPE_F16 : CQ_DTYPE_Q8_2F;

@@ -812,6 +812,45 @@ static cq_status run_get_rows(cq_backend *be, cq_tensor *out, cq_tensor **in, co
     return cq_op_get_rows(be, out, IN(in, c, 0), IN(in, c, 1));
 }
 
+static cq_status run_gather_cols(cq_backend *be, cq_tensor *out, cq_tensor **in, const tcase *c) {
+    return cq_op_gather_cols(be, out, IN(in, c, 0), IN(in, c, 1), c->ip[0], c->fp[0]);
+}
+
+/* Column gathers: permutations/selections (group 1, exact) and group means
+ * with zero (-1) slots, as the VAE's channel-folding shortcuts use them. */
+static void gather_cols_cases(void) {
+    /* R, K, N, group, scale */
+    static const struct { int64_t R, K, N; int group; float scale; } gc[] = {
+        {1, 1, 1, 1, 1.0f},   {7, 12, 12, 1, 0.0f}, {33, 5, 40, 1, 1.0f},    {16, 24, 6, 4, 0.25f},
+        {9, 10, 17, 3, 1.0f / 3.0f}, {130, 64, 32, 8, 0.125f}, {3, 2, 5, 2, -2.0f},
+    };
+    for (size_t xi = 0; xi < CQ_ARRAY_LEN(k_acts); xi++)
+        for (size_t i = 0; i < CQ_ARRAY_LEN(gc); i++) {
+            cq_dtype dt = k_acts[xi];
+            tcase c;
+            tc_init(&c, CQ_OP_GATHER_COLS, dt, run_gather_cols, "gather_cols x=%s R=%lld K=%lld N=%lld group=%d scale=%g",
+                    cq_dtype_name(dt), (long long)gc[i].R, (long long)gc[i].K, (long long)gc[i].N, gc[i].group,
+                    (double)gc[i].scale);
+            bool exact = gc[i].group == 1 && (gc[i].scale == 0.0f || gc[i].scale == 1.0f);
+            c.tol_abs = exact ? TOL_EXACT : TOL_ELT_ABS;
+            c.tol_rel = exact ? TOL_EXACT : TOL_ELT_REL;
+            c.ip[0] = gc[i].group;
+            c.fp[0] = gc[i].scale;
+            tc_act(&c, 0, dt, gc[i].R, gc[i].K, 1.0f);
+            int64_t n = gc[i].N * gc[i].group;
+            int32_t *ids = malloc(sizeof(int32_t) * (size_t)n);
+            for (int64_t j = 0; j < n; j++) {
+                uint64_t u = tu_rng_u64(&g.rng);
+                ids[j] = u % 5 == 0 ? -1 : (int32_t)(u / 5 % (uint64_t)gc[i].K);
+            }
+            ids[n - 1] = (int32_t)gc[i].K - 1; /* the last column, always */
+            tc_i32(&c, 1, n, ids);
+            free(ids);
+            tc_out(&c, dt, gc[i].R, gc[i].N);
+            run_case(&c);
+        }
+}
+
 static void test_data_movement(void **state) {
     (void)state;
     FOR_ROWS({
@@ -878,6 +917,7 @@ static void test_data_movement(void **state) {
             tc_out(&c, ydt, gr[i][2], gr[i][1]);
             run_case(&c);
         }
+    gather_cols_cases();
 }
 
 /* Conversions at the edges of f16/bf16 (overflow to inf, subnormals, inf,

@@ -318,6 +318,41 @@ static void test_get_rows_ids(void **state) {
     }
 }
 
+/* gather_cols: argument checks, and index values checked by both backends
+ * (-1 is a zero slot, anything else outside [0, K) is an error). */
+static void test_gather_cols_args(void **state) {
+    (void)state;
+    cq_backend *bes[2] = {cpu, ref};
+    for (int b = 0; b < 2; b++) {
+        cq_backend *be = bes[b];
+        cq_tensor x = T2(be, CQ_DTYPE_F32, 3, 4), y = T2(be, CQ_DTYPE_F32, 3, 2), ids = T1(be, CQ_DTYPE_I32, 4);
+        cq_tensor y5 = T2(be, CQ_DTYPE_F32, 2, 2), idf = T1(be, CQ_DTYPE_F32, 4), xh = T2(be, CQ_DTYPE_F16, 3, 4);
+        float xv[12], yv[6];
+        for (int i = 0; i < 12; i++) xv[i] = (float)(i + 1);
+        assert_int_equal(cq_tensor_upload(&x, xv, sizeof xv), CQ_OK);
+        int32_t good[4] = {3, -1, 0, 2}, big[4] = {0, 1, 4, 0}, low[4] = {0, -2, 1, 1};
+        assert_int_equal(cq_tensor_upload(&ids, good, sizeof good), CQ_OK);
+        assert_int_equal(cq_op_gather_cols(be, &y, &x, &ids, 2, 0.5f), CQ_OK);
+        assert_int_equal(cq_tensor_download(&y, yv, sizeof yv), CQ_OK);
+        /* row 1 = 5 6 7 8: (8 + 0) / 2, (5 + 7) / 2 */
+        assert_float_equal(yv[2], 4.0f, 0.0f);
+        assert_float_equal(yv[3], 6.0f, 0.0f);
+        EXPECT(CQ_ERR_SHAPE, cq_op_gather_cols(be, &y, &x, &ids, 1, 1.0f), "'idx'");
+        EXPECT(CQ_ERR_SHAPE, cq_op_gather_cols(be, &y5, &x, &ids, 2, 1.0f), "'y'");
+        EXPECT(CQ_ERR_INVALID_ARG, cq_op_gather_cols(be, &y, &x, &ids, 0, 1.0f), "group");
+        EXPECT(CQ_ERR_INVALID_ARG, cq_op_gather_cols(be, &y, &x, &ids, 2, NAN), "scale");
+        EXPECT(CQ_ERR_DTYPE, cq_op_gather_cols(be, &y, &x, &idf, 2, 1.0f), "i32");
+        EXPECT(CQ_ERR_DTYPE, cq_op_gather_cols(be, &y, &xh, &ids, 2, 1.0f), "'y'");
+        EXPECT(CQ_ERR_INVALID_ARG, cq_op_gather_cols(be, &x, &x, &ids, 1, 1.0f), "overlaps");
+        assert_int_equal(cq_tensor_upload(&ids, big, sizeof big), CQ_OK);
+        EXPECT(CQ_ERR_BOUNDS, cq_op_gather_cols(be, &y, &x, &ids, 2, 1.0f), "index 4");
+        assert_int_equal(cq_tensor_upload(&ids, low, sizeof low), CQ_OK);
+        EXPECT(CQ_ERR_BOUNDS, cq_op_gather_cols(be, &y, &x, &ids, 2, 1.0f), "index -2");
+        cq_tensor *all[] = {&x, &y, &ids, &y5, &idf, &xh};
+        for (size_t i = 0; i < CQ_ARRAY_LEN(all); i++) cq_tensor_free(all[i]);
+    }
+}
+
 static void test_image_args(void **state) {
     (void)state;
     cq_tensor x = T2(cpu, CQ_DTYPE_F32, 4 * 5, 3), w = T2(cpu, CQ_DTYPE_F32, 6, 27), y = T2(cpu, CQ_DTYPE_F32, 20, 6);
@@ -406,7 +441,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_backends),       cmocka_unit_test(test_tensors),      cmocka_unit_test(test_weights),
         cmocka_unit_test(test_matmul_args),    cmocka_unit_test(test_attention_args), cmocka_unit_test(test_row_op_args),
-        cmocka_unit_test(test_get_rows_ids),   cmocka_unit_test(test_image_args),   cmocka_unit_test(test_nested),
+        cmocka_unit_test(test_get_rows_ids),   cmocka_unit_test(test_gather_cols_args), cmocka_unit_test(test_image_args),   cmocka_unit_test(test_nested),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -172,11 +172,10 @@ cq_status cq_cpu_attention(cq_backend *be, const cq_attn_args *a) {
     size_t per_head = (size_t)(c.Tp * c.D) + (size_t)(c.T * c.Dp);
     int64_t nkv = CQ_MAX((int64_t)1, CQ_MIN((int64_t)a->n_kv_heads, (int64_t)(ATT_PACK_BUDGET / 4 / per_head)));
     c.slot_floats = r16((size_t)(c.BQ * c.D)) + r16((size_t)(c.BQ * c.BK)) + r16((size_t)(c.BQ * c.Dp));
-    c.scratch = cq_aligned_allocn(64, (size_t)cb->threads * c.slot_floats, sizeof(float));
-    c.kt = cq_aligned_allocn(64, (size_t)nkv * per_head, sizeof(float));
-    if (!c.scratch || !c.kt) {
-        cq_aligned_free(c.scratch);
-        cq_aligned_free(c.kt);
+    c.scratch = cq_cpu_scratch_get(cb, CQ_CPU_SCRATCH_WORK, (size_t)cb->threads * c.slot_floats * sizeof(float));
+    c.kt = c.scratch ? cq_cpu_scratch_get(cb, CQ_CPU_SCRATCH_KV, (size_t)nkv * per_head * sizeof(float)) : NULL;
+    if (!c.kt) {
+        cq_cpu_scratch_put(cb, CQ_CPU_SCRATCH_WORK, c.scratch);
         return CQ_ERR_NOMEM;
     }
     for (c.kv0 = 0; c.kv0 < a->n_kv_heads; c.kv0 += nkv) {
@@ -185,7 +184,7 @@ cq_status cq_cpu_attention(cq_backend *be, const cq_attn_args *a) {
         cq_cpu_parallel(cb, c.nkv * (c.Tp / NR), cq_cpu_grain(cb, c.nkv * (c.Tp / NR), 2 * NR * c.D), pack_kv, &c);
         cq_cpu_parallel(cb, c.nkv * c.group * c.n_qb, 1, attn_tasks, &c);
     }
-    cq_aligned_free(c.kt);
-    cq_aligned_free(c.scratch);
+    cq_cpu_scratch_put(cb, CQ_CPU_SCRATCH_KV, c.kt);
+    cq_cpu_scratch_put(cb, CQ_CPU_SCRATCH_WORK, c.scratch);
     return CQ_OK;
 }

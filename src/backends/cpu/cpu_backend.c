@@ -141,8 +141,27 @@ static bool cpu_supports(const cq_backend *be, cq_op op, cq_dtype wdt, cq_dtype 
     }
 }
 
+void *cq_cpu_scratch_get(cq_cpu_backend *cb, cq_cpu_scratch_slot slot, size_t bytes) {
+    if (bytes == 0) bytes = 1;
+    if (cq_pool_in_task()) return cq_aligned_alloc(64, bytes);
+    if (bytes > cb->scratch_cap[slot]) {
+        /* grow (never shrink): the largest op of a loop sets the size once */
+        void *p = cq_aligned_alloc(64, bytes);
+        if (!p) return NULL;
+        cq_aligned_free(cb->scratch[slot]);
+        cb->scratch[slot] = p;
+        cb->scratch_cap[slot] = bytes;
+    }
+    return cb->scratch[slot];
+}
+
+void cq_cpu_scratch_put(cq_cpu_backend *cb, cq_cpu_scratch_slot slot, void *p) {
+    if (p && p != cb->scratch[slot]) cq_aligned_free(p);
+}
+
 static void cpu_destroy(cq_backend *be) {
     cq_cpu_backend *cb = cq_cpu_of(be);
+    for (int i = 0; i < CQ_CPU_SCRATCH_COUNT; i++) cq_aligned_free(cb->scratch[i]);
     cq_pool_free(cb->pool);
     cq_free(cb);
 }
@@ -174,6 +193,7 @@ static const cq_backend_vtbl k_cpu_vtbl = {
     .transpose = cq_cpu_transpose,
     .concat_cols = cq_cpu_concat_cols,
     .get_rows = cq_cpu_get_rows,
+    .gather_cols = cq_cpu_gather_cols,
     .conv2d = cq_cpu_conv2d,
     .upsample_nearest = cq_cpu_upsample_nearest,
     .pixel_shuffle = cq_cpu_pixel_shuffle,

@@ -350,20 +350,20 @@ static cq_status gemv_run(cq_cpu_backend *cb, const cq_cpu_gemm *g) {
     gemv_ctx cx = {.g = g, .kit = cb->kit};
     float *xf = NULL;
     if (g->a.dt != CQ_DTYPE_F32) {
-        xf = cq_mallocn((size_t)(g->M * g->K), sizeof(float));
+        xf = cq_cpu_scratch_get(cb, CQ_CPU_SCRATCH_X, (size_t)(g->M * g->K) * sizeof(float));
         if (!xf) return CQ_ERR_NOMEM;
         for (int64_t m = 0; m < g->M; m++) cq_cpu_load_row(g->a.x, g->a.dt, m * g->a.ld, xf + m * g->K, g->K);
     }
     cx.x = xf ? xf : (const float *)g->a.x;
-    cx.scratch = cq_aligned_allocn(64, (size_t)cb->threads * GEMV_KC, sizeof(float));
+    cx.scratch = cq_cpu_scratch_get(cb, CQ_CPU_SCRATCH_WORK, (size_t)cb->threads * GEMV_KC * sizeof(float));
     if (!cx.scratch) {
-        cq_free(xf);
+        cq_cpu_scratch_put(cb, CQ_CPU_SCRATCH_X, xf);
         return CQ_ERR_NOMEM;
     }
     int64_t grain = CQ_MIN((int64_t)GEMV_ROWS, CQ_MAX((int64_t)1, (g->N + 4 * cb->threads - 1) / (4 * cb->threads)));
     cq_cpu_parallel(cb, g->N, grain, gemv_rows, &cx);
-    cq_aligned_free(cx.scratch);
-    cq_free(xf);
+    cq_cpu_scratch_put(cb, CQ_CPU_SCRATCH_WORK, cx.scratch);
+    cq_cpu_scratch_put(cb, CQ_CPU_SCRATCH_X, xf);
     return CQ_OK;
 }
 
@@ -401,10 +401,10 @@ cq_status cq_cpu_gemm_run(cq_cpu_backend *cb, const cq_cpu_gemm *g) {
     cx.ng_rows = (nblocks + n_ng - 1) / n_ng * cx.NB;
     n_ng = (g->N + cx.ng_rows - 1) / cx.ng_rows;
     cx.slot_bytes = slot_layout(&cx, NULL, NULL);
-    cx.scratch = cq_aligned_alloc(64, (size_t)cb->threads * cx.slot_bytes);
+    cx.scratch = cq_cpu_scratch_get(cb, CQ_CPU_SCRATCH_WORK, (size_t)cb->threads * cx.slot_bytes);
     if (!cx.scratch) return CQ_ERR_NOMEM;
     cq_cpu_parallel(cb, cx.n_mb * n_ng, 1, gemm_task, &cx);
-    cq_aligned_free(cx.scratch);
+    cq_cpu_scratch_put(cb, CQ_CPU_SCRATCH_WORK, cx.scratch);
     return CQ_OK;
 }
 
@@ -413,8 +413,8 @@ cq_status cq_cpu_matmul(cq_backend *be, const cq_matmul_args *a) {
     cq_cpu_backend *cb = cq_cpu_of(be);
     cq_cpu_wmat w1, w2;
     bool swiglu = a->act == CQ_ACT_SWIGLU, sep = swiglu && a->w2;
-    cq_status s = cq_cpu_wmat_init(&w1, a->w, cb->kit);
-    if (s == CQ_OK && sep) s = cq_cpu_wmat_init(&w2, a->w2, cb->kit);
+    cq_status s = cq_cpu_wmat_init(&w1, a->w, cb, CQ_CPU_SCRATCH_W1);
+    if (s == CQ_OK && sep) s = cq_cpu_wmat_init(&w2, a->w2, cb, CQ_CPU_SCRATCH_W2);
     if (s != CQ_OK) {
         cq_cpu_wmat_free(&w1);
         return s;

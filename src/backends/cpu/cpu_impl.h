@@ -98,12 +98,34 @@ const cq_cpu_kit *cq_cpu_kit_neon(void);
 float cq_cpu_expf(float x);
 
 /* ---- the backend ------------------------------------------------------------------ */
+/* Per-op scratch kept by the backend, one buffer per use that can be live at
+ * once within an op, so ops in a steady loop (a denoiser step) allocate
+ * nothing: each grows to the largest request and is reused. */
+typedef enum cq_cpu_scratch_slot {
+    CQ_CPU_SCRATCH_WORK = 0, /* per-thread work areas (GEMM panels, attention tiles, ...) */
+    CQ_CPU_SCRATCH_X,        /* a converted activation operand */
+    CQ_CPU_SCRATCH_W1,       /* decoded per-column factors / q4tp ladders of the first weight */
+    CQ_CPU_SCRATCH_W2,       /* ... of the second (SwiGLU) */
+    CQ_CPU_SCRATCH_KV,       /* attention: keys and values packed for a round of kv heads */
+    CQ_CPU_SCRATCH_COUNT
+} cq_cpu_scratch_slot;
+
 typedef struct cq_cpu_backend {
     cq_backend base; /* first: a cq_backend* is a cq_cpu_backend* */
     cq_pool *pool;
     int threads;
     const cq_cpu_kit *kit;
+    void *scratch[CQ_CPU_SCRATCH_COUNT];
+    size_t scratch_cap[CQ_CPU_SCRATCH_COUNT];
 } cq_cpu_backend;
+
+/* At least `bytes` of 64-byte aligned scratch for `slot`, valid until the
+ * matching put. A nested op (issued from inside a pool task, while the
+ * outer op may hold the slot) gets a private allocation instead. NULL (with
+ * CQ_ERR_NOMEM recorded) when out of memory. */
+void *cq_cpu_scratch_get(cq_cpu_backend *cb, cq_cpu_scratch_slot slot, size_t bytes);
+/* Frees `p` if it was a private allocation; the slot's buffer is kept. */
+void cq_cpu_scratch_put(cq_cpu_backend *cb, cq_cpu_scratch_slot slot, void *p);
 
 static inline cq_cpu_backend *cq_cpu_of(cq_backend *be) { return (cq_cpu_backend *)be; }
 
@@ -197,16 +219,19 @@ struct cq_cpu_wmat {
     cq_dtype dt;
     const uint8_t *p;
     int64_t rows, cols;
-    float *col;               /* q8_2f: decoded column factors [cols] */
+    float *col;               /* q8_2f: decoded column factors [cols] (backend scratch) */
     int64_t gpr, code_stride; /* q4tp */
-    float *ladder;            /* q4tp: [rows][32] rungs once prepared, else NULL */
+    float *ladder;            /* q4tp: [rows][32] rungs once prepared (backend scratch), else NULL */
     const cq_cpu_kit *kit;
+    cq_cpu_backend *cb;
+    cq_cpu_scratch_slot slot; /* where `col` / `ladder` live */
     cq_cpu_wdecode_fn decode;
     cq_cpu_wdecode_pair_fn decode_pair; /* NULL: no exact bf16 form (or no kit support) */
     cq_cpu_wscale pair_scale;
 };
 bool cq_cpu_wcodec_supported(cq_dtype dt);
-cq_status cq_cpu_wmat_init(cq_cpu_wmat *w, const cq_tensor *t, const cq_cpu_kit *kit);
+/* `slot` (W1 or W2) holds per-matrix decoded tables until cq_cpu_wmat_free. */
+cq_status cq_cpu_wmat_init(cq_cpu_wmat *w, const cq_tensor *t, cq_cpu_backend *cb, cq_cpu_scratch_slot slot);
 void cq_cpu_wmat_free(cq_cpu_wmat *w);
 /* For products that decode each row many times (M > a few rows): compute
  * per-row tables once (q4tp ladders) instead of per decode call. */
@@ -265,6 +290,8 @@ cq_status cq_cpu_copy(cq_backend *be, cq_tensor *y, const cq_tensor *x);
 cq_status cq_cpu_transpose(cq_backend *be, cq_tensor *y, const cq_tensor *x);
 cq_status cq_cpu_concat_cols(cq_backend *be, cq_tensor *y, const cq_tensor *a, const cq_tensor *b);
 cq_status cq_cpu_get_rows(cq_backend *be, cq_tensor *y, const cq_tensor *w, const cq_tensor *ids);
+cq_status cq_cpu_gather_cols(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *idx, int group,
+                             float scale);
 cq_status cq_cpu_conv2d(cq_backend *be, const cq_conv2d_args *a);
 cq_status cq_cpu_upsample_nearest(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int f);
 cq_status cq_cpu_pixel_shuffle(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int r);

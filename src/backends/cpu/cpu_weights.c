@@ -206,8 +206,11 @@ bool cq_cpu_wcodec_supported(cq_dtype dt) {
     }
 }
 
-cq_status cq_cpu_wmat_init(cq_cpu_wmat *w, const cq_tensor *t, const cq_cpu_kit *kit) {
+cq_status cq_cpu_wmat_init(cq_cpu_wmat *w, const cq_tensor *t, cq_cpu_backend *cb, cq_cpu_scratch_slot slot) {
     memset(w, 0, sizeof *w);
+    const cq_cpu_kit *kit = cb->kit;
+    w->cb = cb;
+    w->slot = slot;
     w->dt = t->dtype;
     w->p = cq_host_ptr(t);
     w->rows = t->shape[0];
@@ -231,7 +234,7 @@ cq_status cq_cpu_wmat_init(cq_cpu_wmat *w, const cq_tensor *t, const cq_cpu_kit 
         break;
     case CQ_DTYPE_Q8_2F: {
         w->decode = dec_q8_2f;
-        w->col = cq_mallocn((size_t)w->cols, sizeof(float));
+        w->col = cq_cpu_scratch_get(cb, slot, (size_t)w->cols * sizeof(float));
         if (!w->col) return CQ_ERR_NOMEM;
         const uint8_t *c = w->p + w->rows * w->cols + 2 * w->rows;
         for (int64_t k = 0; k < w->cols; k++) w->col[k] = cq_cpu_h2f(cq_cpu_rd16(c + 2 * k));
@@ -256,7 +259,7 @@ cq_status cq_cpu_wmat_init(cq_cpu_wmat *w, const cq_tensor *t, const cq_cpu_kit 
 
 cq_status cq_cpu_wmat_prepare(cq_cpu_wmat *w) {
     if (w->dt != CQ_DTYPE_Q4TP || w->ladder) return CQ_OK;
-    w->ladder = cq_mallocn((size_t)w->rows, 32 * sizeof(float));
+    w->ladder = cq_cpu_scratch_get(w->cb, w->slot, (size_t)w->rows * 32 * sizeof(float));
     if (!w->ladder) return CQ_ERR_NOMEM;
     for (int64_t r = 0; r < w->rows; r++) cq_codec_q4tp_ladder(q4tp_par(w, r), w->ladder + 32 * r);
     return CQ_OK;
@@ -264,8 +267,8 @@ cq_status cq_cpu_wmat_prepare(cq_cpu_wmat *w) {
 
 void cq_cpu_wmat_free(cq_cpu_wmat *w) {
     if (!w) return;
-    cq_free(w->col);
-    cq_free(w->ladder);
+    if (w->col) cq_cpu_scratch_put(w->cb, w->slot, w->col);
+    if (w->ladder) cq_cpu_scratch_put(w->cb, w->slot, w->ladder);
     w->col = NULL;
     w->ladder = NULL;
 }

@@ -1,7 +1,8 @@
 /*
  * eltwise_generic.c — elementwise and data-movement ops of the CPU backend:
  * unary/binary/gated add/SwiGLU (f32), copy with dtype conversion, transpose,
- * column concatenation and row gathers from weights in any supported codec.
+ * column concatenation, row gathers from weights in any supported codec and
+ * column gathers (with group means) of activations.
  * Threaded over flat ranges or rows; loops are kept simple enough for the
  * compiler to vectorise.
  */
@@ -226,15 +227,59 @@ cq_status cq_cpu_get_rows(cq_backend *be, cq_tensor *y, const cq_tensor *w, cons
             return cq_fail(CQ_ERR_BOUNDS, "get_rows: id %d at position %lld is outside [0, %lld)", id[i], (long long)i,
                            (long long)w->shape[0]);
     cq_cpu_wmat wm;
-    CQ_TRY(cq_cpu_wmat_init(&wm, w, cb->kit));
+    CQ_TRY(cq_cpu_wmat_init(&wm, w, cb, CQ_CPU_SCRATCH_W1));
     gr_ctx c = {.w = &wm, .ids = id, .y = cq_host_ptr(y), .ydt = y->dtype, .C = cq_tensor_cols(y)};
-    c.scratch = cq_mallocn((size_t)cb->threads * (size_t)c.C, sizeof(float));
+    c.scratch = cq_cpu_scratch_get(cb, CQ_CPU_SCRATCH_WORK, (size_t)cb->threads * (size_t)c.C * sizeof(float));
     if (!c.scratch) {
         cq_cpu_wmat_free(&wm);
         return CQ_ERR_NOMEM;
     }
     cq_cpu_parallel(cb, n, cq_cpu_grain(cb, n, 4 * c.C), gather_rows, &c);
-    cq_free(c.scratch);
+    cq_cpu_scratch_put(cb, CQ_CPU_SCRATCH_WORK, c.scratch);
     cq_cpu_wmat_free(&wm);
+    return CQ_OK;
+}
+
+/* ---- column gather (+ group mean) --------------------------------------------------------- */
+typedef struct gc_ctx {
+    float *y;
+    const float *x;
+    const int32_t *idx;
+    int64_t K, N, group;
+    float scale;
+} gc_ctx;
+
+static void gather_cols_rows(void *vc, int slot, int64_t r0, int64_t r1) {
+    (void)slot;
+    const gc_ctx *c = vc;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *x = c->x + r * c->K;
+        float *y = c->y + r * c->N;
+        const int32_t *id = c->idx;
+        if (c->group == 1) {
+            for (int64_t n = 0; n < c->N; n++) y[n] = id[n] >= 0 ? x[id[n]] * c->scale : 0.0f;
+            continue;
+        }
+        for (int64_t n = 0; n < c->N; n++, id += c->group) {
+            float acc = 0.0f;
+            for (int64_t g = 0; g < c->group; g++)
+                if (id[g] >= 0) acc += x[id[g]];
+            y[n] = acc * c->scale;
+        }
+    }
+}
+
+cq_status cq_cpu_gather_cols(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *idx, int group,
+                             float scale) {
+    cq_cpu_backend *cb = cq_cpu_of(be);
+    gc_ctx c = {.y = cq_host_ptr(y), .x = cq_host_ptr(x), .idx = cq_host_ptr(idx), .K = cq_tensor_cols(x),
+                .N = cq_tensor_cols(y), .group = group, .scale = scale != 0.0f ? scale : 1.0f};
+    int64_t n = c.N * group;
+    for (int64_t i = 0; i < n; i++)
+        if (c.idx[i] < -1 || c.idx[i] >= c.K)
+            return cq_fail(CQ_ERR_BOUNDS, "gather_cols: index %d at position %lld is outside [-1, %lld)", c.idx[i],
+                           (long long)i, (long long)c.K);
+    int64_t R = cq_tensor_rows(x);
+    cq_cpu_parallel(cb, R, cq_cpu_grain(cb, R, 2 * n), gather_cols_rows, &c);
     return CQ_OK;
 }

@@ -75,7 +75,7 @@ cq_status cq_cpu_conv2d(cq_backend *be, const cq_conv2d_args *a) {
     int64_t Ho = ((int64_t)a->H + a->pad_t + a->pad_b - a->kh) / a->stride_y + 1;
     int64_t Wo = ((int64_t)a->W + a->pad_l + a->pad_r - a->kw) / a->stride_x + 1;
     cq_cpu_wmat w;
-    CQ_TRY(cq_cpu_wmat_init(&w, a->w, cb->kit));
+    CQ_TRY(cq_cpu_wmat_init(&w, a->w, cb, CQ_CPU_SCRATCH_W1));
     cq_cpu_gemm g = {
         .M = Ho * Wo,
         .N = w.rows,

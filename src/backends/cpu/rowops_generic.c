@@ -165,7 +165,7 @@ cq_status cq_cpu_groupnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, int
     c.beta = beta ? cq_host_ptr(beta) : NULL;
     c.rows_per_chunk = (c.R + GN_CHUNKS - 1) / GN_CHUNKS;
     int64_t chunks = (c.R + c.rows_per_chunk - 1) / c.rows_per_chunk;
-    double *part = cq_mallocn((size_t)(GN_CHUNKS + 2) * (size_t)groups, sizeof(double));
+    double *part = cq_cpu_scratch_get(cb, CQ_CPU_SCRATCH_WORK, (size_t)(GN_CHUNKS + 2) * (size_t)groups * sizeof(double));
     if (!part) return CQ_ERR_NOMEM;
     double *mean = part + GN_CHUNKS * groups, *inv = mean + groups;
     c.part = part;
@@ -182,7 +182,7 @@ cq_status cq_cpu_groupnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, int
         }
     }
     cq_cpu_parallel(cb, c.R, cq_cpu_grain(cb, c.R, 3 * c.C), gn_apply, &c);
-    cq_free(part);
+    cq_cpu_scratch_put(cb, CQ_CPU_SCRATCH_WORK, part);
     return CQ_OK;
 }
 

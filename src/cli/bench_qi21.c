@@ -1,0 +1,475 @@
+/*
+ * bench_qi21.c — `cortiq bench qi21`: the Qwen-Image-2.1 denoiser at its
+ * real 7B shape (32 layers, 32 heads x 128, context 4096, mlp_ratio 3,
+ * in/out 64, RoPE axes 16/56/56) with random weights.
+ *
+ * The weights are generated directly in the target codec (random payloads
+ * in the codec's exact layout, scaled so every linear keeps unit variance;
+ * no encoder runs over 7B floats) and streamed through the CMF writer into a
+ * temporary file under $TMPDIR, which is opened (mmap, as a real model is)
+ * and unlinked at once, so it never outlives the run. Then one prefill of
+ * 18 text rows and the denoising step at 256x256 pixels (16x16 = 256 target
+ * tokens; 512 -> 1024, 1024 -> 4096) are timed: a warm-up, then the median
+ * of --repeat runs. FLOPs count every matmul and both attention products
+ * (2 per multiply-add), as the model runs them; element-wise work is left
+ * out. --layers N builds N of the 32 layers and scales the per-layer part
+ * to 32, saying so.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "codec/codec.h"
+#include "models/qi21.h"
+#include "ops/ops.h"
+
+/* The released model's shape. */
+#define B_LAYERS 32
+#define B_HEADS 32
+#define B_HEAD_DIM 128
+#define B_CTX 4096
+#define B_RATIO 3
+#define B_CH 64
+#define B_TEXT 18
+#define B_TPROJ 256
+
+typedef struct bench_opts {
+    int size, layers, threads, repeat;
+    cq_dtype quant;
+} bench_opts;
+
+static void help(void) {
+    printf("usage: cortiq bench qi21 [--size 256|512|1024] [--quant q8_2f|q4tp] [--threads N]\n"
+           "                         [--layers N] [--repeat N] [--backend cpu]\n"
+           "\n"
+           "Time the Qwen-Image-2.1 denoiser at its real 7B shape with random weights: one prefill of\n"
+           "%d text rows and the denoising step for a SIZE x SIZE image ((SIZE/16)^2 target tokens).\n"
+           "The weights are written in the chosen codec to a temporary .cmf under $TMPDIR (about\n"
+           "7.5 GB for q8_2f, 4 GB for q4tp; removed when the file is mapped) and mapped as a real\n"
+           "model is. Reports the median of --repeat runs after a warm-up, GFLOP/s (matmuls and\n"
+           "attention products, 2 FLOPs per multiply-add), one MLP-shaped matmul of the same codec for\n"
+           "comparison, and the peak resident memory (the mapped weights included).\n"
+           "\n"
+           "options:\n"
+           "  --size N      image side in pixels: 256 (default), 512 or 1024\n"
+           "  --quant C     weight codec: q8_2f (default) or q4tp\n"
+           "  --threads N   worker threads (default: CORTIQ_THREADS or all cores)\n"
+           "  --layers N    build only N of the 32 layers and scale the per-layer time to 32\n"
+           "                (for machines where the whole model is too slow or too big)\n"
+           "  --repeat N    timed runs after the warm-up (default 3)\n"
+           "  --backend B   cpu (the only one benchmarked here)\n"
+           "  -h, --help    this text\n",
+           B_TEXT);
+}
+
+static int parse(int argc, char **argv, bench_opts *o, bool *done) {
+    const char *cmd = "bench qi21";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long n;
+        if (cq_cli_is_help(a)) {
+            help();
+            *done = true;
+            return 0;
+        } else if (strcmp(a, "--size") == 0) {
+            if (!cq_cli_parse_int(cmd, a, v, 256, 1024, &n)) return 2;
+            if (n != 256 && n != 512 && n != 1024) return cq_cli_usage_error(cmd, "--size must be 256, 512 or 1024");
+            o->size = (int)n;
+            i++;
+        } else if (strcmp(a, "--layers") == 0) {
+            if (!cq_cli_parse_int(cmd, a, v, 1, B_LAYERS, &n)) return 2;
+            o->layers = (int)n;
+            i++;
+        } else if (strcmp(a, "--threads") == 0) {
+            if (!cq_cli_parse_int(cmd, a, v, 1, 4096, &n)) return 2;
+            o->threads = (int)n;
+            i++;
+        } else if (strcmp(a, "--repeat") == 0) {
+            if (!cq_cli_parse_int(cmd, a, v, 1, 100, &n)) return 2;
+            o->repeat = (int)n;
+            i++;
+        } else if (strcmp(a, "--quant") == 0) {
+            int d = v ? cq_dtype_from_name(v) : -1;
+            if (d != CQ_DTYPE_Q8_2F && d != CQ_DTYPE_Q4TP)
+                return cq_cli_usage_error(cmd, "--quant must be q8_2f or q4tp");
+            o->quant = (cq_dtype)d;
+            i++;
+        } else if (strcmp(a, "--backend") == 0) {
+            if (!v || strcmp(v, "cpu") != 0) return cq_cli_usage_error(cmd, "--backend: only cpu is benchmarked here");
+            i++;
+        } else {
+            return cq_cli_usage_error(cmd, "unknown argument '%s'", a);
+        }
+    }
+    return 0;
+}
+
+/* ---- random weights in the codec's layout ----------------------------------------- */
+static uint64_t rng_next(uint64_t *s) {
+    uint64_t x = *s;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *s = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+
+static void rng_fill(uint64_t *s, uint8_t *p, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t v = rng_next(s);
+        memcpy(p + i, &v, 8);
+    }
+    uint64_t v = rng_next(s);
+    for (; i < n; i++, v >>= 8) p[i] = (uint8_t)v;
+}
+
+/* A [rows, cols] payload whose decoded weights have standard deviation
+ * about 1/sqrt(cols) (a unit-variance linear map). */
+static cq_status make_weight(cq_dtype dt, uint64_t rows, uint64_t cols, uint64_t *rng, uint8_t **buf, size_t *cap,
+                             uint64_t *nbytes) {
+    uint64_t shape[2] = {rows, cols};
+    CQ_TRY(cq_codec_nbytes(dt, 2, shape, nbytes));
+    if (*nbytes > *cap) {
+        uint8_t *p = cq_realloc(*buf, (size_t)*nbytes);
+        if (!p) return CQ_ERR_NOMEM;
+        *buf = p;
+        *cap = (size_t)*nbytes;
+    }
+    uint8_t *p = *buf;
+    double sigma = 1.0 / sqrt((double)cols);
+    if (dt == CQ_DTYPE_Q8_2F) {
+        /* [int8 q: rows*cols][f16 row scale: rows][f16 col: cols]; q uniform in [-127, 127] (std ~73.3) */
+        uint64_t n = rows * cols;
+        rng_fill(rng, p, (size_t)n);
+        for (uint64_t i = 0; i < n; i++)
+            if (p[i] == 0x80) p[i] = 0x81; /* -128 is outside the encoder's range */
+        uint16_t rs = cq_f32_to_f16((float)(sigma / 73.3)), one = cq_f32_to_f16(1.0f);
+        for (uint64_t r = 0; r < rows; r++) cq_wr16(p + n + 2 * r, rs);
+        for (uint64_t c = 0; c < cols; c++) cq_wr16(p + n + 2 * rows + 2 * c, one);
+    } else { /* q4tp */
+        /* [nibbles: 16 per tile][params: f16 lo, f16 step per row][5-bit codes]; with the smallest
+         * step every rung is the same scale, so random codes are all fine; nibble - 8 has std ~4.6 */
+        uint64_t gpr = cols / 32, a_len = 16 * rows * gpr, stride = cq_codec_tp_code_stride(gpr);
+        rng_fill(rng, p, (size_t)a_len);
+        uint16_t lo = cq_f32_to_f16((float)log2(sigma / 4.6)), step = 0x0001;
+        for (uint64_t r = 0; r < rows; r++) {
+            cq_wr16(p + a_len + 4 * r, lo);
+            cq_wr16(p + a_len + 4 * r + 2, step);
+        }
+        rng_fill(rng, p + a_len + 4 * rows, (size_t)(rows * stride));
+    }
+    return cq_codec_validate(dt, 2, shape, p, *nbytes);
+}
+
+typedef struct wspec {
+    char name[128];
+    uint64_t rows, cols; /* cols 0: a 1-D f32 vector of `rows` */
+    float base;          /* 1-D: value around which entries scatter */
+} wspec;
+
+static size_t weight_list(int layers, wspec *w) {
+    const uint64_t D = B_HEADS * B_HEAD_DIM, M = D * B_RATIO;
+    size_t n = 0;
+#define W(r, c, b, ...) (snprintf(w[n].name, sizeof w[n].name, __VA_ARGS__), w[n].rows = (r), w[n].cols = (c), w[n++].base = (b))
+    W(D, B_TPROJ, 0, "dit.time_text_embed.timestep_embedder.linear_1.weight");
+    W(D, D, 0, "dit.time_text_embed.timestep_embedder.linear_2.weight");
+    W(B_CTX, 0, 0.0f, "dit.txt_in.text_norm.weight");
+    W(D, B_CTX, 0, "dit.txt_in.in_layer.weight");
+    W(D, D, 0, "dit.txt_in.out_layer.weight");
+    W(D, B_CH, 0, "dit.img_in.weight");
+    W(4 * D, D, 0, "dit.modulation.1.weight");
+    W(D, D, 0, "dit.norm_out.linear.weight");
+    W(B_CH, D, 0, "dit.proj_out.weight");
+    for (int l = 0; l < layers; l++) {
+        W(D, D, 0, "dit.transformer_blocks.%d.attn.to_q.weight", l);
+        W(D, D, 0, "dit.transformer_blocks.%d.attn.to_k.weight", l);
+        W(D, D, 0, "dit.transformer_blocks.%d.attn.to_v.weight", l);
+        W(D, D, 0, "dit.transformer_blocks.%d.attn.to_out.0.weight", l);
+        W(B_HEAD_DIM, 0, 1.0f, "dit.transformer_blocks.%d.attn.norm_q.weight", l);
+        W(B_HEAD_DIM, 0, 1.0f, "dit.transformer_blocks.%d.attn.norm_k.weight", l);
+        W(M, D, 0, "dit.transformer_blocks.%d.img_mlp.gate_layer.weight", l);
+        W(M, D, 0, "dit.transformer_blocks.%d.img_mlp.proj.weight", l);
+        W(D, M, 0, "dit.transformer_blocks.%d.img_mlp.out.weight", l);
+    }
+#undef W
+    return n;
+}
+
+/* Write the random model to `path`. */
+static cq_status write_model(const char *path, const bench_opts *o, uint64_t *bytes_out) {
+    wspec *w = cq_mallocn(9 + 9 * (size_t)o->layers, sizeof *w);
+    if (!w) return CQ_ERR_NOMEM;
+    size_t nw = weight_list(o->layers, w);
+    uint64_t planned = 0;
+    for (size_t i = 0; i < nw; i++) {
+        uint64_t sh[2] = {w[i].rows, w[i].cols}, nb = 4 * w[i].rows;
+        if (w[i].cols && cq_codec_nbytes(o->quant, 2, sh, &nb) != CQ_OK) nb = 0;
+        planned += nb;
+    }
+    *bytes_out = planned;
+    char cfg[512], hdr[8192];
+    snprintf(cfg, sizeof cfg,
+             "{\"_class_name\": \"QwenImage21Transformer2DModel\", \"patch_size\": 1, \"in_channels\": %d, "
+             "\"out_channels\": %d, \"num_layers\": %d, \"attention_head_dim\": %d, \"num_attention_heads\": %d, "
+             "\"context_in_dim\": %d, \"mlp_ratio\": %d, \"axes_dims_rope\": [16, 56, 56], \"eps\": 1e-06, "
+             "\"causal_condition\": true}",
+             B_CH, B_CH, o->layers, B_HEAD_DIM, B_HEADS, B_CTX, B_RATIO);
+    int h = snprintf(hdr, sizeof hdr,
+                     "{\"format\":\"cmf\",\"version\":2,\"arch\":{\"arch_name\":\"qwen_image21\",\"hidden_size\":%d,"
+                     "\"intermediate_size\":%d,\"num_layers\":%d,\"num_attention_heads\":%d,\"num_kv_heads\":%d,"
+                     "\"head_dim\":%d,\"vocab_size\":0,\"max_position_embeddings\":0,\"rms_norm_eps\":1e-06,"
+                     "\"layer_types\":[",
+                     B_HEADS * B_HEAD_DIM, B_HEADS * B_HEAD_DIM * B_RATIO, o->layers, B_HEADS, B_HEADS, B_HEAD_DIM);
+    for (int l = 0; l < o->layers; l++) h += snprintf(hdr + h, sizeof hdr - (size_t)h, "%s\"FullAttention\"", l ? "," : "");
+    snprintf(hdr + h, sizeof hdr - (size_t)h, "]},\"quant_type\":\"%s\",\"provenance\":{\"tool\":\"cortiq bench qi21\"}}",
+             o->quant == CQ_DTYPE_Q8_2F ? "Q8_2F" : "Q4_BLOCK");
+
+    cq_cmf_writer *wr = NULL;
+    uint8_t *buf = NULL;
+    size_t cap = 0;
+    uint64_t rng = 0x9E3779B97F4A7C15ULL;
+    cq_status s = cq_cmf_writer_create(path, &wr);
+    if (s == CQ_OK) s = cq_cmf_writer_set_header(wr, hdr, strlen(hdr));
+    if (s == CQ_OK) s = cq_cmf_writer_check_space(wr, planned + (planned >> 4));
+    uint64_t shape1[1] = {strlen(cfg)};
+    if (s == CQ_OK) s = cq_cmf_writer_add(wr, "dit.config_json", CQ_DTYPE_U8, 1, shape1, cfg, shape1[0]);
+    cq_progress bar = {.bytes = true};
+    cq_progress_begin(&bar, "writing random weights", planned, !isatty(STDERR_FILENO));
+    uint64_t done = 0;
+    for (size_t i = 0; s == CQ_OK && i < nw; i++) {
+        uint64_t nb;
+        if (w[i].cols) {
+            s = make_weight(o->quant, w[i].rows, w[i].cols, &rng, &buf, &cap, &nb);
+            uint64_t sh[2] = {w[i].rows, w[i].cols};
+            if (s == CQ_OK) s = cq_cmf_writer_add(wr, w[i].name, o->quant, 2, sh, buf, nb);
+        } else {
+            float v[B_CTX];
+            for (uint64_t k = 0; k < w[i].rows; k++)
+                v[k] = w[i].base + 0.1f * ((float)(rng_next(&rng) >> 40) / (float)(1 << 24) - 0.5f);
+            nb = 4 * w[i].rows;
+            uint64_t sh[1] = {w[i].rows};
+            s = cq_cmf_writer_add(wr, w[i].name, CQ_DTYPE_F32, 1, sh, v, nb);
+        }
+        done += nb;
+        cq_progress_update(&bar, done);
+    }
+    cq_progress_end(&bar);
+    cq_free(buf);
+    cq_free(w);
+    if (s == CQ_OK) s = cq_cmf_writer_finish(wr);
+    cq_cmf_writer_free(wr);
+    return s;
+}
+
+/* ---- FLOPs, as the model computes them ------------------------------------------------ */
+static double flops_mod(void) {
+    const double D = B_HEADS * B_HEAD_DIM;
+    return 2.0 * 2.0 * (B_TPROJ * D + D * D + D * 4 * D + D * D); /* two timestep rows */
+}
+
+static double flops_step(double T, double P, int layers) {
+    const double D = B_HEADS * B_HEAD_DIM, M = D * B_RATIO;
+    double per_layer = 2 * T * D * D * 4 + 2 * T * D * M * 3 + 4 * T * (P + T) * D;
+    return flops_mod() + 2 * T * B_CH * D + layers * per_layer + 2 * T * D * B_CH;
+}
+
+static double flops_prefill(double P, int layers) {
+    const double D = B_HEADS * B_HEAD_DIM, M = D * B_RATIO;
+    /* block-causal: text row i sees i + 1 keys; the last layer only makes keys and values */
+    double per_layer = 2 * P * D * D * 4 + 2 * P * D * M * 3 + 4 * D * P * (P + 1) / 2;
+    return flops_mod() + 2 * P * B_CTX * D + 2 * P * D * D + (layers - 1) * per_layer + 2 * 2 * P * D * D;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* CPU seconds (user + system) this process has used, all threads. */
+static double cpu_seconds(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_sec +
+           1e-6 * (double)ru.ru_stime.tv_usec;
+}
+
+static double peak_rss_gib(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_maxrss / (1024.0 * 1024.0); /* KiB on Linux */
+}
+
+/* ---- the run ---------------------------------------------------------------------------- */
+typedef struct bench_run {
+    cq_cmf *cmf;
+    cq_backend *be;
+    cq_qi21 *m;
+    float *ctx, *target, *vel;
+    double *times, *cpu;
+} bench_run;
+
+static void run_free(bench_run *r) {
+    cq_free(r->ctx);
+    cq_free(r->target);
+    cq_free(r->vel);
+    cq_free(r->times);
+    cq_free(r->cpu);
+    cq_qi21_free(r->m);
+    cq_backend_free(r->be);
+    cq_cmf_close(r->cmf);
+}
+
+/* Median seconds of one [T, D] x [M, D]^T matmul (the MLP gate's shape) in the bench's codec. */
+static cq_status matmul_ref(bench_run *r, int T, int repeat, double *sec) {
+    const cq_tensor_view *v = cq_cmf_find(r->cmf, "dit.transformer_blocks.0.img_mlp.gate_layer.weight");
+    if (!v) return cq_fail(CQ_ERR_MISSING, "bench: the gate weight is missing");
+    cq_tensor w = {0}, x = {0}, y = {0};
+    cq_status s = cq_tensor_bind_weight(r->be, v, &w);
+    if (s == CQ_OK) s = cq_tensor_alloc_2d(r->be, CQ_DTYPE_F32, T, (int64_t)v->shape[1], &x);
+    if (s == CQ_OK) s = cq_tensor_alloc_2d(r->be, CQ_DTYPE_F32, T, (int64_t)v->shape[0], &y);
+    if (s == CQ_OK) s = cq_tensor_zero(&x);
+    for (int i = 0; s == CQ_OK && i <= repeat; i++) {
+        double t0 = cq_now();
+        s = cq_op_linear(r->be, &y, &x, &w, NULL);
+        if (s == CQ_OK) s = cq_backend_sync(r->be);
+        if (i) r->times[i - 1] = cq_now() - t0;
+    }
+    if (s == CQ_OK) *sec = median(r->times, repeat);
+    cq_tensor_free(&x);
+    cq_tensor_free(&y);
+    cq_tensor_free(&w);
+    return s;
+}
+
+int cq_bench_qi21(int argc, char **argv) {
+    bench_opts o = {.size = 256, .layers = B_LAYERS, .threads = 0, .repeat = 3, .quant = CQ_DTYPE_Q8_2F};
+    bool done = false;
+    int rc = parse(argc, argv, &o, &done);
+    if (rc || done) return rc;
+    const int side = o.size / 16, T = side * side; /* VAE /8, then 2x2 patches: 16 px per token */
+    const char *tmp = getenv("TMPDIR");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/cortiq-bench-qi21-%ld.cmf", tmp && *tmp ? tmp : "/tmp", (long)getpid());
+
+    printf("Qwen-Image-2.1 denoiser, 7B shape (%d layers%s, %d heads x %d, context %d, mlp %d), random %s weights\n",
+           o.layers, o.layers < B_LAYERS ? " of 32 built" : "", B_HEADS, B_HEAD_DIM, B_CTX,
+           B_HEADS * B_HEAD_DIM * B_RATIO, cq_dtype_name(o.quant));
+    fflush(stdout);
+    bench_run r = {0};
+    uint64_t wbytes;
+    double t0 = cq_now();
+    cq_status s = write_model(path, &o, &wbytes);
+    double t_write = cq_now() - t0;
+    if (s == CQ_OK) s = cq_cmf_open(path, &r.cmf);
+    unlink(path); /* the mapping keeps the data; nothing is left behind */
+    if (s != CQ_OK) return cq_cli_fail("bench qi21", s, "writing the temporary model");
+    char b1[32];
+    printf("weights %s written and verified in %.1f s (temporary file, already removed)\n",
+           cq_fmt_bytes(wbytes, b1, sizeof b1), t_write);
+
+    const char *what = "creating the backend";
+    s = cq_backend_create("cpu", o.threads, &r.be);
+    const size_t D = B_HEADS * B_HEAD_DIM;
+    r.ctx = cq_mallocn((size_t)B_TEXT * B_CTX, sizeof(float));
+    r.target = cq_mallocn((size_t)T * B_CH, sizeof(float));
+    r.vel = cq_mallocn((size_t)T * B_CH, sizeof(float));
+    r.times = cq_mallocn((size_t)o.repeat + 1, sizeof(double));
+    r.cpu = cq_mallocn((size_t)o.repeat + 1, sizeof(double));
+    if (s == CQ_OK && (!r.ctx || !r.target || !r.vel || !r.times || !r.cpu)) s = CQ_ERR_NOMEM;
+    if (s == CQ_OK) {
+        what = "loading the model";
+        t0 = cq_now();
+        s = cq_qi21_load(r.cmf, "dit.", r.be, &r.m);
+    }
+    double t_load = cq_now() - t0;
+    uint64_t rng = 12345;
+    for (size_t i = 0; s == CQ_OK && i < (size_t)B_TEXT * B_CTX; i++)
+        r.ctx[i] = (float)(rng_next(&rng) >> 40) / (float)(1 << 23) - 1.0f;
+    for (size_t i = 0; s == CQ_OK && i < (size_t)T * B_CH; i++)
+        r.target[i] = (float)(rng_next(&rng) >> 40) / (float)(1 << 23) - 1.0f;
+    uint8_t mask[B_TEXT + 4096 / 4];
+    memset(mask, 0, B_TEXT);
+    memset(mask + B_TEXT, 1, (size_t)T / 4);
+    int32_t shapes[1][3] = {{1, side, side}};
+    cq_qi21_layout lay = {.vlm_len = B_TEXT + T / 4, .img_mask = mask, .n_images = 1,
+                          .img_shapes = (const int32_t(*)[3])shapes};
+    if (s == CQ_OK) {
+        printf("backend %s, %d threads; model loaded (weights bound in place) in %.2f s\n", cq_backend_name(r.be),
+               o.threads > 0 ? o.threads : cq_default_threads(), t_load);
+        fflush(stdout);
+    }
+
+    /* prefill: warm-up (first touch of the mapped weights), then the timed runs; CPU time
+     * alongside wall time tells how much of the cores the process really had */
+    cq_qi21_cache *c = NULL;
+    for (int i = 0; s == CQ_OK && i <= o.repeat; i++) {
+        what = "prefill";
+        cq_qi21_cache_free(c);
+        c = NULL;
+        t0 = cq_now();
+        double c0 = cpu_seconds();
+        s = cq_qi21_prefill(r.m, &lay, r.ctx, NULL, &c);
+        if (i) r.times[i - 1] = cq_now() - t0, r.cpu[i - 1] = cpu_seconds() - c0;
+    }
+    double t_prefill = s == CQ_OK ? median(r.times, o.repeat) : 0, c_prefill = s == CQ_OK ? median(r.cpu, o.repeat) : 0;
+    for (int i = 0; s == CQ_OK && i <= o.repeat; i++) {
+        what = "step";
+        t0 = cq_now();
+        double c0 = cpu_seconds();
+        s = cq_qi21_step(r.m, c, r.target, 1.0f - (float)i / (float)(o.repeat + 1), r.vel);
+        if (i) r.times[i - 1] = cq_now() - t0, r.cpu[i - 1] = cpu_seconds() - c0;
+    }
+    double t_step = s == CQ_OK ? median(r.times, o.repeat) : 0, c_step = s == CQ_OK ? median(r.cpu, o.repeat) : 0;
+    cq_qi21_cache_free(c);
+    double t_mm = 0;
+    if (s == CQ_OK) {
+        what = "the reference matmul";
+        s = matmul_ref(&r, T, o.repeat, &t_mm);
+    }
+    if (s != CQ_OK) {
+        rc = cq_cli_fail("bench qi21", s, what);
+        run_free(&r);
+        return rc;
+    }
+    for (size_t i = 0; i < (size_t)T * B_CH; i++)
+        if (!isfinite(r.vel[i])) {
+            fprintf(stderr, "cortiq bench qi21: warning: the velocity holds non-finite values\n");
+            break;
+        }
+
+    double fs = flops_step(T, B_TEXT, o.layers), fp = flops_prefill(B_TEXT, o.layers);
+    double fmm = 2.0 * T * D * D * B_RATIO;
+    int threads = o.threads > 0 ? o.threads : cq_default_threads();
+    printf("%-30s %9s %10s %9s %9s %10s\n", "", "wall s", "GFLOP", "GFLOP/s", "CPU s", "CPU share");
+    printf("%-30s %9.3f %10.1f %9.1f %9.2f %9.0f%%\n", "prefill (18 text rows)", t_prefill, fp * 1e-9,
+           fp * 1e-9 / t_prefill, c_prefill, 100.0 * c_prefill / (t_prefill * threads));
+    char label[64];
+    snprintf(label, sizeof label, "step (%dx%d px, %d tokens)", o.size, o.size, T);
+    printf("%-30s %9.3f %10.1f %9.1f %9.2f %9.0f%%\n", label, t_step, fs * 1e-9, fs * 1e-9 / t_step, c_step,
+           100.0 * c_step / (t_step * threads));
+    printf("one MLP matmul [%d x %zu] x [%zu x %zu]^T (%s): %.3f s, %.1f GFLOP/s; the step runs at %.0f%% of it\n", T, D,
+           D * B_RATIO, D, cq_dtype_name(o.quant), t_mm, fmm * 1e-9 / t_mm, 100.0 * (fs / t_step) / (fmm / t_mm));
+    if (o.layers < B_LAYERS) {
+        /* per-layer work dominates: everything outside the blocks is under 1% of a layer's FLOPs */
+        double k = (flops_step(T, B_TEXT, B_LAYERS) / fs), kp = flops_prefill(B_TEXT, B_LAYERS) / fp;
+        printf("scaled to 32 layers by FLOPs: prefill ~%.2f s (x%.2f), step ~%.2f s (x%.2f)\n", t_prefill * kp, kp,
+               t_step * k, k);
+    }
+    printf("peak resident memory %.2f GiB (mapped weights included); median of %d runs after a warm-up\n",
+           peak_rss_gib(), o.repeat);
+    printf("CPU share = CPU time / (wall time x %d threads): below ~90%% the machine was busy with other work\n",
+           threads);
+    run_free(&r);
+    return 0;
+}

@@ -1,0 +1,93 @@
+/*
+ * qwen3.h — the Qwen3 decoder (Qwen3ForCausalLM, and the language half of
+ * Qwen3VLForConditionalGeneration): the text tower of Qwen-Image-2.1 and the
+ * model behind `cortiq run`.
+ *
+ * Two ways to run it:
+ *  - cq_qwen3_forward: one token sequence at once, returning the hidden
+ *    states of any layer (the last layer's output BEFORE the final norm is
+ *    what the Qwen-Image-2.1 denoiser reads), the final-norm output and/or
+ *    the logits of every row.
+ *  - a cache (cq_qwen3_cache): an incremental K/V cache for generation.
+ *    cq_qwen3_cache_feed appends tokens (a prompt, then one token at a time)
+ *    and returns the logits of the last one; the cache can be rewound to any
+ *    earlier length (chat turns reuse the common prefix). Feeding allocates
+ *    nothing: every buffer is sized when the cache is created.
+ *
+ * Text-only input: Qwen3-VL's interleaved multimodal RoPE rotates frequency
+ * channel i with the position of axis (i mod 3) (within mrope_section). For
+ * text every token has the same position on all three axes, so this is plain
+ * 1-D RoPE with the same inverse frequencies, which is what runs here.
+ */
+#ifndef CQ_MODELS_QWEN3_H
+#define CQ_MODELS_QWEN3_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cortiq.h"
+#include "ops/ops.h"
+
+typedef struct cq_qwen3_config {
+    int vocab_size;
+    int hidden;            /* hidden_size */
+    int intermediate;      /* intermediate_size */
+    int n_layers;
+    int n_heads, n_kv_heads, head_dim;
+    float eps;             /* rms_norm_eps */
+    double rope_theta;
+    bool tie_embeddings;   /* tie_word_embeddings */
+    bool vl;               /* the config was a Qwen3-VL config (text_config holds the tower) */
+    int mrope_section[3];  /* Qwen3-VL only (informational for text-only input) */
+    bool mrope_interleaved;
+    int max_positions;     /* max_position_embeddings (0 = not given) */
+    bool has_lm_head;      /* logits are available (lm_head.weight, or tied embeddings) */
+} cq_qwen3_config;
+
+typedef struct cq_qwen3 cq_qwen3;
+typedef struct cq_qwen3_cache cq_qwen3_cache;
+
+/* Load from a CMF file. `prefix` is the component prefix: "" for an LLM
+ * .cmf (bare Hugging Face names, config in `config_json`), "te." for the
+ * text encoder inside an image pack (`te.config_json`). The decoder stack is
+ * found under <prefix>model.language_model. (Qwen3-VL), <prefix>model.
+ * (Qwen3), <prefix>language_model. or <prefix> itself; the head is
+ * <prefix>lm_head.weight, else the embedding table when the config ties
+ * them. A model without a head still runs (hidden states only). The config
+ * may be a Qwen3 config.json or a Qwen3-VL one (text_config; rope in
+ * transformers 5's rope_parameters or 4.x's rope_theta + rope_scaling). */
+cq_status cq_qwen3_load(const cq_cmf *cmf, const char *prefix, cq_backend *be, cq_qwen3 **out);
+void cq_qwen3_free(cq_qwen3 *m);
+const cq_qwen3_config *cq_qwen3_get_config(const cq_qwen3 *m);
+cq_backend *cq_qwen3_backend(const cq_qwen3 *m);
+
+/* What cq_qwen3_forward returns (host buffers; NULL = not wanted). Layer
+ * index l: 0 = the input embeddings, l in 1..n_layers = the output of
+ * decoder layer l-1 (l = n_layers is before the final norm). Layers after
+ * the last one needed are not run. */
+typedef struct cq_qwen3_outputs {
+    int layer;          /* which hidden state `hidden` receives */
+    float *hidden;      /* [n, hidden] */
+    float *all_hidden;  /* [n_layers + 1, n, hidden] */
+    float *normed;      /* [n, hidden]: the final norm's output */
+    float *logits;      /* [n, vocab_size] */
+} cq_qwen3_outputs;
+
+/* Run ids[0..n) from position 0 with causal attention. */
+cq_status cq_qwen3_forward(cq_qwen3 *m, const int32_t *ids, int n, const cq_qwen3_outputs *out);
+
+/* A K/V cache for up to `max_tokens` positions; prompts are processed in
+ * chunks of at most `max_batch` rows (<= 0: min(max_tokens, 512)). */
+cq_status cq_qwen3_cache_create(cq_qwen3 *m, int max_tokens, int max_batch, cq_qwen3_cache **out);
+void cq_qwen3_cache_free(cq_qwen3_cache *c);
+int cq_qwen3_cache_len(const cq_qwen3_cache *c);
+int cq_qwen3_cache_capacity(const cq_qwen3_cache *c);
+/* Forget everything after the first n positions (0 <= n <= len). */
+cq_status cq_qwen3_cache_truncate(cq_qwen3_cache *c, int n);
+/* Append ids[0..n) (n >= 1) at positions len..len+n-1; when `logits` is not
+ * NULL it receives the [vocab_size] logits of the last of them. Fails with
+ * CQ_ERR_BOUNDS (nothing changed) when the cache would overflow. On any
+ * other failure the cache keeps its previous length. */
+cq_status cq_qwen3_cache_feed(cq_qwen3_cache *c, const int32_t *ids, int n, float *logits);
+
+#endif /* CQ_MODELS_QWEN3_H */

@@ -1,0 +1,32 @@
+/*
+ * qwen3_impl.h — what qwen3_load.c (config parsing, weight binding) and
+ * qwen3.c (forward passes, K/V cache) share: the loaded model.
+ */
+#ifndef CQ_MODELS_QWEN3_IMPL_H
+#define CQ_MODELS_QWEN3_IMPL_H
+
+#include "models/qwen3.h"
+
+typedef struct qwen3_layer {
+    cq_tensor q, k, v, o;           /* attention projections (any codec) */
+    cq_tensor q_norm, k_norm;       /* F32 [head_dim] */
+    cq_tensor gate, up, down;       /* MLP */
+    cq_tensor in_norm, post_norm;   /* F32 [hidden] */
+} qwen3_layer;
+
+struct cq_qwen3 {
+    cq_backend *be;
+    cq_qwen3_config cfg;
+    cq_tensor embed;                /* [vocab, hidden] */
+    cq_tensor lm_head;              /* [vocab, hidden]; a copy of `embed` when tied; unset without a head */
+    cq_tensor norm;                 /* F32 [hidden] */
+    qwen3_layer *layers;
+    cq_tensor *owned;               /* F32 copies made at load, freed with the model */
+    int n_owned, cap_owned;
+    float *inv_freq;                /* [head_dim / 2], f32 as the reference computes it */
+};
+
+/* Parse `<prefix>config_json` into cfg (qwen3_load.c). */
+cq_status cq_qwen3_parse_config(const cq_cmf *cmf, const char *prefix, cq_qwen3_config *cfg);
+
+#endif /* CQ_MODELS_QWEN3_IMPL_H */

@@ -1,0 +1,86 @@
+/*
+ * qwen_vae.h — the Qwen-Image-2.1 autoencoder (AutoencoderKLQwenImage21):
+ * a Wan-2.2-style residual VAE specialised to single images, decoding
+ * latents [z_dim, h, w] into images [C, 16h, 16w] in [-1, 1] and encoding
+ * images into the posterior moments (mean | logvar).
+ *
+ * Memory: everything between the mid block's global attention and the
+ * image runs as a row stream (qwen_vae_stream.c): the output is produced in
+ * horizontal bands and every layer keeps only the rows its consumers still
+ * need, so no full-resolution activation ever exists and no row is computed
+ * twice. The result equals the untiled computation exactly (same arithmetic
+ * per pixel); the band height only trades memory for per-call overhead.
+ *
+ * Layouts: every pixel array crossing this interface is f32 host memory in
+ * one of two layouts, chosen per call: PLANAR [C, H, W] (the reference's
+ * order) or CHANNELS_LAST [H, W, C] (the DiT's token order; interleaved
+ * pixels for image writers).
+ */
+#ifndef CQ_MODELS_QWEN_VAE_H
+#define CQ_MODELS_QWEN_VAE_H
+
+#include <stddef.h>
+
+#include "cortiq.h"
+#include "ops/ops.h"
+
+typedef struct cq_qvae cq_qvae;
+
+typedef enum cq_qvae_layout {
+    CQ_QVAE_PLANAR = 0,        /* [C, H, W] */
+    CQ_QVAE_CHANNELS_LAST = 1, /* [H, W, C] */
+} cq_qvae_layout;
+
+typedef struct cq_qvae_config {
+    int z_dim;                 /* latent channels (64 in the real model) */
+    int image_channels;        /* channels of the image (4 = RGBA in the real model) */
+    int patch_size;            /* 1 = no patching */
+    int spatial_factor;        /* image pixels per latent pixel along each axis (16) */
+    int base_dim, decoder_base_dim, num_res_blocks, n_levels;
+    const float *latents_mean; /* [z_dim], f32 as the pipeline builds them */
+    const float *latents_std;  /* [z_dim] */
+} cq_qvae_config;
+
+/* Load from a CMF pack: tensors `<prefix><diffusers name>` and the config as
+ * the u8 tensor `<prefix>config_json` (prefix "vae." in a pipeline pack).
+ * Conv kernels may be in any codec the backend runs (f16 by default);
+ * norm gammas and biases in any float codec (converted to f32 once). Only
+ * the residual (2.1) structure is supported; anything else fails with
+ * CQ_ERR_UNSUPPORTED naming the config field. */
+cq_status cq_qvae_load(const cq_cmf *cmf, const char *prefix, cq_backend *be, cq_qvae **out);
+void cq_qvae_free(cq_qvae *v);
+const cq_qvae_config *cq_qvae_get_config(const cq_qvae *v);
+
+/* Output rows per band of the streamed part (image rows; 0 = automatic,
+ * sized for about 1 GiB of activations: 75 rows and 850 MiB measured for
+ * a 2048x2048 decode of the real model).
+ * Any value gives the same result; INT_MAX decodes in one band (untiled). */
+void cq_qvae_set_band_rows(cq_qvae *v, int rows);
+/* Progress in image rows (done, total): decode reports after each output
+ * band, encode after each band of latent rows gathered for the mid block.
+ * A non-zero return cancels the call with CQ_ERR_INTERRUPTED. */
+void cq_qvae_set_progress(cq_qvae *v, cq_progress_fn fn, void *user);
+/* Peak bytes of activations held by the last decode/encode (buffers this
+ * model allocated on the backend; op-internal scratch not included). */
+size_t cq_qvae_last_peak_bytes(const cq_qvae *v);
+
+/* The pipeline's latent normalisation, in place on n = h*w pixels of z_dim
+ * channels: denormalize z = x * std + mean (DiT space -> VAE space, before
+ * decoding), normalize x = (z - mean) / std (after encoding). f32 arithmetic
+ * in the reference's order. */
+cq_status cq_qvae_denormalize(const cq_qvae *v, float *x, int h, int w, cq_qvae_layout layout);
+cq_status cq_qvae_normalize(const cq_qvae *v, float *z, int h, int w, cq_qvae_layout layout);
+
+/* Decode latents z [z_dim, h, w] (VAE space, i.e. already denormalized) into
+ * image [image_channels, h*F, w*F] (F = spatial_factor), clamped to
+ * [-1, 1]. Both arrays in `layout`. */
+cq_status cq_qvae_decode(cq_qvae *v, const float *z, int h, int w, cq_qvae_layout layout, float *image);
+
+/* Encode image x [image_channels, H, W] (values in [-1, 1]; H and W
+ * multiples of spatial_factor) into moments [2*z_dim, H/F, W/F]: channels
+ * [0, z_dim) are the posterior mean (the latents the pipeline uses, before
+ * normalize), [z_dim, 2*z_dim) the raw log-variance. Both arrays in
+ * `layout`. */
+cq_status cq_qvae_encode(cq_qvae *v, const float *x, int H, int W, cq_qvae_layout layout, float *moments);
+
+#endif /* CQ_MODELS_QWEN_VAE_H */

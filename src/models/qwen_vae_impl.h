@@ -1,0 +1,64 @@
+/*
+ * qwen_vae_impl.h — the VAE's private state shared by its loader
+ * (qwen_vae_load.c) and its graph builders/drivers (qwen_vae.c).
+ */
+#ifndef CQ_MODELS_QWEN_VAE_IMPL_H
+#define CQ_MODELS_QWEN_VAE_IMPL_H
+
+#include "models/qwen_vae.h"
+#include "models/qwen_vae_stream.h"
+
+#define QVAE_MAX_LEVELS 8
+
+typedef struct qv_conv {
+    cq_tensor w;       /* [cout, cin, k, k] as stored */
+    cq_tensor *b;      /* F32 [cout] or NULL */
+    int cin, cout, k;
+} qv_conv;
+
+/* ResidualBlock: norm1 -> SiLU -> conv1 -> norm2 -> SiLU -> conv2, plus a
+ * 1x1 shortcut conv when the width changes. */
+typedef struct qv_res {
+    cq_tensor *g1, *g2; /* F32 gammas */
+    qv_conv c1, c2, sc;
+    bool has_sc;
+} qv_res;
+
+typedef struct qv_level {
+    int cin, cout;     /* block input / output channels */
+    int n_res;
+    qv_res *res;
+    bool resample;     /* up/down sampling at the end of the block */
+    qv_conv rs;        /* its 3x3 conv */
+    int ft, fs;        /* the shortcut's temporal/spatial factors */
+    bool shortcut;     /* decoder: DupUp shortcut present (encoder: always) */
+} qv_level;
+
+typedef struct qv_coder {
+    qv_conv conv_in, conv_out;
+    qv_res mid[2];
+    vs_attn_w attn;
+    qv_conv attn_proj;
+    cq_tensor *norm_out;
+    int n_levels;
+    qv_level lv[QVAE_MAX_LEVELS];
+} qv_coder;
+
+struct cq_qvae {
+    cq_backend *be;
+    cq_qvae_config cfg;
+    int in_channels, out_channels; /* the config's (after patch folding) */
+    float *mean, *std;
+    qv_coder enc, dec;
+    qv_conv quant, post_quant;
+    cq_tensor **owned;             /* F32 tensors made at load (heap, freed with the model) */
+    int n_owned, cap_owned;
+    cq_tensor **bound;             /* weights bound from the file (inside the structs above) */
+    int n_bound, cap_bound;
+    int band_rows;
+    cq_progress_fn progress;
+    void *progress_user;
+    size_t peak;
+};
+
+#endif /* CQ_MODELS_QWEN_VAE_IMPL_H */

@@ -1,0 +1,444 @@
+/*
+ * qwen_vae_load.c — the VAE's config (from `<prefix>config_json`) and weight
+ * binding: conv kernels stay in their file codec (zero-copy where the
+ * backend allows), per-channel vectors become F32 backend tensors once, and
+ * the mid blocks' to_qkv is split into separate q/k/v matrices.
+ *
+ * Structure (residual configuration, as AutoencoderKLQwenImage21 builds it):
+ *   encoder widths  base * [1] + dim_mult; level i: num_res_blocks
+ *     residual blocks, a stride-2 conv except on the last level, and an
+ *     AvgDown shortcut (temporal factor 2 where temperal_downsample[i]);
+ *   decoder widths  decoder_base * [dim_mult[-1]] + reversed(dim_mult);
+ *     level i: num_res_blocks + 1 residual blocks, then (except on the last
+ *     level) nearest x2 + 3x3 conv and a DupUp shortcut (temporal factor 2
+ *     where reversed(temperal_downsample)[i]).
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "format/jsonutil.h"
+#include "models/qwen_vae_impl.h"
+
+/* snprintf that fails instead of truncating a tensor name. */
+static cq_status name_fmt(char *dst, size_t len, const char *fmt, ...) CQ_PRINTF(3, 4);
+static cq_status name_fmt(char *dst, size_t len, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(dst, len, fmt, ap);
+    va_end(ap);
+    if (k < 0 || (size_t)k >= len) return cq_fail(CQ_ERR_INVALID_ARG, "vae: tensor name longer than %zu bytes", len - 1);
+    return CQ_OK;
+}
+
+/* ---- config ---------------------------------------------------------------------------- */
+typedef struct qv_json {
+    int base_dim, decoder_base_dim, z_dim, num_res_blocks, in_channels, out_channels, patch;
+    int n_mult, mult[QVAE_MAX_LEVELS];
+    bool tdown[QVAE_MAX_LEVELS];
+} qv_json;
+
+static cq_status json_int(const cJSON *o, const char *key, int def, int lo, int hi, int *out) {
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!it || cJSON_IsNull(it)) {
+        *out = def;
+        return CQ_OK;
+    }
+    if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) || it->valuedouble < lo || it->valuedouble > hi)
+        return cq_fail(CQ_ERR_PARSE, "vae config: '%s' must be an integer in [%d, %d]", key, lo, hi);
+    *out = (int)it->valuedouble;
+    return CQ_OK;
+}
+
+static cq_status json_floats(const cJSON *o, const char *key, int n, float **out) {
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != n)
+        return cq_fail(CQ_ERR_PARSE, "vae config: '%s' must be an array of z_dim = %d numbers", key, n);
+    float *v = cq_mallocn((size_t)n, sizeof(float));
+    if (!v) return CQ_ERR_NOMEM;
+    int i = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, a) {
+        if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble)) {
+            cq_free(v);
+            return cq_fail(CQ_ERR_PARSE, "vae config: '%s'[%d] is not a finite number", key, i);
+        }
+        v[i++] = (float)it->valuedouble; /* torch.tensor(list) rounds to f32 */
+    }
+    *out = v;
+    return CQ_OK;
+}
+
+static cq_status parse_json(const cJSON *j, cq_qvae *v, qv_json *c) {
+    const cJSON *cls = cJSON_GetObjectItemCaseSensitive(j, "_class_name");
+    if (cJSON_IsString(cls) && strcmp(cls->valuestring, "AutoencoderKLQwenImage21") != 0)
+        return cq_fail(CQ_ERR_UNSUPPORTED, "vae: config is for '%s', not AutoencoderKLQwenImage21", cls->valuestring);
+    const cJSON *res = cJSON_GetObjectItemCaseSensitive(j, "is_residual");
+    if (res && !cJSON_IsTrue(res))
+        return cq_fail(CQ_ERR_UNSUPPORTED, "vae: is_residual = false (the Wan 2.1 layout) is not supported");
+    CQ_TRY(json_int(j, "base_dim", 96, 1, 1 << 14, &c->base_dim));
+    CQ_TRY(json_int(j, "decoder_base_dim", c->base_dim, 1, 1 << 14, &c->decoder_base_dim));
+    CQ_TRY(json_int(j, "z_dim", 64, 1, 1 << 14, &c->z_dim));
+    CQ_TRY(json_int(j, "num_res_blocks", 2, 1, 64, &c->num_res_blocks));
+    CQ_TRY(json_int(j, "in_channels", 4, 1, 1 << 14, &c->in_channels));
+    CQ_TRY(json_int(j, "out_channels", 4, 1, 1 << 14, &c->out_channels));
+    CQ_TRY(json_int(j, "patch_size", 1, 1, 64, &c->patch));
+    const cJSON *dm = cJSON_GetObjectItemCaseSensitive(j, "dim_mult");
+    if (!cJSON_IsArray(dm) || cJSON_GetArraySize(dm) < 1 || cJSON_GetArraySize(dm) > QVAE_MAX_LEVELS)
+        return cq_fail(CQ_ERR_PARSE, "vae config: 'dim_mult' must be an array of 1..%d integers", QVAE_MAX_LEVELS);
+    c->n_mult = cJSON_GetArraySize(dm);
+    for (int i = 0; i < c->n_mult; i++) {
+        const cJSON *it = cJSON_GetArrayItem(dm, i);
+        if (!cJSON_IsNumber(it) || it->valuedouble < 1 || it->valuedouble > 64 || it->valuedouble != floor(it->valuedouble))
+            return cq_fail(CQ_ERR_PARSE, "vae config: dim_mult[%d] must be an integer in [1, 64]", i);
+        c->mult[i] = (int)it->valuedouble;
+    }
+    const cJSON *td = cJSON_GetObjectItemCaseSensitive(j, "temperal_downsample");
+    if (!cJSON_IsArray(td) || cJSON_GetArraySize(td) < c->n_mult - 1)
+        return cq_fail(CQ_ERR_PARSE, "vae config: 'temperal_downsample' must hold len(dim_mult) - 1 = %d booleans",
+                       c->n_mult - 1);
+    for (int i = 0; i < c->n_mult - 1; i++) {
+        const cJSON *it = cJSON_GetArrayItem(td, i);
+        if (!cJSON_IsBool(it)) return cq_fail(CQ_ERR_PARSE, "vae config: temperal_downsample[%d] is not a boolean", i);
+        c->tdown[i] = cJSON_IsTrue(it);
+    }
+    int pp = c->patch * c->patch;
+    if (c->in_channels % pp || c->out_channels % pp || c->in_channels / pp != c->out_channels / pp)
+        return cq_fail(CQ_ERR_PARSE, "vae config: in_channels %d / out_channels %d do not fold %dx%d patches of one image",
+                       c->in_channels, c->out_channels, c->patch, c->patch);
+    if ((int64_t)c->decoder_base_dim * c->mult[c->n_mult - 1] > (1 << 16) || (int64_t)c->base_dim * 64 > (1 << 16))
+        return cq_fail(CQ_ERR_PARSE, "vae config: layer widths are implausibly large");
+    /* attn_scales and dropout have no effect on the residual layout at inference. */
+    int sf;
+    CQ_TRY(json_int(j, "scale_factor_spatial", 0, 0, 1 << 20, &sf));
+    if (sf && sf != (1 << (c->n_mult - 1)) * c->patch)
+        return cq_fail(CQ_ERR_PARSE, "vae config: scale_factor_spatial %d, but %d levels and patch %d make %d", sf,
+                       c->n_mult, c->patch, (1 << (c->n_mult - 1)) * c->patch);
+    CQ_TRY(json_floats(j, "latents_mean", c->z_dim, &v->mean));
+    CQ_TRY(json_floats(j, "latents_std", c->z_dim, &v->std));
+    for (int i = 0; i < c->z_dim; i++)
+        if (v->std[i] == 0.0f) return cq_fail(CQ_ERR_PARSE, "vae config: latents_std[%d] is zero", i);
+    return CQ_OK;
+}
+
+static cq_status parse_config(const cq_cmf *cmf, const char *prefix, cq_qvae *v, qv_json *c) {
+    char name[512];
+    CQ_TRY(name_fmt(name, sizeof name, "%sconfig_json", prefix));
+    const cq_tensor_view *t = cq_cmf_find(cmf, name);
+    if (!t) return cq_fail(CQ_ERR_MISSING, "vae: '%s' is missing (convert the model with `cortiq convert`)", name);
+    cJSON *j = NULL;
+    CQ_TRY(cq_json_parse(t->data, (size_t)t->nbytes, name, &j));
+    cq_status s = cJSON_IsObject(j) ? parse_json(j, v, c) : cq_fail(CQ_ERR_PARSE, "vae: '%s' is not a JSON object", name);
+    cJSON_Delete(j);
+    return s;
+}
+
+/* ---- weights --------------------------------------------------------------------------- */
+typedef struct loader {
+    cq_qvae *v;
+    const cq_cmf *cmf;
+    const char *prefix;
+} loader;
+
+static const cq_tensor_view *find(const loader *L, const char *name, char *full, size_t len) {
+    if (name_fmt(full, len, "%s%s", L->prefix, name) != CQ_OK) return NULL;
+    return cq_cmf_find(L->cmf, full);
+}
+
+static cq_status own(cq_qvae *v, cq_tensor *t) {
+    if (v->n_owned == v->cap_owned) {
+        int cap = v->cap_owned ? 2 * v->cap_owned : 128;
+        cq_tensor **o = cq_reallocn(v->owned, (size_t)cap, sizeof *o);
+        if (!o) return CQ_ERR_NOMEM;
+        v->owned = o;
+        v->cap_owned = cap;
+    }
+    v->owned[v->n_owned++] = t;
+    return CQ_OK;
+}
+
+/* Bound weights are released with the model (a device backend frees its copies). */
+static cq_status own_bound(cq_qvae *v, cq_tensor *t) {
+    if (v->n_bound == v->cap_bound) {
+        int cap = v->cap_bound ? 2 * v->cap_bound : 256;
+        cq_tensor **o = cq_reallocn(v->bound, (size_t)cap, sizeof *o);
+        if (!o) {
+            cq_tensor_free(t);
+            return CQ_ERR_NOMEM;
+        }
+        v->bound = o;
+        v->cap_bound = cap;
+    }
+    v->bound[v->n_bound++] = t;
+    return CQ_OK;
+}
+
+/* An F32 backend tensor [rows, cols] from host values (owned by the model). */
+static cq_status upload_f32(cq_qvae *v, const float *host, int64_t rows, int64_t cols, cq_tensor **out) {
+    cq_tensor *t = cq_calloc(1, sizeof *t);
+    if (!t) return CQ_ERR_NOMEM;
+    cq_status s = own(v, t);
+    if (s != CQ_OK) {
+        cq_free(t);
+        return s;
+    }
+    CQ_TRY(rows == 1 ? cq_tensor_alloc(v->be, CQ_DTYPE_F32, 1, &cols, t)
+                     : cq_tensor_alloc_2d(v->be, CQ_DTYPE_F32, rows, cols, t));
+    CQ_TRY(cq_tensor_upload(t, host, (size_t)(rows * cols) * sizeof(float)));
+    *out = t;
+    return CQ_OK;
+}
+
+/* A whole tensor of n elements dequantized to host f32 (caller frees). */
+static cq_status read_host(const loader *L, const char *name, int64_t n, float **out) {
+    char full[512];
+    const cq_tensor_view *t = find(L, name, full, sizeof full);
+    if (!t) return cq_fail(CQ_ERR_MISSING, "vae: tensor '%s' is missing", full);
+    if ((int64_t)t->nelem != n)
+        return cq_fail(CQ_ERR_SHAPE, "vae: tensor '%s' has %llu elements, the config implies %lld", full,
+                       (unsigned long long)t->nelem, (long long)n);
+    float *h = cq_mallocn((size_t)n, sizeof(float));
+    if (!h) return CQ_ERR_NOMEM;
+    cq_status s = cq_cmf_dequantize(t, h, (size_t)n);
+    if (s != CQ_OK) {
+        cq_free(h);
+        return cq_fail_prefix(s, "vae: tensor '%s': ", full);
+    }
+    *out = h;
+    return CQ_OK;
+}
+
+/* A per-channel vector [n] as F32, times `scale`. */
+static cq_status load_vec(const loader *L, const char *name, int64_t n, float scale, cq_tensor **out) {
+    float *h;
+    CQ_TRY(read_host(L, name, n, &h));
+    if (scale != 1.0f)
+        for (int64_t i = 0; i < n; i++) h[i] *= scale;
+    cq_status s = upload_f32(L->v, h, 1, n, out);
+    cq_free(h);
+    return s;
+}
+
+/* RMS_norm gamma ([C, 1, 1(, 1)] in the file). F.normalize(x) * sqrt(C) is
+ * x / rms(x), so the gamma goes to the rmsnorm op as it is. */
+static cq_status load_gamma(const loader *L, const char *name, int C, cq_tensor **out) {
+    return load_vec(L, name, C, 1.0f, out);
+}
+
+static cq_status load_conv(const loader *L, const char *name, int cin, int cout, int k, qv_conv *c) {
+    char wname[400], full[512];
+    CQ_TRY(name_fmt(wname, sizeof wname, "%s.weight", name));
+    const cq_tensor_view *t = find(L, wname, full, sizeof full);
+    if (!t) return cq_fail(CQ_ERR_MISSING, "vae: tensor '%s' is missing", full);
+    bool ok = t->ndim >= 2 && t->shape[0] == (uint64_t)cout && t->nelem == (uint64_t)cout * cin * k * k;
+    if (ok && t->ndim == 4) ok = t->shape[1] == (uint64_t)cin && t->shape[2] == (uint64_t)k && t->shape[3] == (uint64_t)k;
+    if (!ok)
+        return cq_fail(CQ_ERR_SHAPE, "vae: tensor '%s' (%d dims, %llu elements) is not the [%d, %d, %d, %d] kernel the config implies",
+                       full, t->ndim, (unsigned long long)t->nelem, cout, cin, k, k);
+    if (!cq_backend_supports(L->v->be, CQ_OP_CONV2D, t->dtype, CQ_DTYPE_F32))
+        return cq_fail(CQ_ERR_UNSUPPORTED, "vae: tensor '%s' is %s, which backend %s does not convolve with", full,
+                       cq_dtype_name(t->dtype), cq_backend_name(L->v->be));
+    CQ_TRY(cq_tensor_bind_weight(L->v->be, t, &c->w));
+    CQ_TRY(own_bound(L->v, &c->w));
+    c->cin = cin;
+    c->cout = cout;
+    c->k = k;
+    char bname[400];
+    CQ_TRY(name_fmt(bname, sizeof bname, "%s.bias", name));
+    return load_vec(L, bname, cout, 1.0f, &c->b);
+}
+
+static cq_status load_res(const loader *L, const char *name, int cin, int cout, qv_res *r) {
+    char n[400];
+    CQ_TRY(name_fmt(n, sizeof n, "%s.norm1.gamma", name));
+    CQ_TRY(load_gamma(L, n, cin, &r->g1));
+    CQ_TRY(name_fmt(n, sizeof n, "%s.conv1", name));
+    CQ_TRY(load_conv(L, n, cin, cout, 3, &r->c1));
+    CQ_TRY(name_fmt(n, sizeof n, "%s.norm2.gamma", name));
+    CQ_TRY(load_gamma(L, n, cout, &r->g2));
+    CQ_TRY(name_fmt(n, sizeof n, "%s.conv2", name));
+    CQ_TRY(load_conv(L, n, cout, cout, 3, &r->c2));
+    r->has_sc = cin != cout;
+    if (r->has_sc) {
+        CQ_TRY(name_fmt(n, sizeof n, "%s.conv_shortcut", name));
+        CQ_TRY(load_conv(L, n, cin, cout, 1, &r->sc));
+    }
+    return CQ_OK;
+}
+
+/* Single-head attention: norm gamma, to_qkv split into q/k/v [C, C] F32
+ * matrices (rows [0, C), [C, 2C), [2C, 3C)), proj as a 1x1 kernel. */
+static cq_status load_attn(const loader *L, const char *name, int C, vs_attn_w *a, qv_conv *proj) {
+    char n[400];
+    CQ_TRY(name_fmt(n, sizeof n, "%s.norm.gamma", name));
+    cq_tensor *g;
+    CQ_TRY(load_gamma(L, n, C, &g));
+    a->gamma = g;
+    float *w = NULL, *b = NULL;
+    CQ_TRY(name_fmt(n, sizeof n, "%s.to_qkv.weight", name));
+    cq_status s = read_host(L, n, (int64_t)3 * C * C, &w);
+    CQ_TRY(name_fmt(n, sizeof n, "%s.to_qkv.bias", name));
+    if (s == CQ_OK) s = read_host(L, n, (int64_t)3 * C, &b);
+    cq_tensor *t[6] = {0};
+    for (int i = 0; i < 3 && s == CQ_OK; i++) s = upload_f32(L->v, w + (size_t)i * C * C, C, C, &t[i]);
+    for (int i = 0; i < 3 && s == CQ_OK; i++) s = upload_f32(L->v, b + (size_t)i * C, 1, C, &t[3 + i]);
+    cq_free(w);
+    cq_free(b);
+    CQ_TRY(s);
+    a->wq = t[0];
+    a->wk = t[1];
+    a->wv = t[2];
+    a->bq = t[3];
+    a->bk = t[4];
+    a->bv = t[5];
+    CQ_TRY(name_fmt(n, sizeof n, "%s.proj", name));
+    CQ_TRY(load_conv(L, n, C, C, 1, proj));
+    if (!cq_backend_supports(L->v->be, CQ_OP_MATMUL, proj->w.dtype, CQ_DTYPE_F32))
+        return cq_fail(CQ_ERR_UNSUPPORTED, "vae: '%s%s.proj.weight' is %s, which backend %s does not multiply with",
+                       L->prefix, name, cq_dtype_name(proj->w.dtype), cq_backend_name(L->v->be));
+    a->wo = &proj->w;
+    a->bo = proj->b;
+    return CQ_OK;
+}
+
+static cq_status load_mid(const loader *L, const char *coder, int C, qv_coder *c, qv_conv *proj) {
+    char n[400];
+    for (int i = 0; i < 2; i++) {
+        CQ_TRY(name_fmt(n, sizeof n, "%s.mid_block.resnets.%d", coder, i));
+        CQ_TRY(load_res(L, n, C, C, &c->mid[i]));
+    }
+    CQ_TRY(name_fmt(n, sizeof n, "%s.mid_block.attentions.0", coder));
+    return load_attn(L, n, C, &c->attn, proj);
+}
+
+static cq_status load_level(const loader *L, const char *name, const char *rs_name, qv_level *lv) {
+    char n[400];
+    lv->res = cq_calloc((size_t)lv->n_res, sizeof *lv->res);
+    if (!lv->res) return CQ_ERR_NOMEM;
+    for (int j = 0; j < lv->n_res; j++) {
+        CQ_TRY(name_fmt(n, sizeof n, "%s.resnets.%d", name, j));
+        CQ_TRY(load_res(L, n, j ? lv->cout : lv->cin, lv->cout, &lv->res[j]));
+    }
+    if (lv->resample) {
+        CQ_TRY(name_fmt(n, sizeof n, "%s.%s.resample.1", name, rs_name));
+        CQ_TRY(load_conv(L, n, lv->cout, lv->cout, 3, &lv->rs));
+    }
+    return CQ_OK;
+}
+
+static cq_status load_all(const loader *L, const qv_json *c) {
+    cq_qvae *v = L->v;
+    int nl = c->n_mult, de[QVAE_MAX_LEVELS + 1], dd[QVAE_MAX_LEVELS + 1];
+    de[0] = c->base_dim;
+    dd[0] = c->decoder_base_dim * c->mult[nl - 1];
+    for (int i = 0; i < nl; i++) {
+        de[i + 1] = c->base_dim * c->mult[i];
+        dd[i + 1] = c->decoder_base_dim * c->mult[nl - 1 - i];
+    }
+    char n[400];
+    /* encoder */
+    qv_coder *e = &v->enc;
+    e->n_levels = nl;
+    CQ_TRY(load_conv(L, "encoder.conv_in", c->in_channels, de[0], 3, &e->conv_in));
+    for (int i = 0; i < nl; i++) {
+        qv_level *lv = &e->lv[i];
+        bool last = i == nl - 1;
+        lv->cin = de[i];
+        lv->cout = de[i + 1];
+        lv->n_res = c->num_res_blocks;
+        lv->resample = !last;
+        lv->ft = !last && c->tdown[i] ? 2 : 1;
+        lv->fs = last ? 1 : 2;
+        lv->shortcut = true;
+        if ((int64_t)lv->cin * lv->ft * lv->fs * lv->fs % lv->cout)
+            return cq_fail(CQ_ERR_PARSE, "vae config: encoder level %d folds %d channels into %d (not a whole group)", i,
+                           lv->cin * lv->ft * lv->fs * lv->fs, lv->cout);
+        CQ_TRY(name_fmt(n, sizeof n, "encoder.down_blocks.%d", i));
+        CQ_TRY(load_level(L, n, "downsampler", lv));
+    }
+    CQ_TRY(load_mid(L, "encoder", de[nl], e, &e->attn_proj));
+    CQ_TRY(load_gamma(L, "encoder.norm_out.gamma", de[nl], &e->norm_out));
+    CQ_TRY(load_conv(L, "encoder.conv_out", de[nl], 2 * c->z_dim, 3, &e->conv_out));
+    CQ_TRY(load_conv(L, "quant_conv", 2 * c->z_dim, 2 * c->z_dim, 1, &v->quant));
+    /* decoder */
+    qv_coder *d = &v->dec;
+    d->n_levels = nl;
+    CQ_TRY(load_conv(L, "post_quant_conv", c->z_dim, c->z_dim, 1, &v->post_quant));
+    CQ_TRY(load_conv(L, "decoder.conv_in", c->z_dim, dd[0], 3, &d->conv_in));
+    CQ_TRY(load_mid(L, "decoder", dd[0], d, &d->attn_proj));
+    for (int i = 0; i < nl; i++) {
+        qv_level *lv = &d->lv[i];
+        bool up = i != nl - 1;
+        lv->cin = dd[i];
+        lv->cout = dd[i + 1];
+        lv->n_res = c->num_res_blocks + 1;
+        lv->resample = up;
+        lv->shortcut = up;
+        lv->ft = up && c->tdown[nl - 2 - i] ? 2 : 1;
+        lv->fs = 2;
+        if (up && (int64_t)lv->cout * lv->ft * lv->fs * lv->fs % lv->cin)
+            return cq_fail(CQ_ERR_PARSE, "vae config: decoder level %d repeats %d channels into %d (not a whole repeat)",
+                           i, lv->cin, lv->cout * lv->ft * lv->fs * lv->fs);
+        CQ_TRY(name_fmt(n, sizeof n, "decoder.up_blocks.%d", i));
+        CQ_TRY(load_level(L, n, "upsampler", lv));
+    }
+    CQ_TRY(load_gamma(L, "decoder.norm_out.gamma", dd[nl], &d->norm_out));
+    return load_conv(L, "decoder.conv_out", dd[nl], c->out_channels, 3, &d->conv_out);
+}
+
+cq_status cq_qvae_load(const cq_cmf *cmf, const char *prefix, cq_backend *be, cq_qvae **out) {
+    if (!out) return cq_fail(CQ_ERR_INVALID_ARG, "cq_qvae_load: out is NULL");
+    *out = NULL;
+    if (!cmf || !be) return cq_fail(CQ_ERR_INVALID_ARG, "cq_qvae_load: cmf and backend are required");
+    if (!prefix) prefix = "";
+    cq_qvae *v = cq_calloc(1, sizeof *v);
+    if (!v) return CQ_ERR_NOMEM;
+    v->be = be;
+    qv_json c;
+    memset(&c, 0, sizeof c);
+    cq_status s = parse_config(cmf, prefix, v, &c);
+    loader L = {v, cmf, prefix};
+    if (s == CQ_OK) s = load_all(&L, &c);
+    if (s != CQ_OK) {
+        cq_qvae_free(v);
+        return s;
+    }
+    cq_qvae_config *k = &v->cfg;
+    k->z_dim = c.z_dim;
+    k->patch_size = c.patch;
+    k->image_channels = c.out_channels / (c.patch * c.patch);
+    k->spatial_factor = (1 << (c.n_mult - 1)) * c.patch;
+    k->base_dim = c.base_dim;
+    k->decoder_base_dim = c.decoder_base_dim;
+    k->num_res_blocks = c.num_res_blocks;
+    k->n_levels = c.n_mult;
+    k->latents_mean = v->mean;
+    k->latents_std = v->std;
+    v->in_channels = c.in_channels;
+    v->out_channels = c.out_channels;
+    *out = v;
+    return CQ_OK;
+}
+
+static void free_coder(qv_coder *c) {
+    for (int i = 0; i < c->n_levels; i++) cq_free(c->lv[i].res);
+}
+
+void cq_qvae_free(cq_qvae *v) {
+    if (!v) return;
+    for (int i = 0; i < v->n_owned; i++) {
+        cq_tensor_free(v->owned[i]);
+        cq_free(v->owned[i]);
+    }
+    cq_free(v->owned);
+    for (int i = 0; i < v->n_bound; i++) cq_tensor_free(v->bound[i]);
+    cq_free(v->bound);
+    free_coder(&v->enc);
+    free_coder(&v->dec);
+    cq_free(v->mean);
+    cq_free(v->std);
+    cq_free(v);
+}
+
+const cq_qvae_config *cq_qvae_get_config(const cq_qvae *v) { return v ? &v->cfg : NULL; }

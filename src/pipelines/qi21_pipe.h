@@ -1,0 +1,65 @@
+/*
+ * qi21_pipe.h — Qwen-Image-2.1 text-to-image, end to end, as diffusers'
+ * QwenImage21Pipeline does it:
+ *
+ *   prompt -> the pipeline's prompt template -> tokenizer -> text tower (last
+ *   decoder layer before the final norm, the system turn's rows dropped) ->
+ *   denoiser prefill (prefix K/V cached once per prompt) -> N flow-matching
+ *   Euler steps from seeded noise (true CFG with a second cached prefix when
+ *   guidance > 1 and a negative prompt is given) -> latents de-normalised ->
+ *   VAE decode -> RGBA in [0, 1].
+ *
+ * Everything comes from one .cmf pack made by `cortiq convert` of a diffusers
+ * pipeline folder: dit.*, te.*, vae.* tensors with their configs, the
+ * scheduler config, the tokenizer, and the processor's chat template (used,
+ * as by the reference, only to count the system turn's tokens).
+ */
+#ifndef CQ_PIPELINES_QI21_PIPE_H
+#define CQ_PIPELINES_QI21_PIPE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cortiq.h"
+#include "ops/ops.h"
+
+typedef struct cq_qi21_pipe cq_qi21_pipe;
+
+/* Per-step progress: step i (1-based) of n done. Return non-zero to cancel. */
+typedef int (*cq_qi21_step_fn)(int step, int n_steps, void *user);
+
+typedef struct cq_qi21_gen_opts {
+    const char *prompt;
+    const char *negative;     /* NULL: none */
+    int width, height;        /* multiples of 32 */
+    int steps;                /* >= 2 (the reference's one-step schedule is not finite) */
+    uint64_t seed;
+    double guidance;          /* true CFG when > 1 and a negative prompt is given */
+    bool noise_bf16;          /* draw the noise as a bfloat16 reference pipeline does */
+    cq_qi21_step_fn on_step;
+    void *user;
+} cq_qi21_gen_opts;
+
+typedef struct cq_qi21_timings {
+    double text, prefill, steps, vae; /* seconds */
+} cq_qi21_timings;
+
+typedef struct cq_qi21_result {
+    int width, height;
+    int channels;        /* the VAE's output channels (4: RGBA) */
+    float *image;        /* planar [channels][height][width], in [-1, 1] (the decoder's clamp) */
+    int tokens, latent_channels;
+    float *latents;      /* final packed latents [tokens][latent_channels] */
+    cq_qi21_timings t;
+} cq_qi21_result;
+
+cq_status cq_qi21_pipe_load(const cq_cmf *cmf, cq_backend *be, cq_qi21_pipe **out);
+void cq_qi21_pipe_free(cq_qi21_pipe *p);
+
+/* The prompt embeddings the denoiser reads: [*n_rows][context_dim] (malloc'd). */
+cq_status cq_qi21_pipe_encode_prompt(cq_qi21_pipe *p, const char *prompt, float **embeds, int *n_rows);
+
+cq_status cq_qi21_pipe_generate(cq_qi21_pipe *p, const cq_qi21_gen_opts *o, cq_qi21_result *res);
+void cq_qi21_result_free(cq_qi21_result *r);
+
+#endif /* CQ_PIPELINES_QI21_PIPE_H */

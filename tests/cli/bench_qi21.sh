@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# bench_qi21.sh — `cortiq bench qi21` as a user meets it: the dispatcher's
+# list, --help, and usage errors (exit 2). The benchmark itself builds a 7B
+# model and is not run here (see docs/PERFORMANCE.md).
+# Usage: bash bench_qi21.sh <cortiq> <scratch-dir>
+set -u
+CQ=$1
+W=$2
+rm -rf "$W" && mkdir -p "$W"
+fails=0
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+expect() {
+    local want=$1
+    shift
+    "$@" >"$W/out" 2>"$W/err"
+    local rc=$?
+    [ "$rc" -eq "$want" ] || fail "'$*' exited $rc, expected $want; stderr: $(head -c 400 "$W/err")"
+}
+has() { grep -q -- "$2" "$W/$1" || fail "$1 of the last command lacks '$2': $(head -c 400 "$W/$1")"; }
+
+expect 0 "$CQ" bench --help
+has out "qi21"
+expect 2 "$CQ" bench
+has err "qi21"
+expect 2 "$CQ" bench no-such-bench
+has err "unknown benchmark"
+expect 0 "$CQ" bench qi21 --help
+has out "--layers"
+has out "q4tp"
+expect 2 "$CQ" bench qi21 --size 300
+has err "256, 512 or 1024"
+expect 2 "$CQ" bench qi21 --quant f16
+has err "q8_2f or q4tp"
+expect 2 "$CQ" bench qi21 --layers 33
+has err "--layers"
+expect 2 "$CQ" bench qi21 --backend cuda
+has err "only cpu"
+expect 2 "$CQ" bench qi21 extra
+has err "unknown argument"
+
+if [ "$fails" -ne 0 ]; then
+    echo "$fails check(s) failed" >&2
+    exit 1
+fi
+echo "bench_qi21: all checks passed"

@@ -1,0 +1,451 @@
+/*
+ * test_qwen3.c — the Qwen3 / Qwen3-VL text tower against transformers.
+ *
+ * tests/golden/qwen3/<cfg>/ are Hugging Face folders of tiny random models
+ * (tools/golden_qwen3.py) with golden.safetensors: per prompt the ids, every
+ * layer's hidden state (embeddings first, the last one before the final
+ * norm), the final norm's output, the logits and 32 greedy tokens; and a
+ * chat conversation's ids with its 32 greedy tokens. Each folder is
+ * converted to an f32 .cmf here, as a user would.
+ *
+ * Tolerances: for every compared tensor (one layer's [T, H] hidden state,
+ * the normed output, the [T, V] logits) the error is
+ *     rel = max |ours - ref| / max |ref|
+ * and must be <= 1e-4 against transformers. The cached path (prefill, then
+ * one token at a time) against a whole-sequence recompute must agree to
+ * 1e-5 (only the summation order differs). Greedy tokens must be identical
+ * for all 32 steps. Also: the tower under a `te.` prefix and with
+ * transformers 4.57's config layout, scaled RoPE refused, missing tensors
+ * named, and quantized conversions (CPU backend = reference backend).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+#include "base/base.h"
+#include "format/cmf.h"
+#include "format/convert.h"
+#include "format/safetensors.h"
+#include "models/qwen3.h"
+#include "ops/ops.h"
+
+#define TOL_REF 1e-4
+#define TOL_CACHE 1e-5
+#define GREEDY 32
+
+static const char *const k_cfgs[] = {"qwen3_a", "qwen3_b", "qwen3vl_a"};
+
+static const char *golden_dir(const char *cfg) {
+    static char p[1024];
+    snprintf(p, sizeof p, "%s/tests/golden/qwen3/%s", CQ_SOURCE_DIR, cfg);
+    return p;
+}
+
+/* Convert a golden folder to <tmp>/<cfg>.cmf (f32) and return the path. */
+static const char *convert_cfg(const char *cfg) {
+    static char out[1024];
+    const char *dir = tu_tmpdir(cfg);
+    snprintf(out, sizeof out, "%s/%s.cmf", dir, cfg);
+    cq_convert_opts opts = {.quant = CQ_DTYPE_F32};
+    cq_convert_report rep;
+    cq_status s = cq_convert(golden_dir(cfg), out, &opts, &rep);
+    cq_convert_report_free(&rep);
+    if (s != CQ_OK) fail_msg("convert %s: %s", cfg, cq_last_error());
+    return out;
+}
+
+static float *st_floats(const cq_st *st, const char *name, uint64_t want) {
+    const cq_st_tensor *t = cq_st_find(st, name);
+    if (!t) fail_msg("golden tensor %s missing", name);
+    if (t->nelem != want) fail_msg("golden tensor %s has %llu elements, expected %llu", name,
+                                   (unsigned long long)t->nelem, (unsigned long long)want);
+    float *v = malloc((size_t)want * sizeof(float));
+    assert_non_null(v);
+    assert_int_equal(cq_st_read_f32(t, 0, want, v), CQ_OK);
+    return v;
+}
+
+static int32_t *st_ids(const cq_st *st, const char *name, int *n) {
+    const cq_st_tensor *t = cq_st_find(st, name);
+    if (!t || t->dtype != CQ_ST_I32) fail_msg("golden tensor %s missing or not I32", name);
+    *n = (int)t->nelem;
+    int32_t *v = malloc((size_t)*n * sizeof(int32_t));
+    assert_non_null(v);
+    memcpy(v, t->data, (size_t)*n * sizeof(int32_t));
+    return v;
+}
+
+static double rel_err(const float *a, const float *ref, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - ref[i]);
+        if (!(d <= num)) num = d; /* NaN propagates as a failure */
+        if (fabs(ref[i]) > den) den = fabs(ref[i]);
+    }
+    return den > 0 ? num / den : num;
+}
+
+static int argmax(const float *v, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (v[i] > v[best]) best = i;
+    return best;
+}
+
+typedef struct fixture {
+    const char *cfg;
+    cq_cmf *cmf;
+    cq_backend *be;
+    cq_qwen3 *m;
+    cq_st *gold;
+} fixture;
+
+static void fx_open(fixture *f, const char *cfg) {
+    memset(f, 0, sizeof *f);
+    f->cfg = cfg;
+    const char *path = convert_cfg(cfg);
+    if (cq_cmf_open(path, &f->cmf) != CQ_OK) fail_msg("open %s: %s", path, cq_last_error());
+    assert_int_equal(cq_backend_create(NULL, 0, &f->be), CQ_OK);
+    if (cq_qwen3_load(f->cmf, "", f->be, &f->m) != CQ_OK) fail_msg("load %s: %s", cfg, cq_last_error());
+    char g[1100];
+    snprintf(g, sizeof g, "%s/golden.safetensors", golden_dir(cfg));
+    if (cq_st_open(g, &f->gold) != CQ_OK) fail_msg("open %s: %s", g, cq_last_error());
+}
+
+static void fx_close(fixture *f) {
+    cq_st_close(f->gold);
+    cq_qwen3_free(f->m);
+    cq_backend_free(f->be);
+    cq_cmf_close(f->cmf);
+}
+
+/* Whole-sequence forward of prompt `p` against every golden tensor. */
+static void check_forward(fixture *f, const char *p) {
+    const cq_qwen3_config *c = cq_qwen3_get_config(f->m);
+    char name[64];
+    snprintf(name, sizeof name, "ids_%s", p);
+    int T;
+    int32_t *ids = st_ids(f->gold, name, &T);
+    size_t H = (size_t)c->hidden, V = (size_t)c->vocab_size, L = (size_t)c->n_layers;
+    float *all = malloc((L + 1) * T * H * sizeof(float)), *normed = malloc(T * H * sizeof(float));
+    float *logits = malloc(T * V * sizeof(float)), *last = malloc(T * H * sizeof(float));
+    assert_true(all && normed && logits && last);
+    cq_qwen3_outputs o = {.all_hidden = all, .normed = normed, .logits = logits};
+    if (cq_qwen3_forward(f->m, ids, T, &o) != CQ_OK) fail_msg("forward: %s", cq_last_error());
+
+    snprintf(name, sizeof name, "hidden_%s", p);
+    float *gh = st_floats(f->gold, name, (L + 1) * T * H);
+    for (size_t l = 0; l <= L; l++) {
+        double e = rel_err(all + l * T * H, gh + l * T * H, T * H);
+        printf("  %s prompt %s hidden[%zu]%s: rel %.3g\n", f->cfg, p, l, l == L ? " (pre-norm)" : "", e);
+        if (!(e <= TOL_REF)) fail_msg("%s prompt %s: hidden state %zu off by %.3g (> %g)", f->cfg, p, l, e, TOL_REF);
+    }
+    snprintf(name, sizeof name, "normed_%s", p);
+    float *gn = st_floats(f->gold, name, T * H);
+    double en = rel_err(normed, gn, T * H);
+    snprintf(name, sizeof name, "logits_%s", p);
+    float *gl = st_floats(f->gold, name, T * V);
+    double el = rel_err(logits, gl, T * V);
+    printf("  %s prompt %s normed: rel %.3g  logits: rel %.3g\n", f->cfg, p, en, el);
+    assert_true(en <= TOL_REF);
+    assert_true(el <= TOL_REF);
+
+    /* Asking for one layer's hidden state only runs that deep and gives the same rows. */
+    for (int l = 0; l <= (int)L; l += (int)L) {
+        cq_qwen3_outputs one = {.layer = l, .hidden = last};
+        assert_int_equal(cq_qwen3_forward(f->m, ids, T, &one), CQ_OK);
+        assert_memory_equal(last, all + (size_t)l * T * H, T * H * sizeof(float));
+    }
+    free(gh);
+    free(gn);
+    free(gl);
+    free(all);
+    free(normed);
+    free(logits);
+    free(last);
+    free(ids);
+}
+
+/* Greedy decoding with the cache from golden ids `ids_name`, compared with
+ * `greedy_name`; the step logits are checked against a full recompute. */
+static void check_greedy(fixture *f, const char *ids_name, const char *greedy_name) {
+    const cq_qwen3_config *c = cq_qwen3_get_config(f->m);
+    int T, G;
+    int32_t *ids = st_ids(f->gold, ids_name, &T);
+    int32_t *want = st_ids(f->gold, greedy_name, &G);
+    assert_int_equal(G, GREEDY);
+    size_t V = (size_t)c->vocab_size;
+    int32_t *seq = malloc((size_t)(T + G) * sizeof(int32_t));
+    float *step = malloc((size_t)G * V * sizeof(float)), *full = malloc((size_t)(T + G) * V * sizeof(float));
+    assert_true(seq && step && full);
+    memcpy(seq, ids, (size_t)T * sizeof(int32_t));
+    cq_qwen3_cache *cache;
+    /* a small prefill chunk so that the prompt spans several chunks */
+    assert_int_equal(cq_qwen3_cache_create(f->m, T + G, 7, &cache), CQ_OK);
+    if (cq_qwen3_cache_feed(cache, ids, T, step) != CQ_OK) fail_msg("prefill: %s", cq_last_error());
+    for (int i = 0; i < G; i++) {
+        seq[T + i] = argmax(step + (size_t)i * V, (int)V);
+        if (seq[T + i] != want[i])
+            fail_msg("%s %s: greedy token %d is %d, transformers chose %d", f->cfg, greedy_name, i, seq[T + i], want[i]);
+        if (i + 1 < G) assert_int_equal(cq_qwen3_cache_feed(cache, &seq[T + i], 1, step + (size_t)(i + 1) * V), CQ_OK);
+    }
+    assert_int_equal(cq_qwen3_cache_len(cache), T + G - 1);
+    /* the cached logits at each step equal the recomputed rows */
+    cq_qwen3_outputs o = {.logits = full};
+    assert_int_equal(cq_qwen3_forward(f->m, seq, T + G - 1, &o), CQ_OK);
+    double worst = 0;
+    for (int i = 0; i < G; i++) {
+        double e = rel_err(step + (size_t)i * V, full + (size_t)(T - 1 + i) * V, V);
+        if (e > worst) worst = e;
+    }
+    printf("  %s %s: %d greedy tokens identical; cache vs recompute rel %.3g\n", f->cfg, greedy_name, G, worst);
+    assert_true(worst <= TOL_CACHE);
+
+    /* rewinding the cache and feeding again reproduces the same logits */
+    float *again = malloc(V * sizeof(float));
+    assert_non_null(again);
+    assert_int_equal(cq_qwen3_cache_truncate(cache, T - 1), CQ_OK);
+    assert_int_equal(cq_qwen3_cache_feed(cache, &seq[T - 1], 2, again), CQ_OK);
+    assert_true(rel_err(again, step + V, V) <= TOL_CACHE);
+    /* the cache refuses to overflow and keeps its state */
+    assert_int_equal(cq_qwen3_cache_len(cache), T + 1);
+    int32_t two[2] = {seq[0], seq[1]};
+    assert_int_equal(cq_qwen3_cache_truncate(cache, T + G - 2), CQ_ERR_INVALID_ARG);
+    assert_int_equal(cq_qwen3_cache_feed(cache, seq, T + G, NULL), CQ_ERR_BOUNDS);
+    assert_int_equal(cq_qwen3_cache_len(cache), T + 1);
+    assert_int_equal(cq_qwen3_cache_feed(cache, two, 2, NULL), CQ_OK);
+    free(again);
+    cq_qwen3_cache_free(cache);
+    free(seq);
+    free(step);
+    free(full);
+    free(ids);
+    free(want);
+}
+
+static void test_golden(void **state) {
+    (void)state;
+    for (size_t i = 0; i < CQ_ARRAY_LEN(k_cfgs); i++) {
+        fixture f;
+        fx_open(&f, k_cfgs[i]);
+        const cq_qwen3_config *c = cq_qwen3_get_config(f.m);
+        assert_true(c->has_lm_head);
+        assert_int_equal(c->vl, strstr(k_cfgs[i], "vl") != NULL);
+        check_forward(&f, "a");
+        check_forward(&f, "b");
+        check_greedy(&f, "ids_a", "greedy_a");
+        check_greedy(&f, "ids_b", "greedy_b");
+        check_greedy(&f, "chat_ids", "chat_greedy");
+        fx_close(&f);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Prefixes and config layouts: rewrite the converted Qwen3-VL file         */
+/* ------------------------------------------------------------------------ */
+/* Copy every tensor of `src` into `path` with `prefix` in front of its name,
+ * replacing config_json by `config` when given. */
+static void repack(const cq_cmf *src, const char *path, const char *prefix, const char *config, const char *drop) {
+    cq_cmf_writer *w;
+    assert_int_equal(cq_cmf_writer_create(path, &w), CQ_OK);
+    size_t hl;
+    const char *hdr = cq_cmf_header_json(src, &hl);
+    assert_int_equal(cq_cmf_writer_set_header(w, hdr, hl), CQ_OK);
+    for (size_t i = 0; i < cq_cmf_tensor_count(src); i++) {
+        const cq_tensor_view *v = cq_cmf_tensor_at(src, i);
+        if (drop && strcmp(v->name, drop) == 0) continue;
+        char name[512];
+        snprintf(name, sizeof name, "%s%s", prefix, v->name);
+        const void *data = v->data;
+        uint64_t nb = v->nbytes, shape[CQ_MAX_DIMS];
+        memcpy(shape, v->shape, sizeof shape);
+        if (config && strcmp(v->name, "config_json") == 0) {
+            data = config;
+            nb = shape[0] = strlen(config);
+        }
+        assert_int_equal(cq_cmf_writer_add(w, name, v->dtype, v->ndim, shape, data, nb), CQ_OK);
+    }
+    if (cq_cmf_writer_finish(w) != CQ_OK) fail_msg("repack: %s", cq_last_error());
+    cq_cmf_writer_free(w);
+}
+
+static float *logits_on(const char *backend, const char *path, const char *prefix, const int32_t *ids, int T,
+                        size_t V, cq_status *st) {
+    cq_cmf *cmf;
+    assert_int_equal(cq_cmf_open(path, &cmf), CQ_OK);
+    cq_backend *be;
+    assert_int_equal(cq_backend_create(backend, 0, &be), CQ_OK);
+    cq_qwen3 *m = NULL;
+    float *lg = malloc((size_t)T * V * sizeof(float));
+    assert_non_null(lg);
+    *st = cq_qwen3_load(cmf, prefix, be, &m);
+    if (*st == CQ_OK) {
+        cq_qwen3_outputs o = {.logits = lg};
+        *st = cq_qwen3_forward(m, ids, T, &o);
+    }
+    cq_qwen3_free(m);
+    cq_backend_free(be);
+    cq_cmf_close(cmf);
+    return lg;
+}
+
+static float *logits_of(const char *path, const char *prefix, const int32_t *ids, int T, size_t V, cq_status *st) {
+    return logits_on(NULL, path, prefix, ids, T, V, st);
+}
+
+static void test_prefix_and_layouts(void **state) {
+    (void)state;
+    fixture f;
+    fx_open(&f, "qwen3vl_a");
+    const cq_qwen3_config *c = cq_qwen3_get_config(f.m);
+    assert_int_equal(c->mrope_section[0] + c->mrope_section[1] + c->mrope_section[2], c->head_dim / 2);
+    assert_true(c->mrope_interleaved);
+    assert_true(c->rope_theta == 5000000.0);
+    int T;
+    int32_t *ids = st_ids(f.gold, "ids_b", &T);
+    size_t V = (size_t)c->vocab_size;
+    float *gl = st_floats(f.gold, "logits_b", (size_t)T * V);
+    const char *dir = tu_tmpdir("qwen3_repack");
+    cq_status s;
+
+    /* inside an image pack: te.model.language_model.*, te.config_json, te.lm_head.weight */
+    repack(f.cmf, tu_path(dir, "te.cmf"), "te.", NULL, NULL);
+    float *lg = logits_of(tu_path(dir, "te.cmf"), "te.", ids, T, V, &s);
+    if (s != CQ_OK) fail_msg("te. prefix: %s", cq_last_error());
+    assert_true(rel_err(lg, gl, (size_t)T * V) <= TOL_REF);
+    free(lg);
+
+    /* transformers 4.57's layout: rope_theta and rope_scaling in text_config */
+    static const char cfg457[] =
+        "{\"architectures\": [\"Qwen3VLForConditionalGeneration\"], \"model_type\": \"qwen3_vl\","
+        " \"tie_word_embeddings\": false, \"text_config\": {\"head_dim\": 16, \"hidden_act\": \"silu\","
+        " \"hidden_size\": 64, \"intermediate_size\": 160, \"model_type\": \"qwen3_vl_text\","
+        " \"num_attention_heads\": 4, \"num_hidden_layers\": 3, \"num_key_value_heads\": 2, \"rms_norm_eps\": 1e-06,"
+        " \"rope_scaling\": {\"mrope_interleaved\": true, \"mrope_section\": [2, 3, 3], \"rope_type\": \"default\"},"
+        " \"rope_theta\": 5000000.0, \"vocab_size\": 384}}";
+    repack(f.cmf, tu_path(dir, "v457.cmf"), "", cfg457, NULL);
+    lg = logits_of(tu_path(dir, "v457.cmf"), "", ids, T, V, &s);
+    if (s != CQ_OK) fail_msg("4.57 config: %s", cq_last_error());
+    assert_true(rel_err(lg, gl, (size_t)T * V) <= TOL_REF);
+    free(lg);
+
+    /* the theta really is read: another theta changes the logits */
+    char other[sizeof cfg457 + 8];
+    snprintf(other, sizeof other, "%s", cfg457);
+    memcpy(strstr(other, "5000000.0"), "5000.0000", 9);
+    repack(f.cmf, tu_path(dir, "theta.cmf"), "", other, NULL);
+    lg = logits_of(tu_path(dir, "theta.cmf"), "", ids, T, V, &s);
+    assert_int_equal(s, CQ_OK);
+    assert_true(rel_err(lg, gl, (size_t)T * V) > 1e-3);
+    free(lg);
+
+    /* scaled RoPE is refused by name */
+    snprintf(other, sizeof other, "%s", cfg457);
+    memcpy(strstr(other, "\"default\""), "\"yarn\"   ", 9);
+    repack(f.cmf, tu_path(dir, "yarn.cmf"), "", other, NULL);
+    lg = logits_of(tu_path(dir, "yarn.cmf"), "", ids, T, V, &s);
+    assert_int_equal(s, CQ_ERR_UNSUPPORTED);
+    assert_non_null(strstr(cq_last_error(), "yarn"));
+    free(lg);
+
+    /* no lm_head and untied: hidden states only, logits refused */
+    repack(f.cmf, tu_path(dir, "nohead.cmf"), "", NULL, "lm_head.weight");
+    lg = logits_of(tu_path(dir, "nohead.cmf"), "", ids, T, V, &s);
+    assert_int_equal(s, CQ_ERR_UNSUPPORTED);
+    free(lg);
+
+    /* a missing layer tensor is named */
+    repack(f.cmf, tu_path(dir, "missing.cmf"), "", NULL, "model.language_model.layers.2.mlp.up_proj.weight");
+    lg = logits_of(tu_path(dir, "missing.cmf"), "", ids, T, V, &s);
+    assert_int_equal(s, CQ_ERR_MISSING);
+    assert_non_null(strstr(cq_last_error(), "layers.2.mlp.up_proj.weight"));
+    free(lg);
+
+    free(gl);
+    free(ids);
+    fx_close(&f);
+}
+
+/* Quantized weights run through the same code (get_rows and matmul decode
+ * every codec): the CPU backend must match the plain-C reference backend on
+ * the same file to TOL_REF; the error against the f32 transformers logits is
+ * reported and bounded per codec family (a broken decode is off by ~100%). */
+static void test_quantized(void **state) {
+    (void)state;
+    static const struct {
+        int quant;
+        double tol;
+    } cases[] = {{-1, 0.05}, {CQ_DTYPE_Q8_ROW, 0.05}, {CQ_DTYPE_BF16, 0.01}, {CQ_DTYPE_F16, 0.01},
+                 {CQ_DTYPE_Q4TP, 0.5}};
+    char gp[1100];
+    snprintf(gp, sizeof gp, "%s/golden.safetensors", golden_dir("qwen3_a"));
+    cq_st *gold;
+    assert_int_equal(cq_st_open(gp, &gold), CQ_OK);
+    int T;
+    int32_t *ids = st_ids(gold, "ids_b", &T);
+    size_t V = 384;
+    float *gl = st_floats(gold, "logits_b", (size_t)T * V);
+    for (size_t i = 0; i < CQ_ARRAY_LEN(cases); i++) {
+        const char *path = tu_path(tu_tmpdir("qwen3_quant"), "q.cmf");
+        const char *name = cases[i].quant < 0 ? "default (q8_2f)" : cq_dtype_name((cq_dtype)cases[i].quant);
+        cq_convert_opts opts = {.quant = cases[i].quant};
+        cq_convert_report rep;
+        cq_status s = cq_convert(golden_dir("qwen3_a"), path, &opts, &rep);
+        cq_convert_report_free(&rep);
+        if (s != CQ_OK) fail_msg("convert: %s", cq_last_error());
+        float *lg = logits_of(path, "", ids, T, V, &s);
+        if (s != CQ_OK) fail_msg("run: %s", cq_last_error());
+        float *lr = logits_on("ref", path, "", ids, T, V, &s);
+        if (s != CQ_OK) fail_msg("run on ref: %s", cq_last_error());
+        double e = rel_err(lg, gl, (size_t)T * V), er = rel_err(lg, lr, (size_t)T * V);
+        printf("  qwen3_a weights %s: logits rel %.3g vs transformers (f32), %.3g vs the ref backend\n", name, e, er);
+        if (!(er <= TOL_REF)) fail_msg("%s: cpu and ref backends differ by %.3g", name, er);
+        if (!(e > 0 && e <= cases[i].tol)) fail_msg("%s: logits off by %.3g (> %g)", name, e, cases[i].tol);
+        free(lg);
+        free(lr);
+    }
+    free(gl);
+    free(ids);
+    cq_st_close(gold);
+}
+
+static void test_bad_input(void **state) {
+    (void)state;
+    fixture f;
+    fx_open(&f, "qwen3_b");
+    const cq_qwen3_config *c = cq_qwen3_get_config(f.m);
+    assert_true(c->tie_embeddings && c->has_lm_head);
+    int32_t bad[3] = {1, c->vocab_size, 2};
+    float h[3 * 48];
+    cq_qwen3_outputs o = {.layer = 1, .hidden = h};
+    assert_int_equal(cq_qwen3_forward(f.m, bad, 3, &o), CQ_ERR_INVALID_ARG);
+    bad[1] = -1;
+    assert_int_equal(cq_qwen3_forward(f.m, bad, 3, &o), CQ_ERR_INVALID_ARG);
+    bad[1] = 5;
+    o.layer = c->n_layers + 1;
+    assert_int_equal(cq_qwen3_forward(f.m, bad, 3, &o), CQ_ERR_INVALID_ARG);
+    cq_qwen3_cache *cache;
+    assert_int_equal(cq_qwen3_cache_create(f.m, 0, 0, &cache), CQ_ERR_INVALID_ARG);
+    assert_int_equal(cq_qwen3_cache_create(f.m, 4, 0, &cache), CQ_OK);
+    assert_int_equal(cq_qwen3_cache_feed(cache, bad, 0, NULL), CQ_ERR_INVALID_ARG);
+    bad[1] = 1000;
+    assert_int_equal(cq_qwen3_cache_feed(cache, bad, 3, NULL), CQ_ERR_INVALID_ARG);
+    assert_int_equal(cq_qwen3_cache_len(cache), 0);
+    cq_qwen3_cache_free(cache);
+    cq_qwen3_free(NULL);
+    cq_qwen3_cache_free(NULL);
+    fx_close(&f);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_golden),
+        cmocka_unit_test(test_prefix_and_layouts),
+        cmocka_unit_test(test_quantized),
+        cmocka_unit_test(test_bad_input),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,482 @@
+/*
+ * test_vae.c — the Qwen-Image-2.1 VAE against diffusers' reference
+ * (tests/golden/vae, made by tools/golden_vae.py): two tiny random
+ * configurations converted here with `cortiq convert`'s library entry,
+ * decoded and encoded at three sizes.
+ *
+ * Error measure: max |got - ref| / RMS(ref) over the whole output tensor
+ * (and, printed alongside, RMS(got - ref) / RMS(ref)).
+ *  - f32 conversion: max <= 1e-4 (the issue's bar) for decode and encode;
+ *  - f16 conversion (convert's default for the VAE): printed and bounded by
+ *    max 2e-2, RMS 2e-3: every kernel and gamma carries up to 2^-11
+ *    relative rounding, ~50 layers deep, which measures ~1e-3 RMS;
+ *  - banded vs whole-image decode/encode: max <= 1e-6 (every pixel sees the
+ *    same inputs and arithmetic; the images are at least 5 latent pixels
+ *    wide, since a band of <= 4 pixels takes the GEMM's dot-product path,
+ *    whose summation order differs: ~1e-5 measured at 2 pixels wide), and on
+ *    an image taller than the receptive field the banded run must hold at
+ *    most a third (decode) / a half (encode, whose receptive field is
+ *    larger) of the whole-image activation memory.
+ */
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "format/convert.h"
+#include "format/safetensors.h"
+#include "models/qwen_vae.h"
+#include "testutil.h"
+
+#define VAE_DIR CQ_SOURCE_DIR "/tests/golden/vae"
+
+static const char *const k_sizes[] = {"s", "m", "l"};
+
+typedef struct fixture {
+    char name[16];
+    cq_cmf *cmf;
+    cq_backend *be;
+    cq_qvae *vae;
+    cq_st *gold;
+} fixture;
+
+/* Converted once per run: [config][0 = f32, 1 = convert's defaults]. */
+static fixture g_fx[2][2];
+static bool g_have;
+
+static bool have_golden(void) {
+    struct stat st;
+    return stat(VAE_DIR "/vae_a/golden.safetensors", &st) == 0 && stat(VAE_DIR "/vae_b/golden.safetensors", &st) == 0;
+}
+
+/* Convert tests/golden/vae/<name> with codec `quant` (-1: convert's defaults) and load it. */
+static void open_fixture(fixture *f, const char *name, int quant) {
+    memset(f, 0, sizeof *f);
+    snprintf(f->name, sizeof f->name, "%s", name);
+    char src[1024], out[1200];
+    snprintf(src, sizeof src, "%s/%s", VAE_DIR, name);
+    char dir[64];
+    snprintf(dir, sizeof dir, "%s_%s", name, quant < 0 ? "default" : cq_dtype_name((cq_dtype)quant));
+    snprintf(out, sizeof out, "%s/%s.cmf", tu_tmpdir(dir), name);
+    cq_convert_opts opts = {.quant = quant};
+    cq_convert_report rep;
+    cq_status s = cq_convert(src, out, &opts, &rep);
+    cq_convert_report_free(&rep);
+    if (s != CQ_OK) fail_msg("convert %s: %s", name, cq_last_error());
+    if (cq_cmf_open(out, &f->cmf) != CQ_OK) fail_msg("open %s: %s", out, cq_last_error());
+    assert_int_equal(cq_backend_cpu_create(2, CQ_CPU_AUTO, &f->be), CQ_OK);
+    if (cq_qvae_load(f->cmf, "vae.", f->be, &f->vae) != CQ_OK) fail_msg("load %s: %s", name, cq_last_error());
+    char gpath[1100];
+    snprintf(gpath, sizeof gpath, "%s/golden.safetensors", src);
+    if (cq_st_open(gpath, &f->gold) != CQ_OK) fail_msg("open %s: %s", gpath, cq_last_error());
+}
+
+static void close_fixture(fixture *f) {
+    cq_qvae_free(f->vae);
+    cq_backend_free(f->be);
+    cq_cmf_close(f->cmf);
+    cq_st_close(f->gold);
+}
+
+/* A golden tensor as f32 (malloc'd), with its shape. */
+static float *golden(const fixture *f, const char *what, const char *size, uint64_t shape[3]) {
+    char key[32];
+    snprintf(key, sizeof key, "%s_%s", what, size);
+    const cq_st_tensor *t = cq_st_find(f->gold, key);
+    if (!t || t->ndim != 3) fail_msg("%s: golden tensor %s missing or not 3-D", f->name, key);
+    float *v = malloc(sizeof(float) * (size_t)t->nelem);
+    assert_int_equal(cq_st_read_f32(t, 0, t->nelem, v), CQ_OK);
+    memcpy(shape, t->shape, 3 * sizeof(uint64_t));
+    return v;
+}
+
+/* max |a - b| / RMS(b); *rms_err (optional) = RMS(a - b) / RMS(b) */
+static double rel_err2(const float *got, const float *ref, size_t n, double *rms_err) {
+    double ss = 0.0, se = 0.0, mx = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(got[i])) return INFINITY;
+        double d = fabs((double)got[i] - ref[i]);
+        ss += (double)ref[i] * ref[i];
+        se += d * d;
+        mx = fmax(mx, d);
+    }
+    if (rms_err) *rms_err = sqrt(se / ss);
+    return mx / sqrt(ss / (double)n);
+}
+
+static double rel_err(const float *got, const float *ref, size_t n) { return rel_err2(got, ref, n, NULL); }
+
+/* Decode and encode every size; returns the worst errors (max and RMS measures). */
+static void run_golden(fixture *f, double *worst_dec, double *worst_enc, double *worst_rms) {
+    const cq_qvae_config *c = cq_qvae_get_config(f->vae);
+    *worst_dec = *worst_enc = *worst_rms = 0.0;
+    for (size_t k = 0; k < CQ_ARRAY_LEN(k_sizes); k++) {
+        uint64_t zs[3], is[3], xs[3], ms[3];
+        float *z = golden(f, "z", k_sizes[k], zs), *img = golden(f, "image", k_sizes[k], is);
+        float *x = golden(f, "x", k_sizes[k], xs), *mom = golden(f, "moments", k_sizes[k], ms);
+        assert_int_equal(zs[0], (uint64_t)c->z_dim);
+        assert_int_equal(is[0], (uint64_t)c->image_channels);
+        assert_int_equal(is[1], zs[1] * (uint64_t)c->spatial_factor);
+        size_t n_img = (size_t)(is[0] * is[1] * is[2]), n_mom = (size_t)(ms[0] * ms[1] * ms[2]);
+        float *got = malloc(sizeof(float) * n_img), *gm = malloc(sizeof(float) * n_mom);
+        if (cq_qvae_decode(f->vae, z, (int)zs[1], (int)zs[2], CQ_QVAE_PLANAR, got) != CQ_OK)
+            fail_msg("%s decode %s: %s", f->name, k_sizes[k], cq_last_error());
+        double rd, re;
+        double ed = rel_err2(got, img, n_img, &rd);
+        if (cq_qvae_encode(f->vae, x, (int)xs[1], (int)xs[2], CQ_QVAE_PLANAR, gm) != CQ_OK)
+            fail_msg("%s encode %s: %s", f->name, k_sizes[k], cq_last_error());
+        double ee = rel_err2(gm, mom, n_mom, &re);
+        printf("  %s %s: decode %lldx%lld -> %lldx%lld max err/RMS %.3g (RMS err %.3g); encode %.3g (%.3g)\n",
+               f->name, k_sizes[k], (long long)zs[1], (long long)zs[2], (long long)is[1], (long long)is[2], ed, rd, ee,
+               re);
+        *worst_dec = fmax(*worst_dec, ed);
+        *worst_enc = fmax(*worst_enc, ee);
+        *worst_rms = fmax(*worst_rms, fmax(rd, re));
+        free(z);
+        free(img);
+        free(x);
+        free(mom);
+        free(got);
+        free(gm);
+    }
+}
+
+static void test_golden_f32(void **state) {
+    (void)state;
+    if (!g_have) skip();
+    for (int i = 0; i < 2; i++) {
+        fixture *f = &g_fx[i][0];
+        double ed, ee, er;
+        run_golden(f, &ed, &ee, &er);
+        if (ed > 1e-4 || ee > 1e-4) fail_msg("%s (f32): decode %.3g, encode %.3g > 1e-4", f->name, ed, ee);
+    }
+}
+
+/* convert's default codec for the VAE (f16 kernels and gammas). */
+static void test_golden_f16(void **state) {
+    (void)state;
+    if (!g_have) skip();
+    for (int i = 0; i < 2; i++) {
+        fixture *f = &g_fx[i][1];
+        double ed, ee, er;
+        run_golden(f, &ed, &ee, &er);
+        printf("%s with convert's default (f16) weights: max err/RMS decode %.3g, encode %.3g; RMS err %.3g\n",
+               f->name, ed, ee, er);
+        if (ed > 2e-2 || ee > 2e-2 || er > 2e-3)
+            fail_msg("%s (f16): decode %.3g, encode %.3g (> 2e-2) or RMS err %.3g (> 2e-3)", f->name, ed, ee, er);
+    }
+}
+
+/* Decode z and encode x whole and in several band heights: identical
+ * results; returns the whole-image and the smallest banded peaks. */
+static void bands_case(fixture *f, const char *label, const float *z, int h, int w, const float *x, const int *rows,
+                       size_t n_rows, size_t peaks[4]) {
+    const cq_qvae_config *c = cq_qvae_get_config(f->vae);
+    const int F = c->spatial_factor, H = h * F, W = w * F;
+    size_t n_img = (size_t)c->image_channels * H * W, n_mom = (size_t)2 * c->z_dim * h * w;
+    float *whole = malloc(sizeof(float) * n_img), *band = malloc(sizeof(float) * n_img);
+    float *mwhole = malloc(sizeof(float) * n_mom), *mband = malloc(sizeof(float) * n_mom);
+    cq_qvae_set_band_rows(f->vae, INT_MAX);
+    assert_int_equal(cq_qvae_decode(f->vae, z, h, w, CQ_QVAE_PLANAR, whole), CQ_OK);
+    peaks[0] = cq_qvae_last_peak_bytes(f->vae);
+    assert_int_equal(cq_qvae_encode(f->vae, x, H, W, CQ_QVAE_PLANAR, mwhole), CQ_OK);
+    peaks[2] = cq_qvae_last_peak_bytes(f->vae);
+    peaks[1] = peaks[3] = SIZE_MAX;
+    for (size_t r = 0; r < n_rows; r++) {
+        cq_qvae_set_band_rows(f->vae, rows[r]);
+        assert_int_equal(cq_qvae_decode(f->vae, z, h, w, CQ_QVAE_PLANAR, band), CQ_OK);
+        size_t peak = cq_qvae_last_peak_bytes(f->vae);
+        double e = rel_err(band, whole, n_img);
+        assert_int_equal(cq_qvae_encode(f->vae, x, H, W, CQ_QVAE_PLANAR, mband), CQ_OK);
+        size_t epeak = cq_qvae_last_peak_bytes(f->vae);
+        double ee = rel_err(mband, mwhole, n_mom);
+        printf("  %s %s, bands of %d rows: decode vs whole %.3g (peak %zu vs %zu bytes), encode %.3g (peak %zu vs %zu)\n",
+               f->name, label, rows[r], e, peak, peaks[0], ee, epeak, peaks[2]);
+        if (e > 1e-6 || ee > 1e-6)
+            fail_msg("%s %s, bands of %d rows: decode %.3g / encode %.3g differ from whole-image", f->name, label, rows[r], e, ee);
+        if (peak < peaks[1]) peaks[1] = peak;
+        if (epeak < peaks[3]) peaks[3] = epeak;
+    }
+    cq_qvae_set_band_rows(f->vae, 0);
+    free(whole);
+    free(band);
+    free(mwhole);
+    free(mband);
+}
+
+/* Banded streaming must reproduce the whole-image computation in every band
+ * height, for decode and encode; on a tall image (taller than the
+ * receptive field) it must hold several times less memory. */
+static void test_bands(void **state) {
+    (void)state;
+    if (!g_have) skip();
+    for (int i = 0; i < 2; i++) {
+        fixture *f = &g_fx[i][0];
+        uint64_t zs[3], xs[3];
+        float *z = golden(f, "z", "l", zs), *x = golden(f, "x", "l", xs);
+        size_t peaks[4];
+        static const int few[] = {1, 7, 40}, tall[] = {16};
+        bands_case(f, "golden l", z, (int)zs[1], (int)zs[2], x, few, CQ_ARRAY_LEN(few), peaks);
+        free(z);
+        free(x);
+        /* 32 x 5 latents -> 512 x 80 pixels */
+        const cq_qvae_config *c = cq_qvae_get_config(f->vae);
+        const int h = 32, w = 5, H = h * c->spatial_factor, W = w * c->spatial_factor;
+        tu_rng rng;
+        tu_rng_seed(&rng, 77 + (uint64_t)i);
+        z = malloc(sizeof(float) * (size_t)c->z_dim * h * w);
+        x = malloc(sizeof(float) * (size_t)c->image_channels * H * W);
+        tu_fill_normal(&rng, z, (size_t)c->z_dim * h * w, 1.0f);
+        for (size_t k = 0; k < (size_t)c->image_channels * H * W; k++) x[k] = 2.0f * tu_rng_uniform(&rng) - 1.0f;
+        bands_case(f, "tall 512x80", z, h, w, x, tall, CQ_ARRAY_LEN(tall), peaks);
+        /* The encode peaks include the input image, uploaded whole either way;
+         * the encoder's receptive field (~250 rows for five levels) keeps
+         * half of a 512-row image in flight at the first pull. */
+        size_t in_bytes = sizeof(float) * (size_t)c->image_channels * H * W;
+        if (peaks[1] * 3 > peaks[0] || (peaks[3] - in_bytes) * 2 > peaks[2] - in_bytes)
+            fail_msg("%s tall: banded peaks %zu (decode) / %zu (encode, %zu of it the input) are not below a third / "
+                     "a half of the whole-image %zu / %zu", f->name, peaks[1], peaks[3], in_bytes, peaks[0], peaks[2]);
+        free(z);
+        free(x);
+    }
+}
+
+/* Channels-last in and out give the planar results transposed, exactly;
+ * the normalisation helpers follow the pipeline's formulas. */
+static void test_layouts_and_norm(void **state) {
+    (void)state;
+    if (!g_have) skip();
+    fixture *f = &g_fx[1][0];
+    const cq_qvae_config *c = cq_qvae_get_config(f->vae);
+    uint64_t zs[3], xs[3];
+    float *z = golden(f, "z", "m", zs), *x = golden(f, "x", "m", xs);
+    const int h = (int)zs[1], w = (int)zs[2], H = (int)xs[1], W = (int)xs[2], Z = c->z_dim, C = c->image_channels;
+    size_t nz = (size_t)Z * h * w, ni = (size_t)C * H * W, nm = 2 * nz;
+    float *zl = malloc(sizeof(float) * nz), *xl = malloc(sizeof(float) * ni);
+    for (int i = 0; i < h * w; i++)
+        for (int k = 0; k < Z; k++) zl[i * Z + k] = z[k * h * w + i];
+    for (int i = 0; i < H * W; i++)
+        for (int k = 0; k < C; k++) xl[i * C + k] = x[k * H * W + i];
+    float *ip = malloc(sizeof(float) * ni), *il = malloc(sizeof(float) * ni);
+    float *mp = malloc(sizeof(float) * nm), *ml = malloc(sizeof(float) * nm);
+    assert_int_equal(cq_qvae_decode(f->vae, z, h, w, CQ_QVAE_PLANAR, ip), CQ_OK);
+    assert_int_equal(cq_qvae_decode(f->vae, zl, h, w, CQ_QVAE_CHANNELS_LAST, il), CQ_OK);
+    for (int i = 0; i < H * W; i++)
+        for (int k = 0; k < C; k++) assert_memory_equal(&il[i * C + k], &ip[k * H * W + i], sizeof(float));
+    for (size_t i = 0; i < ni; i++) assert_true(ip[i] >= -1.0f && ip[i] <= 1.0f);
+    assert_int_equal(cq_qvae_encode(f->vae, x, H, W, CQ_QVAE_PLANAR, mp), CQ_OK);
+    assert_int_equal(cq_qvae_encode(f->vae, xl, H, W, CQ_QVAE_CHANNELS_LAST, ml), CQ_OK);
+    for (int i = 0; i < h * w; i++)
+        for (int k = 0; k < 2 * Z; k++) assert_memory_equal(&ml[i * 2 * Z + k], &mp[k * h * w + i], sizeof(float));
+    /* latents_mean = 0.1 k, latents_std = 1 + 0.25 k in the golden configs */
+    float v[2 * 2 * 4];
+    memcpy(v, z, sizeof v);
+    assert_int_equal(cq_qvae_denormalize(f->vae, v, 2, 2, CQ_QVAE_PLANAR), CQ_OK);
+    for (int k = 0; k < Z; k++) {
+        assert_float_equal(c->latents_mean[k], (float)(0.1 * k), 0.0f);
+        assert_float_equal(c->latents_std[k], (float)(1.0 + 0.25 * k), 0.0f);
+        for (int i = 0; i < 4; i++) {
+            float t = z[k * 4 + i] * c->latents_std[k];
+            assert_float_equal(v[k * 4 + i], t + c->latents_mean[k], 0.0f);
+        }
+    }
+    assert_int_equal(cq_qvae_normalize(f->vae, v, 2, 2, CQ_QVAE_PLANAR), CQ_OK);
+    for (int i = 0; i < 16; i++) assert_float_equal(v[i], z[i], 1e-6f * (1.0f + fabsf(z[i])));
+    free(z);
+    free(x);
+    free(zl);
+    free(xl);
+    free(ip);
+    free(il);
+    free(mp);
+    free(ml);
+}
+
+static void test_errors(void **state) {
+    (void)state;
+    if (!g_have) skip();
+    fixture *f = &g_fx[0][0];
+    float buf[4 * 48 * 48] = {0}, out[32 * 9];
+    assert_int_equal(cq_qvae_encode(f->vae, buf, 40, 48, CQ_QVAE_PLANAR, out), CQ_ERR_SHAPE);
+    assert_non_null(strstr(cq_last_error(), "multiple of 16"));
+    assert_int_equal(cq_qvae_encode(f->vae, buf, 0, 48, CQ_QVAE_PLANAR, out), CQ_ERR_SHAPE);
+    assert_int_equal(cq_qvae_decode(f->vae, buf, 0, 3, CQ_QVAE_PLANAR, out), CQ_ERR_SHAPE);
+    assert_int_equal(cq_qvae_decode(f->vae, buf, 2, 3, (cq_qvae_layout)7, out), CQ_ERR_INVALID_ARG);
+    assert_int_equal(cq_qvae_decode(f->vae, NULL, 2, 3, CQ_QVAE_PLANAR, out), CQ_ERR_INVALID_ARG);
+    assert_int_equal(cq_qvae_decode(f->vae, buf, 2, 3, CQ_QVAE_PLANAR, NULL), CQ_ERR_INVALID_ARG);
+    cq_qvae *v = NULL;
+    assert_int_equal(cq_qvae_load(f->cmf, "nope.", f->be, &v), CQ_ERR_MISSING);
+    assert_non_null(strstr(cq_last_error(), "nope.config_json"));
+    assert_null(v);
+    cq_qvae_free(NULL);
+}
+
+static int setup(void **state) {
+    (void)state;
+    g_have = have_golden();
+    if (!g_have) {
+        printf("tests/golden/vae is absent: skipping the VAE tests\n");
+        return 0;
+    }
+    const char *names[] = {"vae_a", "vae_b"};
+    for (int i = 0; i < 2; i++) {
+        open_fixture(&g_fx[i][0], names[i], CQ_DTYPE_F32);
+        open_fixture(&g_fx[i][1], names[i], -1);
+    }
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    if (g_have)
+        for (int i = 0; i < 2; i++)
+            for (int k = 0; k < 2; k++) close_fixture(&g_fx[i][k]);
+    return 0;
+}
+
+/* The model runs on the reference backend too (every op in plain C). */
+static void test_ref_backend(void **state) {
+    (void)state;
+    if (!g_have) skip();
+    fixture *f = &g_fx[1][0];
+    cq_backend *ref;
+    cq_qvae *v;
+    assert_int_equal(cq_backend_ref_create(&ref), CQ_OK);
+    if (cq_qvae_load(f->cmf, "vae.", ref, &v) != CQ_OK) fail_msg("load on ref: %s", cq_last_error());
+    uint64_t zs[3], is[3], xs[3], ms[3];
+    float *z = golden(f, "z", "s", zs), *img = golden(f, "image", "s", is);
+    float *x = golden(f, "x", "s", xs), *mom = golden(f, "moments", "s", ms);
+    size_t ni = (size_t)(is[0] * is[1] * is[2]), nm = (size_t)(ms[0] * ms[1] * ms[2]);
+    float *got = malloc(sizeof(float) * ni), *gm = malloc(sizeof(float) * nm);
+    assert_int_equal(cq_qvae_decode(v, z, (int)zs[1], (int)zs[2], CQ_QVAE_PLANAR, got), CQ_OK);
+    assert_int_equal(cq_qvae_encode(v, x, (int)xs[1], (int)xs[2], CQ_QVAE_PLANAR, gm), CQ_OK);
+    double ed = rel_err(got, img, ni), ee = rel_err(gm, mom, nm);
+    printf("  vae_b s on the reference backend: decode %.3g, encode %.3g (max err / RMS)\n", ed, ee);
+    if (ed > 1e-4 || ee > 1e-4) fail_msg("ref backend: decode %.3g, encode %.3g > 1e-4", ed, ee);
+    free(z);
+    free(img);
+    free(x);
+    free(mom);
+    free(got);
+    free(gm);
+    cq_qvae_free(v);
+    cq_backend_free(ref);
+}
+
+/* A copy of vae_b whose config.json has `from` replaced by `to`, converted
+ * and loaded: the load must fail with `want` and a message containing `msg`. */
+static void bad_config(const char *from, const char *to, cq_status want, const char *msg) {
+    char dir[1100], out[1200];
+    snprintf(dir, sizeof dir, "%s", tu_tmpdir("vae_badcfg"));
+    assert_int_equal(tu_system("cp '%s/vae_b/config.json' '%s/vae_b/diffusion_pytorch_model.safetensors' '%s/'",
+                               VAE_DIR, VAE_DIR, dir), 0);
+    size_t len;
+    uint8_t *raw = tu_read_file(tu_path(dir, "config.json"), &len);
+    assert_non_null(raw);
+    char *cfg = malloc(len + 1); /* the file's bytes, NUL-terminated */
+    memcpy(cfg, raw, len);
+    cfg[len] = '\0';
+    free(raw);
+    char *at = strstr(cfg, from);
+    assert_non_null(at);
+    char *fixed = malloc(len + strlen(to) + 1);
+    size_t head = (size_t)(at - cfg);
+    memcpy(fixed, cfg, head);
+    strcpy(fixed + head, to);
+    strcat(fixed, at + strlen(from));
+    assert_int_equal(tu_write_file(tu_path(dir, "config.json"), fixed, strlen(fixed)), 0);
+    free(cfg);
+    free(fixed);
+    snprintf(out, sizeof out, "%s/bad.cmf", dir);
+    cq_convert_opts opts = {.quant = CQ_DTYPE_F32};
+    cq_convert_report rep;
+    cq_status s = cq_convert(dir, out, &opts, &rep);
+    cq_convert_report_free(&rep);
+    if (s != CQ_OK) fail_msg("convert: %s", cq_last_error());
+    cq_cmf *cmf;
+    assert_int_equal(cq_cmf_open(out, &cmf), CQ_OK);
+    cq_qvae *v = NULL;
+    s = cq_qvae_load(cmf, "vae.", g_fx[1][0].be, &v);
+    if (s != want || !strstr(cq_last_error(), msg))
+        fail_msg("config with '%s': got %s '%s', want %s containing '%s'", to, cq_status_str(s), cq_last_error(),
+                 cq_status_str(want), msg);
+    assert_null(v);
+    cq_cmf_close(cmf);
+}
+
+static void test_config_errors(void **state) {
+    (void)state;
+    if (!g_have) skip();
+    bad_config("\"is_residual\": true", "\"is_residual\": false", CQ_ERR_UNSUPPORTED, "is_residual");
+    bad_config("\"scale_factor_spatial\": 16", "\"scale_factor_spatial\": 8", CQ_ERR_PARSE, "scale_factor_spatial");
+    bad_config("\"z_dim\": 4", "\"z_dim\": 5", CQ_ERR_PARSE, "latents_mean");
+    bad_config("\"num_res_blocks\": 1", "\"num_res_blocks\": 2", CQ_ERR_MISSING, "resnets.1");
+    bad_config("\"decoder_base_dim\": 8", "\"decoder_base_dim\": 16", CQ_ERR_SHAPE, "decoder.conv_in");
+    bad_config("\"_class_name\": \"AutoencoderKLQwenImage21\"", "\"_class_name\": \"AutoencoderKLWan\"",
+               CQ_ERR_UNSUPPORTED, "AutoencoderKLWan");
+}
+
+typedef struct prog {
+    int calls, stop_after;
+    uint64_t last_done, last_total;
+    bool monotonic;
+} prog;
+
+static int on_progress(uint64_t done, uint64_t total, void *user) {
+    prog *p = user;
+    p->monotonic = p->monotonic && done > p->last_done && done <= total;
+    p->last_done = done;
+    p->last_total = total;
+    return ++p->calls == p->stop_after;
+}
+
+/* Progress climbs to the image height; a non-zero return cancels; tiny
+ * inputs (one latent pixel) work. */
+static void test_progress_and_edges(void **state) {
+    (void)state;
+    if (!g_have) skip();
+    fixture *f = &g_fx[0][0];
+    const cq_qvae_config *c = cq_qvae_get_config(f->vae);
+    const int h = 6, w = 5, F = c->spatial_factor;
+    float *z = calloc((size_t)c->z_dim * h * w, sizeof(float)), *img = malloc(sizeof(float) * 4 * h * F * w * F);
+    float *mom = malloc(sizeof(float) * 2 * c->z_dim * h * w);
+    prog p = {.monotonic = true};
+    cq_qvae_set_progress(f->vae, on_progress, &p);
+    cq_qvae_set_band_rows(f->vae, 32);
+    assert_int_equal(cq_qvae_decode(f->vae, z, h, w, CQ_QVAE_PLANAR, img), CQ_OK);
+    assert_true(p.monotonic);
+    assert_int_equal(p.calls, h * F / 32);
+    assert_int_equal(p.last_done, (uint64_t)h * F);
+    assert_int_equal(p.last_total, (uint64_t)h * F);
+    p = (prog){.monotonic = true};
+    assert_int_equal(cq_qvae_encode(f->vae, img, h * F, w * F, CQ_QVAE_PLANAR, mom), CQ_OK);
+    assert_true(p.monotonic && p.calls >= 2);
+    assert_int_equal(p.last_done, (uint64_t)h * F);
+    p = (prog){.monotonic = true, .stop_after = 2};
+    assert_int_equal(cq_qvae_decode(f->vae, z, h, w, CQ_QVAE_PLANAR, img), CQ_ERR_INTERRUPTED);
+    assert_int_equal(p.calls, 2);
+    p = (prog){.monotonic = true, .stop_after = 1};
+    assert_int_equal(cq_qvae_encode(f->vae, img, h * F, w * F, CQ_QVAE_PLANAR, mom), CQ_ERR_INTERRUPTED);
+    cq_qvae_set_progress(f->vae, NULL, NULL);
+    cq_qvae_set_band_rows(f->vae, 0);
+    /* one latent pixel <-> one 16x16 tile */
+    for (int i = 0; i < c->z_dim; i++) z[i] = 0.5f * (float)(i % 3) - 0.5f;
+    assert_int_equal(cq_qvae_decode(f->vae, z, 1, 1, CQ_QVAE_CHANNELS_LAST, img), CQ_OK);
+    for (int i = 0; i < c->image_channels * F * F; i++) assert_true(isfinite(img[i]) && fabsf(img[i]) <= 1.0f);
+    assert_int_equal(cq_qvae_encode(f->vae, img, F, F, CQ_QVAE_CHANNELS_LAST, mom), CQ_OK);
+    for (int i = 0; i < 2 * c->z_dim; i++) assert_true(isfinite(mom[i]));
+    free(z);
+    free(img);
+    free(mom);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_golden_f32), cmocka_unit_test(test_golden_f16),     cmocka_unit_test(test_bands),
+        cmocka_unit_test(test_layouts_and_norm), cmocka_unit_test(test_errors), cmocka_unit_test(test_progress_and_edges),
+        cmocka_unit_test(test_config_errors),    cmocka_unit_test(test_ref_backend),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
