@@ -5,7 +5,8 @@
  * (a matrix, or conv2d's im2col generated on the fly) and W is a weight in
  * any supported codec. The kit's microkernel computes a tile of the
  * transposed product, Cᵀ[mr weight rows][nr activation rows]: weight rows
- * are read in place (f32 weights) or decoded row by row into a small block
+ * are read in place (f32 weights; bf16 weights on the pair path) or decoded
+ * row by row into a small block
  * (no transposition, so decoders write contiguous vectors), activations are
  * packed once per task into panels [k][nr].
  *
