@@ -59,8 +59,17 @@ run: release
 		./$(BUILD)/cortiq imagine $(BUILD)/demo/tiny_pipeline.cmf "$(RUN_PROMPT)" --size 256x256 --steps 20 -o shapes.png; \
 	fi
 
+# Cross-build the library, the CLI and the kernel tests for 64-bit Arm
+# (Debian's gcc-aarch64-linux-gnu with the arm64 -dev packages, see .ci/run)
+# and run the kernel tests under qemu-user: the NEON kit's check. One thread
+# per backend (qemu-user threads hang on some hosts).
+cross-arm64:
+	@$(CMAKE) -S . -B build-arm64 -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@$(CMAKE) --build build-arm64 -j $(JOBS) --target cortiq_static cortiq test_ops test_cpu_kits
+	cd build-arm64 && CQ_TEST_OPS_THREADS=1 ctest --output-on-failure -R '^test_(cpu_kits|ops)$$'
+
 bench: release
 	./$(BUILD)/cortiq bench gemm --quick
 
 clean:
-	rm -rf $(BUILD) build-asan build-fuzz build-gpu
+	rm -rf $(BUILD) build-asan build-fuzz build-gpu build-arm64

@@ -25,7 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef CQ_BENCH_ZLIB
+#ifdef CQ_HAVE_ZLIB
 #include <zlib.h>
 #endif
 
@@ -157,7 +157,7 @@ static cq_status read_input(const char *path, const char *what, char **out, size
     size_t cap = 1 << 20, n = 0;
     char *buf = cq_malloc(cap + 1);
     if (!buf) return CQ_ERR_NOMEM;
-#ifdef CQ_BENCH_ZLIB
+#ifdef CQ_HAVE_ZLIB
     gzFile f = gzopen(path, "rb"); /* reads plain files as they are */
 #else
     FILE *f = fopen(path, "rb");
@@ -177,7 +177,7 @@ static cq_status read_input(const char *path, const char *what, char **out, size
             buf = b;
             cap *= 2;
         }
-#ifdef CQ_BENCH_ZLIB
+#ifdef CQ_HAVE_ZLIB
         int k = gzread(f, buf + n, (unsigned)(cap - n));
 #else
         long k = (long)fread(buf + n, 1, cap - n, f);
@@ -186,7 +186,7 @@ static cq_status read_input(const char *path, const char *what, char **out, size
         if (k <= 0) break;
         n += (size_t)k;
     }
-#ifdef CQ_BENCH_ZLIB
+#ifdef CQ_HAVE_ZLIB
     gzclose(f);
 #else
     fclose(f);

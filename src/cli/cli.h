@@ -21,8 +21,11 @@ int cq_cmd_imagine(int argc, char **argv);
 int cq_cmd_gpu(int argc, char **argv);
 
 /* `cortiq bench <what>` subcommands, one file each (bench_<what>.c); argv[0] = "<what>". */
+int cq_bench_gemm(int argc, char **argv);
+int cq_bench_attention(int argc, char **argv);
 int cq_bench_qi21(int argc, char **argv);
 int cq_bench_imagine(int argc, char **argv);
+int cq_bench_tokenizer(int argc, char **argv);
 
 /* Print "cortiq <cmd>: error: <what>: <cq_last_error()>" and return 1. */
 int cq_cli_fail(const char *cmd, cq_status s, const char *what);

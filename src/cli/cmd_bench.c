@@ -16,8 +16,11 @@ typedef struct bench {
 } bench;
 
 static const bench k_benches[] = {
+    {"gemm", cq_bench_gemm, "matmul GFLOP/s per weight codec and ISA, against OpenBLAS and oneDNN"},
+    {"attention", cq_bench_attention, "flash attention GFLOP/s against our matmul throughput"},
     {"qi21", cq_bench_qi21, "the Qwen-Image-2.1 denoiser (real 7B shape, random weights): prefill and step"},
     {"imagine", cq_bench_imagine, "Qwen-Image-2.1 text to image end to end (real configuration, random weights)"},
+    {"tokenizer", cq_bench_tokenizer, "tokenizer encoding speed (MB/s, tokens/s)"},
 };
 
 static void help(FILE *f) {

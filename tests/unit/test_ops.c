@@ -14,7 +14,10 @@
  * (abs, rel) stated per op below. A backend that does not support a
  * combination must say so with CQ_ERR_UNSUPPORTED (checked too).
  *
- * CQ_TEST_OPS_BIG=1 runs the full cartesian sweep with larger shapes.
+ * CQ_TEST_OPS_BIG=1 runs the full cartesian sweep with larger shapes;
+ * CQ_TEST_OPS_FILTER=<cmocka pattern> runs only the matching tests;
+ * CQ_TEST_OPS_THREADS=N gives every backend N threads (1 under qemu-user,
+ * whose threads hang on some hosts).
  */
 #include <math.h>
 #include <stdio.h>
@@ -464,6 +467,16 @@ static void test_matmul(void **state) {
                 cq_dtype ydt = s % 2 ? CQ_DTYPE_F32 : k_acts[xi];
                 matmul_case(wsub[wi], k_acts[xi], ydt, small[s].M, small[s].K, small[s].N, (int)((s + wi) % MM_VARIANTS));
             }
+    /* bf16 activations with every codec: the bf16-pair path (VDPBF16PS and
+     * the generic kit's plain-C twin) for bf16 / q8_row / q4 weights, the f32
+     * path for the rest. The shapes cover several K blocks of the pair path
+     * (512), an odd K (the last pair half empty), K % 32 != 0 (q4_block then
+     * has no pair form), partial weight panels and several N groups. */
+    static const mnk pairs[] = {{9, 1025, 40}, {33, 1056, 72}, {40, 1040, 70}, {70, 64, 33}};
+    for (size_t ci = 0; ci < CQ_ARRAY_LEN(k_codecs); ci++)
+        for (size_t s = 0; s < CQ_ARRAY_LEN(pairs); s++)
+            matmul_case(k_codecs[ci], CQ_DTYPE_BF16, s % 2 ? CQ_DTYPE_BF16 : CQ_DTYPE_F32, pairs[s].M, pairs[s].K,
+                        pairs[s].N, (int)((s + ci) % MM_VARIANTS));
     if (g.big)
         for (size_t ci = 0; ci < CQ_ARRAY_LEN(k_codecs); ci++)
             for (size_t s = 0; s < CQ_ARRAY_LEN(bigs); s++)
@@ -532,6 +545,8 @@ static void test_attention(void **state) {
         attention_case(dt, 20, 0, 200, 2, 2, 80, VIS_RANDOM, 0.0f);
         attention_case(dt, 1, 257, 1, 8, 2, 256, VIS_NONE, 0.0f);
         attention_case(dt, 33, 7, 100, 6, 3, 100, VIS_RANDOM, 0.0f);
+        /* More kv heads than one round of packed keys holds (4 MiB): two rounds. */
+        attention_case(dt, 3, 200, 800, 10, 10, 128, VIS_CAUSAL, 0.0f);
         if (g.big) {
             attention_case(dt, 257, 1000, 257, 4, 1, 128, VIS_CAUSAL, 0.0f);
             attention_case(dt, 1000, 0, 1000, 2, 2, 64, VIS_BLOCK, 0.0f);
@@ -1099,9 +1114,11 @@ static int setup(void **state) {
     if (cq_backend_ref_create(&g.ref) != CQ_OK) return -1;
     /* Every ISA this machine runs, with awkward thread counts; plus the best
      * one single-threaded. */
+    const char *th = getenv("CQ_TEST_OPS_THREADS"); /* e.g. 1 under an emulator */
+    int force = th && *th ? atoi(th) : 0;
     for (int isa = CQ_CPU_GENERIC; isa < CQ_CPU_ISA_COUNT; isa++) {
         if (!cq_cpu_isa_available((cq_cpu_isa)isa)) continue;
-        int threads = isa == CQ_CPU_GENERIC ? 3 : 2;
+        int threads = force > 0 ? force : isa == CQ_CPU_GENERIC ? 3 : 2;
         if (cq_backend_cpu_create(threads, (cq_cpu_isa)isa, &g.be[g.nbe]) != CQ_OK) return -1;
         g.nbe++;
     }
@@ -1129,5 +1146,7 @@ int main(void) {
         cmocka_unit_test(test_data_movement), cmocka_unit_test(test_conv2d),       cmocka_unit_test(test_resample),
         cmocka_unit_test(test_shuffle_roundtrip), cmocka_unit_test(test_copy_edges),
     };
+    const char *filter = getenv("CQ_TEST_OPS_FILTER"); /* e.g. "test_matmul" or "test_*norm*" */
+    if (filter && *filter) cmocka_set_test_filter(filter);
     return cmocka_run_group_tests(tests, setup, teardown);
 }

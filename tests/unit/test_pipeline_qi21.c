@@ -20,7 +20,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef CQ_HAVE_ZLIB
 #include <zlib.h>
+#endif
 
 #include "base/base.h"
 #include "format/safetensors.h"
@@ -36,6 +38,10 @@ static char g_cmf_path[1200];
 
 static int setup(void **state) {
     (void)state;
+#ifndef CQ_HAVE_ZLIB
+    /* the pack is stored gzipped; without zlib there is nothing to run */
+    return 0;
+#else
     const char *dir = tu_tmpdir("pipeline_qi21");
     if (!dir) return -1;
     snprintf(g_cmf_path, sizeof g_cmf_path, "%s/tiny_pipeline.cmf", dir);
@@ -51,6 +57,7 @@ static int setup(void **state) {
     while ((k = gzread(gz, buf, sizeof buf)) > 0) fwrite(buf, 1, (size_t)k, f);
     gzclose(gz);
     return fclose(f) == 0 && k == 0 ? 0 : -1;
+#endif
 }
 
 static float *read_tensor(const cq_st *st, const char *name, uint64_t *n) {
@@ -172,6 +179,10 @@ static void run_case(cq_qi21_pipe *pipe, const cq_st *exp, const char *name, con
 
 static void test_pipeline_parity(void **state) {
     (void)state;
+    if (!g_cmf_path[0]) {
+        print_message("built without zlib: the gzipped golden pack cannot be read\n");
+        skip();
+    }
     size_t len;
     char *js = (char *)tu_read_file(GOLDEN "/cases.json", &len);
     assert_non_null(js);
@@ -200,6 +211,7 @@ static void test_pipeline_parity(void **state) {
 
 static void test_pipeline_errors(void **state) {
     (void)state;
+    if (!g_cmf_path[0]) skip();
     cq_cmf *cmf;
     assert_int_equal(cq_cmf_open(g_cmf_path, &cmf), CQ_OK);
     cq_backend *be;

@@ -1,27 +1,37 @@
 /*
  * attention_generic.c — flash-style attention for the CPU backend.
  *
- * One task = one query head x one block of BQ query rows. Keys are visited
- * in tiles of BK rows up to the furthest key any row of the block sees; per
- * tile: S = (scale*Q)·Kᵀ and O += P·V both run on the ISA microkernel (Q, K,
- * P, V packed into its panel layouts), with an online softmax in between
- * (running max m and sum l per row; O is rescaled when m grows). Neither the
- * n x m score matrix nor a copy of K/V is ever built; per-thread memory is a
- * few tiles. Keys are the prefix rows followed by the own rows, and grouped
- * query heads read kv head h / (Hq / Hkv).
+ * Work is done a few kv heads at a time (as many as a memory budget allows).
+ * First their keys are transposed once into the microkernel's B panels
+ * Kᵀ[D][nr] and their values cut into panels V[T][nr] (contiguous: value
+ * rows read in place sit a power-of-two stride apart and thrash L1); every
+ * query block of every query head in the group then reuses them. One task = one query head x one
+ * block of BQ query rows; per key tile of BK keys:
+ *   S = Q·Kᵀ         microkernel: A = the block's query rows, B = Kᵀ panels
+ *   online softmax   per row: scale, running max m and sum l (the kit's
+ *                    vectorised exp), O rescaled when m grows
+ *   O += P·V         microkernel: A = the rows of P (= S in place), B = the
+ *                    value panels
+ * The n x m score matrix is never built; packed keys and values exist for a
+ * few kv heads at a time (ATT_PACK_BUDGET). Keys are the
+ * prefix rows followed by the own rows, and grouped query heads read kv head
+ * h / (Hq / Hkv).
  */
 #include "backends/cpu/cpu_impl.h"
 
-enum { ATT_BQ = 64, ATT_BK = 64, ATT_BQ_MAX = 128 };
+enum { ATT_BQ = 64, ATT_BK = 256 };
+#define ATT_PACK_BUDGET ((size_t)8 << 20) /* bytes of packed keys + values per round (2 heads of 4096 x 128) */
 
 typedef struct attn_ctx {
     const cq_cpu_kit *kit;
-    int64_t Nq, D, Dp, Hq, group, P, T, BQ, BK, n_qb, qw, kvw;
+    int64_t Nq, D, Dp, Hq, group, P, T, Tp, BQ, BK, n_qb, qw, kvw;
+    int64_t kv0, nkv; /* kv heads of this round */
     float scale;
     bool causal;
     const float *q, *kp, *vp, *k, *v;
     float *o;
     const int32_t *vis;
+    float *kt, *vt;  /* packed keys [nkv][Tp/nr][D][nr], values [nkv][Dp/nr][T][nr] */
     float *scratch;
     size_t slot_floats;
 } attn_ctx;
@@ -32,15 +42,41 @@ static inline const float *kv_row(const attn_ctx *c, const float *pre, const flo
 
 static size_t r16(size_t n) { return (n + 15) & ~(size_t)15; }
 
+/* Phase 1: one task = one panel of nr keys (and their values) of one kv head. */
+static void pack_kv(void *vctx, int slot, int64_t t0, int64_t t1) {
+    (void)slot;
+    const attn_ctx *c = vctx;
+    const int NR = c->kit->nr;
+    const int64_t D = c->D, npan = c->Tp / NR, npd = c->Dp / NR;
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t hh = t / npan, p = t % npan, kvh = c->kv0 + hh;
+        float *dst = c->kt + (hh * npan + p) * D * NR;
+        for (int64_t jj = 0; jj < NR; jj++) {
+            int64_t j = p * NR + jj;
+            if (j >= c->T) {
+                for (int64_t d = 0; d < D; d++) dst[d * NR + jj] = 0.0f;
+                continue;
+            }
+            const float *kr = kv_row(c, c->kp, c->k, j, kvh), *vr = kv_row(c, c->vp, c->v, j, kvh);
+            for (int64_t d = 0; d < D; d++) dst[d * NR + jj] = kr[d];
+            for (int64_t q = 0; q < npd; q++) {
+                float *vd = c->vt + ((hh * npd + q) * c->T + j) * NR;
+                int64_t n = CQ_MIN((int64_t)NR, D - q * NR);
+                memcpy(vd, vr + q * NR, sizeof(float) * (size_t)n);
+                for (int64_t d = n; d < NR; d++) vd[d] = 0.0f;
+            }
+        }
+    }
+}
+
 static void attn_block(const attn_ctx *c, float *sp, int64_t h, int64_t i0) {
     const int MR = c->kit->mr, NR = c->kit->nr;
-    const int64_t D = c->D, Dp = c->Dp, BK = c->BK, kvh = h / c->group;
+    const int64_t D = c->D, Dp = c->Dp, BK = c->BK, hh = h / c->group - c->kv0;
+    const int64_t npan = c->Tp / NR;
     int64_t bq = CQ_MIN(c->BQ, c->Nq - i0), bqp = (bq + MR - 1) / MR * MR;
-    float *Qp = sp, *Kp = Qp + r16((size_t)(c->BQ * D)), *S = Kp + r16((size_t)(BK * D));
-    float *Pp = S + r16((size_t)(c->BQ * BK)), *Vp = Pp + r16((size_t)(c->BQ * BK));
-    float *O = Vp + r16((size_t)(BK * Dp));
-    float m[ATT_BQ_MAX], l[ATT_BQ_MAX];
-    int64_t lim[ATT_BQ_MAX], kmax = 0;
+    float *Qs = sp, *S = Qs + r16((size_t)(c->BQ * D)), *O = S + r16((size_t)(c->BQ * BK));
+    float m[ATT_BQ + 32], l[ATT_BQ + 32];
+    int64_t lim[ATT_BQ + 32], kmax = 0;
     for (int64_t r = 0; r < bq; r++) {
         int64_t li = c->T;
         if (c->vis) {
@@ -54,71 +90,40 @@ static void attn_block(const attn_ctx *c, float *sp, int64_t h, int64_t i0) {
         m[r] = -INFINITY;
         l[r] = 0.0f;
     }
-    /* Q panels [D][MR], pre-scaled so S comes out scaled. */
-    for (int64_t i = 0; i < bqp; i += MR)
-        for (int64_t ii = 0; ii < MR; ii++) {
-            float *dst = Qp + i * D + ii;
-            if (i + ii < bq) {
-                const float *qr = c->q + (i0 + i + ii) * c->qw + h * D;
-                for (int64_t d = 0; d < D; d++) dst[d * MR] = qr[d] * c->scale;
-            } else {
-                for (int64_t d = 0; d < D; d++) dst[d * MR] = 0.0f;
-            }
-        }
+    /* The block's query rows, zero-padded to a multiple of MR. */
+    for (int64_t r = 0; r < bqp; r++) {
+        if (r < bq) memcpy(Qs + r * D, c->q + (i0 + r) * c->qw + h * D, sizeof(float) * (size_t)D);
+        else memset(Qs + r * D, 0, sizeof(float) * (size_t)D);
+    }
     memset(O, 0, sizeof(float) * (size_t)(bqp * Dp));
+    const float *Kt = c->kt + hh * npan * D * NR;
     for (int64_t j0 = 0; j0 < kmax; j0 += BK) {
         int64_t bk = CQ_MIN(BK, kmax - j0), bkp = (bk + NR - 1) / NR * NR;
-        /* K panels [D][NR] (transposed key rows). */
         for (int64_t p = 0; p < bkp; p += NR)
-            for (int64_t jj = 0; jj < NR; jj++) {
-                float *dst = Kp + p * D + jj;
-                if (p + jj < bk) {
-                    const float *kr = kv_row(c, c->kp, c->k, j0 + p + jj, kvh);
-                    for (int64_t d = 0; d < D; d++) dst[d * NR] = kr[d];
-                } else {
-                    for (int64_t d = 0; d < D; d++) dst[d * NR] = 0.0f;
-                }
-            }
-        for (int64_t p = 0; p < bkp; p += NR)
-            for (int64_t i = 0; i < bqp; i += MR) c->kit->ukernel(D, Qp + i * D, Kp + p * D, S + i * BK + p, BK, 0);
+            for (int64_t i = 0; i < bqp; i += MR)
+                c->kit->ukernel(D, Qs + i * D, D, Kt + ((j0 + p) / NR) * D * NR, NR, S + i * BK + p, BK, 0);
         /* Online softmax; S becomes P in place (zeros where masked). */
         for (int64_t r = 0; r < bqp; r++) {
             float *sr = S + r * BK;
             int64_t n = r < bq ? CQ_MAX((int64_t)0, CQ_MIN(lim[r] - j0, bk)) : 0;
             if (n == 0) {
-                memset(sr, 0, sizeof(float) * (size_t)bkp);
+                memset(sr, 0, sizeof(float) * (size_t)bk);
                 continue;
             }
-            float mx = sr[0];
-            for (int64_t jj = 1; jj < n; jj++) mx = sr[jj] > mx ? sr[jj] : mx;
+            float mx = c->kit->scale_max(sr, n, c->scale);
             float mnew = mx > m[r] ? mx : m[r];
-            float corr = expf(m[r] - mnew), sum = 0.0f;
-            for (int64_t jj = 0; jj < n; jj++) {
-                float e = expf(sr[jj] - mnew);
-                sr[jj] = e;
-                sum += e;
-            }
-            for (int64_t jj = n; jj < bkp; jj++) sr[jj] = 0.0f;
+            float corr = cq_cpu_expf(m[r] - mnew);
+            float sum = c->kit->exp_sum(sr, n, mnew);
+            if (n < bk) memset(sr + n, 0, sizeof(float) * (size_t)(bk - n));
             l[r] = l[r] * corr + sum;
             m[r] = mnew;
             if (corr != 1.0f)
-                for (int64_t d = 0; d < Dp; d++) O[r * Dp + d] *= corr;
+                for (int64_t d = 0; d < D; d++) O[r * Dp + d] *= corr;
         }
-        /* P panels [bkp][MR], V panels [bkp][NR] over the head's channels. */
-        for (int64_t i = 0; i < bqp; i += MR)
-            for (int64_t jj = 0; jj < bkp; jj++)
-                for (int64_t ii = 0; ii < MR; ii++) Pp[i * bkp + jj * MR + ii] = S[(i + ii) * BK + jj];
-        for (int64_t jj = 0; jj < bkp; jj++) {
-            if (jj < bk) {
-                const float *vr = kv_row(c, c->vp, c->v, j0 + jj, kvh);
-                for (int64_t d = 0; d < Dp; d++) Vp[(d / NR) * NR * bkp + jj * NR + d % NR] = d < D ? vr[d] : 0.0f;
-            } else {
-                for (int64_t d = 0; d < Dp; d++) Vp[(d / NR) * NR * bkp + jj * NR + d % NR] = 0.0f;
-            }
+        for (int64_t q = 0; q < Dp / NR; q++) {
+            const float *B = c->vt + ((hh * (Dp / NR) + q) * c->T + j0) * NR;
+            for (int64_t i = 0; i < bqp; i += MR) c->kit->ukernel(bk, S + i * BK, BK, B, NR, O + i * Dp + q * NR, Dp, 1);
         }
-        for (int64_t q = 0; q < Dp; q += NR)
-            for (int64_t i = 0; i < bqp; i += MR)
-                c->kit->ukernel(bkp, Pp + i * bkp, Vp + q * bkp, O + i * Dp + q, Dp, 1);
     }
     for (int64_t r = 0; r < bq; r++) {
         float *dst = c->o + (i0 + r) * c->qw + h * D;
@@ -130,22 +135,24 @@ static void attn_block(const attn_ctx *c, float *sp, int64_t h, int64_t i0) {
 static void attn_tasks(void *vctx, int slot, int64_t t0, int64_t t1) {
     const attn_ctx *c = vctx;
     float *sp = c->scratch + (size_t)slot * c->slot_floats;
-    for (int64_t t = t0; t < t1; t++) attn_block(c, sp, t / c->n_qb, (t % c->n_qb) * c->BQ);
+    for (int64_t t = t0; t < t1; t++) attn_block(c, sp, c->kv0 * c->group + t / c->n_qb, (t % c->n_qb) * c->BQ);
 }
 
 cq_status cq_cpu_attention(cq_backend *be, const cq_attn_args *a) {
     cq_cpu_backend *cb = cq_cpu_of(be);
     const cq_cpu_kit *kit = cb->kit;
+    const int NR = kit->nr;
     attn_ctx c = {.kit = kit};
     c.Nq = cq_tensor_rows(a->q);
     c.D = a->head_dim;
-    c.Dp = (c.D + kit->nr - 1) / kit->nr * kit->nr;
+    c.Dp = (c.D + NR - 1) / NR * NR;
     c.Hq = a->n_heads;
     c.group = a->n_heads / a->n_kv_heads;
     c.P = a->k_prefix ? cq_tensor_rows(a->k_prefix) : 0;
     c.T = c.P + (a->k ? cq_tensor_rows(a->k) : 0);
-    c.BQ = CQ_MIN((int64_t)(ATT_BQ + kit->mr - 1) / kit->mr * kit->mr, (int64_t)ATT_BQ_MAX);
-    c.BK = (ATT_BK + kit->nr - 1) / kit->nr * kit->nr;
+    c.Tp = (c.T + NR - 1) / NR * NR;
+    c.BQ = ATT_BQ / kit->mr * kit->mr;
+    c.BK = ATT_BK / NR * NR;
     c.n_qb = (c.Nq + c.BQ - 1) / c.BQ;
     c.qw = c.Hq * c.D;
     c.kvw = (int64_t)a->n_kv_heads * c.D;
@@ -158,11 +165,26 @@ cq_status cq_cpu_attention(cq_backend *be, const cq_attn_args *a) {
     c.v = a->v ? cq_host_ptr(a->v) : NULL;
     c.o = cq_host_ptr(a->o);
     c.vis = a->vis ? cq_host_ptr(a->vis) : NULL;
-    c.slot_floats = r16((size_t)(c.BQ * c.D)) + r16((size_t)(c.BK * c.D)) + 2 * r16((size_t)(c.BQ * c.BK)) +
-                    r16((size_t)(c.BK * c.Dp)) + r16((size_t)(c.BQ * c.Dp));
+    if (c.T == 0 || c.Nq == 0) { /* nothing visible: zeros */
+        memset(c.o, 0, sizeof(float) * (size_t)(c.Nq * c.qw));
+        return CQ_OK;
+    }
+    size_t per_head = (size_t)(c.Tp * c.D) + (size_t)(c.T * c.Dp);
+    int64_t nkv = CQ_MAX((int64_t)1, CQ_MIN((int64_t)a->n_kv_heads, (int64_t)(ATT_PACK_BUDGET / 4 / per_head)));
+    c.slot_floats = r16((size_t)(c.BQ * c.D)) + r16((size_t)(c.BQ * c.BK)) + r16((size_t)(c.BQ * c.Dp));
     c.scratch = cq_cpu_scratch_get(cb, CQ_CPU_SCRATCH_WORK, (size_t)cb->threads * c.slot_floats * sizeof(float));
-    if (!c.scratch) return CQ_ERR_NOMEM;
-    cq_cpu_parallel(cb, c.Hq * c.n_qb, 1, attn_tasks, &c);
+    c.kt = c.scratch ? cq_cpu_scratch_get(cb, CQ_CPU_SCRATCH_KV, (size_t)nkv * per_head * sizeof(float)) : NULL;
+    if (!c.kt) {
+        cq_cpu_scratch_put(cb, CQ_CPU_SCRATCH_WORK, c.scratch);
+        return CQ_ERR_NOMEM;
+    }
+    for (c.kv0 = 0; c.kv0 < a->n_kv_heads; c.kv0 += nkv) {
+        c.nkv = CQ_MIN(nkv, (int64_t)a->n_kv_heads - c.kv0);
+        c.vt = c.kt + (size_t)c.nkv * (size_t)(c.Tp * c.D);
+        cq_cpu_parallel(cb, c.nkv * (c.Tp / NR), cq_cpu_grain(cb, c.nkv * (c.Tp / NR), 2 * NR * c.D), pack_kv, &c);
+        cq_cpu_parallel(cb, c.nkv * c.group * c.n_qb, 1, attn_tasks, &c);
+    }
+    cq_cpu_scratch_put(cb, CQ_CPU_SCRATCH_KV, c.kt);
     cq_cpu_scratch_put(cb, CQ_CPU_SCRATCH_WORK, c.scratch);
     return CQ_OK;
 }

@@ -19,14 +19,18 @@
 #include "backends/cpu/cpu_impl.h"
 
 /* ---- ISA kits ----------------------------------------------------------------------- */
-static const cq_cpu_kit *kit_for(cq_cpu_isa isa) {
+const cq_cpu_kit *cq_cpu_kit_for(cq_cpu_isa isa) {
     switch (isa) {
     case CQ_CPU_GENERIC: return cq_cpu_kit_generic();
 #if defined(CQ_ARCH_X86)
     case CQ_CPU_AVX2: return cq_cpu_kit_avx2();
     case CQ_CPU_AVX512: return cq_cpu_kit_avx512();
+    case CQ_CPU_AMX: return cq_cpu_kit_amx();
 #endif
-    default: return NULL; /* AMX and NEON kernels are not built yet */
+#if defined(CQ_ARCH_ARM64)
+    case CQ_CPU_NEON: return cq_cpu_kit_neon();
+#endif
+    default: return NULL; /* not built for this architecture */
     }
 }
 
@@ -36,8 +40,26 @@ static bool cpu_has(cq_cpu_isa isa) {
     case CQ_CPU_GENERIC: return true;
     case CQ_CPU_AVX2: return f->avx2 && f->fma && f->f16c;
     case CQ_CPU_AVX512: return f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq && f->f16c;
-    case CQ_CPU_AMX: return f->amx_tile && f->amx_bf16;
+    /* AMX kit = the AVX-512 kit (with bf16) plus tile kernels */
+    case CQ_CPU_AMX: return f->amx_tile && f->amx_bf16 && cpu_has(CQ_CPU_AVX512) && f->avx512bf16;
     case CQ_CPU_NEON: return f->neon;
+    default: return false;
+    }
+}
+
+/* Which kits this build has, without calling into them: their code is
+ * compiled for their ISA and may only run where cpu_has() says so. */
+static bool isa_built(cq_cpu_isa isa) {
+    switch (isa) {
+    case CQ_CPU_GENERIC: return true;
+#if defined(CQ_ARCH_X86)
+    case CQ_CPU_AVX2:
+    case CQ_CPU_AVX512:
+    case CQ_CPU_AMX: return true;
+#endif
+#if defined(CQ_ARCH_ARM64)
+    case CQ_CPU_NEON: return true;
+#endif
     default: return false;
     }
 }
@@ -45,7 +67,7 @@ static bool cpu_has(cq_cpu_isa isa) {
 /* Available = this build has kernels for it and the CPU (and OS) allow it. */
 bool cq_cpu_isa_available(cq_cpu_isa isa) {
     if (isa == CQ_CPU_AUTO) return true;
-    return kit_for(isa) != NULL && cpu_has(isa);
+    return isa_built(isa) && cpu_has(isa);
 }
 
 static cq_cpu_isa best_isa(void) {
@@ -185,7 +207,7 @@ cq_status cq_backend_cpu_create(int threads, cq_cpu_isa isa, cq_backend **out) {
     if (isa == CQ_CPU_AUTO) CQ_TRY(parse_isa_env(&isa));
     if (isa == CQ_CPU_AUTO) isa = best_isa();
     if (!cq_cpu_isa_available(isa)) {
-        if (!kit_for(isa))
+        if (!isa_built(isa))
             return cq_fail(CQ_ERR_UNSUPPORTED, "cpu backend: no %s kernels in this build", cq_cpu_isa_name(isa));
         return cq_fail(CQ_ERR_UNSUPPORTED, "cpu backend: this CPU (%s) lacks %s", cq_cpu()->model,
                        cq_cpu_isa_name(isa));
@@ -199,7 +221,7 @@ cq_status cq_backend_cpu_create(int threads, cq_cpu_isa isa, cq_backend **out) {
         return s;
     }
     cb->threads = cq_pool_threads(cb->pool);
-    cb->kit = kit_for(isa);
+    cb->kit = cq_cpu_kit_for(isa);
     cb->base.vt = &k_cpu_vtbl;
     cb->base.act_dtype = CQ_DTYPE_F32;
     cb->base.impl = cb;

@@ -4,14 +4,15 @@
  * Structure
  *  - cpu_backend.c: the vtable, ISA selection, supports().
  *  - cpu_kit: what differs per ISA. Each ISA file (gemm_generic.c,
- *    gemm_avx2.c, gemm_avx512.c; later gemm_amx.c, gemm_neon.c) exports one
- *    cq_cpu_kit. Drivers (GEMM tiling, flash attention, conv) are ISA-neutral
- *    and call the kit, so a new ISA is one file plus a line in
- *    cpu_backend.c's kit table.
+ *    gemm_avx2.c, gemm_avx512.c, gemm_amx.c, gemm_neon.c) exports one
+ *    cq_cpu_kit: microkernels, vector decoders, attention row helpers.
+ *    Drivers (GEMM blocking, flash attention, conv) are ISA-neutral and call
+ *    the kit, so a new ISA is one file plus a line in cpu_backend.c.
  *  - cpu_weights.c: weight matrices in any supported codec, decoded on the
- *    fly into f32 panels (never a whole dequantized copy).
+ *    fly row segment by row segment (never a whole dequantized copy), as
+ *    f32 or, for bf16 activations, as exact bf16 pairs.
  *  - cpu_gemm.c: blocked GEMM driver with fused epilogues; matmul and conv2d
- *    run on it, attention uses the same microkernel.
+ *    run on it, attention uses the same f32 microkernel.
  *  - attention_generic.c, rowops_generic.c, eltwise_generic.c,
  *    image_generic.c: the other ops, threaded over rows/heads.
  */
@@ -24,27 +25,77 @@
 #include "ops/backend.h"
 
 /* ---- per-ISA kit ---------------------------------------------------------------- */
-/* C[MR][NR] (row stride ldc) = (acc ? C : 0) + A·B over kc steps, with A
- * packed [kc][MR] and B packed [kc][NR] (both 64-byte aligned). */
-typedef void (*cq_cpu_ukernel_fn)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int acc);
+/* The f32 microkernel: C[i][j] (+)= sum_k a[i*lda + k] * b[k*ldb + j] for
+ * i < mr, j < nr, k < kc. A is read row by row (weight rows, query rows,
+ * probability rows: no packing needed), B column-block by k (packed
+ * activation panels, transposed keys, value rows). acc = 0 overwrites C. */
+typedef void (*cq_cpu_ukernel_fn)(int64_t kc, const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
+                                  int64_t ldc, int acc);
+/* The bf16-pair microkernel: operands are pairs of bf16 (k, k+1) packed in a
+ * uint32 (low half = even k), A rows a[i*lda + p], B b[p*ldb + j], f32
+ * accumulation: C[i][j] (+)= sum_p a.lo*b.lo + a.hi*b.hi. Products of two
+ * bf16 are exact in f32, so with bf16 activations and weights that are bf16
+ * or small integers this is the f32 path's math in another order. */
+typedef void (*cq_cpu_ukernel_pair_fn)(int64_t kp, const uint32_t *a, int64_t lda, const uint32_t *b, int64_t ldb,
+                                       float *c, int64_t ldc, int acc);
+/* The same for weights with a scale per row and group of gp pairs (the q4
+ * codecs, whose nibbles are exact in bf16): C[i][j] (+)= sum_g s[i*lds + g] *
+ * (sum over the group's pairs); kp is a multiple of gp. */
+typedef void (*cq_cpu_ukernel_pair_grouped_fn)(int64_t kp, int64_t gp, const uint32_t *a, int64_t lda,
+                                               const uint32_t *b, int64_t ldb, const float *s, int64_t lds, float *c,
+                                               int64_t ldc, int acc);
 /* n f16 (little-endian bytes) / bf16 values to f32. */
 typedef void (*cq_cpu_cvt_fn)(const uint8_t *src, float *dst, int64_t n);
 
 typedef struct cq_cpu_kit {
     cq_cpu_isa isa;
     const char *name;
-    int mr, nr;                 /* microkernel tile */
+    int mr, nr; /* f32 microkernel tile: mr weight (A) rows x nr activation (B) columns */
     cq_cpu_ukernel_fn ukernel;
-    cq_cpu_cvt_fn f16_to_f32;   /* row conversion used by weight decoding */
+    /* bf16 pairs (NULL where the ISA has no bf16 dot product): tile mr2 x nr2 */
+    int mr2, nr2;
+    cq_cpu_ukernel_pair_fn ukernel_pair;
+    cq_cpu_ukernel_pair_grouped_fn ukernel_pair_grouped; /* may be NULL */
+    /* called by the GEMM driver around its pair-path work on each thread
+     * (AMX: load the tile configuration, release it); may be NULL */
+    void (*pair_begin)(void);
+    void (*pair_end)(void);
+    /* row conversions and decoders (weight decoding, activation loads) */
+    cq_cpu_cvt_fn f16_to_f32;
     cq_cpu_cvt_fn bf16_to_f32;
+    /* out[i] = (q[i] * s) * col[i] (col NULL: q[i] * s), rounded in that order */
+    void (*i8_to_f32)(const int8_t *q, float s, const float *col, float *out, int64_t n);
+    /* ng groups of 32 4-bit values (16 bytes each, `stride` bytes apart, low nibble first):
+     * out[32g + j] = (nibble - 8) * s[g] */
+    void (*q4_to_f32)(const uint8_t *nib, int64_t stride, const float *s, float *out, int64_t ng);
+    /* bf16-pair decoders (with ukernel_pair): exact integers as bf16 */
+    void (*i8_to_bf16)(const int8_t *q, uint16_t *out, int64_t n);
+    void (*q4_to_bf16)(const uint8_t *nib, int64_t stride, uint16_t *out, int64_t ng);
     float (*dot)(const float *a, const float *b, int64_t n); /* skinny (GEMV) matmuls */
+    /* attention: s[i] *= scale, returns max s[i] (n >= 1) */
+    float (*scale_max)(float *s, int64_t n, float scale);
+    /* attention: s[i] = exp(s[i] - m), returns the sum (cq_cpu_expf accuracy) */
+    float (*exp_sum)(float *s, int64_t n, float m);
 } cq_cpu_kit;
 
+/* The kit of an ISA built into this library (NULL: not built for this
+ * architecture). It may only be called when cq_cpu_isa_available(isa). */
+const cq_cpu_kit *cq_cpu_kit_for(cq_cpu_isa isa);
 const cq_cpu_kit *cq_cpu_kit_generic(void);
 #if defined(CQ_ARCH_X86)
 const cq_cpu_kit *cq_cpu_kit_avx2(void);
 const cq_cpu_kit *cq_cpu_kit_avx512(void);
+const cq_cpu_kit *cq_cpu_kit_amx(void);
 #endif
+#if defined(CQ_ARCH_ARM64)
+const cq_cpu_kit *cq_cpu_kit_neon(void);
+#endif
+
+/* exp(x) in plain C with the steps every kit vectorises (bit-identical
+ * results): x = n ln2 + r, |r| <= ln2/2, exp(r) by its degree-7 Taylor
+ * polynomial; relative error <= 1.5e-7 on [-87.3, 88] (tested in
+ * test_cpu_kits.c), 0 below -87.33654 (no denormal results), NaN kept. */
+float cq_cpu_expf(float x);
 
 /* ---- the backend ------------------------------------------------------------------ */
 /* Per-op scratch kept by the backend, one buffer per use that can be live at
@@ -53,8 +104,9 @@ const cq_cpu_kit *cq_cpu_kit_avx512(void);
 typedef enum cq_cpu_scratch_slot {
     CQ_CPU_SCRATCH_WORK = 0, /* per-thread work areas (GEMM panels, attention tiles, ...) */
     CQ_CPU_SCRATCH_X,        /* a converted activation operand */
-    CQ_CPU_SCRATCH_W1,       /* decoded per-column factors of the first weight */
+    CQ_CPU_SCRATCH_W1,       /* decoded per-column factors / q4tp ladders of the first weight */
     CQ_CPU_SCRATCH_W2,       /* ... of the second (SwiGLU) */
+    CQ_CPU_SCRATCH_KV,       /* attention: keys and values packed for a round of kv heads */
     CQ_CPU_SCRATCH_COUNT
 } cq_cpu_scratch_slot;
 
@@ -154,30 +206,44 @@ static inline float cq_cpu_gelu_tanh(float x) {
 /* A matrix operand read as [rows = shape[0], cols = nelem/rows]: a weight in
  * any codec this backend decodes, or a float activation. */
 typedef struct cq_cpu_wmat cq_cpu_wmat;
+/* elements [k0, k0+n) of row r as f32, exactly the codec's values */
 typedef void (*cq_cpu_wdecode_fn)(const cq_cpu_wmat *w, int64_t r, int64_t k0, int64_t n, float *out);
+/* the same as exact bf16 values with the scale left out: none (bf16), one
+ * per row (CQ_CPU_WSCALE_ROW, see cq_cpu_wmat_row_scale) or one per group of
+ * 32 (CQ_CPU_WSCALE_GROUP, written to gs[0 .. n/32); k0 and n are then
+ * multiples of 32) */
+typedef void (*cq_cpu_wdecode_pair_fn)(const cq_cpu_wmat *w, int64_t r, int64_t k0, int64_t n, uint16_t *out,
+                                       float *gs);
+typedef enum cq_cpu_wscale { CQ_CPU_WSCALE_NONE = 0, CQ_CPU_WSCALE_ROW, CQ_CPU_WSCALE_GROUP } cq_cpu_wscale;
 struct cq_cpu_wmat {
     cq_dtype dt;
     const uint8_t *p;
     int64_t rows, cols;
-    float *col;             /* q8_2f: decoded column factors [cols] (backend scratch) */
+    float *col;               /* q8_2f: decoded column factors [cols] (backend scratch) */
     int64_t gpr, code_stride; /* q4tp */
+    float *ladder;            /* q4tp: [rows][32] rungs once prepared (backend scratch), else NULL */
     const cq_cpu_kit *kit;
     cq_cpu_backend *cb;
-    cq_cpu_scratch_slot slot; /* where `col` lives */
-    cq_cpu_wdecode_fn decode; /* elements [k0, k0+n) of row r as f32 */
+    cq_cpu_scratch_slot slot; /* where `col` / `ladder` live */
+    cq_cpu_wdecode_fn decode;
+    cq_cpu_wdecode_pair_fn decode_pair; /* NULL: no exact bf16 form (or no kit support) */
+    cq_cpu_wscale pair_scale;
 };
 bool cq_cpu_wcodec_supported(cq_dtype dt);
 /* `slot` (W1 or W2) holds per-matrix decoded tables until cq_cpu_wmat_free. */
 cq_status cq_cpu_wmat_init(cq_cpu_wmat *w, const cq_tensor *t, cq_cpu_backend *cb, cq_cpu_scratch_slot slot);
 void cq_cpu_wmat_free(cq_cpu_wmat *w);
-/* Decode rows [r0, r0+nr) x cols [k0, k0+kc) into NR-wide panels [kc][NR];
- * rows past nr (up to a multiple of NR) are zero. tmp holds NR*kc floats. */
-void cq_cpu_pack_b(const cq_cpu_wmat *w, int64_t r0, int64_t nr, int64_t k0, int64_t kc, int NR, float *dst,
-                   float *tmp);
+/* For products that decode each row many times (M > a few rows): compute
+ * per-row tables once (q4tp ladders) instead of per decode call. */
+cq_status cq_cpu_wmat_prepare(cq_cpu_wmat *w);
+/* The per-row scale a CQ_CPU_WSCALE_ROW pair decoder leaves out. */
+float cq_cpu_wmat_row_scale(const cq_cpu_wmat *w, int64_t r);
 
 /* ---- GEMM driver -------------------------------------------------------------------- */
+/* The activation operand ("A" of y = A·Wᵀ; the B side of the microkernel,
+ * which reads it as panels of NR rows laid out [k][NR]). */
 typedef struct cq_cpu_asrc cq_cpu_asrc;
-/* Fill one A panel [kc][MR] for rows [m0, m0+mr) (mr <= MR; the rest zero). */
+/* Fill one panel dst[k*MR + i] = A[m0+i][k0+k] for i < mr (rows mr..MR-1 zero). */
 typedef void (*cq_cpu_apack_fn)(const cq_cpu_asrc *a, int64_t m0, int64_t mr, int64_t k0, int64_t kc, int MR,
                                 float *dst);
 struct cq_cpu_asrc {

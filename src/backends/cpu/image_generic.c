@@ -97,7 +97,8 @@ cq_status cq_cpu_conv2d(cq_backend *be, const cq_conv2d_args *a) {
                             .Wo = Wo,
                             .Cin = Cin};
     }
-    cq_status s = cq_cpu_gemm_run(cb, &g);
+    cq_status s = cq_cpu_wmat_prepare(&w);
+    if (s == CQ_OK) s = cq_cpu_gemm_run(cb, &g);
     cq_cpu_wmat_free(&w);
     return s;
 }

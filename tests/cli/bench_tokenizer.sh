@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# bench_tokenizer.sh — `cortiq bench tokenizer`: help, usage errors, a bad
+# source, and a short real run on the Qwen3 fixture whose output must carry a
+# positive rate for every built-in sample.
+# Usage: bash bench_tokenizer.sh <cortiq> <scratch-dir>
+set -u
+CQ=$1
+W=$2
+SRC_DIR=$(cd "$(dirname "$0")/../.." && pwd)
+rm -rf "$W" && mkdir -p "$W"
+fails=0
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+expect() {
+    local want=$1
+    shift
+    "$@" >"$W/out" 2>"$W/err"
+    local rc=$?
+    [ "$rc" -eq "$want" ] || fail "'$*' exited $rc, expected $want; stderr: $(head -c 400 "$W/err")"
+}
+has() { grep -q -- "$2" "$W/$1" || fail "$1 of the last command lacks '$2': $(head -c 400 "$W/$1")"; }
+
+expect 0 "$CQ" bench --help
+has out "tokenizer"
+expect 0 "$CQ" bench tokenizer --help
+has out "MB/s"
+expect 2 "$CQ" bench tokenizer
+expect 2 "$CQ" bench tokenizer x.json --seconds 0
+expect 1 "$CQ" bench tokenizer "$W/missing.json"
+echo '{"model": {"type": "Unigram"}}' >"$W/unigram.json"
+expect 1 "$CQ" bench tokenizer "$W/unigram.json"
+has err "CQ_ERR_UNSUPPORTED"
+expect 0 "$CQ" bench tokenizer "$SRC_DIR/tests/fixtures/tokenizers/qwen3.json.gz" --seconds 0.05
+for s in english cjk code; do
+    awk -v s="$s" '$1 == s && $2 + 0 > 0 && $4 + 0 > 0 { ok = 1 } END { exit !ok }' "$W/out" ||
+        fail "no positive rate for $s: $(cat "$W/out")"
+done
+printf 'hello world\n' >"$W/text.txt"
+expect 0 "$CQ" bench tokenizer "$SRC_DIR/tests/fixtures/tokenizers/qwen3.json.gz" "$W/text.txt" --seconds 0.05
+has out "^file "
+
+if [ "$fails" -ne 0 ]; then
+    echo "$fails check(s) failed"
+    exit 1
+fi
+echo "bench tokenizer: all checks passed"
