@@ -2,7 +2,8 @@
  * test_cuda_backend.c — what the generic op test (test_ops, run on CUDA as
  * test_ops_gpu) does not cover about the CUDA backend (label gpu):
  *  - the device weight decoders equal the codec layer's bit for bit in f32,
- *    for every codec the backend binds (q4tp with random ladders too);
+ *    for every codec the backend binds (q4tp with random ladders too), and a
+ *    bound weight reads back (copy, get_rows) within its plane's f16 rounding;
  *  - the f16 range guard: activations far outside f16's range (1e6, 1e-8)
  *    and weights of any magnitude give the reference's result;
  *  - deferred errors: a bad index or a non-finite output is reported by the
@@ -104,6 +105,45 @@ static void test_decode_bitexact(void **state) {
         }
         assert_int_equal(cq_codec_validate(CQ_DTYPE_Q4TP, 2, shape, p, nb), CQ_OK);
         expect_decode_exact(CQ_DTYPE_Q4TP, 2, shape, p, nb);
+        free(p);
+    }
+}
+
+/* A weight read back (copy of a float weight, get_rows of any codec) is the
+ * codec's value up to the plane's one f16 rounding; a 1-D weight exactly. */
+static void test_weight_readback(void **state) {
+    (void)state;
+    static const cq_dtype codecs[] = {CQ_DTYPE_F32, CQ_DTYPE_BF16, CQ_DTYPE_F16, CQ_DTYPE_Q8_2F, CQ_DTYPE_Q4TP};
+    for (size_t ci = 0; ci < CQ_ARRAY_LEN(codecs); ci++) {
+        uint64_t shape[2] = {12, 64}, nb;
+        uint8_t *p = encode_random(codecs[ci], 2, shape, &nb, 3.0f);
+        float want[12 * 64], got[12 * 64];
+        assert_int_equal(cq_codec_dequant_rows(codecs[ci], 2, shape, p, nb, 0, 12, want), CQ_OK);
+        cq_tensor_view v = view_of(codecs[ci], 2, shape, p, nb);
+        cq_tensor w, y, ids;
+        assert_int_equal(cq_tensor_bind_weight(g_be, &v, &w), CQ_OK);
+        assert_int_equal(cq_tensor_alloc_2d(g_be, CQ_DTYPE_F32, 12, 64, &y), CQ_OK);
+        int32_t order[12];
+        for (int i = 0; i < 12; i++) order[i] = 11 - i;
+        int64_t n12 = 12;
+        assert_int_equal(cq_tensor_alloc(g_be, CQ_DTYPE_I32, 1, &n12, &ids), CQ_OK);
+        assert_int_equal(cq_tensor_upload(&ids, order, sizeof order), CQ_OK);
+        for (int pass = 0; pass < 2; pass++) {
+            bool copy = pass == 0;
+            if (copy && !(codecs[ci] == CQ_DTYPE_F32 || codecs[ci] == CQ_DTYPE_F16 || codecs[ci] == CQ_DTYPE_BF16)) continue;
+            assert_int_equal(copy ? cq_op_copy(g_be, &y, &w) : cq_op_get_rows(g_be, &y, &w, &ids), CQ_OK);
+            assert_int_equal(cq_tensor_download(&y, got, sizeof got), CQ_OK);
+            for (int r = 0; r < 12; r++)
+                for (int k = 0; k < 64; k++) {
+                    float a = got[r * 64 + k], b = want[(copy ? r : 11 - r) * 64 + k];
+                    if (!(fabsf(a - b) <= fabsf(b) * (1.0f / 2048) + 1e-30f))
+                        fail_msg("%s %s (%d, %d): %.9g, codec %.9g", cq_dtype_name(codecs[ci]), copy ? "copy" : "get_rows",
+                                 r, k, a, b);
+                }
+        }
+        cq_tensor_free(&w);
+        cq_tensor_free(&y);
+        cq_tensor_free(&ids);
         free(p);
     }
 }
@@ -386,6 +426,7 @@ int main(void) {
     cq_backend_free(probe);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_decode_bitexact),
+        cmocka_unit_test(test_weight_readback),
         cmocka_unit_test(test_f16_range_guard),
         cmocka_unit_test(test_deferred_errors),
         cmocka_unit_test(test_steady_state_allocates_nothing),

@@ -3,11 +3,13 @@
  * against the reference's golden velocities (tests/golden/qi21, made by
  * tools/golden_qi21.py with diffusers), label gpu:
  *  - every golden case, cached (prefill + step) and uncached, with the model
- *    converted to f32 and to bf16: max|err| / RMS(ref) and RMS(err) / RMS(ref)
- *    <= 3e-3 (the device rounds GEMM operands to f16 and attention operands
- *    to bf16); cached and uncached agree to the same bound;
- *  - q8_2f and q4tp converts within the CPU test's quantization bounds (the
- *    device decoders feed the same weights);
+ *    converted to f32: max|err| / RMS(ref) and RMS(err) / RMS(ref) <= 3e-3
+ *    (the device rounds GEMM operands to f16 and, at head_dim 128, attention
+ *    operands to bf16); cached and uncached agree to the same bound;
+ *  - the bf16, q8_2f and q4tp converts: within 3e-3 of RMS(ref) of the CPU
+ *    backend running the same file (the device's own error, apart from the
+ *    weights' quantization), and within quantization bounds of the reference
+ *    (bf16 weights alone cost ~1e-2 of max|err| / RMS, measured on the CPU);
  *  - two caches alive at once give bit-identical steps (no state leaks
  *    between caches, deterministic kernels);
  *  - after the first step of a cache, a step allocates nothing, on the host
@@ -34,9 +36,11 @@
 
 enum { Q_F32, Q_BF16, Q_Q8_2F, Q_Q4TP, Q_COUNT };
 static const cq_dtype k_quant[Q_COUNT] = {CQ_DTYPE_F32, CQ_DTYPE_BF16, CQ_DTYPE_Q8_2F, CQ_DTYPE_Q4TP};
-/* quantized converts: the CPU test's bounds (quantization error dominates) */
-static const double k_bound[Q_COUNT] = {DEVICE_BOUND, DEVICE_BOUND, 8e-2, 1.0};
-static const double k_rms_bound[Q_COUNT] = {DEVICE_BOUND, DEVICE_BOUND, 2e-2, 0.3};
+/* vs the reference: the f32 convert is the device's arithmetic alone; the
+ * others add their weights' quantization (bf16 measured on the CPU at
+ * 9.8e-3 / 2.9e-3, q8_2f and q4tp as test_qi21.c bounds them) */
+static const double k_bound[Q_COUNT] = {DEVICE_BOUND, 2e-2, 8e-2, 1.0};
+static const double k_rms_bound[Q_COUNT] = {DEVICE_BOUND, 6e-3, 2e-2, 0.3};
 
 static const char *const k_models[] = {"tiny_a", "tiny_b"};
 #define N_MODELS 2
@@ -51,9 +55,10 @@ typedef struct golden_case {
 } golden_case;
 
 static char g_dir[1024];
-static cq_backend *g_be;
+static cq_backend *g_be, *g_cpu;
 static cq_cmf *g_cmf[Q_COUNT][N_MODELS];
 static cq_qi21 *g_model[Q_COUNT][N_MODELS];
+static cq_qi21 *g_cpu_model[Q_COUNT][N_MODELS]; /* the same files on the CPU backend */
 static golden_case g_cases[32];
 static int g_ncases;
 
@@ -85,8 +90,8 @@ static size_t vel_len(const golden_case *g) {
 static int setup(void **state) {
     (void)state;
     snprintf(g_dir, sizeof g_dir, "%s", tu_tmpdir("qi21_cuda"));
-    if (cq_backend_cuda_create(-1, &g_be) != CQ_OK) return -1;
-    printf("qi21 golden cases on %s\n", cq_backend_name(g_be));
+    if (cq_backend_cuda_create(-1, &g_be) != CQ_OK || cq_backend_cpu_create(0, CQ_CPU_AUTO, &g_cpu) != CQ_OK) return -1;
+    printf("qi21 golden cases on %s (and %s for the quantized files)\n", cq_backend_name(g_be), cq_backend_name(g_cpu));
     for (int q = 0; q < Q_COUNT; q++)
         for (int m = 0; m < N_MODELS; m++) {
             char src[1024], dst[1200];
@@ -97,7 +102,8 @@ static int setup(void **state) {
             cq_status s = cq_convert(src, dst, &opts, &rep);
             cq_convert_report_free(&rep);
             if (s != CQ_OK || cq_cmf_open(dst, &g_cmf[q][m]) != CQ_OK ||
-                cq_qi21_load(g_cmf[q][m], "dit.", g_be, &g_model[q][m]) != CQ_OK) {
+                cq_qi21_load(g_cmf[q][m], "dit.", g_be, &g_model[q][m]) != CQ_OK ||
+                cq_qi21_load(g_cmf[q][m], "dit.", g_cpu, &g_cpu_model[q][m]) != CQ_OK) {
                 fprintf(stderr, "%s: %s\n", dst, cq_last_error());
                 return -1;
             }
@@ -143,22 +149,29 @@ static int teardown(void **state) {
     for (int q = 0; q < Q_COUNT; q++)
         for (int m = 0; m < N_MODELS; m++) {
             cq_qi21_free(g_model[q][m]);
+            cq_qi21_free(g_cpu_model[q][m]);
             cq_cmf_close(g_cmf[q][m]);
         }
     cq_backend_free(g_be);
+    cq_backend_free(g_cpu);
     return 0;
 }
 
 static void check_codec(int q) {
     const char *cn = cq_dtype_name(k_quant[q]);
-    double worst = 0, worst_rms = 0;
+    double worst = 0, worst_rms = 0, worst_dev = 0;
     for (int i = 0; i < g_ncases; i++) {
         const golden_case *g = &g_cases[i];
         cq_qi21 *m = g_model[q][g->model];
         size_t n = vel_len(g);
-        float *vc = malloc(n * sizeof(float)), *vf = malloc(n * sizeof(float));
-        assert_true(vc && vf);
+        float *vc = malloc(n * sizeof(float)), *vf = malloc(n * sizeof(float)), *vcpu = malloc(n * sizeof(float));
+        assert_true(vc && vf && vcpu);
         cq_qi21_cache *c = NULL;
+        if (cq_qi21_prefill(g_cpu_model[q][g->model], &g->in.layout, g->in.ctx, g->in.cond, &c) != CQ_OK ||
+            cq_qi21_step(g_cpu_model[q][g->model], c, g->in.target, g->in.t, vcpu) != CQ_OK)
+            fail_msg("%s %s on the CPU: %s", cn, g->name, cq_last_error());
+        cq_qi21_cache_free(c);
+        c = NULL;
         if (cq_qi21_prefill(m, &g->in.layout, g->in.ctx, g->in.cond, &c) != CQ_OK ||
             cq_qi21_step(m, c, g->in.target, g->in.t, vc) != CQ_OK)
             fail_msg("%s %s cached: %s", cn, g->name, cq_last_error());
@@ -167,19 +180,24 @@ static void check_codec(int q) {
             fail_msg("%s %s full: %s", cn, g->name, cq_last_error());
         double ec = rel_err(vc, g->ref, n, g->ref_rms), ef = rel_err(vf, g->ref, n, g->ref_rms);
         double er = rms_err(vc, g->ref, n, g->ref_rms), ecf = rel_err(vc, vf, n, g->ref_rms);
-        print_message("%-6s %-16s max|err|/RMS: cached %.3e full %.3e; RMS(err)/RMS %.3e; cached-vs-full %.1e\n", cn,
-                      g->name, ec, ef, er, ecf);
+        double edev = rel_err(vc, vcpu, n, g->ref_rms);
+        print_message("%-6s %-16s max|err|/RMS: cached %.3e full %.3e; RMS(err)/RMS %.3e; cached-vs-full %.1e; "
+                      "vs the CPU %.3e\n", cn, g->name, ec, ef, er, ecf, edev);
+        if (!(edev <= DEVICE_BOUND))
+            fail_msg("%s %s: the device differs from the CPU backend on the same file by %.3e of RMS", cn, g->name, edev);
         if (!(ec <= k_bound[q]) || !(ef <= k_bound[q]))
             fail_msg("%s %s: error %.3e / %.3e of RMS exceeds %.1e", cn, g->name, ec, ef, k_bound[q]);
         if (!(er <= k_rms_bound[q])) fail_msg("%s %s: RMS error %.3e exceeds %.1e", cn, g->name, er, k_rms_bound[q]);
         if (!(ecf <= DEVICE_BOUND)) fail_msg("%s %s: cached vs full %.3e of RMS", cn, g->name, ecf);
         worst = fmax(worst, fmax(ec, ef));
         worst_rms = fmax(worst_rms, er);
+        worst_dev = fmax(worst_dev, edev);
         free(vc);
         free(vf);
+        free(vcpu);
     }
-    print_message("%s worst max|err|/RMS %.3e (bound %.1e), worst RMS(err)/RMS %.3e (bound %.1e)\n", cn, worst,
-                  k_bound[q], worst_rms, k_rms_bound[q]);
+    print_message("%s worst max|err|/RMS %.3e (bound %.1e), worst RMS(err)/RMS %.3e (bound %.1e), worst device vs CPU "
+                  "%.3e (bound %.1e)\n", cn, worst, k_bound[q], worst_rms, k_rms_bound[q], worst_dev, DEVICE_BOUND);
 }
 
 static void test_golden_f32(void **state) {

@@ -121,7 +121,10 @@ cq_status cq_cuda_bind_weight(cq_backend *be, const cq_tensor_view *v, cq_tensor
     }
     t->base = w->raw ? w->raw : (void *)w->plane;
     t->offset = 0;
-    t->nbytes = w->raw ? (size_t)v->nbytes : (size_t)w->rows * (size_t)w->ld * 2;
+    /* at least the payload's size: the front end checks a float weight read as
+     * an activation (copy) against its shape; the plane is read through impl */
+    size_t plane_bytes = w->plane ? (size_t)w->rows * (size_t)w->ld * 2 : 0;
+    t->nbytes = CQ_MAX((size_t)v->nbytes, plane_bytes);
     t->impl = w;
     c->weight_bytes += w->bytes;
     return CQ_OK;
