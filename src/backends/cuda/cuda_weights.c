@@ -55,8 +55,10 @@ static cq_status exp2_table(cq_cuda *c) {
     void *d = NULL;
     cq_status s = cq_cuda_malloc(c, 65536 * sizeof(float), &d);
     if (s == CQ_OK) {
-        /* synchronous: the host table is freed right after */
-        cudaError_t e = cudaMemcpy(d, h, 65536 * sizeof(float), cudaMemcpyHostToDevice);
+        /* on the backend's stream (the block may be a recycled one that queued
+         * work still reads), and waited for: the host table is freed next */
+        cudaError_t e = cudaMemcpyAsync(d, h, 65536 * sizeof(float), cudaMemcpyHostToDevice, c->stream);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
         if (e != cudaSuccess) {
             s = cq_cuda_fail(e, "bind_weight", "uploading the q4tp exp2 table");
             cq_cuda_free(c, d);
