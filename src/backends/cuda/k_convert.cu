@@ -118,7 +118,8 @@ __device__ __forceinline__ int row_exponent(float absmax) {
     int x;
     frexpf(absmax, &x); /* absmax in [2^(x-1), 2^x) */
     int e = 14 - x;
-    return e < -64 ? -64 : (e > 64 ? 64 : e);
+    /* 2^-e must stay a normal f32: |e| <= 120 covers every finite absmax above 2^-106 */
+    return e < -120 ? -120 : (e > 120 ? 120 : e);
 }
 
 __device__ float block_absmax(float v, float *sh) {
