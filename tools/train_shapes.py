@@ -8,10 +8,11 @@ background colour. Captions come from templates with some variety in wording.
 
 Stages
  1. tokenizer: a byte-level BPE in Qwen's format (Qwen's split regex, its special tokens) trained on the
-    captions plus the pipeline's system prompt, so the embedding table stays small;
+    captions plus the pipeline's system prompt, so the embedding table stays small; then a bank of scenes
+    is drawn once on the GPU (--bank, 8-bit RGB), which both trainings sample from;
  2. VAE: trained as an autoencoder (L1 + L2 on RGBA, a small KL term), then the latent mean/std per channel
     are measured on fresh data and written into the VAE config, as the pipeline normalises with them;
- 3. text tower + DiT: trained jointly with the flow-matching objective (x_t = (1-s) x0 + s e, target e - x0)
+ 3. text tower + DiT (on the bank's latents, encoded once by the frozen VAE): trained jointly with the flow-matching objective (x_t = (1-s) x0 + s e, target e - x0)
     where s is drawn the way the pipeline's scheduler spaces its steps for 256 tokens (exponential time
     shift with mu from calculate_shift), prompts go through the pipeline's own prompt encoding (template,
     tokenizer, last decoder layer before the final norm, system rows dropped), and 10% of captions are
@@ -152,6 +153,30 @@ def batch(rng, n, device):
     return draw(scenes, device), [caption(s, rng) for s in scenes]
 
 
+class Bank:
+    """Scenes drawn once and kept on the device as 8-bit RGB (a scene is fully described by its parameters, so
+    a bank of tens of thousands covers the single-object combinations many times over); training then samples
+    from it instead of drawing every batch, which left the GPU mostly idle. Captions are made fresh per draw."""
+
+    def __init__(self, rng, n, device, log):
+        t0 = time.time()
+        self.scenes = [sample_scene(rng) for _ in range(n)]
+        self.rgb = torch.empty(n, 3, SIZE, SIZE, dtype=torch.uint8, device=device)
+        for i in range(0, n, 256):
+            x = draw(self.scenes[i:i + 256], device)[:, :3, 0]
+            self.rgb[i:i + 256] = ((x + 1) * 127.5).round().clamp(0, 255).to(torch.uint8)
+        self.device = device
+        log(f"bank: {n} scenes drawn in {time.time() - t0:.0f}s")
+
+    def __len__(self):
+        return len(self.scenes)
+
+    def images(self, idx):
+        """RGBA in [-1, 1], [B, 4, 1, SIZE, SIZE], for bank indices idx (a device tensor)."""
+        x = self.rgb[idx].float() / 127.5 - 1.0
+        return torch.cat([x, torch.ones_like(x[:, :1])], 1)[:, :, None]
+
+
 # ------------------------------------------------------------------------------------------ tokenizer
 def train_tokenizer(rng, out_dir, template):
     corpus = [caption(sample_scene(rng), rng) for _ in range(20000)] + [SYSTEM_PROMPT] * 50 + [
@@ -180,7 +205,7 @@ def train_tokenizer(rng, out_dir, template):
 
 
 # ------------------------------------------------------------------------------------------------ VAE
-def train_vae(args, rng, device, log):
+def train_vae(args, rng, device, bank, log):
     vae = AutoencoderKLQwenImage21(
         base_dim=32, decoder_base_dim=32, z_dim=16, dim_mult=[1, 2, 2, 4, 4], num_res_blocks=1, attn_scales=[],
         temperal_downsample=[False, True, True, True], in_channels=4, out_channels=4,
@@ -193,7 +218,7 @@ def train_vae(args, rng, device, log):
             break
         if not args.vae_steps and time.time() - t0 > args.vae_seconds:
             break
-        x, _ = batch(rng, args.vae_batch, device)
+        x = bank.images(torch.randint(0, len(bank), (args.vae_batch,), device=device))
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
             post = vae.encode(x).latent_dist
             z = post.sample()
@@ -250,14 +275,30 @@ def sample_sigmas(n, device, mu):
     return math.exp(mu) / (math.exp(mu) + (1.0 / u - 1.0))
 
 
-def train_dit(args, rng, device, vae, pipe, log):
+def encode_bank(vae, bank, device, log):
+    """Every bank picture through the frozen VAE encoder once (the latent mode, normalised as the pipeline does):
+    [N, 256, 16] token rows."""
+    t0 = time.time()
+    mean = torch.tensor(vae.config.latents_mean, device=device).view(1, -1, 1, 1, 1)
+    std = torch.tensor(vae.config.latents_std, device=device).view(1, -1, 1, 1, 1)
+    out = torch.empty(len(bank), 256, 16, device=device)
+    with torch.no_grad():
+        for i in range(0, len(bank), 256):
+            idx = torch.arange(i, min(i + 256, len(bank)), device=device)
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
+                z = vae.encode(bank.images(idx)).latent_dist.mode()
+            z = (z.float() - mean) / std  # [b, 16, 1, 16, 16]
+            out[i:i + len(idx)] = z.view(len(idx), 16, 256).transpose(1, 2)
+    log(f"bank encoded to latents in {time.time() - t0:.0f}s")
+    return out
+
+
+def train_dit(args, rng, device, vae, pipe, bank, latents, log):
     te, tr = pipe.text_encoder, pipe.transformer
     te.train()
     tr.train()
     params = list(tr.parameters()) + list(te.model.language_model.parameters())
     opt = torch.optim.AdamW(params, lr=args.dit_lr, weight_decay=0.01, betas=(0.9, 0.99))
-    mean = torch.tensor(vae.config.latents_mean, device=device).view(1, -1, 1, 1, 1)
-    std = torch.tensor(vae.config.latents_std, device=device).view(1, -1, 1, 1, 1)
     mu = calculate_shift(256, 256, 8192, 0.5, 0.9)
     t0 = time.time()
     step = 0
@@ -267,12 +308,10 @@ def train_dit(args, rng, device, vae, pipe, log):
             break
         if not args.dit_steps and time.time() - t0 > args.dit_seconds:
             break
-        x, caps = batch(rng, args.dit_batch, device)
-        caps = [c if rng.random() > 0.1 else " " for c in caps]
-        with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
-            z = ((vae.encode(x).latent_dist.mode().float() - mean) / std).float()  # [B, 16, 1, 16, 16]
-        b = z.shape[0]
-        x0 = z.view(b, 16, 256).transpose(1, 2)
+        idx = [rng.randrange(len(bank)) for _ in range(args.dit_batch)]
+        caps = [caption(bank.scenes[i], rng) if rng.random() > 0.1 else " " for i in idx]
+        x0 = latents[torch.tensor(idx, device=device)]  # [B, 256, 16]
+        b = x0.shape[0]
         eps = torch.randn_like(x0)
         s = sample_sigmas(b, device, mu).view(b, 1, 1)
         xt = (1 - s) * x0 + s * eps
@@ -288,17 +327,17 @@ def train_dit(args, rng, device, vae, pipe, log):
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         # linear warm-up, then constant; the last 20% of the budget decays linearly to 10%
         frac = min(1.0, (time.time() - t0) / args.dit_seconds) if not args.dit_steps else step / args.dit_steps
-        lr = args.dit_lr * min(1.0, (step + 1) / 500) * (1.0 if frac < 0.8 else 1.0 - 4.5 * (frac - 0.8))
+        lr = args.dit_lr * min(1.0, (step + 1) / 300) * (1.0 if frac < 0.8 else 1.0 - 4.5 * (frac - 0.8))
         for g in opt.param_groups:
             g["lr"] = lr
         opt.step()
         step += 1
-        ema = loss.item() if ema is None else 0.98 * ema + 0.02 * loss.item()
+        ema = loss.detach() if ema is None else 0.98 * ema + 0.02 * loss.detach()  # no host sync per step
         if step % 500 == 0 or step == 1:
-            log(f"dit step {step} loss {loss.item():.4f} ema {ema:.4f} ({time.time() - t0:.0f}s)")
+            log(f"dit step {step} loss {loss.item():.4f} ema {ema.item():.4f} ({time.time() - t0:.0f}s)")
     te.eval()
     tr.eval()
-    log(f"dit done: {step} steps in {time.time() - t0:.0f}s, final ema loss {ema:.4f}")
+    log(f"dit done: {step} steps of {args.dit_batch} in {time.time() - t0:.0f}s, final ema loss {ema.item():.4f}")
 
 
 def project_for_export(pipe):
@@ -326,7 +365,8 @@ def main():
     ap.add_argument("--vae-seconds", type=float, default=150)
     ap.add_argument("--dit-seconds", type=float, default=480)
     ap.add_argument("--vae-batch", type=int, default=32)
-    ap.add_argument("--dit-batch", type=int, default=64)
+    ap.add_argument("--dit-batch", type=int, default=128)
+    ap.add_argument("--bank", type=int, default=64000, help="scenes drawn once and trained on")
     ap.add_argument("--vae-lr", type=float, default=4e-4)
     ap.add_argument("--dit-lr", type=float, default=3e-4)
     args = ap.parse_args()
@@ -348,7 +388,8 @@ def main():
     template = open(args.chat_template, encoding="utf-8").read()
     tok = train_tokenizer(rng, os.path.join(args.out, "tok"), template)
     log(f"tokenizer: {len(tok)} tokens; example {tok.tokenize('a red circle on a blue background')}")
-    vae = train_vae(args, rng, device, log)
+    bank = Bank(rng, args.bank if not args.smoke else 512, device, log)
+    vae = train_vae(args, rng, device, bank, log)
     for p in vae.parameters():
         p.requires_grad_(False)
 
@@ -366,7 +407,9 @@ def main():
     log(f"params: dit {sum(p.numel() for p in tr.parameters()) / 1e6:.2f}M, text "
         f"{sum(p.numel() for p in te.model.language_model.parameters()) / 1e6:.2f}M, vae "
         f"{sum(p.numel() for p in vae.parameters()) / 1e6:.2f}M")
-    train_dit(args, rng, device, vae, pipe, log)
+    latents = encode_bank(vae, bank, device, log)
+    train_dit(args, rng, device, vae, pipe, bank, latents, log)
+    del latents, bank
 
     pipe.to(torch.float32)
     render_sheet(pipe, args, os.path.join(args.out, "samples_before_export.png"), save_ref=None)

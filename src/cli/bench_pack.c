@@ -184,13 +184,15 @@ static void fill_q4tp(uint8_t *p, uint64_t rows, uint64_t cols, double sigma, ui
     rng_fill(rng, p + a_len + 4 * rows, (size_t)(rows * stride));
 }
 
-static void fill_f16(uint8_t *p, uint64_t n, double sigma, uint64_t *rng) {
-    /* uniform in [-a, a) with a = sqrt(3) sigma: 16 random bits per weight */
+/* Uniform in [-a, a) with a = sqrt(3) sigma, 16 random bits per weight, stored as f16 or bf16. */
+static void fill_half(uint8_t *p, uint64_t n, double sigma, uint64_t *rng, bool bf16) {
     const float a = (float)(sqrt(3.0) * sigma) / 32768.0f;
     for (uint64_t i = 0; i < n; i += 4) {
         uint64_t v = rng_next(rng);
-        for (uint64_t j = i; j < n && j < i + 4; j++, v >>= 16)
-            cq_wr16(p + 2 * j, cq_f32_to_f16((float)(int16_t)(uint16_t)v * a));
+        for (uint64_t j = i; j < n && j < i + 4; j++, v >>= 16) {
+            float x = (float)(int16_t)(uint16_t)v * a;
+            cq_wr16(p + 2 * j, bf16 ? cq_f32_to_bf16(x) : cq_f32_to_f16(x));
+        }
     }
 }
 
@@ -203,7 +205,8 @@ static cq_status make_payload(const cq_bench_weight *w, uint8_t *p, uint64_t nb,
     switch (w->dtype) {
     case CQ_DTYPE_Q8_2F: fill_q8_2f(p, w->shape[0], w->shape[1], sigma, rng); break;
     case CQ_DTYPE_Q4TP: fill_q4tp(p, w->shape[0], w->shape[1], sigma, rng); break;
-    case CQ_DTYPE_F16: fill_f16(p, n, sigma, rng); break;
+    case CQ_DTYPE_F16: fill_half(p, n, sigma, rng, false); break;
+    case CQ_DTYPE_BF16: fill_half(p, n, sigma, rng, true); break;
     case CQ_DTYPE_F32:
         for (uint64_t i = 0; i < n; i++) {
             float v = w->base + 0.1f * cq_bench_rng_unit(rng);

@@ -9,11 +9,16 @@
  * temporary file under $TMPDIR, which is opened (mmap, as a real model is)
  * and unlinked at once, so it never outlives the run. Then one prefill of
  * 18 text rows and the denoising step at 256x256 pixels (16x16 = 256 target
- * tokens; 512 -> 1024, 1024 -> 4096) are timed: a warm-up, then the median
- * of --repeat runs. FLOPs count every matmul and both attention products
- * (2 per multiply-add), as the model runs them; element-wise work is left
- * out. --layers N builds N of the 32 layers and scales the per-layer part
- * to 32, saying so.
+ * tokens; 512 -> 1024, 1024 -> 4096, 2048 -> 16384) are timed: a warm-up,
+ * then the median of --repeat runs. FLOPs count every matmul and both
+ * attention products (2 per multiply-add), as the model runs them;
+ * element-wise work is left out. --layers N builds N of the 32 layers and
+ * scales the per-layer part to 32, saying so.
+ *
+ * --backend cuda runs the same code on the GPU backend (the backend is
+ * opened before the weights are written, so a machine without a GPU fails
+ * at once) and reports device memory instead of CPU use; with
+ * CORTIQ_CUDA_PROFILE=1 also the device time per op class of the timed steps.
  */
 #include <math.h>
 #include <stdio.h>
@@ -39,11 +44,15 @@
 typedef struct bench_opts {
     int size, layers, threads, repeat;
     cq_dtype quant;
+    const char *backend;
+    bool gpu;
 } bench_opts;
 
+#define B_MAX_SIDE 2048 /* pixels: 16384 target tokens */
+
 static void help(void) {
-    printf("usage: cortiq bench qi21 [--size 256|512|1024] [--quant q8_2f|q4tp] [--threads N]\n"
-           "                         [--layers N] [--repeat N] [--backend cpu]\n"
+    printf("usage: cortiq bench qi21 [--size 256|512|1024|2048] [--quant q8_2f|q4tp|bf16] [--threads N]\n"
+           "                         [--layers N] [--repeat N] [--backend cpu|cuda]\n"
            "\n"
            "Time the Qwen-Image-2.1 denoiser at its real 7B shape with random weights: one prefill of\n"
            "%d text rows and the denoising step for a SIZE x SIZE image ((SIZE/16)^2 target tokens).\n"
@@ -54,13 +63,14 @@ static void help(void) {
            "comparison, and the peak resident memory (the mapped weights included).\n"
            "\n"
            "options:\n"
-           "  --size N      image side in pixels: 256 (default), 512 or 1024\n"
-           "  --quant C     weight codec: q8_2f (default) or q4tp\n"
+           "  --size N      image side in pixels: 256 (default), 512, 1024 or 2048\n"
+           "  --quant C     weight codec: q8_2f (default), q4tp or bf16 (15 GB)\n"
            "  --threads N   worker threads (default: CORTIQ_THREADS or all cores)\n"
            "  --layers N    build only N of the 32 layers and scale the per-layer time to 32\n"
            "                (for machines where the whole model is too slow or too big)\n"
-           "  --repeat N    timed runs after the warm-up (default 3)\n"
-           "  --backend B   cpu (the only one benchmarked here)\n"
+           "  --repeat N    timed runs after the warm-up (default 3 on the CPU, 5 on a GPU)\n"
+           "  --backend B   cpu (default), cuda or cuda:N; with cuda, CORTIQ_CUDA_PROFILE=1 adds the\n"
+           "                device time per op class (GEMM, attention, row ops)\n"
            "  -h, --help    this text\n",
            B_TEXT);
 }
@@ -76,8 +86,9 @@ static int parse(int argc, char **argv, bench_opts *o, bool *done) {
             *done = true;
             return 0;
         } else if (strcmp(a, "--size") == 0) {
-            if (!cq_cli_parse_int(cmd, a, v, 256, 1024, &n)) return 2;
-            if (n != 256 && n != 512 && n != 1024) return cq_cli_usage_error(cmd, "--size must be 256, 512 or 1024");
+            if (!cq_cli_parse_int(cmd, a, v, 256, B_MAX_SIDE, &n)) return 2;
+            if (n != 256 && n != 512 && n != 1024 && n != 2048)
+                return cq_cli_usage_error(cmd, "--size must be 256, 512, 1024 or 2048");
             o->size = (int)n;
             i++;
         } else if (strcmp(a, "--layers") == 0) {
@@ -94,12 +105,15 @@ static int parse(int argc, char **argv, bench_opts *o, bool *done) {
             i++;
         } else if (strcmp(a, "--quant") == 0) {
             int d = v ? cq_dtype_from_name(v) : -1;
-            if (d != CQ_DTYPE_Q8_2F && d != CQ_DTYPE_Q4TP)
-                return cq_cli_usage_error(cmd, "--quant must be q8_2f or q4tp");
+            if (d != CQ_DTYPE_Q8_2F && d != CQ_DTYPE_Q4TP && d != CQ_DTYPE_BF16)
+                return cq_cli_usage_error(cmd, "--quant must be q8_2f, q4tp or bf16");
             o->quant = (cq_dtype)d;
             i++;
         } else if (strcmp(a, "--backend") == 0) {
-            if (!v || strcmp(v, "cpu") != 0) return cq_cli_usage_error(cmd, "--backend: only cpu is benchmarked here");
+            if (!v || (strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0 && strncmp(v, "cuda:", 5) != 0))
+                return cq_cli_usage_error(cmd, "--backend must be cpu, cuda or cuda:N");
+            o->backend = v;
+            o->gpu = strncmp(v, "cuda", 4) == 0;
             i++;
         } else {
             return cq_cli_usage_error(cmd, "unknown argument '%s'", a);
@@ -123,7 +137,7 @@ static cq_status map_model(const bench_opts *o, cq_cmf **cmf, uint64_t *bytes) {
                      B_HEADS * B_HEAD_DIM, B_HEADS * B_HEAD_DIM * B_RATIO, o->layers, B_HEADS, B_HEADS, B_HEAD_DIM);
     for (int l = 0; l < o->layers; l++) h += snprintf(hdr + h, sizeof hdr - (size_t)h, "%s\"FullAttention\"", l ? "," : "");
     snprintf(hdr + h, sizeof hdr - (size_t)h, "]},\"quant_type\":\"%s\",\"provenance\":{\"tool\":\"cortiq bench qi21\"}}",
-             o->quant == CQ_DTYPE_Q8_2F ? "Q8_2F" : "Q4_BLOCK");
+             o->quant == CQ_DTYPE_Q8_2F ? "Q8_2F" : o->quant == CQ_DTYPE_BF16 ? "BF16" : "Q4_BLOCK");
     *bytes = cq_bench_pack_bytes(&pk);
     cq_bench_blob blob = {"dit.config_json", cfg, strlen(cfg)};
     cq_bench_file f = {.tag = "qi21", .header = hdr, .blobs = &blob, .n_blobs = 1, .weights = &pk};
@@ -194,29 +208,50 @@ static cq_status matmul_ref(bench_run *r, int T, int repeat, double *sec) {
     return s;
 }
 
+/* Device time per op class over the timed steps (CORTIQ_CUDA_PROFILE=1). */
+static void print_op_classes(const cq_backend_stats *st, int steps) {
+    double gemm = st->op_ms[CQ_OP_MATMUL], attn = st->op_ms[CQ_OP_ATTENTION], all = 0;
+    for (int i = 0; i < CQ_OP_COUNT; i++) all += st->op_ms[i];
+    double rows = all - gemm - attn;
+    if (all <= 0 || steps <= 0) return;
+    printf("device time per step by op class: GEMM %.2f ms (%.0f%%), attention %.2f ms (%.0f%%), row ops %.2f ms (%.0f%%); "
+           "sum %.2f ms (timing events add a little)\n",
+           gemm / steps, 100 * gemm / all, attn / steps, 100 * attn / all, rows / steps, 100 * rows / all, all / steps);
+    for (int i = 0; i < CQ_OP_COUNT; i++)
+        if (st->op_calls[i])
+            printf("  %-16s %6ld calls/step %9.3f ms/step\n", cq_op_name((cq_op)i), st->op_calls[i] / steps,
+                   st->op_ms[i] / steps);
+}
+
 int cq_bench_qi21(int argc, char **argv) {
-    bench_opts o = {.size = 256, .layers = B_LAYERS, .threads = 0, .repeat = 3, .quant = CQ_DTYPE_Q8_2F};
+    bench_opts o = {.size = 256, .layers = B_LAYERS, .threads = 0, .repeat = 0, .quant = CQ_DTYPE_Q8_2F, .backend = "cpu"};
     bool done = false;
     int rc = parse(argc, argv, &o, &done);
     if (rc || done) return rc;
+    if (o.repeat == 0) o.repeat = o.gpu ? 5 : 3;
     const int side = o.size / 16, T = side * side; /* VAE /8, then 2x2 patches: 16 px per token */
 
     printf("Qwen-Image-2.1 denoiser, 7B shape (%d layers%s, %d heads x %d, context %d, mlp %d), random %s weights\n",
            o.layers, o.layers < B_LAYERS ? " of 32 built" : "", B_HEADS, B_HEAD_DIM, B_CTX,
            B_HEADS * B_HEAD_DIM * B_RATIO, cq_dtype_name(o.quant));
     fflush(stdout);
+    /* the backend first: a missing GPU fails before gigabytes of weights are written */
     bench_run r = {0};
+    cq_status s = cq_backend_create(o.backend, o.threads, &r.be);
+    if (s != CQ_OK) return cq_cli_fail("bench qi21", s, "creating the backend");
     uint64_t wbytes;
     double t0 = cq_now();
-    cq_status s = map_model(&o, &r.cmf, &wbytes);
+    s = map_model(&o, &r.cmf, &wbytes);
     double t_write = cq_now() - t0;
-    if (s != CQ_OK) return cq_cli_fail("bench qi21", s, "writing the temporary model");
+    if (s != CQ_OK) {
+        cq_backend_free(r.be);
+        return cq_cli_fail("bench qi21", s, "writing the temporary model");
+    }
     char b1[32];
     printf("weights %s written and verified in %.1f s (temporary file, already removed)\n",
            cq_fmt_bytes(wbytes, b1, sizeof b1), t_write);
 
-    const char *what = "creating the backend";
-    s = cq_backend_create("cpu", o.threads, &r.be);
+    const char *what = "allocating";
     const size_t D = B_HEADS * B_HEAD_DIM;
     r.ctx = cq_mallocn((size_t)B_TEXT * B_CTX, sizeof(float));
     r.target = cq_mallocn((size_t)T * B_CH, sizeof(float));
@@ -228,6 +263,7 @@ int cq_bench_qi21(int argc, char **argv) {
         what = "loading the model";
         t0 = cq_now();
         s = cq_qi21_load(r.cmf, "dit.", r.be, &r.m);
+        if (s == CQ_OK) s = cq_backend_sync(r.be); /* a device backend uploads and decodes asynchronously */
     }
     double t_load = cq_now() - t0;
     uint64_t rng = 12345;
@@ -235,15 +271,19 @@ int cq_bench_qi21(int argc, char **argv) {
         r.ctx[i] = 2.0f * cq_bench_rng_unit(&rng);
     for (size_t i = 0; s == CQ_OK && i < (size_t)T * B_CH; i++)
         r.target[i] = 2.0f * cq_bench_rng_unit(&rng);
-    uint8_t mask[B_TEXT + 4096 / 4];
+    static uint8_t mask[B_TEXT + (B_MAX_SIDE / 16) * (B_MAX_SIDE / 16) / 4];
     memset(mask, 0, B_TEXT);
     memset(mask + B_TEXT, 1, (size_t)T / 4);
     int32_t shapes[1][3] = {{1, side, side}};
     cq_qi21_layout lay = {.vlm_len = B_TEXT + T / 4, .img_mask = mask, .n_images = 1,
                           .img_shapes = (const int32_t(*)[3])shapes};
     if (s == CQ_OK) {
-        printf("backend %s, %d threads; model loaded (weights bound in place) in %.2f s\n", cq_backend_name(r.be),
-               o.threads > 0 ? o.threads : cq_default_threads(), t_load);
+        if (o.gpu)
+            printf("backend %s; model loaded (weights uploaded and decoded on the device) in %.2f s\n",
+                   cq_backend_name(r.be), t_load);
+        else
+            printf("backend %s, %d threads; model loaded (weights bound in place) in %.2f s\n", cq_backend_name(r.be),
+                   o.threads > 0 ? o.threads : cq_default_threads(), t_load);
         fflush(stdout);
     }
 
@@ -260,13 +300,18 @@ int cq_bench_qi21(int argc, char **argv) {
         if (i) r.times[i - 1] = cq_now() - t0, r.cpu[i - 1] = cq_bench_cpu_seconds() - c0;
     }
     double t_prefill = s == CQ_OK ? cq_bench_median(r.times, o.repeat) : 0, c_prefill = s == CQ_OK ? cq_bench_median(r.cpu, o.repeat) : 0;
+    cq_backend_stats st, st0; /* st0: after the warm-up step (its peak covers loading and prefill) */
+    memset(&st, 0, sizeof st);
+    memset(&st0, 0, sizeof st0);
     for (int i = 0; s == CQ_OK && i <= o.repeat; i++) {
         what = "step";
         t0 = cq_now();
         double c0 = cq_bench_cpu_seconds();
         s = cq_qi21_step(r.m, c, r.target, 1.0f - (float)i / (float)(o.repeat + 1), r.vel);
         if (i) r.times[i - 1] = cq_now() - t0, r.cpu[i - 1] = cq_bench_cpu_seconds() - c0;
+        if (s == CQ_OK && i == 0) s = cq_backend_get_stats(r.be, &st0, true); /* op times of the timed steps only */
     }
+    if (s == CQ_OK) s = cq_backend_get_stats(r.be, &st, false);
     double t_step = s == CQ_OK ? cq_bench_median(r.times, o.repeat) : 0, c_step = s == CQ_OK ? cq_bench_median(r.cpu, o.repeat) : 0;
     cq_qi21_cache_free(c);
     double t_mm = 0;
@@ -288,25 +333,44 @@ int cq_bench_qi21(int argc, char **argv) {
     double fs = flops_step(T, B_TEXT, o.layers), fp = flops_prefill(B_TEXT, o.layers);
     double fmm = 2.0 * T * D * D * B_RATIO;
     int threads = o.threads > 0 ? o.threads : cq_default_threads();
-    printf("%-30s %9s %10s %9s %9s %10s\n", "", "wall s", "GFLOP", "GFLOP/s", "CPU s", "CPU share");
-    printf("%-30s %9.3f %10.1f %9.1f %9.2f %9.0f%%\n", "prefill (18 text rows)", t_prefill, fp * 1e-9,
-           fp * 1e-9 / t_prefill, c_prefill, 100.0 * c_prefill / (t_prefill * threads));
     char label[64];
     snprintf(label, sizeof label, "step (%dx%d px, %d tokens)", o.size, o.size, T);
-    printf("%-30s %9.3f %10.1f %9.1f %9.2f %9.0f%%\n", label, t_step, fs * 1e-9, fs * 1e-9 / t_step, c_step,
-           100.0 * c_step / (t_step * threads));
-    printf("one MLP matmul [%d x %zu] x [%zu x %zu]^T (%s): %.3f s, %.1f GFLOP/s; the step runs at %.0f%% of it\n", T, D,
-           D * B_RATIO, D, cq_dtype_name(o.quant), t_mm, fmm * 1e-9 / t_mm, 100.0 * (fs / t_step) / (fmm / t_mm));
+    if (o.gpu) {
+        printf("%-30s %9s %10s %9s\n", "", "ms", "GFLOP", "TFLOP/s");
+        printf("%-30s %9.2f %10.1f %9.1f\n", "prefill (18 text rows)", 1e3 * t_prefill, fp * 1e-9, fp * 1e-12 / t_prefill);
+        printf("%-30s %9.2f %10.1f %9.1f\n", label, 1e3 * t_step, fs * 1e-9, fs * 1e-12 / t_step);
+        printf("one MLP matmul [%d x %zu] x [%zu x %zu]^T (%s): %.3f ms, %.1f TFLOP/s; the step runs at %.0f%% of it\n", T,
+               D, D * B_RATIO, D, cq_dtype_name(o.quant), 1e3 * t_mm, fmm * 1e-12 / t_mm,
+               100.0 * (fs / t_step) / (fmm / t_mm));
+    } else {
+        printf("%-30s %9s %10s %9s %9s %10s\n", "", "wall s", "GFLOP", "GFLOP/s", "CPU s", "CPU share");
+        printf("%-30s %9.3f %10.1f %9.1f %9.2f %9.0f%%\n", "prefill (18 text rows)", t_prefill, fp * 1e-9,
+               fp * 1e-9 / t_prefill, c_prefill, 100.0 * c_prefill / (t_prefill * threads));
+        printf("%-30s %9.3f %10.1f %9.1f %9.2f %9.0f%%\n", label, t_step, fs * 1e-9, fs * 1e-9 / t_step, c_step,
+               100.0 * c_step / (t_step * threads));
+        printf("one MLP matmul [%d x %zu] x [%zu x %zu]^T (%s): %.3f s, %.1f GFLOP/s; the step runs at %.0f%% of it\n", T,
+               D, D * B_RATIO, D, cq_dtype_name(o.quant), t_mm, fmm * 1e-9 / t_mm, 100.0 * (fs / t_step) / (fmm / t_mm));
+    }
     if (o.layers < B_LAYERS) {
         /* per-layer work dominates: everything outside the blocks is under 1% of a layer's FLOPs */
         double k = (flops_step(T, B_TEXT, B_LAYERS) / fs), kp = flops_prefill(B_TEXT, B_LAYERS) / fp;
-        printf("scaled to 32 layers by FLOPs: prefill ~%.2f s (x%.2f), step ~%.2f s (x%.2f)\n", t_prefill * kp, kp,
+        printf("scaled to 32 layers by FLOPs: prefill ~%.4f s (x%.2f), step ~%.4f s (x%.2f)\n", t_prefill * kp, kp,
                t_step * k, k);
     }
-    printf("peak resident memory %.2f GiB (mapped weights included); median of %d runs after a warm-up\n",
-           (double)cq_bench_peak_rss() / (1024.0 * 1024.0 * 1024.0), o.repeat);
-    printf("CPU share = CPU time / (wall time x %d threads): below ~90%% the machine was busy with other work\n",
-           threads);
+    if (o.gpu) {
+        char b2[32], b3[32], b4[32];
+        printf("device memory: peak %s in use by the backend (weights %s), %s of %s used on the device; median of %d "
+               "runs after a warm-up\n",
+               cq_fmt_bytes(CQ_MAX(st.mem_peak, st0.mem_peak), b1, sizeof b1), cq_fmt_bytes(st.weight_bytes, b2, sizeof b2),
+               cq_fmt_bytes(st.device_total - st.device_free, b3, sizeof b3), cq_fmt_bytes(st.device_total, b4, sizeof b4),
+               o.repeat);
+        if (st.timed) print_op_classes(&st, o.repeat);
+    } else {
+        printf("peak resident memory %.2f GiB (mapped weights included); median of %d runs after a warm-up\n",
+               (double)cq_bench_peak_rss() / (1024.0 * 1024.0 * 1024.0), o.repeat);
+        printf("CPU share = CPU time / (wall time x %d threads): below ~90%% the machine was busy with other work\n",
+               threads);
+    }
     run_free(&r);
     return 0;
 }

@@ -18,7 +18,7 @@
 static void help(void) {
     printf(
         "usage: cortiq forward MODEL.cmf --inputs IN.safetensors --output OUT.safetensors\n"
-        "                      [--no-cache] [--threads N] [--backend cpu|ref]\n"
+        "                      [--no-cache] [--threads N] [--backend cpu|ref|cuda]\n"
         "\n"
         "Run the Qwen-Image-2.1 denoiser once on the tensors of IN and write the velocity of the\n"
         "target image to OUT. MODEL is a pipeline pack or a bare transformer converted with\n"
@@ -42,7 +42,7 @@ static void help(void) {
         "  -o, --output FILE   where to write the velocity (safetensors)\n"
         "  --no-cache          run the whole joint sequence at once instead of prefill + step\n"
         "  --threads N         worker threads (default: CORTIQ_THREADS or all cores)\n"
-        "  --backend NAME      cpu (default) or ref (the plain-C reference ops; slow)\n"
+        "  --backend NAME      cpu (default), ref (the plain-C reference ops; slow), cuda or cuda:N\n"
         "  -h, --help          this text\n"
         "\n"
         "Both paths compute the same thing; the cached one is what image generation runs.\n");
@@ -75,10 +75,10 @@ static int parse(int argc, char **argv, fwd_opts *o, bool *done) {
             if (!cq_cli_parse_int(cmd, a, i + 1 < argc ? argv[++i] : NULL, 1, 4096, &v)) return 2;
             o->threads = (int)v;
         } else if (strcmp(a, "--backend") == 0) {
-            if (++i >= argc) return cq_cli_usage_error(cmd, "--backend needs a name (cpu or ref)");
+            if (++i >= argc) return cq_cli_usage_error(cmd, "--backend needs a name (cpu, ref or cuda)");
             o->backend = argv[i];
-            if (strcmp(o->backend, "cpu") != 0 && strcmp(o->backend, "ref") != 0)
-                return cq_cli_usage_error(cmd, "unknown backend '%s' (cpu or ref)", o->backend);
+            if (strcmp(o->backend, "cpu") != 0 && strcmp(o->backend, "ref") != 0 && strncmp(o->backend, "cuda", 4) != 0)
+                return cq_cli_usage_error(cmd, "unknown backend '%s' (cpu, ref, cuda or cuda:N)", o->backend);
         } else if (a[0] == '-' && a[1]) {
             return cq_cli_usage_error(cmd, "unknown option '%s'", a);
         } else if (!o->model) {

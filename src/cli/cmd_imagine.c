@@ -30,7 +30,7 @@ static void usage(FILE *f) {
             "                        reference pipeline does (the two differ for the same seed)\n"
             "  --rgba                keep the alpha channel (default: composite over white, RGB)\n"
             "  --threads N           CPU threads (default: all cores, or CORTIQ_THREADS)\n"
-            "  --backend NAME        cpu (default) or ref; also CORTIQ_BACKEND\n"
+            "  --backend NAME        cpu (default), ref or cuda[:N]; also CORTIQ_BACKEND\n"
             "  -q, --quiet           no progress bar and no summary\n"
             "  -h, --help            this text\n\n"
             "The PNG carries the prompt, seed, steps, size, guidance and model in text chunks.\n\n"

@@ -69,6 +69,10 @@ typedef struct cq_backend_vtbl {
     cq_status (*upsample_nearest)(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int f);
     cq_status (*pixel_shuffle)(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int r);
     cq_status (*pixel_unshuffle)(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int r);
+
+    /* ---- optional (NULL: a host backend's answer) ---- */
+    cq_dtype (*op_precision)(const cq_backend *be, cq_op op, cq_dtype wdt); /* NULL: F32 */
+    cq_status (*stats)(cq_backend *be, cq_backend_stats *out, bool reset);  /* NULL: zeros */
 } cq_backend_vtbl;
 
 struct cq_backend {

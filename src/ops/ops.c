@@ -76,13 +76,33 @@ static cq_status shape_nelem(const char *what, int ndim, const int64_t *shape, i
 }
 
 /* ---- backend lifecycle ------------------------------------------------------- */
+const char *cq_backend_default_name(void) {
+    const char *e = getenv("CORTIQ_BACKEND");
+    return e && *e ? e : "cpu";
+}
+
 cq_status cq_backend_create(const char *name, int threads, cq_backend **out) {
     if (!out) return cq_fail(CQ_ERR_INVALID_ARG, "cq_backend_create: out is NULL");
     *out = NULL;
-    if (!name || !*name) name = getenv("CORTIQ_BACKEND");
-    if (!name || !*name || !strcasecmp(name, "cpu")) return cq_backend_cpu_create(threads, CQ_CPU_AUTO, out);
+    if (!name || !*name) name = cq_backend_default_name();
+    if (!strcasecmp(name, "cpu")) return cq_backend_cpu_create(threads, CQ_CPU_AUTO, out);
     if (!strcasecmp(name, "ref")) return cq_backend_ref_create(out);
-    return cq_fail(CQ_ERR_UNSUPPORTED, "backend '%s' is not available in this build (have: cpu, ref)", name);
+    if (!strncasecmp(name, "cuda", 4)) {
+        /* "cuda" (CORTIQ_CUDA_DEVICE or device 0) or "cuda:N" */
+        int dev = -1;
+        if (name[4] == ':') {
+            char *end = NULL;
+            long v = strtol(name + 5, &end, 10);
+            if (end == name + 5 || *end || v < 0 || v > 1024)
+                return cq_fail(CQ_ERR_INVALID_ARG, "backend '%s': want cuda or cuda:N with N a device number", name);
+            dev = (int)v;
+        } else if (name[4]) {
+            return cq_fail(CQ_ERR_INVALID_ARG, "backend '%s': want cuda or cuda:N with N a device number", name);
+        }
+        return cq_backend_cuda_create(dev, out);
+    }
+    return cq_fail(CQ_ERR_UNSUPPORTED, "backend '%s' is not known (have: cpu, ref%s)", name,
+                   cq_cuda_built() ? ", cuda" : "; this build has no CUDA backend");
 }
 
 void cq_backend_free(cq_backend *be) {
@@ -101,6 +121,17 @@ cq_status cq_backend_sync(cq_backend *be) {
 bool cq_backend_supports(const cq_backend *be, cq_op op, cq_dtype wdt, cq_dtype xdt) {
     if (!be || (unsigned)op >= CQ_OP_COUNT) return false;
     return be->vt->supports(be, op, wdt, xdt);
+}
+
+cq_dtype cq_backend_op_precision(const cq_backend *be, cq_op op, cq_dtype wdt) {
+    if (!be || (unsigned)op >= CQ_OP_COUNT || !be->vt->op_precision) return CQ_DTYPE_F32;
+    return be->vt->op_precision(be, op, wdt);
+}
+
+cq_status cq_backend_get_stats(cq_backend *be, cq_backend_stats *out, bool reset) {
+    if (!be || !out) return cq_fail(CQ_ERR_INVALID_ARG, "cq_backend_get_stats: backend or out is NULL");
+    memset(out, 0, sizeof *out);
+    return be->vt->stats ? be->vt->stats(be, out, reset) : CQ_OK;
 }
 
 /* ---- tensors -------------------------------------------------------------------- */

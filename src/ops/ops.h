@@ -100,8 +100,19 @@ cq_status cq_backend_cpu_create(int threads, cq_cpu_isa isa, cq_backend **out);
 /* The plain-C reference backend (host memory, single-threaded, every op in
  * every activation dtype): the oracle of the op tests and a debugging aid. */
 cq_status cq_backend_ref_create(cq_backend **out);
-/* Backend by name ("cpu", "ref", "cuda"; NULL = CORTIQ_BACKEND or the best available). */
+/* The CUDA backend on device `device` (< 0: CORTIQ_CUDA_DEVICE or 0).
+ * CQ_ERR_UNSUPPORTED, saying why, when this build has no CUDA backend, there
+ * is no driver or no such device, or the device is older than compute
+ * capability 8.0 (the kernels use bf16 tensor cores). */
+cq_status cq_backend_cuda_create(int device, cq_backend **out);
+/* Backend by name ("cpu", "ref", "cuda", "cuda:N"; NULL = CORTIQ_BACKEND,
+ * else the default: the CPU backend. The CUDA backend runs the denoiser's
+ * ops only so far, so it is chosen explicitly until it runs every op the
+ * pipelines need). */
 cq_status cq_backend_create(const char *name, int threads, cq_backend **out);
+/* The backend name cq_backend_create(NULL, ...) would use ("cpu", or the
+ * value of CORTIQ_BACKEND). */
+const char *cq_backend_default_name(void);
 void cq_backend_free(cq_backend *be);
 const char *cq_backend_name(const cq_backend *be);   /* "cpu/avx512", "cuda:0 (H200)" */
 /* Preferred activation dtype for non-residual activations (F32 on CPU). */
@@ -162,6 +173,50 @@ const char *cq_op_name(cq_op op);
  * dtype; for conv2d wdt is the weight codec. Unsupported combinations return
  * CQ_ERR_UNSUPPORTED from the op. */
 bool cq_backend_supports(const cq_backend *be, cq_op op, cq_dtype wdt, cq_dtype xdt);
+
+/* The narrowest precision `op` rounds its inputs to on this backend, for
+ * tests that scale their tolerances: F32 when it computes in f32 or wider
+ * (the CPU); F16 or BF16 when operands go through tensor cores in that format
+ * (CUDA: matmul F16 with power-of-two row scales, attention BF16, get_rows
+ * F16 because device weights are f16 planes). wdt as for
+ * cq_backend_supports. */
+cq_dtype cq_backend_op_precision(const cq_backend *be, cq_op op, cq_dtype wdt);
+
+/* Device memory and per-op device time of a backend. Host backends report
+ * zeros. Op times are collected only when the backend was created with
+ * CORTIQ_CUDA_PROFILE=1 (timing adds events around every op). */
+typedef struct cq_backend_stats {
+    uint64_t mem_in_use;   /* bytes in live buffers (weights, activations, scratch) */
+    uint64_t mem_peak;     /* high-water mark of mem_in_use since creation or the last reset */
+    uint64_t mem_cached;   /* freed bytes kept by the allocator for reuse */
+    uint64_t weight_bytes; /* device bytes of bound weights */
+    uint64_t device_allocs; /* allocations the device driver was asked for so far (cudaMalloc) */
+    uint64_t device_total, device_free; /* the whole device, as the driver reports it */
+    bool timed;            /* op_ms / op_calls are filled */
+    double op_ms[CQ_OP_COUNT];
+    long op_calls[CQ_OP_COUNT];
+} cq_backend_stats;
+/* Waits for queued work (like sync) so the times are complete; reset clears
+ * the op times and restarts the peak at the current use. */
+cq_status cq_backend_get_stats(cq_backend *be, cq_backend_stats *out, bool reset);
+
+/* ---- GPU devices ------------------------------------------------------------ */
+typedef struct cq_gpu_info {
+    char name[256];
+    uint64_t mem_total, mem_free;
+    int cc_major, cc_minor;
+    int sm_count;
+} cq_gpu_info;
+/* Whether this build contains the CUDA backend. */
+bool cq_cuda_built(void);
+/* CUDA devices visible to this process; 0 when the backend is not built,
+ * there is no driver or no device, with the reason in `why` (may be NULL). */
+int cq_cuda_device_count(char *why, size_t why_len);
+cq_status cq_cuda_device_info(int device, cq_gpu_info *out);
+/* Test support: decode a weight payload on the device to f32 (before the
+ * bf16 rounding of the device planes) and copy it to out[n] (n = nelem), so
+ * tests can compare the device decoders with the codec layer bit for bit. */
+cq_status cq_cuda_decode_f32(cq_backend *be, const cq_tensor_view *v, float *out, size_t n);
 
 /* ---- matmul -------------------------------------------------------------
  * v = act(scale * (x · Wᵀ) + bias)                     (act = none | gelu_tanh | silu)

@@ -18,6 +18,11 @@
  * CQ_TEST_OPS_FILTER=<cmocka pattern> runs only the matching tests;
  * CQ_TEST_OPS_THREADS=N gives every backend N threads (1 under qemu-user,
  * whose threads hang on some hosts).
+ * CQ_TEST_OPS_BACKEND=cuda runs the same cases on the CUDA backend instead of
+ * the CPU ISAs (ctest's test_ops_gpu, label gpu); without a device it exits
+ * 77 (skipped). Ops a backend feeds through f16/bf16 tensor cores
+ * (cq_backend_op_precision) are held to tolerances derived from that
+ * rounding of their inputs instead of the f32 ones below.
  */
 #include <math.h>
 #include <stdio.h>
@@ -36,6 +41,15 @@ static const double TOL_ROPE_ABS = 1e-6, TOL_ROPE_REL = 4e-6;
 static const double TOL_ELT_ABS = 1e-7, TOL_ELT_REL = 2e-6; /* float libm vs double */
 static const double TOL_SOFTMAX_ABS = 1e-6, TOL_SOFTMAX_REL = 4e-6;
 static const double TOL_EXACT = 0.0;                          /* data movement */
+/* Operands rounded to bf16 (2^-9 relative each): a K-term dot product of
+ * unit-scale inputs errs by about 2e-3 of the output's RMS, its largest
+ * element over thousands of outputs by about 4x that; attention adds the
+ * rounding of P. f16 (2^-12) is 8x tighter. A wrong semantic errs by O(1)
+ * of max|ref|. */
+static const double TOL_BF16_DOT_ABS = 1.5e-2, TOL_BF16_DOT_REL = 1.0 / 128;
+static const double TOL_F16_DOT_ABS = 2.5e-3, TOL_F16_DOT_REL = 1.0 / 1024;
+static const double TOL_BF16_ROUND_REL = 1.0 / 256, TOL_F16_ROUND_REL = 1.0 / 1024; /* one rounding of a value */
+enum { SKIP = 77 };                                 /* ctest's SKIP_RETURN_CODE for the gpu label */
 
 enum { MAX_IN = 8, MAX_BE = 6, GUARD = 24 };
 
@@ -301,6 +315,21 @@ static cq_status run_on(cq_backend *be, const tcase *c, float **out) {
     return st;
 }
 
+/* The case's tolerances, widened for a backend that rounds this op's inputs to bf16. */
+static void tolerances(const tcase *c, cq_backend *be, double *tabs, double *trel) {
+    *tabs = c->tol_abs;
+    *trel = c->tol_rel;
+    cq_dtype p = cq_backend_op_precision(be, c->op, c->wdt);
+    if (p != CQ_DTYPE_BF16 && p != CQ_DTYPE_F16) return;
+    bool bf = p == CQ_DTYPE_BF16;
+    if (c->op == CQ_OP_MATMUL || c->op == CQ_OP_ATTENTION || c->op == CQ_OP_CONV2D) {
+        *tabs = fmax(*tabs, bf ? TOL_BF16_DOT_ABS : TOL_F16_DOT_ABS);
+        *trel = fmax(*trel, bf ? TOL_BF16_DOT_REL : TOL_F16_DOT_REL);
+    } else {
+        *trel = fmax(*trel, bf ? TOL_BF16_ROUND_REL : TOL_F16_ROUND_REL);
+    }
+}
+
 static void compare(const tcase *c, cq_backend *be, const float *ref, const float *got) {
     int64_t n = prod(c->ondim, c->oshape);
     double scale = 0.0;
@@ -308,13 +337,15 @@ static void compare(const tcase *c, cq_backend *be, const float *ref, const floa
         if (!isfinite(ref[i])) fail_msg("%s: reference output %lld is not finite (%g)", c->label, (long long)i, ref[i]);
         scale = fmax(scale, fabs(ref[i]));
     }
-    double rel = c->tol_rel + ulp_rel(c->odt);
+    double tol_abs, tol_rel;
+    tolerances(c, be, &tol_abs, &tol_rel);
+    double rel = tol_rel + ulp_rel(c->odt);
     double tiny = c->odt == CQ_DTYPE_F16 ? 6e-8 : 1e-37; /* f16 subnormal spacing */
     for (int64_t i = 0; i < n; i++) {
         if (!isfinite(got[i]))
             fail_msg("%s on %s: output %lld is %g (NaN: element never written?)", c->label, cq_backend_name(be),
                      (long long)i, got[i]);
-        double d = fabs((double)got[i] - ref[i]), lim = c->tol_abs * scale + rel * fabs(ref[i]) + tiny;
+        double d = fabs((double)got[i] - ref[i]), lim = tol_abs * scale + rel * fabs(ref[i]) + tiny;
         if (d > lim)
             fail_msg("%s on %s: output %lld = %.9g, reference %.9g (|diff| %.3g > limit %.3g; max|ref| %.3g)", c->label,
                      cq_backend_name(be), (long long)i, got[i], ref[i], d, lim, scale);
@@ -547,6 +578,11 @@ static void test_attention(void **state) {
         attention_case(dt, 33, 7, 100, 6, 3, 100, VIS_RANDOM, 0.0f);
         /* More kv heads than one round of packed keys holds (4 MiB): two rounds. */
         attention_case(dt, 3, 200, 800, 10, 10, 128, VIS_CAUSAL, 0.0f);
+        /* head_dim 128 over several 64-query x 64-key tiles, as the denoiser's
+         * cached step and prefill call it (GPU fast path) */
+        attention_case(dt, 150, 18, 150, 2, 2, 128, VIS_NONE, 0.0f);
+        attention_case(dt, 130, 0, 130, 2, 1, 128, VIS_BLOCK, 0.0f);
+        attention_case(dt, 70, 40, 70, 1, 1, 128, VIS_RANDOM, 0.0f);
         if (g.big) {
             attention_case(dt, 257, 1000, 257, 4, 1, 128, VIS_CAUSAL, 0.0f);
             attention_case(dt, 1000, 0, 1000, 2, 2, 64, VIS_BLOCK, 0.0f);
@@ -1112,6 +1148,13 @@ static int setup(void **state) {
     const char *big = getenv("CQ_TEST_OPS_BIG");
     g.big = big && *big && *big != '0';
     if (cq_backend_ref_create(&g.ref) != CQ_OK) return -1;
+    const char *only = getenv("CQ_TEST_OPS_BACKEND");
+    if (only && *only) {
+        if (cq_backend_create(only, 2, &g.be[0]) != CQ_OK) return -1; /* main() checked that it opens */
+        g.nbe = 1;
+        printf("op test on: %s vs %s%s\n", cq_backend_name(g.be[0]), cq_backend_name(g.ref), g.big ? " (big sweep)" : "");
+        return 0;
+    }
     /* Every ISA this machine runs, with awkward thread counts; plus the best
      * one single-threaded. */
     const char *th = getenv("CQ_TEST_OPS_THREADS"); /* e.g. 1 under an emulator */
@@ -1140,6 +1183,17 @@ static int teardown(void **state) {
 }
 
 int main(void) {
+    const char *only = getenv("CQ_TEST_OPS_BACKEND");
+    if (only && *only) {
+        /* a GPU run: skip (ctest shows "Skipped") when the backend cannot open here */
+        cq_backend *probe = NULL;
+        cq_status s = cq_backend_create(only, 2, &probe);
+        if (s != CQ_OK) {
+            printf("test_ops: skipped: backend '%s' is not available: %s\n", only, cq_last_error());
+            return s == CQ_ERR_UNSUPPORTED ? SKIP : 1;
+        }
+        cq_backend_free(probe);
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matmul),        cmocka_unit_test(test_attention),    cmocka_unit_test(test_norms),
         cmocka_unit_test(test_groupnorm),     cmocka_unit_test(test_qk_norm_rope), cmocka_unit_test(test_elementwise),

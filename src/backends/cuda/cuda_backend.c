@@ -1,0 +1,423 @@
+/*
+ * cuda_backend.c — the CUDA backend: device choice, its vtable and
+ * capability answers, sync with the deferred-error report, device listing
+ * for `cortiq gpu`, and per-op timing.
+ *
+ * Deferred errors: kernels record the first failure (a bad index, a
+ * non-finite output) in a device status word; sync and download copy it back
+ * after the stream drains and turn it into CQ_ERR_BOUNDS / CQ_ERR_NUMERIC
+ * with the op's name and its number since the previous sync. A fault that
+ * kills the context (an illegal address) surfaces from the stream wait as a
+ * CUDA error; CORTIQ_CUDA_SYNC=1 waits after every op to pin it to its op.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cuda/cuda_impl.h"
+
+/* The kernels' enums mirror ops.h (compared as ints: they are distinct enum types). */
+#define SAME(a, b) ((int)(a) == (int)(b))
+_Static_assert(SAME(CQK_ACT_GELU_TANH, CQ_ACT_GELU_TANH) && SAME(CQK_ACT_SILU, CQ_ACT_SILU) &&
+                   SAME(CQK_ACT_SWIGLU, CQ_ACT_SWIGLU),
+               "activation enums differ");
+_Static_assert(SAME(CQK_UNARY_COUNT, CQ_UNARY_COUNT) && SAME(CQK_UNARY_CLAMP, CQ_UNARY_CLAMP) &&
+                   SAME(CQK_UNARY_EXP, CQ_UNARY_EXP) && SAME(CQK_UNARY_GELU_ERF, CQ_UNARY_GELU_ERF),
+               "unary enums differ");
+_Static_assert(SAME(CQK_BINARY_COUNT, CQ_BINARY_COUNT) && SAME(CQK_BINARY_DIV, CQ_BINARY_DIV), "binary enums differ");
+_Static_assert(SAME(CQK_ROPE_INTERLEAVED, CQ_ROPE_INTERLEAVED) && SAME(CQK_ROPE_HALF, CQ_ROPE_HALF), "rope enums differ");
+_Static_assert(SAME(CQK_W_Q8_ROW, CQ_DTYPE_Q8_ROW) && SAME(CQK_W_Q8_2F, CQ_DTYPE_Q8_2F) &&
+                   SAME(CQK_W_Q4_BLOCK, CQ_DTYPE_Q4_BLOCK) && SAME(CQK_W_Q4_TILED, CQ_DTYPE_Q4_TILED) &&
+                   SAME(CQK_W_Q4TP, CQ_DTYPE_Q4TP) && SAME(CQK_W_BF16, CQ_DTYPE_BF16) && SAME(CQK_W_F16, CQ_DTYPE_F16) &&
+                   SAME(CQK_W_F32, CQ_DTYPE_F32),
+               "codec ids differ");
+#undef SAME
+
+int cq_cuda_kdt(cq_dtype dt) {
+    switch ((int)dt) {
+    case CQ_DTYPE_F32: return CQK_F32;
+    case CQ_DTYPE_F16: return CQK_F16;
+    case CQ_DTYPE_BF16: return CQK_BF16;
+    case CQ_DTYPE_I32: return CQK_I32;
+    default: return -1;
+    }
+}
+
+/* ---- errors -------------------------------------------------------------------------------- */
+cq_status cq_cuda_fail(cudaError_t e, const char *op, const char *what) {
+    cq_status s = CQ_ERR_INTERNAL;
+    if (e == cudaErrorMemoryAllocation) s = CQ_ERR_NOMEM;
+    else if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver || e == cudaErrorNoKernelImageForDevice ||
+             e == cudaErrorInvalidDevice)
+        s = CQ_ERR_UNSUPPORTED;
+    return cq_fail(s, "cuda %s: %s failed: %s (%s)", op, what, cudaGetErrorName(e), cudaGetErrorString(e));
+}
+
+/* ---- environment knobs ----------------------------------------------------------------------- */
+static int env_choice(const char *name, const char *const *words, int n, int dflt) {
+    const char *v = getenv(name);
+    if (!v || !*v) return dflt;
+    for (int i = 0; i < n; i++)
+        if (!strcmp(v, words[i])) return i;
+    CQ_WARN("%s='%s' is not one of the accepted values; using the default", name, v);
+    return dflt;
+}
+
+static bool env_on(const char *name) {
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+/* ---- op bracketing ------------------------------------------------------------------------------ */
+static void prof_flush(cq_cuda *c);
+
+cqk_ctx cq_cuda_op_begin(cq_cuda *c, cq_op op) {
+    /* the calling thread may have made another device current since the last op */
+    cudaSetDevice(c->device);
+    cqk_ctx k = {.stream = c->stream, .st = c->dstatus, .op = (unsigned)op, .seq = c->seq, .check = 0};
+    k.check = c->check >= 2 || (c->check == 1 && op == CQ_OP_MATMUL);
+    c->op_log[c->seq & 255] = (unsigned char)op;
+    c->seq++;
+    if (c->prof.on) {
+        if (c->prof.n == CQ_CUDA_PROF_EVENTS) { /* all pairs used: wait for the last, fold them in */
+            cudaEventSynchronize(c->prof.ev[2 * CQ_CUDA_PROF_EVENTS - 1]);
+            prof_flush(c);
+        }
+        cudaEventRecord(c->prof.ev[2 * c->prof.n], c->stream);
+        c->prof.op[c->prof.n] = (int)op;
+    }
+    return k;
+}
+
+cq_status cq_cuda_op_end(cq_cuda *c, cq_op op, cudaError_t launch, const char *what) {
+    if (c->prof.on && c->prof.n < CQ_CUDA_PROF_EVENTS) {
+        cudaEventRecord(c->prof.ev[2 * c->prof.n + 1], c->stream);
+        c->prof.n++;
+    }
+    if (launch != cudaSuccess) return cq_cuda_fail(launch, cq_op_name(op), what);
+    if (c->sync_each_op) {
+        cudaError_t e = cudaStreamSynchronize(c->stream);
+        if (e != cudaSuccess) return cq_cuda_fail(e, cq_op_name(op), "the kernel (CORTIQ_CUDA_SYNC wait)");
+    }
+    return CQ_OK;
+}
+
+/* ---- sync ---------------------------------------------------------------------------------------- */
+static void prof_flush(cq_cuda *c) {
+    for (int i = 0; i < c->prof.n; i++) {
+        float ms = 0.0f;
+        if (cudaEventElapsedTime(&ms, c->prof.ev[2 * i], c->prof.ev[2 * i + 1]) == cudaSuccess) {
+            c->prof.ms[c->prof.op[i]] += ms;
+            c->prof.calls[c->prof.op[i]]++;
+        }
+    }
+    c->prof.n = 0;
+}
+
+cq_status cq_cuda_sync(cq_backend *be) {
+    cq_cuda *c = cq_cuda_of(be);
+    cudaSetDevice(c->device);
+    cudaError_t e = cudaMemcpyAsync(c->hstatus, c->dstatus, sizeof *c->hstatus, cudaMemcpyDeviceToHost, c->stream);
+    cudaError_t w = cudaStreamSynchronize(c->stream);
+    unsigned issued = c->seq;
+    c->seq = 0;
+    if (w != cudaSuccess || e != cudaSuccess) {
+        cq_op last = issued ? (cq_op)c->op_log[(issued - 1) & 255] : CQ_OP_COUNT;
+        char what[160];
+        snprintf(what, sizeof what, "waiting for the %u queued ops (the last: %s; CORTIQ_CUDA_SYNC=1 names the failing one)",
+                 issued, issued ? cq_op_name(last) : "none");
+        c->prof.n = 0;
+        return cq_cuda_fail(w != cudaSuccess ? w : e, "sync", what);
+    }
+    if (c->prof.on) prof_flush(c);
+    cqk_status st = *c->hstatus;
+    if (st.code == CQK_ERR_NONE) return CQ_OK;
+    memset(c->hstatus, 0, sizeof *c->hstatus);
+    e = cudaMemsetAsync(c->dstatus, 0, sizeof *c->dstatus, c->stream);
+    if (e != cudaSuccess) return cq_cuda_fail(e, "sync", "clearing the status word");
+    const char *op = cq_op_name((cq_op)st.op);
+    if (st.code == CQK_ERR_INDEX) {
+        if (st.op == CQ_OP_GET_ROWS)
+            return cq_fail(CQ_ERR_BOUNDS, "get_rows: id %lld at position %lld is outside the table (op #%u since the last sync)",
+                           st.value, st.where, st.seq);
+        return cq_fail(CQ_ERR_BOUNDS, "%s: index %lld at position %lld is out of range (op #%u since the last sync)", op,
+                       st.value, st.where, st.seq);
+    }
+    if (st.code == CQK_ERR_NONFINITE)
+        return cq_fail(CQ_ERR_NUMERIC,
+                       "%s produced a non-finite value (output element %lld; op #%u since the last sync): the inputs or "
+                       "weights hold values too large for the computation",
+                       op, st.where, st.seq);
+    return cq_fail(CQ_ERR_INTERNAL, "cuda: unknown device status code %u from %s", st.code, op);
+}
+
+/* ---- capabilities ------------------------------------------------------------------------------------ */
+static bool is_fl(cq_dtype dt) { return dt == CQ_DTYPE_F32 || dt == CQ_DTYPE_F16 || dt == CQ_DTYPE_BF16; }
+
+static bool cuda_supports(const cq_backend *be, cq_op op, cq_dtype wdt, cq_dtype xdt) {
+    (void)be;
+    switch (op) {
+    case CQ_OP_MATMUL:
+    case CQ_OP_GET_ROWS: return is_fl(xdt) && cq_cuda_codec_supported(wdt);
+    case CQ_OP_COPY: return is_fl(xdt) || xdt == CQ_DTYPE_I32;
+    case CQ_OP_ATTENTION:
+    case CQ_OP_LAYERNORM:
+    case CQ_OP_RMSNORM:
+    case CQ_OP_QK_NORM_ROPE:
+    case CQ_OP_UNARY:
+    case CQ_OP_BINARY:
+    case CQ_OP_GATED_ADD:
+    case CQ_OP_SWIGLU:
+    case CQ_OP_SOFTMAX:
+    case CQ_OP_TRANSPOSE:
+    case CQ_OP_CONCAT:
+    case CQ_OP_GATHER_COLS:
+    case CQ_OP_UPSAMPLE_NEAREST:
+    case CQ_OP_PIXEL_SHUFFLE:
+    case CQ_OP_PIXEL_UNSHUFFLE: return is_fl(xdt);
+    case CQ_OP_GROUPNORM:
+    case CQ_OP_CONV2D:
+    default: return false; /* not written yet: the VAE's ops */
+    }
+}
+
+static cq_dtype cuda_op_precision(const cq_backend *be, cq_op op, cq_dtype wdt) {
+    (void)be;
+    (void)wdt;
+    switch (op) {
+    case CQ_OP_MATMUL: return CQ_DTYPE_F16; /* f16 operands with power-of-two row scales */
+    case CQ_OP_ATTENTION: return CQ_DTYPE_BF16; /* bf16 Q/K/V/P on the tensor-core path */
+    case CQ_OP_GET_ROWS: return CQ_DTYPE_F16;   /* weights are f16 planes (activation tables are exact) */
+    default: return CQ_DTYPE_F32;
+    }
+}
+
+static cq_status cuda_stats(cq_backend *be, cq_backend_stats *out, bool reset) {
+    cq_cuda *c = cq_cuda_of(be);
+    CQ_TRY(cq_cuda_sync(be));
+    out->mem_in_use = c->mem.in_use;
+    out->mem_peak = c->mem.peak;
+    out->mem_cached = c->mem.cached;
+    out->weight_bytes = c->weight_bytes;
+    out->device_allocs = c->mem.n_cuda_mallocs;
+    size_t fr = 0, tot = 0;
+    if (cudaMemGetInfo(&fr, &tot) == cudaSuccess) {
+        out->device_free = fr;
+        out->device_total = tot;
+    }
+    out->timed = c->prof.on;
+    for (int i = 0; i < CQ_OP_COUNT; i++) {
+        out->op_ms[i] = c->prof.ms[i];
+        out->op_calls[i] = c->prof.calls[i];
+    }
+    if (reset) {
+        c->mem.peak = c->mem.in_use;
+        memset(c->prof.ms, 0, sizeof c->prof.ms);
+        memset(c->prof.calls, 0, sizeof c->prof.calls);
+    }
+    return CQ_OK;
+}
+
+static cq_status cuda_unsupported(const char *op) {
+    return cq_fail(CQ_ERR_UNSUPPORTED, "cuda backend: %s is not implemented on the GPU yet", op);
+}
+cq_status cq_cuda_groupnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, int groups, const cq_tensor *gamma,
+                            const cq_tensor *beta, float eps) {
+    (void)be, (void)y, (void)x, (void)groups, (void)gamma, (void)beta, (void)eps;
+    return cuda_unsupported("groupnorm");
+}
+cq_status cq_cuda_conv2d(cq_backend *be, const cq_conv2d_args *a) {
+    (void)be, (void)a;
+    return cuda_unsupported("conv2d");
+}
+
+/* ---- lifecycle --------------------------------------------------------------------------------------- */
+static void cuda_destroy(cq_backend *be) {
+    cq_cuda *c = cq_cuda_of(be);
+    if (!c) return;
+    if (c->device >= 0) cudaSetDevice(c->device);
+    if (c->stream) cudaStreamSynchronize(c->stream);
+    if (c->prof.on && c->prof.n) prof_flush(c);
+    if (c->prof.on) {
+        double total = 0;
+        for (int i = 0; i < CQ_OP_COUNT; i++) total += c->prof.ms[i];
+        for (int i = 0; i < CQ_OP_COUNT && total > 0; i++)
+            if (c->prof.calls[i])
+                CQ_INFO("cuda profile: %-16s %8ld calls %10.3f ms (%4.1f%%)", cq_op_name((cq_op)i), c->prof.calls[i],
+                        c->prof.ms[i], 100.0 * c->prof.ms[i] / total);
+    }
+    if (c->prof.ev) {
+        for (int i = 0; i < 2 * CQ_CUDA_PROF_EVENTS; i++)
+            if (c->prof.ev[i]) cudaEventDestroy(c->prof.ev[i]);
+        cq_free(c->prof.ev);
+    }
+    cq_free(c->prof.op);
+    cq_cuda_plans_destroy(c);
+    if (c->lt) cublasLtDestroy(c->lt);
+    if (c->exp2_lut) cq_cuda_free(c, c->exp2_lut);
+    for (int i = 0; i < CQ_CUDA_SLOT_COUNT; i++)
+        if (c->scratch[i]) cq_cuda_free(c, c->scratch[i]);
+    if (c->lt_ws) cq_cuda_free(c, c->lt_ws);
+    if (c->stream) cudaStreamSynchronize(c->stream);
+    cq_cuda_alloc_destroy(c);
+    if (c->dstatus) cudaFree(c->dstatus);
+    if (c->hstatus) cudaFreeHost(c->hstatus);
+    if (c->stream) cudaStreamDestroy(c->stream);
+    cq_free(c);
+}
+
+static const cq_backend_vtbl k_cuda_vtbl = {
+    .kind = "cuda",
+    .destroy = cuda_destroy,
+    .supports = cuda_supports,
+    .buf_alloc = cq_cuda_buf_alloc,
+    .buf_free = cq_cuda_buf_free,
+    .buf_upload = cq_cuda_buf_upload,
+    .buf_download = cq_cuda_buf_download,
+    .buf_zero = cq_cuda_buf_zero,
+    .bind_weight = cq_cuda_bind_weight,
+    .release_weight = cq_cuda_release_weight,
+    .sync = cq_cuda_sync,
+    .matmul = cq_cuda_matmul,
+    .attention = cq_cuda_attention,
+    .layernorm = cq_cuda_layernorm,
+    .rmsnorm = cq_cuda_rmsnorm,
+    .groupnorm = cq_cuda_groupnorm,
+    .qk_norm_rope = cq_cuda_qk_norm_rope,
+    .unary = cq_cuda_unary,
+    .binary = cq_cuda_binary,
+    .gated_add = cq_cuda_gated_add,
+    .swiglu = cq_cuda_swiglu,
+    .softmax = cq_cuda_softmax,
+    .copy = cq_cuda_copy,
+    .transpose = cq_cuda_transpose,
+    .concat_cols = cq_cuda_concat_cols,
+    .get_rows = cq_cuda_get_rows,
+    .gather_cols = cq_cuda_gather_cols,
+    .conv2d = cq_cuda_conv2d,
+    .upsample_nearest = cq_cuda_upsample_nearest,
+    .pixel_shuffle = cq_cuda_pixel_shuffle,
+    .pixel_unshuffle = cq_cuda_pixel_unshuffle,
+    .op_precision = cuda_op_precision,
+    .stats = cuda_stats,
+};
+
+bool cq_cuda_built(void) { return true; }
+
+int cq_cuda_device_count(char *why, size_t why_len) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n <= 0) {
+        if (why && why_len) {
+            if (e == cudaErrorInsufficientDriver)
+                snprintf(why, why_len, "no NVIDIA driver is loaded, or it is older than this build's CUDA runtime (%s)",
+                         cudaGetErrorString(e));
+            else if (e != cudaSuccess)
+                snprintf(why, why_len, "%s (%s)", cudaGetErrorName(e), cudaGetErrorString(e));
+            else
+                snprintf(why, why_len, "the driver reports no CUDA device");
+        }
+        (void)cudaGetLastError(); /* do not leave the error for the next unrelated call */
+        return 0;
+    }
+    return n;
+}
+
+cq_status cq_cuda_device_info(int device, cq_gpu_info *out) {
+    if (!out) return cq_fail(CQ_ERR_INVALID_ARG, "cq_cuda_device_info: out is NULL");
+    memset(out, 0, sizeof *out);
+    struct cudaDeviceProp p;
+    CQ_CUDA_TRY(cudaGetDeviceProperties(&p, device), "device", "cudaGetDeviceProperties");
+    snprintf(out->name, sizeof out->name, "%s", p.name);
+    out->mem_total = p.totalGlobalMem;
+    out->cc_major = p.major;
+    out->cc_minor = p.minor;
+    out->sm_count = p.multiProcessorCount;
+    int cur = 0;
+    size_t fr = 0, tot = 0;
+    /* free memory needs a context on that device; keep the caller's current device */
+    if (cudaGetDevice(&cur) == cudaSuccess && cudaSetDevice(device) == cudaSuccess) {
+        if (cudaMemGetInfo(&fr, &tot) == cudaSuccess) out->mem_free = fr;
+        cudaSetDevice(cur);
+    }
+    (void)cudaGetLastError();
+    return CQ_OK;
+}
+
+static cq_status prof_init(cq_cuda *c) {
+    c->prof.ev = cq_calloc(2 * CQ_CUDA_PROF_EVENTS, sizeof(cudaEvent_t));
+    c->prof.op = cq_calloc(CQ_CUDA_PROF_EVENTS, sizeof(int));
+    if (!c->prof.ev || !c->prof.op) return CQ_ERR_NOMEM;
+    for (int i = 0; i < 2 * CQ_CUDA_PROF_EVENTS; i++)
+        CQ_CUDA_TRY(cudaEventCreate(&c->prof.ev[i]), "profile", "cudaEventCreate");
+    c->prof.on = true;
+    return CQ_OK;
+}
+
+static cq_status cuda_init(cq_cuda *c, int device) {
+    struct cudaDeviceProp p;
+    CQ_CUDA_TRY(cudaGetDeviceProperties(&p, device), "backend", "cudaGetDeviceProperties");
+    if (p.major < 8)
+        return cq_fail(CQ_ERR_UNSUPPORTED,
+                       "cuda backend: device %d (%s) has compute capability %d.%d; the kernels need 8.0 or newer (bf16 "
+                       "tensor cores)",
+                       device, p.name, p.major, p.minor);
+    c->device = device;
+    snprintf(c->dev_name, sizeof c->dev_name, "%s", p.name);
+    c->cc_major = p.major;
+    c->cc_minor = p.minor;
+    c->sm_count = p.multiProcessorCount;
+    c->smem_optin = p.sharedMemPerBlockOptin;
+    CQ_CUDA_TRY(cudaSetDevice(device), "backend", "cudaSetDevice");
+    CQ_CUDA_TRY(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "backend", "cudaStreamCreate");
+    CQ_CUDA_TRY(cudaMalloc((void **)&c->dstatus, sizeof *c->dstatus), "backend", "allocating the status word");
+    CQ_CUDA_TRY(cudaMemsetAsync(c->dstatus, 0, sizeof *c->dstatus, c->stream), "backend", "clearing the status word");
+    CQ_CUDA_TRY(cudaMallocHost((void **)&c->hstatus, sizeof *c->hstatus), "backend", "allocating pinned memory");
+    memset(c->hstatus, 0, sizeof *c->hstatus);
+    cublasStatus_t bs = cublasLtCreate(&c->lt);
+    if (bs != CUBLAS_STATUS_SUCCESS)
+        return cq_fail(CQ_ERR_INTERNAL, "cuda backend: cublasLtCreate failed: %s", cublasLtGetStatusString(bs));
+    c->lt_ws_size = (size_t)32 << 20; /* cuBLASLt's workspace: 32 MiB covers its split-K algorithms */
+    CQ_TRY(cq_cuda_malloc(c, c->lt_ws_size, &c->lt_ws));
+    static const char *const check_words[] = {"0", "1", "2"};
+    static const char *const gemm_words[] = {"auto", "simt"};
+    static const char *const attn_words[] = {"auto", "generic"};
+    c->check = env_choice("CORTIQ_CUDA_CHECK", check_words, 3, 1);
+    c->gemm_mode = env_choice("CORTIQ_CUDA_GEMM", gemm_words, 2, 0);
+    c->attn_mode = env_choice("CORTIQ_CUDA_ATTN", attn_words, 2, 0);
+    c->sync_each_op = env_on("CORTIQ_CUDA_SYNC");
+    if (env_on("CORTIQ_CUDA_PROFILE")) CQ_TRY(prof_init(c));
+    c->base.vt = &k_cuda_vtbl;
+    /* The model code keeps residual and most activations in f32 today; bf16 is
+     * what this backend would like for the rest once models ask for it. */
+    c->base.act_dtype = CQ_DTYPE_BF16;
+    c->base.impl = c;
+    snprintf(c->base.name, sizeof c->base.name, "cuda:%d (%.40s)", device, p.name);
+    return CQ_OK;
+}
+
+cq_status cq_backend_cuda_create(int device, cq_backend **out) {
+    if (!out) return cq_fail(CQ_ERR_INVALID_ARG, "cq_backend_cuda_create: out is NULL");
+    *out = NULL;
+    if (device < 0) {
+        const char *e = getenv("CORTIQ_CUDA_DEVICE");
+        device = e && *e ? atoi(e) : 0;
+    }
+    char why[256];
+    int n = cq_cuda_device_count(why, sizeof why);
+    if (n == 0) return cq_fail(CQ_ERR_UNSUPPORTED, "cuda backend: no usable GPU: %s", why);
+    if (device < 0 || device >= n)
+        return cq_fail(CQ_ERR_UNSUPPORTED, "cuda backend: device %d does not exist (%d device%s visible)", device, n,
+                       n == 1 ? "" : "s");
+    cq_cuda *c = cq_calloc(1, sizeof *c);
+    if (!c) return CQ_ERR_NOMEM;
+    c->device = -1;
+    cq_status s = cuda_init(c, device);
+    if (s != CQ_OK) {
+        cuda_destroy(&c->base);
+        return s;
+    }
+    *out = &c->base;
+    return CQ_OK;
+}

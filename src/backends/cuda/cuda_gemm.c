@@ -1,0 +1,232 @@
+/*
+ * cuda_gemm.c — the matmul op: cuBLASLt f16 GEMMs with f32 accumulation,
+ * then this backend's epilogue kernel.
+ *
+ * Operands are f16 with a power-of-two scale per row (the range guard,
+ * cuda_kernels.h): a bound weight is its plane; an activation operand (x, or
+ * a W that is an activation) is staged into scratch by one kernel that finds
+ * each row's absmax and writes the scaled f16 row. f16 rather than bf16
+ * because the golden checks need its 11-bit mantissa (cuda_weights.c).
+ *
+ * The GEMM (two for SwiGLU with separate weights, one over the fused
+ * [gate; up] weight) writes f32 into scratch, and one kernel applies the
+ * row scales, scale, bias, GELU-tanh / SiLU / SwiGLU, the gated
+ * accumulation, the dtype of y and the non-finite check
+ * (cqk_matmul_epilogue). A first version: the f32 round trip through scratch
+ * costs one extra write and read of the output; fusing the epilogue into the
+ * GEMM (a custom wgmma kernel, or cuBLASLt's per-row alpha vector with the
+ * activation scale folded elsewhere) is the first tuning item.
+ *
+ * Row-major y [M, N] = x [M, K] · W [N, K]ᵀ is cuBLASLt's column-major
+ * C [N, M] = op(A) · op(B) with A = W seen as K x N (transposed: TRANSA = T)
+ * and B = x seen as K x M (TRANSB = N): the "TN" layout tensor cores like.
+ *
+ * Plans (descriptors + the heuristic's algorithm) are cached per shape, so a
+ * step after the first makes no heuristic queries. When cuBLASLt has no
+ * algorithm or CORTIQ_CUDA_GEMM=simt, a CUDA-core kernel does the GEMM.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "backends/cuda/cuda_impl.h"
+
+/* ---- cuBLASLt plans --------------------------------------------------------------------------- */
+static void plan_release(cq_cuda_plan *p) {
+    if (p->a) cublasLtMatrixLayoutDestroy(p->a);
+    if (p->b) cublasLtMatrixLayoutDestroy(p->b);
+    if (p->d) cublasLtMatrixLayoutDestroy(p->d);
+    if (p->op) cublasLtMatmulDescDestroy(p->op);
+    memset(p, 0, sizeof *p);
+}
+
+void cq_cuda_plans_destroy(cq_cuda *c) {
+    for (int i = 0; i < CQ_CUDA_PLANS; i++) plan_release(&c->plans[i]);
+}
+
+static unsigned ptr_align(const void *p) {
+    uintptr_t u = (uintptr_t)p;
+    unsigned a = 256;
+    while (a > 1 && (u % a)) a >>= 1;
+    return a > 16 ? 16 : a;
+}
+
+static cq_status lt_check(cublasStatus_t s, const char *what) {
+    if (s == CUBLAS_STATUS_SUCCESS) return CQ_OK;
+    return cq_fail(CQ_ERR_INTERNAL, "cuda matmul: %s failed: %s", what, cublasLtGetStatusString(s));
+}
+
+/* Build descriptors and ask the heuristic for one algorithm. */
+static cq_status plan_make(cq_cuda *c, cq_cuda_plan *p) {
+    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    cudaDataType_t dt = p->ddt == CQK_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+    cublasLtPointerMode_t pm = CUBLASLT_POINTER_MODE_HOST; /* alpha/beta by value: nothing to keep alive */
+    CQ_TRY(lt_check(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate"));
+    CQ_TRY(lt_check(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "TRANSA"));
+    CQ_TRY(lt_check(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "TRANSB"));
+    CQ_TRY(lt_check(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_POINTER_MODE, &pm, sizeof pm), "POINTER_MODE"));
+    CQ_TRY(lt_check(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16F, (uint64_t)p->K, (uint64_t)p->N, p->lda), "layout A"));
+    CQ_TRY(lt_check(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16F, (uint64_t)p->K, (uint64_t)p->M, p->ldb), "layout B"));
+    CQ_TRY(lt_check(cublasLtMatrixLayoutCreate(&p->d, dt, (uint64_t)p->N, (uint64_t)p->M, p->ldd), "layout D"));
+    cublasLtMatmulPreference_t pref = NULL;
+    CQ_TRY(lt_check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate"));
+    uint64_t ws = c->lt_ws_size;
+    uint32_t al = p->align;
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof al);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof al);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al);
+    cublasLtMatmulHeuristicResult_t res;
+    int n = 0;
+    memset(&res, 0, sizeof res);
+    cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(c->lt, p->op, p->a, p->b, p->d, p->d, pref, 1, &res, &n);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (s == CUBLAS_STATUS_SUCCESS && n > 0 && res.state == CUBLAS_STATUS_SUCCESS) {
+        p->algo = res.algo;
+        p->ws_needed = res.workspaceSize;
+        p->ok = 1;
+    } else {
+        CQ_DEBUG("cuda matmul: cuBLASLt has no algorithm for M=%lld N=%lld K=%lld (lda %lld ldb %lld ldd %lld, "
+                 "align %u): using the CUDA-core kernel",
+                 (long long)p->M, (long long)p->N, (long long)p->K, (long long)p->lda, (long long)p->ldb,
+                 (long long)p->ldd, p->align);
+        p->ok = 0;
+    }
+    return CQ_OK;
+}
+
+static cq_status plan_get(cq_cuda *c, int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb, int64_t ldd, int ddt,
+                          int beta_nonzero, unsigned align, cq_cuda_plan **out) {
+    cq_cuda_plan *victim = &c->plans[0];
+    c->plan_clock++;
+    for (int i = 0; i < CQ_CUDA_PLANS; i++) {
+        cq_cuda_plan *p = &c->plans[i];
+        if (p->op && p->M == M && p->N == N && p->K == K && p->lda == lda && p->ldb == ldb && p->ldd == ldd &&
+            p->ddt == ddt && p->beta_nonzero == beta_nonzero && p->align == align) {
+            p->last_use = c->plan_clock;
+            *out = p;
+            return CQ_OK;
+        }
+        if (!victim->op) continue;
+        if (!p->op || p->last_use < victim->last_use) victim = p;
+    }
+    plan_release(victim);
+    victim->M = M, victim->N = N, victim->K = K, victim->lda = lda, victim->ldb = ldb, victim->ldd = ldd;
+    victim->ddt = ddt, victim->beta_nonzero = beta_nonzero, victim->align = align;
+    victim->last_use = c->plan_clock;
+    cq_status s = plan_make(c, victim);
+    if (s != CQ_OK) {
+        plan_release(victim);
+        return s;
+    }
+    *out = victim;
+    return CQ_OK;
+}
+
+/* D [M, N] (pitch ldd, F32 or BF16) = alpha · B Aᵀ + beta · D; A [N, K], B [M, K] f16. */
+static cq_status gemm(cq_cuda *c, const cqk_ctx *k, const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
+                      void *D, int ddt, int64_t ldd, int64_t M, int64_t N, int64_t K, float alpha, float beta) {
+    if (c->gemm_mode == 0) {
+        unsigned al = ptr_align(A);
+        if (ptr_align(B) < al) al = ptr_align(B);
+        if (ptr_align(D) < al) al = ptr_align(D);
+        cq_cuda_plan *p = NULL;
+        CQ_TRY(plan_get(c, M, N, K, lda, ldb, ldd, ddt, beta != 0.0f, al, &p));
+        if (p->ok) {
+            cublasStatus_t s = cublasLtMatmul(c->lt, p->op, &alpha, A, p->a, B, p->b, &beta, D, p->d, D, p->d, &p->algo,
+                                              c->lt_ws, c->lt_ws_size, c->stream);
+            if (s == CUBLAS_STATUS_SUCCESS) return CQ_OK;
+            return cq_fail(CQ_ERR_INTERNAL, "cuda matmul: cublasLtMatmul failed: %s (M=%lld N=%lld K=%lld)",
+                           cublasLtGetStatusString(s), (long long)M, (long long)N, (long long)K);
+        }
+    }
+    cudaError_t e = cqk_gemm_simt(k, A, lda, B, ldb, D, ddt, ldd, M, N, K, alpha, beta);
+    if (e != cudaSuccess) return cq_cuda_fail(e, "matmul", "the CUDA-core GEMM kernel");
+    return CQ_OK;
+}
+
+/* ---- operands ---------------------------------------------------------------------------------- */
+typedef struct operand {
+    const uint16_t *p; /* f16 [rows, ld], rows scaled */
+    int64_t ld;
+    const float *scale; /* [rows] */
+} operand;
+
+static int64_t pitch8(int64_t k) { return (k + 7) / 8 * 8; }
+
+/* A [rows, K] matrix operand: a weight's plane, or an activation staged in
+ * `slot` (values) and `sslot` (row scales). */
+static cq_status operand_of(cq_cuda *c, const cqk_ctx *k, const cq_tensor *t, const char *name, int64_t rows, int64_t K,
+                            cq_cuda_slot slot, cq_cuda_slot sslot, operand *out) {
+    if (t->flags & CQ_TENSOR_WEIGHT) {
+        const cq_cuda_weight *w = t->impl;
+        if (!w || !w->plane)
+            return cq_fail(CQ_ERR_INTERNAL, "cuda matmul: weight '%s' has no device plane", name);
+        if (w->rows != rows || w->cols != K)
+            return cq_fail(CQ_ERR_UNSUPPORTED,
+                           "cuda matmul: weight '%s' was bound as [%lld, %lld] and is used as [%lld, %lld]; its plane has "
+                           "one scale per bound row, so it cannot be reshaped", name, (long long)w->rows,
+                           (long long)w->cols, (long long)rows, (long long)K);
+        out->p = w->plane;
+        out->ld = w->ld;
+        out->scale = w->rowscale;
+        return CQ_OK;
+    }
+    const int64_t ld = pitch8(K);
+    void *dst = NULL, *sc = NULL;
+    CQ_TRY(cq_cuda_scratch(c, slot, (size_t)rows * (size_t)ld * 2, &dst));
+    CQ_TRY(cq_cuda_scratch(c, sslot, (size_t)rows * 4, &sc));
+    cudaError_t e = cqk_stage_f16_rows(k, dst, ld, sc, cq_cuda_ptr(t), cq_cuda_kdt(t->dtype), K, rows, K);
+    if (e != cudaSuccess) return cq_cuda_fail(e, "matmul", "staging an operand as scaled f16 rows");
+    out->p = dst;
+    out->ld = ld;
+    out->scale = sc;
+    return CQ_OK;
+}
+
+/* ---- the op ---------------------------------------------------------------------------------------- */
+static cq_status matmul_run(cq_cuda *c, const cqk_ctx *k, const cq_matmul_args *a) {
+    const int64_t M = cq_tensor_rows(a->x), K = cq_tensor_cols(a->x), N = cq_tensor_cols(a->y);
+    const bool swiglu = a->act == CQ_ACT_SWIGLU, fused = swiglu && !a->w2;
+    const int64_t Nw = fused ? 2 * N : N; /* rows of W */
+    operand x, w1, w2 = {0};
+    CQ_TRY(operand_of(c, k, a->x, "x", M, K, CQ_CUDA_SLOT_X, CQ_CUDA_SLOT_XS, &x));
+    CQ_TRY(operand_of(c, k, a->w, "w", Nw, K, CQ_CUDA_SLOT_W1, CQ_CUDA_SLOT_W1S, &w1));
+    if (swiglu && a->w2) CQ_TRY(operand_of(c, k, a->w2, "w2", N, K, CQ_CUDA_SLOT_W2, CQ_CUDA_SLOT_W2S, &w2));
+
+    /* GEMMs into f32 scratch (16-byte rows), then the epilogue */
+    const int64_t ldacc = (Nw + 3) / 4 * 4;
+    const int n_acc = swiglu && a->w2 ? 2 : 1;
+    float *acc = NULL;
+    CQ_TRY(cq_cuda_scratch(c, CQ_CUDA_SLOT_ACC, (size_t)M * (size_t)ldacc * 4 * (size_t)n_acc, (void **)&acc));
+    CQ_TRY(gemm(c, k, w1.p, w1.ld, x.p, x.ld, acc, CQK_F32, ldacc, M, Nw, K, 1.0f, 0.0f));
+    cqk_epilogue e = {.acc1 = acc, .ld1 = ldacc, .xscale = x.scale, .wscale1 = w1.scale,
+                      .scale = a->scale != 0.0f ? a->scale : 1.0f, .act = (int)a->act, .accumulate = a->accumulate,
+                      .y = cq_cuda_ptr(a->y), .ydt = cq_cuda_kdt(a->y->dtype), .ldy = N, .M = M, .N = N};
+    e.bias = a->bias ? (const float *)cq_cuda_ptr(a->bias) : NULL;
+    e.gate = a->gate ? (const float *)cq_cuda_ptr(a->gate) : NULL;
+    if (swiglu && a->w2) {
+        float *acc2 = acc + (size_t)M * (size_t)ldacc;
+        CQ_TRY(gemm(c, k, w2.p, w2.ld, x.p, x.ld, acc2, CQK_F32, ldacc, M, N, K, 1.0f, 0.0f));
+        e.acc2 = acc2;
+        e.ld2 = ldacc;
+        e.wscale2 = w2.scale;
+        e.bias2 = a->bias2 ? (const float *)cq_cuda_ptr(a->bias2) : NULL;
+    } else if (fused) {
+        e.acc2 = acc + N; /* the up half: columns [N, 2N), rows [N, 2N) of W */
+        e.ld2 = ldacc;
+        e.wscale2 = w1.scale + N;
+        e.bias2 = e.bias ? e.bias + N : NULL;
+    }
+    cudaError_t err = cqk_matmul_epilogue(k, &e);
+    if (err != cudaSuccess) return cq_cuda_fail(err, "matmul", "the epilogue kernel");
+    return CQ_OK;
+}
+
+cq_status cq_cuda_matmul(cq_backend *be, const cq_matmul_args *a) {
+    cq_cuda *c = cq_cuda_of(be);
+    cqk_ctx k = cq_cuda_op_begin(c, CQ_OP_MATMUL);
+    cq_status s = matmul_run(c, &k, a);
+    cq_status e = cq_cuda_op_end(c, CQ_OP_MATMUL, cudaSuccess, "");
+    return s != CQ_OK ? s : e;
+}

@@ -1,0 +1,206 @@
+/*
+ * cuda_impl.h — internals of the CUDA backend shared by its C files.
+ *
+ * Structure
+ *  - cuda_backend.c: device choice, the vtable, supports(), sync with the
+ *    deferred-error report, device listing, per-op timing.
+ *  - cuda_mem.c: the caching allocator (cudaMalloc once, reuse after), host
+ *    transfers, per-op scratch.
+ *  - cuda_weights.c: weight binding (raw payload uploaded, decoded on the
+ *    device into bf16 planes), release, the q4tp exp2 table.
+ *  - cuda_gemm.c: the matmul op on cuBLASLt with the fused epilogue kernel.
+ *  - cuda_ops.c: the other ops (argument marshalling to the kernels).
+ *  - cuda_kernels.h + k_*.cu: the kernels.
+ *
+ * Execution model: one CUDA stream per backend. Every op only enqueues
+ * (kernel launches, cuBLASLt calls, async copies); nothing waits for the
+ * device except sync, download and the allocator's out-of-memory retry.
+ * Launch failures are returned by the op at once; failures found by kernels
+ * (bad indices, non-finite outputs) land in one device status word and come
+ * back from the next sync or download. After warm-up no op allocates
+ * (scratch grows to the largest request and stays), so a whole denoiser
+ * step can later be captured as a CUDA graph.
+ */
+#ifndef CQ_CUDA_IMPL_H
+#define CQ_CUDA_IMPL_H
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include "backends/cuda/cuda_kernels.h"
+#include "ops/backend.h"
+
+/* ---- allocator --------------------------------------------------------------------- */
+typedef struct cq_cuda_bucket { /* free blocks of one rounded size */
+    size_t size;
+    void **ptrs;
+    int n, cap;
+} cq_cuda_bucket;
+
+typedef struct cq_cuda_live { /* hash slot: a handed-out block and its rounded size */
+    void *ptr;
+    size_t size;
+} cq_cuda_live;
+
+typedef struct cq_cuda_alloc {
+    cq_cuda_bucket *buckets;
+    int n_buckets, cap_buckets;
+    cq_cuda_live *live; /* open addressing, power-of-two capacity; ptr NULL = empty, (void*)1 = deleted */
+    size_t live_cap, live_n, live_used;
+    uint64_t in_use, peak, cached, n_cuda_mallocs;
+} cq_cuda_alloc;
+
+/* Scratch kept across ops (grow-only), one per operand that can be live at once in an op. */
+typedef enum cq_cuda_slot {
+    CQ_CUDA_SLOT_X = 0, /* matmul: x staged as scaled f16 rows */
+    CQ_CUDA_SLOT_W1,    /* matmul: an activation W staged likewise */
+    CQ_CUDA_SLOT_W2,    /* matmul: an activation W2 staged likewise */
+    CQ_CUDA_SLOT_XS,    /* their row scales */
+    CQ_CUDA_SLOT_W1S,
+    CQ_CUDA_SLOT_W2S,
+    CQ_CUDA_SLOT_ACC,   /* matmul: f32 GEMM results before the epilogue */
+    CQ_CUDA_SLOT_STAGE, /* weight binding: the raw payload */
+    CQ_CUDA_SLOT_COUNT
+} cq_cuda_slot;
+
+/* ---- cuBLASLt plans ------------------------------------------------------------------ */
+typedef struct cq_cuda_plan {
+    int64_t M, N, K, lda, ldb, ldd;
+    int ddt;          /* CQK_F32 or CQK_BF16 */
+    int beta_nonzero;
+    unsigned align;   /* min alignment (bytes) of A, B, D: part of the key */
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t a, b, d;
+    cublasLtMatmulAlgo_t algo;
+    size_t ws_needed;
+    int ok;           /* 0: cuBLASLt has no algorithm; use the SIMT kernel */
+    uint64_t last_use;
+} cq_cuda_plan;
+#define CQ_CUDA_PLANS 128
+
+/* ---- per-op timing (CORTIQ_CUDA_PROFILE=1) ----------------------------------------------- */
+#define CQ_CUDA_PROF_EVENTS 4096
+typedef struct cq_cuda_prof {
+    bool on;
+    cudaEvent_t *ev; /* pairs: ev[2i] before op i, ev[2i+1] after */
+    int *op;         /* cq_op of pair i */
+    int n;           /* pairs recorded since the last flush */
+    double ms[CQ_OP_COUNT];
+    long calls[CQ_OP_COUNT];
+} cq_cuda_prof;
+
+/* ---- the backend ----------------------------------------------------------------------- */
+typedef struct cq_cuda {
+    cq_backend base; /* first: a cq_backend* is a cq_cuda* */
+    int device;
+    char dev_name[256];
+    int cc_major, cc_minor, sm_count;
+    size_t smem_optin;
+    cudaStream_t stream;
+    cublasLtHandle_t lt;
+    void *lt_ws;
+    size_t lt_ws_size;
+    cqk_status *dstatus; /* device status word */
+    cqk_status *hstatus; /* pinned host copy */
+    unsigned seq;        /* ops issued since the last sync */
+    unsigned char op_log[256]; /* cq_op of the last ops, by seq % 256, for messages */
+    cq_cuda_alloc mem;
+    void *scratch[CQ_CUDA_SLOT_COUNT];
+    size_t scratch_cap[CQ_CUDA_SLOT_COUNT];
+    float *exp2_lut;     /* device [65536], made at the first q4tp weight */
+    uint64_t weight_bytes;
+    cq_cuda_plan plans[CQ_CUDA_PLANS];
+    uint64_t plan_clock;
+    /* knobs read from the environment at creation (docs/CUDA.md) */
+    int check;           /* CORTIQ_CUDA_CHECK: 0 off, 1 matmul outputs (default), 2 every op's output */
+    int gemm_mode;       /* CORTIQ_CUDA_GEMM: 0 cuBLASLt (auto), 1 the CUDA-core kernel only */
+    int attn_mode;       /* CORTIQ_CUDA_ATTN: 0 auto, 1 generic kernel only */
+    bool sync_each_op;   /* CORTIQ_CUDA_SYNC=1: wait after every op (pins a device fault on its op) */
+    cq_cuda_prof prof;
+} cq_cuda;
+
+static inline cq_cuda *cq_cuda_of(cq_backend *be) { return (cq_cuda *)be; }
+
+/* Device address of element 0 of a tensor. */
+static inline void *cq_cuda_ptr(const cq_tensor *t) { return (char *)t->base + t->offset; }
+
+/* CQK_F32/F16/BF16/I32 for an activation dtype; -1 otherwise. */
+int cq_cuda_kdt(cq_dtype dt);
+
+/* ---- errors ------------------------------------------------------------------------------ */
+/* CUDA runtime failure -> cq_status with a message naming the op and the call. */
+cq_status cq_cuda_fail(cudaError_t e, const char *op, const char *what);
+#define CQ_CUDA_TRY(call, op, what)                                   \
+    do {                                                              \
+        cudaError_t cq__e = (call);                                   \
+        if (cq__e != cudaSuccess) return cq_cuda_fail(cq__e, op, what); \
+    } while (0)
+
+/* ---- op bracketing: sequence numbers, the launch context, timing ---------------------------- */
+/* Begin an op: returns the context every launcher takes. */
+cqk_ctx cq_cuda_op_begin(cq_cuda *c, cq_op op);
+/* End an op: records timing; with CORTIQ_CUDA_SYNC waits and reports a device fault at this op. */
+cq_status cq_cuda_op_end(cq_cuda *c, cq_op op, cudaError_t launch, const char *what);
+
+/* ---- memory (cuda_mem.c) ---------------------------------------------------------------------- */
+cq_status cq_cuda_malloc(cq_cuda *c, size_t nbytes, void **out);
+void cq_cuda_free(cq_cuda *c, void *p);
+void cq_cuda_alloc_destroy(cq_cuda *c); /* after a device sync */
+/* Scratch of at least `bytes` for `slot`, kept until the backend is destroyed. */
+cq_status cq_cuda_scratch(cq_cuda *c, cq_cuda_slot slot, size_t bytes, void **out);
+
+cq_status cq_cuda_buf_alloc(cq_backend *be, size_t nbytes, void **base);
+void cq_cuda_buf_free(cq_backend *be, void *base);
+cq_status cq_cuda_buf_upload(cq_backend *be, void *base, size_t offset, const void *src, size_t n);
+cq_status cq_cuda_buf_download(cq_backend *be, const void *base, size_t offset, void *dst, size_t n);
+cq_status cq_cuda_buf_zero(cq_backend *be, void *base, size_t offset, size_t n);
+
+/* ---- weights (cuda_weights.c) -------------------------------------------------------------------- */
+/* A bound weight (t->impl). 1-D f32/f16/bf16 weights (per-channel vectors,
+ * which models read with cq_op_copy) keep the payload as it is in `raw`.
+ * Everything else is a plane: f16 [rows = shape[0], ld >= cols = the rest]
+ * with row r scaled by 2^e_r and rowscale[r] = 2^-e_r (cuda_kernels.h), used
+ * by GEMMs, get_rows and copy. */
+typedef struct cq_cuda_weight {
+    void *raw;
+    uint16_t *plane;
+    float *rowscale;
+    int64_t rows, cols, ld;
+    uint64_t bytes;
+} cq_cuda_weight;
+bool cq_cuda_codec_supported(cq_dtype dt);
+cq_status cq_cuda_bind_weight(cq_backend *be, const cq_tensor_view *v, cq_tensor *t);
+void cq_cuda_release_weight(cq_backend *be, cq_tensor *t);
+
+/* ---- sync (cuda_backend.c) -------------------------------------------------------------------- */
+cq_status cq_cuda_sync(cq_backend *be);
+
+/* ---- ops ---------------------------------------------------------------------------------------- */
+cq_status cq_cuda_matmul(cq_backend *be, const cq_matmul_args *a);
+void cq_cuda_plans_destroy(cq_cuda *c);
+cq_status cq_cuda_attention(cq_backend *be, const cq_attn_args *a);
+cq_status cq_cuda_layernorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *scale,
+                            const cq_tensor *shift, float eps);
+cq_status cq_cuda_rmsnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *w, const cq_tensor *bias,
+                          bool zero_centered, float eps);
+cq_status cq_cuda_groupnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, int groups, const cq_tensor *gamma,
+                            const cq_tensor *beta, float eps);
+cq_status cq_cuda_qk_norm_rope(cq_backend *be, cq_tensor *t, int n_heads, int head_dim, const cq_tensor *w, float eps,
+                               const cq_tensor *cos_t, const cq_tensor *sin_t, cq_rope_mode mode, int rope_dim);
+cq_status cq_cuda_unary(cq_backend *be, cq_tensor *y, const cq_tensor *x, cq_unary fn, float alpha, float beta);
+cq_status cq_cuda_binary(cq_backend *be, cq_tensor *y, const cq_tensor *a, const cq_tensor *b, cq_binary fn);
+cq_status cq_cuda_gated_add(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *gate);
+cq_status cq_cuda_swiglu(cq_backend *be, cq_tensor *y, const cq_tensor *a, const cq_tensor *b);
+cq_status cq_cuda_softmax(cq_backend *be, cq_tensor *y, const cq_tensor *x, float scale);
+cq_status cq_cuda_copy(cq_backend *be, cq_tensor *y, const cq_tensor *x);
+cq_status cq_cuda_transpose(cq_backend *be, cq_tensor *y, const cq_tensor *x);
+cq_status cq_cuda_concat_cols(cq_backend *be, cq_tensor *y, const cq_tensor *a, const cq_tensor *b);
+cq_status cq_cuda_get_rows(cq_backend *be, cq_tensor *y, const cq_tensor *w, const cq_tensor *ids);
+cq_status cq_cuda_gather_cols(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *idx, int group,
+                              float scale);
+cq_status cq_cuda_conv2d(cq_backend *be, const cq_conv2d_args *a);
+cq_status cq_cuda_upsample_nearest(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int f);
+cq_status cq_cuda_pixel_shuffle(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int r);
+cq_status cq_cuda_pixel_unshuffle(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int r);
+
+#endif /* CQ_CUDA_IMPL_H */

@@ -1,0 +1,193 @@
+/*
+ * cuda_ops.c — the CUDA backend's ops other than matmul: argument
+ * marshalling from validated tensors (ops_front.c checked shapes, dtypes and
+ * aliasing) to the kernel launchers, bracketed by op_begin/op_end for
+ * sequence numbers, timing and launch errors.
+ */
+#include <math.h>
+
+#include "backends/cuda/cuda_impl.h"
+
+#define OP_BEGIN(opid)                \
+    cq_cuda *c = cq_cuda_of(be);      \
+    const cq_op op_ = (opid);         \
+    cqk_ctx k = cq_cuda_op_begin(c, op_)
+#define OP_END(launch, what) return cq_cuda_op_end(c, op_, (launch), (what))
+
+static const float *fptr(const cq_tensor *t) { return t ? (const float *)cq_cuda_ptr(t) : NULL; }
+static int kdt(const cq_tensor *t) { return cq_cuda_kdt(t->dtype); }
+
+/* ---- attention ----------------------------------------------------------------------------- */
+cq_status cq_cuda_attention(cq_backend *be, const cq_attn_args *a) {
+    OP_BEGIN(CQ_OP_ATTENTION);
+    if (a->head_dim > 256) {
+        cq_cuda_op_end(c, op_, cudaSuccess, "");
+        return cq_fail(CQ_ERR_UNSUPPORTED, "attention: head_dim %d on the cuda backend (it runs up to 256)", a->head_dim);
+    }
+    cqk_attn p = {
+        .q = cq_cuda_ptr(a->q),
+        .kp = a->k_prefix ? cq_cuda_ptr(a->k_prefix) : NULL,
+        .vp = a->v_prefix ? cq_cuda_ptr(a->v_prefix) : NULL,
+        .k = a->k ? cq_cuda_ptr(a->k) : NULL,
+        .v = a->v ? cq_cuda_ptr(a->v) : NULL,
+        .o = cq_cuda_ptr(a->o),
+        .vis = a->vis ? (const int32_t *)cq_cuda_ptr(a->vis) : NULL,
+        .dt = kdt(a->q),
+        .Nq = cq_tensor_rows(a->q),
+        .P = a->k_prefix ? cq_tensor_rows(a->k_prefix) : 0,
+        .Nk = a->k ? cq_tensor_rows(a->k) : 0,
+        .Hq = a->n_heads,
+        .Hkv = a->n_kv_heads,
+        .D = a->head_dim,
+        /* as the reference: 1/sqrt(D) formed in double, used in f32 */
+        .scale = a->scale != 0.0f ? a->scale : (float)(1.0 / sqrt((double)a->head_dim)),
+        .causal = a->causal,
+    };
+    const bool fast = a->head_dim == 128 && c->attn_mode == 0 && c->smem_optin >= cqk_attention_d128_smem() &&
+                      a->n_heads <= 65535;
+    cudaError_t e = fast ? cqk_attention_d128(&k, &p) : cqk_attention_generic(&k, &p);
+    if (e == cudaSuccess && k.check) e = cqk_check_finite(&k, p.o, p.dt, p.Nq, (int64_t)p.Hq * p.D, (int64_t)p.Hq * p.D);
+    OP_END(e, fast ? "the head_dim-128 tensor-core kernel" : "the generic kernel");
+}
+
+/* ---- row ops -------------------------------------------------------------------------------- */
+cq_status cq_cuda_layernorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *scale,
+                            const cq_tensor *shift, float eps) {
+    OP_BEGIN(CQ_OP_LAYERNORM);
+    int64_t R = cq_tensor_rows(x), C = cq_tensor_cols(x);
+    cudaError_t e = cqk_layernorm(&k, cq_cuda_ptr(y), cq_cuda_ptr(x), kdt(x), R, C, fptr(scale), fptr(shift), eps);
+    if (e == cudaSuccess && k.check) e = cqk_check_finite(&k, cq_cuda_ptr(y), kdt(y), R, C, C);
+    OP_END(e, "the kernel");
+}
+
+cq_status cq_cuda_rmsnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *w, const cq_tensor *bias,
+                          bool zero_centered, float eps) {
+    OP_BEGIN(CQ_OP_RMSNORM);
+    int64_t R = cq_tensor_rows(x), C = cq_tensor_cols(x);
+    cudaError_t e = cqk_rmsnorm(&k, cq_cuda_ptr(y), cq_cuda_ptr(x), kdt(x), R, C, fptr(w), fptr(bias), zero_centered, eps);
+    if (e == cudaSuccess && k.check) e = cqk_check_finite(&k, cq_cuda_ptr(y), kdt(y), R, C, C);
+    OP_END(e, "the kernel");
+}
+
+cq_status cq_cuda_qk_norm_rope(cq_backend *be, cq_tensor *t, int n_heads, int head_dim, const cq_tensor *w, float eps,
+                               const cq_tensor *cos_t, const cq_tensor *sin_t, cq_rope_mode mode, int rope_dim) {
+    OP_BEGIN(CQ_OP_QK_NORM_ROPE);
+    int64_t N = cq_tensor_rows(t);
+    int rd = rope_dim ? rope_dim : head_dim;
+    cudaError_t e = cqk_qk_norm_rope(&k, cq_cuda_ptr(t), kdt(t), N, n_heads, head_dim, fptr(w), eps, fptr(cos_t),
+                                     fptr(sin_t), (int)mode, rd);
+    if (e == cudaSuccess && k.check)
+        e = cqk_check_finite(&k, cq_cuda_ptr(t), kdt(t), N, (int64_t)n_heads * head_dim, (int64_t)n_heads * head_dim);
+    OP_END(e, "the kernel");
+}
+
+cq_status cq_cuda_softmax(cq_backend *be, cq_tensor *y, const cq_tensor *x, float scale) {
+    OP_BEGIN(CQ_OP_SOFTMAX);
+    cudaError_t e = cqk_softmax(&k, cq_cuda_ptr(y), cq_cuda_ptr(x), kdt(x), cq_tensor_rows(x), cq_tensor_cols(x), scale);
+    OP_END(e, "the kernel");
+}
+
+/* ---- element-wise --------------------------------------------------------------------------------- */
+cq_status cq_cuda_unary(cq_backend *be, cq_tensor *y, const cq_tensor *x, cq_unary fn, float alpha, float beta) {
+    OP_BEGIN(CQ_OP_UNARY);
+    cudaError_t e = cqk_unary(&k, cq_cuda_ptr(y), cq_cuda_ptr(x), kdt(x), cq_tensor_nelem(x), (int)fn, alpha, beta);
+    OP_END(e, "the kernel");
+}
+
+cq_status cq_cuda_binary(cq_backend *be, cq_tensor *y, const cq_tensor *a, const cq_tensor *b, cq_binary fn) {
+    OP_BEGIN(CQ_OP_BINARY);
+    int64_t n = cq_tensor_nelem(a);
+    int bcast = cq_tensor_nelem(b) != n;
+    cudaError_t e = cqk_binary(&k, cq_cuda_ptr(y), cq_cuda_ptr(a), cq_cuda_ptr(b), kdt(a), n, cq_tensor_cols(a), bcast,
+                               (int)fn);
+    OP_END(e, "the kernel");
+}
+
+cq_status cq_cuda_gated_add(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *gate) {
+    OP_BEGIN(CQ_OP_GATED_ADD);
+    cudaError_t e = cqk_gated_add(&k, cq_cuda_ptr(y), cq_cuda_ptr(x), kdt(x), cq_tensor_nelem(x), cq_tensor_cols(x),
+                                  fptr(gate));
+    OP_END(e, "the kernel");
+}
+
+cq_status cq_cuda_swiglu(cq_backend *be, cq_tensor *y, const cq_tensor *a, const cq_tensor *b) {
+    OP_BEGIN(CQ_OP_SWIGLU);
+    cudaError_t e = cqk_swiglu(&k, cq_cuda_ptr(y), cq_cuda_ptr(a), b ? cq_cuda_ptr(b) : NULL, kdt(a), cq_tensor_rows(y),
+                               cq_tensor_cols(y));
+    OP_END(e, "the kernel");
+}
+
+/* ---- data movement -------------------------------------------------------------------------------- */
+cq_status cq_cuda_copy(cq_backend *be, cq_tensor *y, const cq_tensor *x) {
+    OP_BEGIN(CQ_OP_COPY);
+    const cq_cuda_weight *w = (x->flags & CQ_TENSOR_WEIGHT) ? x->impl : NULL;
+    cudaError_t e;
+    if (w && !w->raw) /* a weight kept as a plane, read back as an activation */
+        e = cqk_plane_to_act(&k, cq_cuda_ptr(y), kdt(y), w->plane, w->ld, w->rowscale, w->rows, w->cols);
+    else /* an activation, or a 1-D weight whose payload is kept as it is */
+        e = cqk_convert(&k, cq_cuda_ptr(y), kdt(y), cq_cuda_ptr(x), kdt(x), cq_tensor_nelem(x));
+    OP_END(e, "the conversion");
+}
+
+cq_status cq_cuda_transpose(cq_backend *be, cq_tensor *y, const cq_tensor *x) {
+    OP_BEGIN(CQ_OP_TRANSPOSE);
+    cudaError_t e = cqk_transpose(&k, cq_cuda_ptr(y), cq_cuda_ptr(x), kdt(x), cq_tensor_rows(x), cq_tensor_cols(x));
+    OP_END(e, "the kernel");
+}
+
+cq_status cq_cuda_concat_cols(cq_backend *be, cq_tensor *y, const cq_tensor *a, const cq_tensor *b) {
+    OP_BEGIN(CQ_OP_CONCAT);
+    cudaError_t e = cqk_concat_cols(&k, cq_cuda_ptr(y), cq_cuda_ptr(a), cq_cuda_ptr(b), kdt(a), cq_tensor_rows(a),
+                                    cq_tensor_cols(a), cq_tensor_cols(b));
+    OP_END(e, "the kernel");
+}
+
+cq_status cq_cuda_get_rows(cq_backend *be, cq_tensor *y, const cq_tensor *w, const cq_tensor *ids) {
+    OP_BEGIN(CQ_OP_GET_ROWS);
+    const int64_t V = w->shape[0], C = cq_tensor_cols(y), n = cq_tensor_rows(y);
+    const void *src = cq_cuda_ptr(w);
+    int wdt = kdt(w);
+    int64_t ldw = C;
+    const float *rs = NULL;
+    if (w->flags & CQ_TENSOR_WEIGHT) {
+        const cq_cuda_weight *cw = w->impl;
+        if (!cw || !cw->plane || cw->rows != V || cw->cols != C) {
+            cq_cuda_op_end(c, op_, cudaSuccess, "");
+            return cq_fail(CQ_ERR_INTERNAL, "get_rows: the table has no device plane of shape [%lld, %lld]", (long long)V,
+                           (long long)C);
+        }
+        src = cw->plane;
+        wdt = CQK_F16;
+        ldw = cw->ld;
+        rs = cw->rowscale;
+    }
+    cudaError_t e =
+        cqk_get_rows(&k, cq_cuda_ptr(y), kdt(y), src, wdt, V, C, ldw, rs, (const int32_t *)cq_cuda_ptr(ids), n);
+    OP_END(e, "the kernel");
+}
+
+cq_status cq_cuda_gather_cols(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *idx, int group,
+                              float scale) {
+    OP_BEGIN(CQ_OP_GATHER_COLS);
+    cudaError_t e = cqk_gather_cols(&k, cq_cuda_ptr(y), cq_cuda_ptr(x), kdt(x), cq_tensor_rows(x), cq_tensor_cols(x),
+                                    cq_tensor_cols(y), (const int32_t *)cq_cuda_ptr(idx), group, scale);
+    OP_END(e, "the kernel");
+}
+
+cq_status cq_cuda_upsample_nearest(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int f) {
+    OP_BEGIN(CQ_OP_UPSAMPLE_NEAREST);
+    cudaError_t e = cqk_upsample_nearest(&k, cq_cuda_ptr(y), cq_cuda_ptr(x), kdt(x), H, W, cq_tensor_cols(x), f);
+    OP_END(e, "the kernel");
+}
+
+cq_status cq_cuda_pixel_shuffle(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int r) {
+    OP_BEGIN(CQ_OP_PIXEL_SHUFFLE);
+    cudaError_t e = cqk_pixel_shuffle(&k, cq_cuda_ptr(y), cq_cuda_ptr(x), kdt(x), H, W, cq_tensor_cols(y), r, 0);
+    OP_END(e, "the kernel");
+}
+
+cq_status cq_cuda_pixel_unshuffle(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int r) {
+    OP_BEGIN(CQ_OP_PIXEL_UNSHUFFLE);
+    cudaError_t e = cqk_pixel_shuffle(&k, cq_cuda_ptr(y), cq_cuda_ptr(x), kdt(x), H, W, cq_tensor_cols(x), r, 1);
+    OP_END(e, "the kernel");
+}

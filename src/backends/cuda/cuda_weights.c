@@ -1,0 +1,167 @@
+/*
+ * cuda_weights.c — weights on the device.
+ *
+ * bind_weight uploads the raw CMF payload once (never a host-side f32 copy)
+ * and decodes it on the device into an f16 plane with a power-of-two scale
+ * per row (cuda_kernels.h): [rows = shape[0], cols = the rest], the row pitch
+ * rounded up to 8 elements (16 bytes) and zero-padded, so every GEMM operand
+ * meets cuBLASLt's preferred alignment. The decoders compute each f32 value
+ * exactly as the codec layer does; the plane differs from it only by the one
+ * rounding to f16 of the scaled value. 1-D f32/f16/bf16 weights (norm and
+ * bias vectors, which models convert with cq_op_copy) are kept as they are.
+ *
+ * Why f16 with row scales and not bf16: the GEMMs' inputs are rounded to the
+ * plane's format, and bf16's 8-bit mantissa costs about 1e-2 of max error /
+ * RMS on the Qwen-Image-2.1 golden cases, f16's 11 bits about 2e-3 (measured
+ * by emulating both roundings in the reference ops; docs/CUDA.md). The row
+ * scale is the range guard: every row's absmax lands in [2^13, 2^14), so
+ * nothing overflows f16's 65504 and small weights stay out of its
+ * subnormals; the epilogue multiplies the scale back in f32 (exact).
+ *
+ * The q4tp decoder needs exp2f of f16 values exactly as the host's libm
+ * computes them (the format defines its ladder through exp2f): the backend
+ * builds that table once on the host (65536 entries) and uploads it.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "backends/cuda/cuda_impl.h"
+#include "codec/codec.h"
+
+bool cq_cuda_codec_supported(cq_dtype dt) {
+    switch ((int)dt) {
+    case CQ_DTYPE_F32:
+    case CQ_DTYPE_F16:
+    case CQ_DTYPE_BF16:
+    case CQ_DTYPE_Q8_ROW:
+    case CQ_DTYPE_Q8_2F:
+    case CQ_DTYPE_Q4_BLOCK:
+    case CQ_DTYPE_Q4_TILED:
+    case CQ_DTYPE_Q4TP: return true;
+    default: return false;
+    }
+}
+
+static bool is_float_codec(cq_dtype dt) { return dt == CQ_DTYPE_F32 || dt == CQ_DTYPE_F16 || dt == CQ_DTYPE_BF16; }
+
+static int64_t pitch8(int64_t cols) { return (cols + 7) / 8 * 8; }
+
+/* exp2f of every f16 bit pattern, on the device. */
+static cq_status exp2_table(cq_cuda *c) {
+    if (c->exp2_lut) return CQ_OK;
+    float *h = cq_mallocn(65536, sizeof(float));
+    if (!h) return CQ_ERR_NOMEM;
+    for (uint32_t i = 0; i < 65536; i++) h[i] = exp2f(cq_f16_to_f32((uint16_t)i));
+    void *d = NULL;
+    cq_status s = cq_cuda_malloc(c, 65536 * sizeof(float), &d);
+    if (s == CQ_OK) {
+        /* on the backend's stream (the block may be a recycled one that queued
+         * work still reads), and waited for: the host table is freed next */
+        cudaError_t e = cudaMemcpyAsync(d, h, 65536 * sizeof(float), cudaMemcpyHostToDevice, c->stream);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
+        if (e != cudaSuccess) {
+            s = cq_cuda_fail(e, "bind_weight", "uploading the q4tp exp2 table");
+            cq_cuda_free(c, d);
+            d = NULL;
+        }
+    }
+    cq_free(h);
+    c->exp2_lut = d;
+    return s;
+}
+
+/* Upload a payload to the staging scratch (the copy is ordered after any
+ * earlier decode that still reads the scratch: one stream). */
+static cq_status stage_payload(cq_cuda *c, const cq_tensor_view *v, void **stage) {
+    if (v->dtype == CQ_DTYPE_Q4TP) CQ_TRY(exp2_table(c));
+    CQ_TRY(cq_cuda_scratch(c, CQ_CUDA_SLOT_STAGE, (size_t)v->nbytes, stage));
+    cudaSetDevice(c->device);
+    CQ_CUDA_TRY(cudaMemcpyAsync(*stage, v->data, (size_t)v->nbytes, cudaMemcpyHostToDevice, c->stream), "bind_weight",
+                "uploading the payload");
+    return CQ_OK;
+}
+
+static void weight_free(cq_cuda *c, cq_cuda_weight *w) {
+    cq_cuda_free(c, w->raw);
+    cq_cuda_free(c, w->plane);
+    cq_cuda_free(c, w->rowscale);
+    cq_free(w);
+}
+
+static cq_status bind(cq_cuda *c, const cq_tensor_view *v, const cq_tensor *t, cq_cuda_weight *w) {
+    if (t->ndim == 1 && is_float_codec(v->dtype)) {
+        CQ_TRY(cq_cuda_malloc(c, (size_t)v->nbytes, &w->raw));
+        w->bytes = v->nbytes;
+        return cq_cuda_buf_upload(&c->base, w->raw, 0, v->data, (size_t)v->nbytes);
+    }
+    const size_t pb = (size_t)w->rows * (size_t)w->ld * 2, sb = (size_t)w->rows * 4;
+    CQ_TRY(cq_cuda_malloc(c, pb, (void **)&w->plane));
+    CQ_TRY(cq_cuda_malloc(c, sb, (void **)&w->rowscale));
+    w->bytes = pb + sb;
+    void *stage = NULL;
+    CQ_TRY(stage_payload(c, v, &stage));
+    cqk_ctx k = cq_cuda_op_begin(c, CQ_OP_COPY);
+    cudaError_t e = cqk_decode_weight(&k, (int)v->dtype, stage, w->rows, w->cols, w->plane, w->ld, w->rowscale,
+                                      c->exp2_lut);
+    return cq_cuda_op_end(c, CQ_OP_COPY, e, "decoding the weight into its f16 plane");
+}
+
+cq_status cq_cuda_bind_weight(cq_backend *be, const cq_tensor_view *v, cq_tensor *t) {
+    cq_cuda *c = cq_cuda_of(be);
+    if (!cq_cuda_codec_supported(v->dtype))
+        return cq_fail(CQ_ERR_UNSUPPORTED, "the cuda backend does not decode %s weights", cq_dtype_name(v->dtype));
+    cq_cuda_weight *w = cq_calloc(1, sizeof *w);
+    if (!w) return CQ_ERR_NOMEM;
+    w->rows = t->ndim >= 2 ? t->shape[0] : 1;
+    w->cols = (int64_t)(v->nelem / (uint64_t)w->rows);
+    w->ld = pitch8(w->cols);
+    cq_status s = bind(c, v, t, w);
+    if (s != CQ_OK) {
+        weight_free(c, w);
+        t->base = NULL;
+        return s;
+    }
+    t->base = w->raw ? w->raw : (void *)w->plane;
+    t->offset = 0;
+    /* at least the payload's size: the front end checks a float weight read as
+     * an activation (copy) against its shape; the plane is read through impl */
+    size_t plane_bytes = w->plane ? (size_t)w->rows * (size_t)w->ld * 2 : 0;
+    t->nbytes = CQ_MAX((size_t)v->nbytes, plane_bytes);
+    t->impl = w;
+    c->weight_bytes += w->bytes;
+    return CQ_OK;
+}
+
+void cq_cuda_release_weight(cq_backend *be, cq_tensor *t) {
+    /* views (reshapes) share the binding; only the bound tensor releases it */
+    if (!t->impl || (t->flags & CQ_TENSOR_VIEW)) return;
+    cq_cuda *c = cq_cuda_of(be);
+    cq_cuda_weight *w = t->impl;
+    c->weight_bytes -= w->bytes;
+    weight_free(c, w);
+    t->impl = NULL;
+}
+
+cq_status cq_cuda_decode_f32(cq_backend *be, const cq_tensor_view *v, float *out, size_t n) {
+    if (!be || !v || !out) return cq_fail(CQ_ERR_INVALID_ARG, "cq_cuda_decode_f32: NULL argument");
+    if (strcmp(be->vt->kind, "cuda") != 0)
+        return cq_fail(CQ_ERR_INVALID_ARG, "cq_cuda_decode_f32: backend %s is not a cuda backend", be->name);
+    if (!cq_cuda_codec_supported(v->dtype))
+        return cq_fail(CQ_ERR_UNSUPPORTED, "the cuda backend does not decode %s weights", cq_dtype_name(v->dtype));
+    if (v->ndim < 1 || v->nelem != n || !v->data)
+        return cq_fail(CQ_ERR_SHAPE, "cq_cuda_decode_f32: want nelem = %zu and a payload", n);
+    CQ_TRY(cq_codec_validate(v->dtype, v->ndim, v->shape, v->data, v->nbytes));
+    cq_cuda *c = cq_cuda_of(be);
+    const int64_t rows = v->ndim >= 2 ? (int64_t)v->shape[0] : 1, cols = (int64_t)(n / (size_t)rows);
+    void *d = NULL, *stage = NULL;
+    CQ_TRY(cq_cuda_malloc(c, n * sizeof(float), &d));
+    cq_status s = stage_payload(c, v, &stage);
+    if (s == CQ_OK) {
+        cqk_ctx k = cq_cuda_op_begin(c, CQ_OP_COPY);
+        cudaError_t e = cqk_decode_weight_f32(&k, (int)v->dtype, stage, rows, cols, d, c->exp2_lut);
+        s = cq_cuda_op_end(c, CQ_OP_COPY, e, "decoding the weight to f32");
+    }
+    if (s == CQ_OK) s = cq_cuda_buf_download(be, d, 0, out, n * sizeof(float));
+    cq_cuda_free(c, d);
+    return s;
+}

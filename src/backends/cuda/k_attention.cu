@@ -1,0 +1,296 @@
+/*
+ * k_attention.cu — flash attention (online softmax, no score matrix in
+ * device memory) with a cached prefix and per-query visibility, as ops.h
+ * defines it: keys are the prefix rows then the own rows; query i sees keys
+ * [0, vis[i]) (clamped to [0, P + Nk]), or [0, P + i + 1) when causal, or
+ * all; a query that sees no key gets zeros; q head h reads kv head
+ * h / (Hq / Hkv).
+ *
+ * Two kernels:
+ *  - generic: any dtype, any head_dim up to 256; one warp per (query, head),
+ *    f32 online softmax, one key at a time. Simple and slow: the fallback and
+ *    the oracle to compare the fast kernel with on the device
+ *    (CORTIQ_CUDA_ATTN=generic).
+ *  - d128: head_dim 128 on tensor cores through WMMA (bf16 operands, f32
+ *    accumulation). A block of 4 warps owns 64 queries of one head and walks
+ *    the visible keys 64 at a time: S = Q·Kᵀ (WMMA) into shared memory, the
+ *    online-softmax update there (two lanes per query row), P in bf16, then
+ *    O += P·V (WMMA) with O kept in shared memory so the per-row rescale is
+ *    plain indexed code. Everything elementwise is explicit thread indexing
+ *    on shared memory, so the only opaque layouts are WMMA's own fragments.
+ *    A first version chosen for being checkable; the tuned kernel (wgmma,
+ *    TMA, O in registers) replaces it once this one is verified.
+ */
+#include <mma.h>
+
+#include "k_common.cuh"
+
+/* Keys visible to query i (ops.h). */
+__device__ __forceinline__ int64_t attn_limit(const cqk_attn &a, int64_t i) {
+    const int64_t T = a.P + a.Nk;
+    if (a.vis) {
+        int64_t v = a.vis[i];
+        return v < 0 ? 0 : (v > T ? T : v);
+    }
+    if (a.causal) return a.P + i + 1 < T ? a.P + i + 1 : T;
+    return T;
+}
+
+/* Row j of the key (or value) sequence: prefix rows first. */
+__device__ __forceinline__ const void *kv_row(const void *pre, const void *own, int64_t P, int64_t j, int64_t *row) {
+    if (j < P) {
+        *row = j;
+        return pre;
+    }
+    *row = j - P;
+    return own;
+}
+
+/* ---- generic ------------------------------------------------------------------------------ */
+template <typename T, int NV>
+__global__ void __launch_bounds__(128) k_attn_generic(cqk_attn a) {
+    const int64_t gw = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    if (gw >= a.Nq * a.Hq) return; /* whole warps */
+    const int64_t i = gw / a.Hq;
+    const int h = (int)(gw - i * a.Hq), kh = h / (a.Hq / a.Hkv), D = a.D;
+    const int64_t qo = (i * a.Hq + h) * D, kvw = (int64_t)a.Hkv * D;
+    float qv[NV], acc[NV];
+#pragma unroll
+    for (int j = 0; j < NV; j++) {
+        int d = lane + 32 * j;
+        qv[j] = d < D ? cqk_ld<T>(a.q, qo + d) : 0.0f;
+        acc[j] = 0.0f;
+    }
+    const int64_t lim = attn_limit(a, i);
+    float m = -INFINITY, l = 0.0f;
+    for (int64_t j = 0; j < lim; j++) {
+        int64_t row;
+        const void *kb = kv_row(a.kp, a.k, a.P, j, &row);
+        const void *vb = j < a.P ? a.vp : a.v;
+        const int64_t off = row * kvw + (int64_t)kh * D;
+        float dot = 0.0f;
+#pragma unroll
+        for (int t = 0; t < NV; t++) {
+            int d = lane + 32 * t;
+            if (d < D) dot = fmaf(qv[t], cqk_ld<T>(kb, off + d), dot);
+        }
+        for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+        const float s = dot * a.scale;
+        const float mn = fmaxf(m, s);
+        const float corr = m == -INFINITY ? 0.0f : expf(m - mn), p = expf(s - mn);
+        l = l * corr + p;
+#pragma unroll
+        for (int t = 0; t < NV; t++) {
+            int d = lane + 32 * t;
+            if (d < D) acc[t] = acc[t] * corr + p * cqk_ld<T>(vb, off + d);
+        }
+        m = mn;
+    }
+#pragma unroll
+    for (int t = 0; t < NV; t++) {
+        int d = lane + 32 * t;
+        if (d < D) cqk_st<T>(a.o, qo + d, lim > 0 ? acc[t] / l : 0.0f);
+    }
+}
+
+extern "C" cudaError_t cqk_attention_generic(const cqk_ctx *c, const cqk_attn *a) {
+    if (a->Nq <= 0 || a->Hq <= 0) return cudaSuccess;
+    if (a->D < 1 || a->D > 256 || a->Hkv <= 0 || a->Hq % a->Hkv) return cudaErrorInvalidValue;
+    const int64_t blocks = (a->Nq * a->Hq * 32 + 127) / 128;
+    if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
+    const unsigned b = (unsigned)blocks;
+    CQK_DISPATCH(a->dt, T, {
+        if (a->D <= 32) k_attn_generic<T, 1><<<b, 128, 0, c->stream>>>(*a);
+        else if (a->D <= 64) k_attn_generic<T, 2><<<b, 128, 0, c->stream>>>(*a);
+        else if (a->D <= 128) k_attn_generic<T, 4><<<b, 128, 0, c->stream>>>(*a);
+        else k_attn_generic<T, 8><<<b, 128, 0, c->stream>>>(*a);
+    });
+    return cqk_launched();
+}
+
+/* ---- head_dim 128 on tensor cores -------------------------------------------------------------- */
+namespace wm = nvcuda::wmma;
+
+enum {
+    BQ = 64, BK = 64, HD = 128,
+    LDQ = HD + 8, /* bf16 pitch of Q/K/V tiles (a multiple of 8, rows 32-byte aligned) */
+    LDS = BK + 4, /* f32 pitch of the score tile */
+    LDP = BK + 8, /* bf16 pitch of the probability tile */
+    LDO = HD + 4, /* f32 pitch of the output accumulator */
+};
+/* Shared memory carve-up in bytes; every offset is a multiple of 32 as WMMA needs. */
+enum {
+    OFF_Q = 0,
+    OFF_K = OFF_Q + BQ * LDQ * 2,
+    OFF_V = OFF_K + BK * LDQ * 2,
+    OFF_S = OFF_V + BK * LDQ * 2,
+    OFF_P = OFF_S + BQ * LDS * 4,
+    OFF_O = OFF_P + BQ * LDP * 2,
+    OFF_M = OFF_O + BQ * LDO * 4,
+    OFF_L = OFF_M + BQ * 4,
+    OFF_LIM = OFF_L + BQ * 4,
+    OFF_MAX = OFF_LIM + BQ * 8,
+    SMEM_D128 = OFF_MAX + 32,
+};
+
+template <typename T>
+__global__ void __launch_bounds__(128) k_attn_d128(cqk_attn a) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    __nv_bfloat16 *Qs = (__nv_bfloat16 *)(smem + OFF_Q);
+    __nv_bfloat16 *Ks = (__nv_bfloat16 *)(smem + OFF_K);
+    __nv_bfloat16 *Vs = (__nv_bfloat16 *)(smem + OFF_V);
+    float *Ss = (float *)(smem + OFF_S);
+    __nv_bfloat16 *Ps = (__nv_bfloat16 *)(smem + OFF_P);
+    float *Os = (float *)(smem + OFF_O);
+    float *Mrow = (float *)(smem + OFF_M);
+    float *Lrow = (float *)(smem + OFF_L);
+    long long *Lim = (long long *)(smem + OFF_LIM);
+    unsigned long long *MaxLim = (unsigned long long *)(smem + OFF_MAX);
+
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int64_t q0 = (int64_t)blockIdx.x * BQ;
+    const int h = blockIdx.y, kh = h / (a.Hq / a.Hkv);
+    const int64_t T_all = a.P + a.Nk, qw = (int64_t)a.Hq * HD, kvw = (int64_t)a.Hkv * HD;
+
+    if (tid == 0) *MaxLim = 0;
+    for (int idx = tid; idx < BQ * HD; idx += 128) {
+        const int r = idx / HD, d = idx % HD;
+        const int64_t qi = q0 + r;
+        const float v = qi < a.Nq ? cqk_ld<T>(a.q, qi * qw + (int64_t)h * HD + d) : 0.0f;
+        Qs[r * LDQ + d] = __float2bfloat16_rn(v);
+        Os[r * LDO + d] = 0.0f;
+    }
+    __syncthreads();
+    if (tid < BQ) {
+        const int64_t qi = q0 + tid;
+        const int64_t lim = qi < a.Nq ? attn_limit(a, qi) : 0;
+        Lim[tid] = lim;
+        Mrow[tid] = -INFINITY;
+        Lrow[tid] = 0.0f;
+        atomicMax(MaxLim, (unsigned long long)lim);
+    }
+    __syncthreads();
+    const int64_t ntiles = ((int64_t)*MaxLim + BK - 1) / BK;
+
+    for (int64_t kt = 0; kt < ntiles; kt++) {
+        const int64_t j0 = kt * BK;
+        for (int idx = tid; idx < BK * HD; idx += 128) {
+            const int r = idx / HD, d = idx % HD;
+            const int64_t j = j0 + r;
+            float kv = 0.0f, vv = 0.0f;
+            if (j < T_all) {
+                int64_t row;
+                const void *kb = kv_row(a.kp, a.k, a.P, j, &row);
+                const void *vb = j < a.P ? a.vp : a.v;
+                const int64_t off = row * kvw + (int64_t)kh * HD + d;
+                kv = cqk_ld<T>(kb, off);
+                vv = cqk_ld<T>(vb, off);
+            }
+            Ks[r * LDQ + d] = __float2bfloat16_rn(kv);
+            Vs[r * LDQ + d] = __float2bfloat16_rn(vv);
+        }
+        __syncthreads();
+
+        /* S = Q·Kᵀ for this warp's 16 query rows x 64 keys */
+        {
+            wm::fragment<wm::accumulator, 16, 16, 16, float> sacc[BK / 16];
+#pragma unroll
+            for (int nb = 0; nb < BK / 16; nb++) wm::fill_fragment(sacc[nb], 0.0f);
+#pragma unroll
+            for (int kk = 0; kk < HD / 16; kk++) {
+                wm::fragment<wm::matrix_a, 16, 16, 16, __nv_bfloat16, wm::row_major> qa;
+                wm::load_matrix_sync(qa, Qs + (warp * 16) * LDQ + kk * 16, LDQ);
+#pragma unroll
+                for (int nb = 0; nb < BK / 16; nb++) {
+                    /* Kᵀ as a column-major B: element (k, n) = K[n][k] */
+                    wm::fragment<wm::matrix_b, 16, 16, 16, __nv_bfloat16, wm::col_major> kb;
+                    wm::load_matrix_sync(kb, Ks + (nb * 16) * LDQ + kk * 16, LDQ);
+                    wm::mma_sync(sacc[nb], qa, kb, sacc[nb]);
+                }
+            }
+#pragma unroll
+            for (int nb = 0; nb < BK / 16; nb++)
+                wm::store_matrix_sync(Ss + (warp * 16) * LDS + nb * 16, sacc[nb], LDS, wm::mem_row_major);
+        }
+        __syncwarp();
+
+        /* online softmax: lanes 2r and 2r+1 share row r of the warp's 16, 32 keys each */
+        {
+            const int r = warp * 16 + (lane >> 1), half = lane & 1;
+            const int64_t lim = Lim[r];
+            const float m_old = Mrow[r], l_old = Lrow[r];
+            float *srow = Ss + r * LDS + half * 32;
+            float mx = -INFINITY;
+            for (int cc = 0; cc < 32; cc++) {
+                const int64_t j = j0 + half * 32 + cc;
+                const float s = j < lim ? srow[cc] * a.scale : -INFINITY;
+                srow[cc] = s;
+                mx = fmaxf(mx, s);
+            }
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            const float m_new = fmaxf(m_old, mx);
+            const bool none = m_new == -INFINITY; /* no visible key yet */
+            const float corr = none ? 1.0f : (m_old == -INFINITY ? 0.0f : expf(m_old - m_new));
+            float sum = 0.0f;
+            __nv_bfloat16 *prow = Ps + r * LDP + half * 32;
+            for (int cc = 0; cc < 32; cc++) {
+                const float s = srow[cc];
+                const float p = (none || s == -INFINITY) ? 0.0f : expf(s - m_new);
+                sum += p;
+                prow[cc] = __float2bfloat16_rn(p);
+            }
+            sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+            float *orow = Os + r * LDO + half * (HD / 2);
+            for (int d = 0; d < HD / 2; d++) orow[d] *= corr;
+            __syncwarp(); /* both lanes of the row have read Mrow/Lrow */
+            if (!half) {
+                Mrow[r] = m_new;
+                Lrow[r] = l_old * corr + sum;
+            }
+        }
+        __syncwarp();
+
+        /* O += P·V for this warp's 16 rows x 128 channels */
+#pragma unroll
+        for (int nb = 0; nb < HD / 16; nb++) {
+            wm::fragment<wm::accumulator, 16, 16, 16, float> oacc;
+            float *op = Os + (warp * 16) * LDO + nb * 16;
+            wm::load_matrix_sync(oacc, op, LDO, wm::mem_row_major);
+#pragma unroll
+            for (int kk = 0; kk < BK / 16; kk++) {
+                wm::fragment<wm::matrix_a, 16, 16, 16, __nv_bfloat16, wm::row_major> pa;
+                wm::fragment<wm::matrix_b, 16, 16, 16, __nv_bfloat16, wm::row_major> vb;
+                wm::load_matrix_sync(pa, Ps + (warp * 16) * LDP + kk * 16, LDP);
+                wm::load_matrix_sync(vb, Vs + (kk * 16) * LDQ + nb * 16, LDQ);
+                wm::mma_sync(oacc, pa, vb, oacc);
+            }
+            wm::store_matrix_sync(op, oacc, LDO, wm::mem_row_major);
+        }
+        __syncthreads(); /* K/V tiles are overwritten next */
+    }
+
+    for (int idx = tid; idx < BQ * HD; idx += 128) {
+        const int r = idx / HD, d = idx % HD;
+        const int64_t qi = q0 + r;
+        if (qi >= a.Nq) continue;
+        const float l = Lrow[r];
+        cqk_st<T>(a.o, qi * qw + (int64_t)h * HD + d, l > 0.0f ? Os[r * LDO + d] / l : 0.0f);
+    }
+}
+
+extern "C" size_t cqk_attention_d128_smem(void) { return (size_t)SMEM_D128; }
+
+extern "C" cudaError_t cqk_attention_d128(const cqk_ctx *c, const cqk_attn *a) {
+    if (a->Nq <= 0 || a->Hq <= 0) return cudaSuccess;
+    if (a->D != HD || a->Hkv <= 0 || a->Hq % a->Hkv || a->Hq > 65535) return cudaErrorInvalidValue;
+    const int64_t qt = (a->Nq + BQ - 1) / BQ;
+    if (qt > 0x7fffffff) return cudaErrorInvalidValue;
+    dim3 grid((unsigned)qt, (unsigned)a->Hq);
+    CQK_DISPATCH(a->dt, T, {
+        cudaError_t e = cudaFuncSetAttribute(k_attn_d128<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_D128);
+        if (e != cudaSuccess) return e;
+        k_attn_d128<T><<<grid, 128, SMEM_D128, c->stream>>>(*a);
+    });
+    return cqk_launched();
+}

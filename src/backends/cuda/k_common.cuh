@@ -1,0 +1,146 @@
+/*
+ * k_common.cuh — device helpers shared by the kernel files: element loads and
+ * stores per activation dtype, the f32 -> f16/bf16 rounding the CPU backend
+ * uses (bit for bit), the failure report, grid sizing and the dtype switch.
+ *
+ * Conversions are written with integer operations rather than the cvt
+ * intrinsics so the result does not depend on flush-to-zero modes or the
+ * intrinsic's NaN choice: every backend rounds activations the same way.
+ */
+#ifndef CQ_CUDA_K_COMMON_CUH
+#define CQ_CUDA_K_COMMON_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include "cuda_kernels.h"
+
+/* ---- scalar conversions (mirror src/backends/cpu/cpu_impl.h) ------------------- */
+__device__ __forceinline__ float cqk_h2f(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t em = h & 0x7fffu;
+    uint32_t bits;
+    if (em >= 0x7c00u) {
+        bits = sign | 0x7f800000u | ((em & 0x3ffu) << 13);
+    } else if (em >= 0x0400u) {
+        bits = sign | ((em << 13) + ((uint32_t)(127 - 15) << 23));
+    } else {
+        bits = sign | __float_as_uint(__fmul_rn((float)em, 5.9604644775390625e-8f)); /* m * 2^-24, exact */
+    }
+    return __uint_as_float(bits);
+}
+
+__device__ __forceinline__ uint16_t cqk_f2h(float f) {
+    uint32_t x = __float_as_uint(f);
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+    uint32_t ax = x & 0x7fffffffu;
+    if (ax >= 0x7f800000u) return (uint16_t)(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u | ((ax >> 13) & 0x3ffu) : 0));
+    if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);
+    if (ax < 0x38800000u) {
+        if (ax < 0x33000000u) return sign;
+        uint32_t m = (ax & 0x7fffffu) | 0x800000u;
+        int shift = 126 - (int)(ax >> 23);
+        uint32_t r = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (r & 1u))) r++;
+        return (uint16_t)(sign | r);
+    }
+    uint32_t r = ax + 0xfffu + ((ax >> 13) & 1u);
+    return (uint16_t)(sign | ((r - ((uint32_t)(127 - 15) << 23)) >> 13));
+}
+
+__device__ __forceinline__ float cqk_bf2f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+
+__device__ __forceinline__ uint16_t cqk_f2bf(float f) {
+    uint32_t u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+/* ---- typed element access: T is float, cqk_f16_t or cqk_bf16_t ------------------- */
+struct cqk_f16_t { uint16_t b; };
+struct cqk_bf16_t { uint16_t b; };
+
+template <typename T> struct cqk_io;
+template <> struct cqk_io<float> {
+    static __device__ __forceinline__ float ld(const float *p, int64_t i) { return p[i]; }
+    static __device__ __forceinline__ void st(float *p, int64_t i, float v) { p[i] = v; }
+};
+template <> struct cqk_io<cqk_f16_t> {
+    static __device__ __forceinline__ float ld(const cqk_f16_t *p, int64_t i) { return cqk_h2f(p[i].b); }
+    static __device__ __forceinline__ void st(cqk_f16_t *p, int64_t i, float v) { p[i].b = cqk_f2h(v); }
+};
+template <> struct cqk_io<cqk_bf16_t> {
+    static __device__ __forceinline__ float ld(const cqk_bf16_t *p, int64_t i) { return cqk_bf2f(p[i].b); }
+    static __device__ __forceinline__ void st(cqk_bf16_t *p, int64_t i, float v) { p[i].b = cqk_f2bf(v); }
+};
+
+template <typename T> __device__ __forceinline__ float cqk_ld(const void *p, int64_t i) {
+    return cqk_io<T>::ld((const T *)p, i);
+}
+template <typename T> __device__ __forceinline__ void cqk_st(void *p, int64_t i, float v) {
+    cqk_io<T>::st((T *)p, i, v);
+}
+
+/* Run-time dtype -> template instance. Usage:
+ *   CQK_DISPATCH(dt, T, { kernel<T><<<...>>>(...); });  (returns cudaErrorInvalidValue for others) */
+#define CQK_DISPATCH(dt, T, ...)                              \
+    do {                                                      \
+        switch (dt) {                                         \
+        case CQK_F32: { typedef float T; __VA_ARGS__ } break; \
+        case CQK_F16: { typedef cqk_f16_t T; __VA_ARGS__ } break; \
+        case CQK_BF16: { typedef cqk_bf16_t T; __VA_ARGS__ } break; \
+        default: return cudaErrorInvalidValue;                \
+        }                                                     \
+    } while (0)
+
+/* ---- failure reports ------------------------------------------------------------- */
+/* The first failing thread since the last sync records its report; later ones
+ * are dropped (the first cause is the useful one). */
+__device__ __forceinline__ void cqk_report(cqk_status *st, unsigned code, unsigned op, unsigned seq, long long where,
+                                           long long value) {
+    if (atomicCAS(&st->code, 0u, code) == 0u) {
+        st->op = op;
+        st->seq = seq;
+        st->where = where;
+        st->value = value;
+    }
+}
+
+/* Carried into kernels by value (cqk_ctx holds host-only fields too). */
+struct cqk_dev {
+    cqk_status *st;
+    unsigned op, seq;
+    int check;
+};
+static inline cqk_dev cqk_dev_of(const cqk_ctx *c) {
+    cqk_dev d;
+    d.st = c->st;
+    d.op = c->op;
+    d.seq = c->seq;
+    d.check = c->check;
+    return d;
+}
+
+__device__ __forceinline__ void cqk_check_value(const cqk_dev &d, float v, int64_t where) {
+    if (d.check && !isfinite(v)) cqk_report(d.st, CQK_ERR_NONFINITE, d.op, d.seq, where, 0);
+}
+
+/* ---- grid sizing ------------------------------------------------------------------ */
+/* Blocks for a grid-stride loop over n items: enough to fill the device, capped
+ * so launches stay cheap for huge n. */
+static inline unsigned cqk_blocks(int64_t n, int threads) {
+    int64_t b = (n + threads - 1) / threads;
+    if (b < 1) b = 1;
+    if (b > 8192) b = 8192;
+    return (unsigned)b;
+}
+
+#define CQK_GRID_STRIDE(i, n) \
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+
+/* Launch status without waiting for the device. */
+static inline cudaError_t cqk_launched(void) { return cudaGetLastError(); }
+
+#endif /* CQ_CUDA_K_COMMON_CUH */

@@ -1,0 +1,270 @@
+/*
+ * k_convert.cu — dtype conversion (copy), GEMM operand staging as scaled f16
+ * rows, the weight decoders and the non-finite scan.
+ *
+ * The decoders read the raw CMF payload that bind_weight uploaded and compute
+ * each weight's f32 value with the same operations, in the same order, as
+ * the codec layer's decoders (src/codec/decode.c, decode_ladder.c) and the
+ * CPU backend's (cpu_weights.c), so the only difference a device weight has
+ * is the final rounding to f16 (after an exact power-of-two row scale). Multiplications use __fmul_rn so the
+ * compiler cannot contract or reorder them. Payloads are little-endian and
+ * unaligned inside (q8_row scales start at rows*cols): bytes are read one at
+ * a time, which costs nothing next to the upload that precedes a decode.
+ */
+#include "k_common.cuh"
+
+/* ---- copy with conversion ------------------------------------------------------- */
+template <typename TY, typename TX>
+__global__ void k_convert(void *y, const void *x, int64_t n) {
+    CQK_GRID_STRIDE(i, n) cqk_st<TY>(y, i, cqk_ld<TX>(x, i));
+}
+
+extern "C" cudaError_t cqk_convert(const cqk_ctx *c, void *y, int ydt, const void *x, int xdt, int64_t n) {
+    if (n <= 0) return cudaSuccess;
+    if (ydt == CQK_I32 || xdt == CQK_I32) {
+        if (ydt != xdt) return cudaErrorInvalidValue;
+        return cudaMemcpyAsync(y, x, (size_t)n * 4, cudaMemcpyDeviceToDevice, c->stream);
+    }
+    if (ydt == xdt) {
+        size_t es = ydt == CQK_F32 ? 4 : 2;
+        if (y == x) return cudaSuccess;
+        return cudaMemcpyAsync(y, x, (size_t)n * es, cudaMemcpyDeviceToDevice, c->stream);
+    }
+    unsigned b = cqk_blocks(n, 256);
+    CQK_DISPATCH(ydt, TY, { CQK_DISPATCH(xdt, TX, { k_convert<TY, TX><<<b, 256, 0, c->stream>>>(y, x, n); }); });
+    return cqk_launched();
+}
+
+/* ---- weight decoders ------------------------------------------------------------- */
+__device__ __forceinline__ uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+__device__ __forceinline__ uint32_t rd32(const uint8_t *p) {
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+/* 5-bit LSB-first rung code g of a q4tp row (codec.h: cq_codec_tp_code). */
+__device__ __forceinline__ unsigned tp_code(const uint8_t *codes, int64_t g) {
+    int64_t bit = g * 5;
+    int64_t b = bit >> 3;
+    unsigned sh = (unsigned)(bit & 7);
+    unsigned v = codes[b];
+    if (sh > 3) v |= (unsigned)codes[b + 1] << 8;
+    return (v >> sh) & 31u;
+}
+
+/* The f32 value of element (r, k) of the [rows, cols] matrix view; e = r*cols + k
+ * is its flattened index (groups of the flat codecs run over it). */
+template <int CODEC>
+__device__ __forceinline__ float decode_one(const uint8_t *p, int64_t rows, int64_t cols, int64_t r, int64_t k,
+                                            const float *lut) {
+    const int64_t e = r * cols + k;
+    if (CODEC == CQK_W_F32) return __uint_as_float(rd32(p + 4 * e));
+    if (CODEC == CQK_W_F16) return cqk_h2f(rd16(p + 2 * e));
+    if (CODEC == CQK_W_BF16) return cqk_bf2f(rd16(p + 2 * e));
+    if (CODEC == CQK_W_Q8_ROW) {
+        /* [int8 q: rows*cols][f16 scale: rows]; w = q * s */
+        const float s = cqk_h2f(rd16(p + rows * cols + 2 * r));
+        return __fmul_rn((float)(int8_t)p[e], s);
+    }
+    if (CODEC == CQK_W_Q8_2F) {
+        /* [int8 q][f16 row_scale: rows][f16 col: cols]; w = (q * row_scale) * col, in that order */
+        const float s = cqk_h2f(rd16(p + rows * cols + 2 * r));
+        const float cf = cqk_h2f(rd16(p + rows * cols + 2 * rows + 2 * k));
+        return __fmul_rn(__fmul_rn((float)(int8_t)p[e], s), cf);
+    }
+    if (CODEC == CQK_W_Q4_BLOCK || CODEC == CQK_W_Q4_TILED) {
+        /* groups of 32 over the flattened tensor; low nibble = even element, value nibble - 8 */
+        const int64_t n = rows * cols, groups = n / 32 + (n % 32 != 0);
+        const int64_t gi = e / 32;
+        const int w = (int)(e % 32);
+        uint8_t byte;
+        float s;
+        if (CODEC == CQK_W_Q4_BLOCK) { /* [nibbles: 16 per group][f16 scale per group] */
+            byte = p[gi * 16 + w / 2];
+            s = cqk_h2f(rd16(p + groups * 16 + gi * 2));
+        } else { /* 18-byte tiles [f16 scale][16 nibble bytes] */
+            byte = p[gi * 18 + 2 + w / 2];
+            s = cqk_h2f(rd16(p + gi * 18));
+        }
+        const int nib = (w & 1) ? (byte >> 4) : (byte & 15);
+        return __fmul_rn((float)(nib - 8), s);
+    }
+    if (CODEC == CQK_W_Q4TP) {
+        /* plane A: 16 nibble bytes per tile; plane B: rows x [f16 lo][f16 step];
+         * plane C: rows x ceil(5*gpr/8) bytes of 5-bit rung codes. The rung scale
+         * is the chained ladder t[0] = exp2f(lo), t[c] = t[c-1] * exp2f(step)
+         * (f32 multiplies in order), exp2f taken from the host's table. */
+        const int64_t gpr = cols / 32, stride = (gpr * 5 + 7) / 8;
+        const uint8_t *params = p + rows * gpr * 16 + 4 * r;
+        const uint8_t *codes = p + rows * gpr * 16 + 4 * rows + r * stride;
+        const int64_t gi = k / 32;
+        const int w = (int)(k % 32);
+        const unsigned code = tp_code(codes, gi);
+        const float ratio = lut[rd16(params + 2)];
+        float t = lut[rd16(params)];
+        for (unsigned cc = 1; cc <= code; cc++) t = __fmul_rn(t, ratio);
+        const uint8_t byte = p[(r * gpr + gi) * 16 + w / 2];
+        const int nib = (w & 1) ? (byte >> 4) : (byte & 15);
+        return __fmul_rn((float)(nib - 8), t);
+    }
+    return 0.0f;
+}
+
+/* ---- f16 rows with power-of-two scales (see cuda_kernels.h) ----------------------------- */
+enum { ROWS_THREADS = 256 };
+
+/* Exponent e with absmax * 2^e in [2^13, 2^14); 0 for a zero or non-finite row. */
+__device__ __forceinline__ int row_exponent(float absmax) {
+    if (!(absmax > 0.0f) || !isfinite(absmax)) return 0;
+    int x;
+    frexpf(absmax, &x); /* absmax in [2^(x-1), 2^x) */
+    int e = 14 - x;
+    /* 2^-e must stay a normal f32: |e| <= 120 covers every finite absmax above 2^-106 */
+    return e < -120 ? -120 : (e > 120 ? 120 : e);
+}
+
+__device__ float block_absmax(float v, float *sh) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    if (lane == 0) sh[wid] = v;
+    __syncthreads();
+    float t = lane < nw ? sh[lane] : 0.0f;
+    for (int o = 16; o > 0; o >>= 1) t = fmaxf(t, __shfl_xor_sync(0xffffffffu, t, o));
+    return t;
+}
+
+/* |v| for the absmax, NaN counted as +inf so the row keeps e = 0. */
+__device__ __forceinline__ float mag(float v) { return isnan(v) ? INFINITY : fabsf(v); }
+
+/* One block per row: the row's absmax, then the scaled f16 values. */
+template <int CODEC>
+__global__ void __launch_bounds__(ROWS_THREADS) k_decode_f16rows(const uint8_t *p, int64_t rows, int64_t cols,
+                                                                 uint16_t *plane, int64_t ld, float *rowscale,
+                                                                 const float *lut) {
+    __shared__ float sh[32];
+    const int64_t r = blockIdx.x;
+    float m = 0.0f;
+    for (int64_t k = threadIdx.x; k < cols; k += blockDim.x) m = fmaxf(m, mag(decode_one<CODEC>(p, rows, cols, r, k, lut)));
+    const int e = row_exponent(block_absmax(m, sh));
+    if (threadIdx.x == 0) rowscale[r] = ldexpf(1.0f, -e);
+    for (int64_t k = threadIdx.x; k < ld; k += blockDim.x)
+        plane[r * ld + k] = k < cols ? cqk_f2h(ldexpf(decode_one<CODEC>(p, rows, cols, r, k, lut), e)) : (uint16_t)0;
+}
+
+template <typename TX>
+__global__ void __launch_bounds__(ROWS_THREADS) k_stage_f16rows(uint16_t *y, int64_t ldy, float *rowscale, const void *x,
+                                                                int64_t ldx, int64_t cols) {
+    __shared__ float sh[32];
+    const int64_t r = blockIdx.x;
+    float m = 0.0f;
+    for (int64_t k = threadIdx.x; k < cols; k += blockDim.x) m = fmaxf(m, mag(cqk_ld<TX>(x, r * ldx + k)));
+    const int e = row_exponent(block_absmax(m, sh));
+    if (threadIdx.x == 0) rowscale[r] = ldexpf(1.0f, -e);
+    for (int64_t k = threadIdx.x; k < ldy; k += blockDim.x)
+        y[r * ldy + k] = k < cols ? cqk_f2h(ldexpf(cqk_ld<TX>(x, r * ldx + k), e)) : (uint16_t)0;
+}
+
+extern "C" cudaError_t cqk_stage_f16_rows(const cqk_ctx *c, uint16_t *y, int64_t ldy, float *rowscale, const void *x,
+                                          int xdt, int64_t ldx, int64_t rows, int64_t cols) {
+    if (rows <= 0 || cols <= 0) return cudaSuccess;
+    if (rows > 0x7fffffff || ldy < cols) return cudaErrorInvalidValue;
+    CQK_DISPATCH(xdt, TX, {
+        k_stage_f16rows<TX><<<(unsigned)rows, ROWS_THREADS, 0, c->stream>>>(y, ldy, rowscale, x, ldx, cols);
+    });
+    return cqk_launched();
+}
+
+extern "C" cudaError_t cqk_decode_weight(const cqk_ctx *c, int codec, const uint8_t *raw, int64_t rows, int64_t cols,
+                                         uint16_t *plane, int64_t ld, float *rowscale, const float *exp2_lut) {
+    if (rows <= 0 || cols <= 0) return cudaSuccess;
+    if (rows > 0x7fffffff || ld < cols) return cudaErrorInvalidValue;
+    const unsigned g = (unsigned)rows;
+#define DEC(C) k_decode_f16rows<C><<<g, ROWS_THREADS, 0, c->stream>>>(raw, rows, cols, plane, ld, rowscale, exp2_lut)
+    switch (codec) {
+    case CQK_W_F32: DEC(CQK_W_F32); break;
+    case CQK_W_F16: DEC(CQK_W_F16); break;
+    case CQK_W_BF16: DEC(CQK_W_BF16); break;
+    case CQK_W_Q8_ROW: DEC(CQK_W_Q8_ROW); break;
+    case CQK_W_Q8_2F: DEC(CQK_W_Q8_2F); break;
+    case CQK_W_Q4_BLOCK: DEC(CQK_W_Q4_BLOCK); break;
+    case CQK_W_Q4_TILED: DEC(CQK_W_Q4_TILED); break;
+    case CQK_W_Q4TP:
+        if (!exp2_lut || cols % 32) return cudaErrorInvalidValue;
+        DEC(CQK_W_Q4TP);
+        break;
+    default: return cudaErrorInvalidValue;
+    }
+#undef DEC
+    return cqk_launched();
+}
+
+/* ---- the decoders to f32 (test hook) ------------------------------------------------------ */
+template <int CODEC>
+__global__ void k_decode_f32(const uint8_t *p, int64_t rows, int64_t cols, float *out, const float *lut) {
+    const int64_t n = rows * cols;
+    CQK_GRID_STRIDE(e, n) {
+        const int64_t r = e / cols, k = e - r * cols;
+        out[e] = decode_one<CODEC>(p, rows, cols, r, k, lut);
+    }
+}
+
+extern "C" cudaError_t cqk_decode_weight_f32(const cqk_ctx *c, int codec, const uint8_t *raw, int64_t rows,
+                                             int64_t cols, float *out, const float *exp2_lut) {
+    if (rows <= 0 || cols <= 0) return cudaSuccess;
+    const unsigned b = cqk_blocks(rows * cols, 256);
+#define DEC(C) k_decode_f32<C><<<b, 256, 0, c->stream>>>(raw, rows, cols, out, exp2_lut)
+    switch (codec) {
+    case CQK_W_F32: DEC(CQK_W_F32); break;
+    case CQK_W_F16: DEC(CQK_W_F16); break;
+    case CQK_W_BF16: DEC(CQK_W_BF16); break;
+    case CQK_W_Q8_ROW: DEC(CQK_W_Q8_ROW); break;
+    case CQK_W_Q8_2F: DEC(CQK_W_Q8_2F); break;
+    case CQK_W_Q4_BLOCK: DEC(CQK_W_Q4_BLOCK); break;
+    case CQK_W_Q4_TILED: DEC(CQK_W_Q4_TILED); break;
+    case CQK_W_Q4TP:
+        if (!exp2_lut || cols % 32) return cudaErrorInvalidValue;
+        DEC(CQK_W_Q4TP);
+        break;
+    default: return cudaErrorInvalidValue;
+    }
+#undef DEC
+    return cqk_launched();
+}
+
+/* ---- a plane read back as an activation ------------------------------------------------- */
+template <typename TY>
+__global__ void k_plane_to_act(void *y, const uint16_t *plane, int64_t ld, const float *rowscale, int64_t rows,
+                               int64_t cols) {
+    const int64_t n = rows * cols;
+    CQK_GRID_STRIDE(i, n) {
+        int64_t r = i / cols, k = i - r * cols;
+        cqk_st<TY>(y, i, cqk_h2f(plane[r * ld + k]) * rowscale[r]);
+    }
+}
+
+extern "C" cudaError_t cqk_plane_to_act(const cqk_ctx *c, void *y, int ydt, const uint16_t *plane, int64_t ld,
+                                        const float *rowscale, int64_t rows, int64_t cols) {
+    if (rows <= 0 || cols <= 0) return cudaSuccess;
+    unsigned b = cqk_blocks(rows * cols, 256);
+    CQK_DISPATCH(ydt, TY, { k_plane_to_act<TY><<<b, 256, 0, c->stream>>>(y, plane, ld, rowscale, rows, cols); });
+    return cqk_launched();
+}
+
+/* ---- non-finite scan -------------------------------------------------------------- */
+template <typename T>
+__global__ void k_check_finite(cqk_dev d, const void *y, int64_t rows, int64_t cols, int64_t ld) {
+    const int64_t n = rows * cols;
+    CQK_GRID_STRIDE(i, n) {
+        int64_t r = i / cols, k = i - r * cols;
+        float v = cqk_ld<T>(y, r * ld + k);
+        if (!isfinite(v)) cqk_report(d.st, CQK_ERR_NONFINITE, d.op, d.seq, i, 0);
+    }
+}
+
+extern "C" cudaError_t cqk_check_finite(const cqk_ctx *c, const void *y, int dt, int64_t rows, int64_t cols,
+                                        int64_t ld) {
+    if (rows <= 0 || cols <= 0) return cudaSuccess;
+    unsigned b = cqk_blocks(rows * cols, 256);
+    cqk_dev d = cqk_dev_of(c);
+    CQK_DISPATCH(dt, T, { k_check_finite<T><<<b, 256, 0, c->stream>>>(d, y, rows, cols, ld); });
+    return cqk_launched();
+}

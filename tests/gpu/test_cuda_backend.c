@@ -1,0 +1,436 @@
+/*
+ * test_cuda_backend.c — what the generic op test (test_ops, run on CUDA as
+ * test_ops_gpu) does not cover about the CUDA backend (label gpu):
+ *  - the device weight decoders equal the codec layer's bit for bit in f32,
+ *    for every codec the backend binds (q4tp with random ladders too), and a
+ *    bound weight reads back (copy, get_rows) within its plane's f16 rounding;
+ *  - the f16 range guard: activations far outside f16's range (1e6, 1e-8)
+ *    and weights of any magnitude give the reference's result;
+ *  - deferred errors: a bad index or a non-finite output is reported by the
+ *    next sync / download with the op's name, and only once;
+ *  - a steady loop of the denoiser's ops makes no device allocation;
+ *  - the debugging fallbacks (CORTIQ_CUDA_GEMM=simt, CORTIQ_CUDA_ATTN=generic)
+ *    agree with the fast paths.
+ * Exits 77 (skipped) when the backend is not built or no GPU is present.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec/codec.h"
+#include "ops/ops.h"
+#include "testutil.h"
+
+static cq_backend *g_be, *g_ref;
+static tu_rng g_rng;
+
+/* ---- helpers ------------------------------------------------------------------------ */
+static cq_tensor_view view_of(cq_dtype dt, int ndim, const uint64_t *shape, const uint8_t *p, uint64_t nbytes) {
+    cq_tensor_view v;
+    memset(&v, 0, sizeof v);
+    v.name = "test.weight";
+    v.dtype = dt;
+    v.ndim = ndim;
+    v.nelem = 1;
+    for (int i = 0; i < ndim; i++) {
+        v.shape[i] = shape[i];
+        v.nelem *= shape[i];
+    }
+    v.data = p;
+    v.nbytes = nbytes;
+    return v;
+}
+
+/* Encode random values (rows of different magnitudes) with the codec's encoder. */
+static uint8_t *encode_random(cq_dtype dt, int ndim, const uint64_t *shape, uint64_t *nbytes, float scale) {
+    uint64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= shape[i];
+    assert_int_equal(cq_codec_nbytes(dt, ndim, shape, nbytes), CQ_OK);
+    float *v = malloc(sizeof(float) * n);
+    tu_fill_normal(&g_rng, v, n, scale);
+    for (uint64_t i = 0; i < n; i++) v[i] *= 0.25f + (float)((i / shape[ndim - 1]) % 7) * 0.5f;
+    uint8_t *p = malloc(*nbytes);
+    assert_int_equal(cq_codec_quantize(dt, ndim, shape, v, p, *nbytes), CQ_OK);
+    free(v);
+    return p;
+}
+
+/* Device f32 decode vs cq_codec_dequant_rows, bit for bit. */
+static void expect_decode_exact(cq_dtype dt, int ndim, const uint64_t *shape, const uint8_t *p, uint64_t nbytes) {
+    cq_tensor_view v = view_of(dt, ndim, shape, p, nbytes);
+    uint64_t rows, cols;
+    cq_codec_rows(ndim, shape, &rows, &cols);
+    float *want = malloc(sizeof(float) * v.nelem), *got = malloc(sizeof(float) * v.nelem);
+    assert_int_equal(cq_codec_dequant_rows(dt, ndim, shape, p, nbytes, 0, rows, want), CQ_OK);
+    cq_status s = cq_cuda_decode_f32(g_be, &v, got, (size_t)v.nelem);
+    if (s != CQ_OK) fail_msg("decode %s: %s", cq_dtype_name(dt), cq_last_error());
+    for (uint64_t i = 0; i < v.nelem; i++)
+        if (memcmp(&want[i], &got[i], 4))
+            fail_msg("decode %s element %llu: device %.9g (0x%08x), codec %.9g (0x%08x)", cq_dtype_name(dt),
+                     (unsigned long long)i, got[i], *(uint32_t *)&got[i], want[i], *(uint32_t *)&want[i]);
+    free(want);
+    free(got);
+}
+
+static void test_decode_bitexact(void **state) {
+    (void)state;
+    static const struct {
+        cq_dtype dt;
+        int ndim;
+        uint64_t shape[3];
+    } k[] = {
+        {CQ_DTYPE_F32, 2, {7, 33}},      {CQ_DTYPE_F16, 3, {3, 4, 5}},      {CQ_DTYPE_BF16, 2, {1, 40}},
+        {CQ_DTYPE_Q8_ROW, 2, {9, 70}},   {CQ_DTYPE_Q8_2F, 2, {9, 70}},      {CQ_DTYPE_Q4_BLOCK, 2, {5, 37}},
+        {CQ_DTYPE_Q4_TILED, 2, {5, 37}}, {CQ_DTYPE_Q4_TILED, 3, {2, 3, 32}}, {CQ_DTYPE_Q4TP, 2, {6, 96}},
+        {CQ_DTYPE_Q4TP, 2, {33, 1024}},
+    };
+    for (size_t i = 0; i < CQ_ARRAY_LEN(k); i++) {
+        uint64_t nb;
+        uint8_t *p = encode_random(k[i].dt, k[i].ndim, k[i].shape, &nb, 0.7f);
+        expect_decode_exact(k[i].dt, k[i].ndim, k[i].shape, p, nb);
+        free(p);
+    }
+    /* q4tp with random ladders: lo, step and every rung code, so the chained
+     * multiplies run up to 31 deep */
+    for (int trial = 0; trial < 4; trial++) {
+        uint64_t rows = 5 + (uint64_t)trial, cols = 64 * (uint64_t)(trial + 1), shape[2] = {rows, cols}, nb;
+        assert_int_equal(cq_codec_nbytes(CQ_DTYPE_Q4TP, 2, shape, &nb), CQ_OK);
+        uint8_t *p = malloc(nb);
+        for (uint64_t j = 0; j < nb; j++) p[j] = (uint8_t)tu_rng_u64(&g_rng);
+        uint64_t gpr = cols / 32, a_len = 16 * rows * gpr;
+        for (uint64_t r = 0; r < rows; r++) {
+            cq_wr16(p + a_len + 4 * r, cq_f32_to_f16(-12.0f + 10.0f * tu_rng_uniform(&g_rng)));
+            cq_wr16(p + a_len + 4 * r + 2, cq_f32_to_f16(0.4f * tu_rng_uniform(&g_rng)));
+        }
+        assert_int_equal(cq_codec_validate(CQ_DTYPE_Q4TP, 2, shape, p, nb), CQ_OK);
+        expect_decode_exact(CQ_DTYPE_Q4TP, 2, shape, p, nb);
+        free(p);
+    }
+}
+
+/* A weight read back (copy of a float weight, get_rows of any codec) is the
+ * codec's value up to the plane's one f16 rounding; a 1-D weight exactly. */
+static void test_weight_readback(void **state) {
+    (void)state;
+    static const cq_dtype codecs[] = {CQ_DTYPE_F32, CQ_DTYPE_BF16, CQ_DTYPE_F16, CQ_DTYPE_Q8_2F, CQ_DTYPE_Q4TP};
+    for (size_t ci = 0; ci < CQ_ARRAY_LEN(codecs); ci++) {
+        uint64_t shape[2] = {12, 64}, nb;
+        uint8_t *p = encode_random(codecs[ci], 2, shape, &nb, 3.0f);
+        float want[12 * 64], got[12 * 64];
+        assert_int_equal(cq_codec_dequant_rows(codecs[ci], 2, shape, p, nb, 0, 12, want), CQ_OK);
+        cq_tensor_view v = view_of(codecs[ci], 2, shape, p, nb);
+        cq_tensor w, y, ids;
+        assert_int_equal(cq_tensor_bind_weight(g_be, &v, &w), CQ_OK);
+        assert_int_equal(cq_tensor_alloc_2d(g_be, CQ_DTYPE_F32, 12, 64, &y), CQ_OK);
+        int32_t order[12];
+        for (int i = 0; i < 12; i++) order[i] = 11 - i;
+        int64_t n12 = 12;
+        assert_int_equal(cq_tensor_alloc(g_be, CQ_DTYPE_I32, 1, &n12, &ids), CQ_OK);
+        assert_int_equal(cq_tensor_upload(&ids, order, sizeof order), CQ_OK);
+        for (int pass = 0; pass < 2; pass++) {
+            bool copy = pass == 0;
+            if (copy && !(codecs[ci] == CQ_DTYPE_F32 || codecs[ci] == CQ_DTYPE_F16 || codecs[ci] == CQ_DTYPE_BF16)) continue;
+            assert_int_equal(copy ? cq_op_copy(g_be, &y, &w) : cq_op_get_rows(g_be, &y, &w, &ids), CQ_OK);
+            assert_int_equal(cq_tensor_download(&y, got, sizeof got), CQ_OK);
+            for (int r = 0; r < 12; r++)
+                for (int k = 0; k < 64; k++) {
+                    float a = got[r * 64 + k], b = want[(copy ? r : 11 - r) * 64 + k];
+                    if (!(fabsf(a - b) <= fabsf(b) * (1.0f / 2048) + 1e-30f))
+                        fail_msg("%s %s (%d, %d): %.9g, codec %.9g", cq_dtype_name(codecs[ci]), copy ? "copy" : "get_rows",
+                                 r, k, a, b);
+                }
+        }
+        cq_tensor_free(&w);
+        cq_tensor_free(&y);
+        cq_tensor_free(&ids);
+        free(p);
+    }
+}
+
+/* ---- matmul on the device vs the reference, for one x ---------------------------------- */
+static double max_rel_err(const float *a, const float *b, size_t n) {
+    double m = 0, scale = 0;
+    for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs(b[i]));
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]);
+        if (!(d <= m)) m = d;
+    }
+    return m / (scale > 0 ? scale : 1);
+}
+
+/* y = x · Wᵀ on backend `be` with x scaled by `xs` and f32 weights scaled by `ws`. */
+static void linear_on(cq_backend *be, const float *x, const uint8_t *w, uint64_t wbytes, int64_t M, int64_t K,
+                      int64_t N, float *y) {
+    uint64_t shape[2] = {(uint64_t)N, (uint64_t)K};
+    cq_tensor_view v = view_of(CQ_DTYPE_F32, 2, shape, w, wbytes);
+    cq_tensor tw, tx, ty;
+    assert_int_equal(cq_tensor_bind_weight(be, &v, &tw), CQ_OK);
+    assert_int_equal(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, M, K, &tx), CQ_OK);
+    assert_int_equal(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, M, N, &ty), CQ_OK);
+    assert_int_equal(cq_tensor_upload(&tx, x, sizeof(float) * (size_t)(M * K)), CQ_OK);
+    assert_int_equal(cq_op_linear(be, &ty, &tx, &tw, NULL), CQ_OK);
+    cq_status s = cq_tensor_download(&ty, y, sizeof(float) * (size_t)(M * N));
+    if (s != CQ_OK) fail_msg("linear on %s: %s", cq_backend_name(be), cq_last_error());
+    cq_tensor_free(&tw);
+    cq_tensor_free(&tx);
+    cq_tensor_free(&ty);
+}
+
+/* Activations and weights far outside f16's range still give the f32 result:
+ * the row scales keep every operand inside it. */
+static void test_f16_range_guard(void **state) {
+    (void)state;
+    const int64_t M = 37, K = 200, N = 45;
+    static const float xscales[] = {1e6f, 1e-8f, 3e4f, 1.0f}, wscales[] = {1e5f, 1e-7f, 1.0f, 1e-3f};
+    float *x = malloc(sizeof(float) * M * K), *w = malloc(sizeof(float) * N * K);
+    float *y = malloc(sizeof(float) * M * N), *yr = malloc(sizeof(float) * M * N);
+    for (size_t t = 0; t < CQ_ARRAY_LEN(xscales); t++) {
+        tu_fill_normal(&g_rng, x, (size_t)(M * K), xscales[t]);
+        tu_fill_normal(&g_rng, w, (size_t)(N * K), wscales[t] / sqrtf((float)K));
+        for (int64_t m = 0; m < M; m++) x[m * K] *= (float)(1 + m % 5) * 8.0f; /* rows of different magnitudes */
+        linear_on(g_be, x, (const uint8_t *)w, sizeof(float) * (uint64_t)(N * K), M, K, N, y);
+        linear_on(g_ref, x, (const uint8_t *)w, sizeof(float) * (uint64_t)(N * K), M, K, N, yr);
+        double e = max_rel_err(y, yr, (size_t)(M * N));
+        print_message("range guard: x ~ %g, w ~ %g: max|err| / max|ref| %.3e\n", (double)xscales[t],
+                      (double)wscales[t], e);
+        if (!(e <= 2.5e-3)) fail_msg("x ~ %g, w ~ %g: error %.3e of max|ref|", (double)xscales[t], (double)wscales[t], e);
+    }
+    free(x);
+    free(w);
+    free(y);
+    free(yr);
+}
+
+/* ---- deferred errors ----------------------------------------------------------------------- */
+static void expect_err(cq_status s, cq_status want, const char *needle) {
+    if (s != want || !strstr(cq_last_error(), needle))
+        fail_msg("expected %s mentioning '%s', got %s: %s", cq_status_str(want), needle, cq_status_str(s),
+                 cq_last_error());
+}
+
+static void test_deferred_errors(void **state) {
+    (void)state;
+    /* get_rows with an id outside the table: the op queues fine, sync reports it once */
+    uint64_t shape[2] = {10, 16}, nb;
+    uint8_t *p = encode_random(CQ_DTYPE_F16, 2, shape, &nb, 1.0f);
+    cq_tensor_view v = view_of(CQ_DTYPE_F16, 2, shape, p, nb);
+    cq_tensor w, ids, y;
+    int32_t bad[3] = {0, 5, 99};
+    assert_int_equal(cq_tensor_bind_weight(g_be, &v, &w), CQ_OK);
+    int64_t n3 = 3;
+    assert_int_equal(cq_tensor_alloc(g_be, CQ_DTYPE_I32, 1, &n3, &ids), CQ_OK);
+    assert_int_equal(cq_tensor_alloc_2d(g_be, CQ_DTYPE_F32, 3, 16, &y), CQ_OK);
+    assert_int_equal(cq_tensor_upload(&ids, bad, sizeof bad), CQ_OK);
+    assert_int_equal(cq_op_get_rows(g_be, &y, &w, &ids), CQ_OK);
+    expect_err(cq_backend_sync(g_be), CQ_ERR_BOUNDS, "get_rows: id 99");
+    assert_int_equal(cq_backend_sync(g_be), CQ_OK); /* reported once */
+    /* the same through a download */
+    assert_int_equal(cq_op_get_rows(g_be, &y, &w, &ids), CQ_OK);
+    float out[48];
+    expect_err(cq_tensor_download(&y, out, sizeof out), CQ_ERR_BOUNDS, "position 2");
+    assert_int_equal(cq_backend_sync(g_be), CQ_OK);
+
+    /* a NaN in x makes the matmul output non-finite: CQ_ERR_NUMERIC naming matmul */
+    cq_tensor x, o;
+    float xv[2 * 16];
+    for (int i = 0; i < 32; i++) xv[i] = 0.1f * (float)i;
+    xv[17] = NAN;
+    assert_int_equal(cq_tensor_alloc_2d(g_be, CQ_DTYPE_F32, 2, 16, &x), CQ_OK);
+    assert_int_equal(cq_tensor_alloc_2d(g_be, CQ_DTYPE_F32, 2, 10, &o), CQ_OK);
+    assert_int_equal(cq_tensor_upload(&x, xv, sizeof xv), CQ_OK);
+    assert_int_equal(cq_op_linear(g_be, &o, &x, &w, NULL), CQ_OK);
+    expect_err(cq_backend_sync(g_be), CQ_ERR_NUMERIC, "matmul");
+    assert_int_equal(cq_backend_sync(g_be), CQ_OK);
+    /* finite again: no error */
+    xv[17] = 1.0f;
+    assert_int_equal(cq_tensor_upload(&x, xv, sizeof xv), CQ_OK);
+    assert_int_equal(cq_op_linear(g_be, &o, &x, &w, NULL), CQ_OK);
+    assert_int_equal(cq_backend_sync(g_be), CQ_OK);
+
+    /* gather_cols with an index outside [-1, K) */
+    cq_tensor idx, g2;
+    int32_t gi[4] = {0, -1, 16, 3};
+    int64_t n4 = 4;
+    assert_int_equal(cq_tensor_alloc(g_be, CQ_DTYPE_I32, 1, &n4, &idx), CQ_OK);
+    assert_int_equal(cq_tensor_alloc_2d(g_be, CQ_DTYPE_F32, 2, 4, &g2), CQ_OK);
+    assert_int_equal(cq_tensor_upload(&idx, gi, sizeof gi), CQ_OK);
+    assert_int_equal(cq_op_gather_cols(g_be, &g2, &x, &idx, 1, 1.0f), CQ_OK);
+    expect_err(cq_backend_sync(g_be), CQ_ERR_BOUNDS, "gather_cols");
+    assert_int_equal(cq_backend_sync(g_be), CQ_OK);
+
+    cq_tensor_free(&w);
+    cq_tensor_free(&ids);
+    cq_tensor_free(&y);
+    cq_tensor_free(&x);
+    cq_tensor_free(&o);
+    cq_tensor_free(&idx);
+    cq_tensor_free(&g2);
+    free(p);
+}
+
+/* ---- one block of the denoiser's ops, twice: the second time allocates nothing --------------- */
+typedef struct block_bufs {
+    cq_tensor wq, wg, wu, x, h, q, kp, vp, att, mlp, cosv, sinv, nw, sc, gate, vis;
+} block_bufs;
+
+static void block_make(cq_backend *be, block_bufs *b, int64_t T, int64_t P, int H, int D, uint8_t **keep) {
+    const int64_t C = (int64_t)H * D, F = 2 * C;
+    uint64_t sq[2] = {(uint64_t)C, (uint64_t)C}, sf[2] = {(uint64_t)F, (uint64_t)C}, nb;
+    keep[0] = encode_random(CQ_DTYPE_Q8_2F, 2, sq, &nb, 1.0f / sqrtf((float)C));
+    cq_tensor_view v = view_of(CQ_DTYPE_Q8_2F, 2, sq, keep[0], nb);
+    assert_int_equal(cq_tensor_bind_weight(be, &v, &b->wq), CQ_OK);
+    keep[1] = encode_random(CQ_DTYPE_Q4TP, 2, sf, &nb, 1.0f / sqrtf((float)C));
+    v = view_of(CQ_DTYPE_Q4TP, 2, sf, keep[1], nb);
+    assert_int_equal(cq_tensor_bind_weight(be, &v, &b->wg), CQ_OK);
+    keep[2] = encode_random(CQ_DTYPE_BF16, 2, sf, &nb, 1.0f / sqrtf((float)C));
+    v = view_of(CQ_DTYPE_BF16, 2, sf, keep[2], nb);
+    assert_int_equal(cq_tensor_bind_weight(be, &v, &b->wu), CQ_OK);
+    cq_tensor *acts[] = {&b->x, &b->h, &b->q, &b->att};
+    for (size_t i = 0; i < CQ_ARRAY_LEN(acts); i++) assert_int_equal(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, T, C, acts[i]), CQ_OK);
+    assert_int_equal(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, P, C, &b->kp), CQ_OK);
+    assert_int_equal(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, P, C, &b->vp), CQ_OK);
+    assert_int_equal(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, T, F, &b->mlp), CQ_OK);
+    assert_int_equal(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, T, D / 2, &b->cosv), CQ_OK);
+    assert_int_equal(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, T, D / 2, &b->sinv), CQ_OK);
+    int64_t nd = D, nc = C, nt = T;
+    assert_int_equal(cq_tensor_alloc(be, CQ_DTYPE_F32, 1, &nd, &b->nw), CQ_OK);
+    assert_int_equal(cq_tensor_alloc(be, CQ_DTYPE_F32, 1, &nc, &b->sc), CQ_OK);
+    assert_int_equal(cq_tensor_alloc(be, CQ_DTYPE_F32, 1, &nc, &b->gate), CQ_OK);
+    assert_int_equal(cq_tensor_alloc(be, CQ_DTYPE_I32, 1, &nt, &b->vis), CQ_OK);
+    size_t big = (size_t)(T * F > P * C ? T * F : P * C);
+    float *tmp = malloc(sizeof(float) * big);
+    tu_fill_normal(&g_rng, tmp, (size_t)(T * C), 1.0f);
+    assert_int_equal(cq_tensor_upload(&b->x, tmp, sizeof(float) * (size_t)(T * C)), CQ_OK);
+    tu_fill_normal(&g_rng, tmp, (size_t)(P * C), 1.0f);
+    assert_int_equal(cq_tensor_upload(&b->kp, tmp, sizeof(float) * (size_t)(P * C)), CQ_OK);
+    assert_int_equal(cq_tensor_upload(&b->vp, tmp, sizeof(float) * (size_t)(P * C)), CQ_OK);
+    for (int64_t i = 0; i < T * D / 2; i++) tmp[i] = cosf(0.01f * (float)i);
+    assert_int_equal(cq_tensor_upload(&b->cosv, tmp, sizeof(float) * (size_t)(T * D / 2)), CQ_OK);
+    for (int64_t i = 0; i < T * D / 2; i++) tmp[i] = sinf(0.01f * (float)i);
+    assert_int_equal(cq_tensor_upload(&b->sinv, tmp, sizeof(float) * (size_t)(T * D / 2)), CQ_OK);
+    for (int64_t i = 0; i < C; i++) tmp[i] = 0.1f * (float)(i % 7) - 0.3f;
+    assert_int_equal(cq_tensor_upload(&b->sc, tmp, sizeof(float) * (size_t)C), CQ_OK);
+    assert_int_equal(cq_tensor_upload(&b->gate, tmp, sizeof(float) * (size_t)C), CQ_OK);
+    for (int64_t i = 0; i < D; i++) tmp[i] = 1.0f + 0.01f * (float)i;
+    assert_int_equal(cq_tensor_upload(&b->nw, tmp, sizeof(float) * (size_t)D), CQ_OK);
+    int32_t *vis = malloc(sizeof(int32_t) * (size_t)T);
+    for (int64_t i = 0; i < T; i++) vis[i] = (int32_t)(P + T);
+    assert_int_equal(cq_tensor_upload(&b->vis, vis, sizeof(int32_t) * (size_t)T), CQ_OK);
+    free(vis);
+    free(tmp);
+}
+
+static void block_run(cq_backend *be, block_bufs *b, int H, int D) {
+    assert_int_equal(cq_op_layernorm(be, &b->h, &b->x, &b->sc, NULL, 1e-6f), CQ_OK);
+    assert_int_equal(cq_op_linear(be, &b->q, &b->h, &b->wq, NULL), CQ_OK);
+    assert_int_equal(cq_op_qk_norm_rope(be, &b->q, H, D, &b->nw, 1e-6f, &b->cosv, &b->sinv, CQ_ROPE_INTERLEAVED, 0), CQ_OK);
+    cq_attn_args at = {.o = &b->att, .q = &b->q, .k = &b->q, .v = &b->h, .k_prefix = &b->kp, .v_prefix = &b->vp,
+                       .vis = &b->vis, .n_heads = H, .n_kv_heads = H, .head_dim = D};
+    assert_int_equal(cq_op_attention(be, &at), CQ_OK);
+    cq_matmul_args g = {.y = &b->x, .x = &b->att, .w = &b->wq, .gate = &b->gate, .accumulate = true};
+    assert_int_equal(cq_op_matmul(be, &g), CQ_OK);
+    cq_matmul_args mm = {.y = &b->mlp, .x = &b->h, .w = &b->wg, .w2 = &b->wu, .act = CQ_ACT_SWIGLU};
+    assert_int_equal(cq_op_matmul(be, &mm), CQ_OK);
+    cq_status s = cq_backend_sync(be);
+    if (s != CQ_OK) fail_msg("block on %s: %s", cq_backend_name(be), cq_last_error());
+}
+
+static void block_free(block_bufs *b, uint8_t **keep) {
+    cq_tensor *all[] = {&b->wq, &b->wg, &b->wu, &b->x, &b->h, &b->q, &b->kp, &b->vp, &b->att,
+                        &b->mlp, &b->cosv, &b->sinv, &b->nw, &b->sc, &b->gate, &b->vis};
+    for (size_t i = 0; i < CQ_ARRAY_LEN(all); i++) cq_tensor_free(all[i]);
+    for (int i = 0; i < 3; i++) free(keep[i]);
+}
+
+static void test_steady_state_allocates_nothing(void **state) {
+    (void)state;
+    block_bufs b;
+    uint8_t *keep[3];
+    memset(&b, 0, sizeof b);
+    block_make(g_be, &b, 200, 18, 2, 128, keep);
+    block_run(g_be, &b, 2, 128); /* warm-up: scratch and plans are made here */
+    cq_backend_stats s1, s2;
+    assert_int_equal(cq_backend_get_stats(g_be, &s1, false), CQ_OK);
+    for (int i = 0; i < 3; i++) block_run(g_be, &b, 2, 128);
+    assert_int_equal(cq_backend_get_stats(g_be, &s2, false), CQ_OK);
+    print_message("device: %llu bytes in use, peak %llu, cached %llu, weights %llu, %llu cudaMalloc calls\n",
+                  (unsigned long long)s2.mem_in_use, (unsigned long long)s2.mem_peak, (unsigned long long)s2.mem_cached,
+                  (unsigned long long)s2.weight_bytes, (unsigned long long)s2.device_allocs);
+    assert_true(s2.weight_bytes > 0 && s2.mem_in_use >= s2.weight_bytes && s2.device_total > 0);
+    if (s2.device_allocs != s1.device_allocs || s2.mem_in_use != s1.mem_in_use)
+        fail_msg("steady loop allocated: %llu -> %llu cudaMalloc calls, %llu -> %llu bytes in use",
+                 (unsigned long long)s1.device_allocs, (unsigned long long)s2.device_allocs,
+                 (unsigned long long)s1.mem_in_use, (unsigned long long)s2.mem_in_use);
+    block_free(&b, keep);
+}
+
+/* The debugging fallbacks compute what the fast paths compute. */
+static void test_fallbacks_agree(void **state) {
+    (void)state;
+    const int64_t T = 150, P = 18;
+    const int H = 2, D = 128;
+    float *fast = malloc(sizeof(float) * (size_t)(T * H * D * 2));
+    float *slow = fast + T * H * D;
+    for (int pass = 0; pass < 2; pass++) {
+        cq_backend *be = g_be;
+        if (pass) {
+            setenv("CORTIQ_CUDA_GEMM", "simt", 1);
+            setenv("CORTIQ_CUDA_ATTN", "generic", 1);
+            setenv("CORTIQ_CUDA_SYNC", "1", 1);
+            cq_status s = cq_backend_cuda_create(-1, &be);
+            unsetenv("CORTIQ_CUDA_GEMM");
+            unsetenv("CORTIQ_CUDA_ATTN");
+            unsetenv("CORTIQ_CUDA_SYNC");
+            assert_int_equal(s, CQ_OK);
+        }
+        tu_rng_seed(&g_rng, 77); /* the same inputs both times */
+        block_bufs b;
+        uint8_t *keep[3];
+        memset(&b, 0, sizeof b);
+        block_make(be, &b, T, P, H, D, keep);
+        block_run(be, &b, H, D);
+        assert_int_equal(cq_tensor_download(&b.x, pass ? slow : fast, sizeof(float) * (size_t)(T * H * D)), CQ_OK);
+        block_free(&b, keep);
+        if (pass) cq_backend_free(be);
+    }
+    double e = max_rel_err(slow, fast, (size_t)(T * H * D));
+    print_message("fallbacks vs fast paths: max|diff| / max %.3e\n", e);
+    if (!(e <= 1.5e-2)) fail_msg("CUDA-core GEMM + generic attention differ from cuBLASLt + tensor-core attention by %.3e", e);
+    free(fast);
+}
+
+static int setup(void **state) {
+    (void)state;
+    tu_rng_seed(&g_rng, 20261201);
+    if (cq_backend_cuda_create(-1, &g_be) != CQ_OK) return -1;
+    if (cq_backend_ref_create(&g_ref) != CQ_OK) return -1;
+    printf("cuda backend tests on %s\n", cq_backend_name(g_be));
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    cq_backend_free(g_be);
+    cq_backend_free(g_ref);
+    return 0;
+}
+
+int main(void) {
+    cq_backend *probe = NULL;
+    cq_status s = cq_backend_cuda_create(-1, &probe);
+    if (s != CQ_OK) {
+        printf("test_cuda_backend: skipped: %s\n", cq_last_error());
+        return s == CQ_ERR_UNSUPPORTED ? 77 : 1;
+    }
+    cq_backend_free(probe);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_decode_bitexact),
+        cmocka_unit_test(test_weight_readback),
+        cmocka_unit_test(test_f16_range_guard),
+        cmocka_unit_test(test_deferred_errors),
+        cmocka_unit_test(test_steady_state_allocates_nothing),
+        cmocka_unit_test(test_fallbacks_agree),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,310 @@
+/*
+ * test_qi21_cuda.c — the Qwen-Image-2.1 denoiser on the CUDA backend
+ * against the reference's golden velocities (tests/golden/qi21, made by
+ * tools/golden_qi21.py with diffusers), label gpu:
+ *  - every golden case, cached (prefill + step) and uncached, with the model
+ *    converted to f32: max|err| / RMS(ref) and RMS(err) / RMS(ref) <= 3e-3
+ *    (the device rounds GEMM operands to f16 and, at head_dim 128, attention
+ *    operands to bf16); cached and uncached agree to the same bound;
+ *  - the bf16, q8_2f and q4tp converts: within 3e-3 of RMS(ref) of the CPU
+ *    backend running the same file (the device's own error, apart from the
+ *    weights' quantization), and within quantization bounds of the reference
+ *    (bf16 weights alone cost ~1e-2 of max|err| / RMS, measured on the CPU);
+ *  - two caches alive at once give bit-identical steps (no state leaks
+ *    between caches, deterministic kernels);
+ *  - after the first step of a cache, a step allocates nothing, on the host
+ *    (the allocation counter) or on the device (cudaMalloc calls).
+ * Exits 77 (skipped) when the backend is not built or no GPU is present.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "testutil.h"
+#include "format/convert.h"
+#include "format/safetensors.h"
+#include "models/qi21.h"
+#include "models/qi21_inputs.h"
+
+#define GOLDEN CQ_SOURCE_DIR "/tests/golden/qi21"
+
+/* max|err| / RMS(ref) and RMS(err) / RMS(ref); the bound for f16/bf16 device arithmetic */
+#define DEVICE_BOUND 3e-3
+
+enum { Q_F32, Q_BF16, Q_Q8_2F, Q_Q4TP, Q_COUNT };
+static const cq_dtype k_quant[Q_COUNT] = {CQ_DTYPE_F32, CQ_DTYPE_BF16, CQ_DTYPE_Q8_2F, CQ_DTYPE_Q4TP};
+/* vs the reference: the f32 convert is the device's arithmetic alone; the
+ * others add their weights' quantization (bf16 measured on the CPU at
+ * 9.8e-3 / 2.9e-3, q8_2f and q4tp as test_qi21.c bounds them) */
+static const double k_bound[Q_COUNT] = {DEVICE_BOUND, 2e-2, 8e-2, 1.0};
+static const double k_rms_bound[Q_COUNT] = {DEVICE_BOUND, 6e-3, 2e-2, 0.3};
+
+static const char *const k_models[] = {"tiny_a", "tiny_b"};
+#define N_MODELS 2
+
+typedef struct golden_case {
+    char name[64];
+    int model;
+    cq_st *st;
+    cq_qi21_inputs in;
+    const float *ref;
+    double ref_rms;
+} golden_case;
+
+static char g_dir[1024];
+static cq_backend *g_be, *g_cpu;
+static cq_cmf *g_cmf[Q_COUNT][N_MODELS];
+static cq_qi21 *g_model[Q_COUNT][N_MODELS];
+static cq_qi21 *g_cpu_model[Q_COUNT][N_MODELS]; /* the same files on the CPU backend */
+static golden_case g_cases[32];
+static int g_ncases;
+
+static double rms(const float *x, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += (double)x[i] * x[i];
+    return sqrt(s / (double)n);
+}
+
+static double rms_err(const float *a, const float *b, size_t n, double ref_rms) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+    return sqrt(s / (double)n) / ref_rms;
+}
+
+static double rel_err(const float *a, const float *b, size_t n, double ref_rms) {
+    double m = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]);
+        if (!(d <= m)) m = d; /* NaN propagates */
+    }
+    return m / ref_rms;
+}
+
+static size_t vel_len(const golden_case *g) {
+    return (size_t)g->in.n_target * (size_t)cq_qi21_get_config(g_model[0][g->model])->out_channels;
+}
+
+static int setup(void **state) {
+    (void)state;
+    snprintf(g_dir, sizeof g_dir, "%s", tu_tmpdir("qi21_cuda"));
+    if (cq_backend_cuda_create(-1, &g_be) != CQ_OK || cq_backend_cpu_create(0, CQ_CPU_AUTO, &g_cpu) != CQ_OK) return -1;
+    printf("qi21 golden cases on %s (and %s for the quantized files)\n", cq_backend_name(g_be), cq_backend_name(g_cpu));
+    for (int q = 0; q < Q_COUNT; q++)
+        for (int m = 0; m < N_MODELS; m++) {
+            char src[1024], dst[1200];
+            snprintf(src, sizeof src, "%s/%s", GOLDEN, k_models[m]);
+            snprintf(dst, sizeof dst, "%s/%s-%s.cmf", g_dir, k_models[m], cq_dtype_name(k_quant[q]));
+            cq_convert_opts opts = {.quant = (int)k_quant[q]};
+            cq_convert_report rep;
+            cq_status s = cq_convert(src, dst, &opts, &rep);
+            cq_convert_report_free(&rep);
+            if (s != CQ_OK || cq_cmf_open(dst, &g_cmf[q][m]) != CQ_OK ||
+                cq_qi21_load(g_cmf[q][m], "dit.", g_be, &g_model[q][m]) != CQ_OK ||
+                cq_qi21_load(g_cmf[q][m], "dit.", g_cpu, &g_cpu_model[q][m]) != CQ_OK) {
+                fprintf(stderr, "%s: %s\n", dst, cq_last_error());
+                return -1;
+            }
+        }
+    size_t len;
+    uint8_t *idx = tu_read_file(GOLDEN "/index.json", &len);
+    if (!idx) return -1;
+    cJSON *j = cJSON_ParseWithLength((const char *)idx, len);
+    free(idx);
+    const cJSON *cases = cJSON_GetObjectItemCaseSensitive(j, "cases"), *c;
+    cJSON_ArrayForEach(c, cases) {
+        golden_case *g = &g_cases[g_ncases++];
+        snprintf(g->name, sizeof g->name, "%s", c->string);
+        const char *mn = cJSON_GetObjectItemCaseSensitive(c, "model")->valuestring;
+        g->model = strcmp(mn, "tiny_a") == 0 ? 0 : strcmp(mn, "tiny_b") == 0 ? 1 : -1;
+        char path[1200];
+        snprintf(path, sizeof path, "%s/cases/%s.safetensors", GOLDEN, g->name);
+        if (g->model < 0 || cq_st_open(path, &g->st) != CQ_OK ||
+            cq_qi21_inputs_read(g->st, cq_qi21_get_config(g_model[0][g->model]), &g->in) != CQ_OK) {
+            fprintf(stderr, "case %s: %s\n", g->name, cq_last_error());
+            cJSON_Delete(j);
+            return -1;
+        }
+        const cq_st_tensor *v = cq_st_find(g->st, "velocity");
+        if (!v || v->dtype != CQ_ST_F32 || v->nelem != vel_len(g) || ((uintptr_t)v->data & 3)) {
+            fprintf(stderr, "case %s: bad velocity tensor\n", g->name);
+            cJSON_Delete(j);
+            return -1;
+        }
+        g->ref = (const float *)v->data;
+        g->ref_rms = rms(g->ref, (size_t)v->nelem);
+    }
+    cJSON_Delete(j);
+    return g_ncases >= 9 ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    for (int i = 0; i < g_ncases; i++) {
+        cq_qi21_inputs_free(&g_cases[i].in);
+        cq_st_close(g_cases[i].st);
+    }
+    for (int q = 0; q < Q_COUNT; q++)
+        for (int m = 0; m < N_MODELS; m++) {
+            cq_qi21_free(g_model[q][m]);
+            cq_qi21_free(g_cpu_model[q][m]);
+            cq_cmf_close(g_cmf[q][m]);
+        }
+    cq_backend_free(g_be);
+    cq_backend_free(g_cpu);
+    return 0;
+}
+
+static void check_codec(int q) {
+    const char *cn = cq_dtype_name(k_quant[q]);
+    double worst = 0, worst_rms = 0, worst_dev = 0;
+    for (int i = 0; i < g_ncases; i++) {
+        const golden_case *g = &g_cases[i];
+        cq_qi21 *m = g_model[q][g->model];
+        size_t n = vel_len(g);
+        float *vc = malloc(n * sizeof(float)), *vf = malloc(n * sizeof(float)), *vcpu = malloc(n * sizeof(float));
+        assert_true(vc && vf && vcpu);
+        cq_qi21_cache *c = NULL;
+        if (cq_qi21_prefill(g_cpu_model[q][g->model], &g->in.layout, g->in.ctx, g->in.cond, &c) != CQ_OK ||
+            cq_qi21_step(g_cpu_model[q][g->model], c, g->in.target, g->in.t, vcpu) != CQ_OK)
+            fail_msg("%s %s on the CPU: %s", cn, g->name, cq_last_error());
+        cq_qi21_cache_free(c);
+        c = NULL;
+        if (cq_qi21_prefill(m, &g->in.layout, g->in.ctx, g->in.cond, &c) != CQ_OK ||
+            cq_qi21_step(m, c, g->in.target, g->in.t, vc) != CQ_OK)
+            fail_msg("%s %s cached: %s", cn, g->name, cq_last_error());
+        cq_qi21_cache_free(c);
+        if (cq_qi21_forward_full(m, &g->in.layout, g->in.ctx, g->in.cond, g->in.target, g->in.t, vf) != CQ_OK)
+            fail_msg("%s %s full: %s", cn, g->name, cq_last_error());
+        double ec = rel_err(vc, g->ref, n, g->ref_rms), ef = rel_err(vf, g->ref, n, g->ref_rms);
+        double er = rms_err(vc, g->ref, n, g->ref_rms), ecf = rel_err(vc, vf, n, g->ref_rms);
+        double edev = rel_err(vc, vcpu, n, g->ref_rms);
+        print_message("%-6s %-16s max|err|/RMS: cached %.3e full %.3e; RMS(err)/RMS %.3e; cached-vs-full %.1e; "
+                      "vs the CPU %.3e\n", cn, g->name, ec, ef, er, ecf, edev);
+        if (!(edev <= DEVICE_BOUND))
+            fail_msg("%s %s: the device differs from the CPU backend on the same file by %.3e of RMS", cn, g->name, edev);
+        if (!(ec <= k_bound[q]) || !(ef <= k_bound[q]))
+            fail_msg("%s %s: error %.3e / %.3e of RMS exceeds %.1e", cn, g->name, ec, ef, k_bound[q]);
+        if (!(er <= k_rms_bound[q])) fail_msg("%s %s: RMS error %.3e exceeds %.1e", cn, g->name, er, k_rms_bound[q]);
+        if (!(ecf <= DEVICE_BOUND)) fail_msg("%s %s: cached vs full %.3e of RMS", cn, g->name, ecf);
+        worst = fmax(worst, fmax(ec, ef));
+        worst_rms = fmax(worst_rms, er);
+        worst_dev = fmax(worst_dev, edev);
+        free(vc);
+        free(vf);
+        free(vcpu);
+    }
+    print_message("%s worst max|err|/RMS %.3e (bound %.1e), worst RMS(err)/RMS %.3e (bound %.1e), worst device vs CPU "
+                  "%.3e (bound %.1e)\n", cn, worst, k_bound[q], worst_rms, k_rms_bound[q], worst_dev, DEVICE_BOUND);
+}
+
+static void test_golden_f32(void **state) {
+    (void)state;
+    check_codec(Q_F32);
+}
+static void test_golden_bf16(void **state) {
+    (void)state;
+    check_codec(Q_BF16);
+}
+static void test_golden_q8_2f(void **state) {
+    (void)state;
+    check_codec(Q_Q8_2F);
+}
+static void test_golden_q4tp(void **state) {
+    (void)state;
+    check_codec(Q_Q4TP);
+}
+
+static const golden_case *find_case(const char *name) {
+    for (int i = 0; i < g_ncases; i++)
+        if (strcmp(g_cases[i].name, name) == 0) return &g_cases[i];
+    fail_msg("no golden case '%s'", name);
+    return NULL;
+}
+
+/* Two caches alive at once, stepped in turn: each step equals the same step
+ * on a cache of its own, bit for bit. */
+static void test_two_caches(void **state) {
+    (void)state;
+    const golden_case *a = find_case("cond1"), *b = find_case("t2i_square");
+    assert_int_equal(a->model, b->model);
+    cq_qi21 *m = g_model[Q_F32][a->model];
+    size_t n = vel_len(a);
+    assert_int_equal(n, vel_len(b));
+    float *va = malloc(n * sizeof(float)), *vb = malloc(n * sizeof(float)), *v = malloc(n * sizeof(float));
+    assert_true(va && vb && v);
+    cq_qi21_cache *ca = NULL, *cb = NULL;
+    assert_int_equal(cq_qi21_prefill(m, &a->in.layout, a->in.ctx, a->in.cond, &ca), CQ_OK);
+    assert_int_equal(cq_qi21_step(m, ca, a->in.target, a->in.t, va), CQ_OK);
+    cq_qi21_cache_free(ca);
+    assert_int_equal(cq_qi21_prefill(m, &b->in.layout, b->in.ctx, b->in.cond, &cb), CQ_OK);
+    assert_int_equal(cq_qi21_step(m, cb, b->in.target, b->in.t, vb), CQ_OK);
+    cq_qi21_cache_free(cb);
+    assert_int_equal(cq_qi21_prefill(m, &a->in.layout, a->in.ctx, a->in.cond, &ca), CQ_OK);
+    assert_int_equal(cq_qi21_prefill(m, &b->in.layout, b->in.ctx, b->in.cond, &cb), CQ_OK);
+    for (int round = 0; round < 3; round++) {
+        assert_int_equal(cq_qi21_step(m, cb, b->in.target, 0.3f * (float)round, v), CQ_OK);
+        assert_int_equal(cq_qi21_step(m, ca, a->in.target, a->in.t, v), CQ_OK);
+        assert_memory_equal(v, va, n * sizeof(float));
+        assert_int_equal(cq_qi21_step(m, cb, b->in.target, b->in.t, v), CQ_OK);
+        assert_memory_equal(v, vb, n * sizeof(float));
+    }
+    assert_true(rel_err(va, a->ref, n, a->ref_rms) <= DEVICE_BOUND);
+    assert_true(rel_err(vb, b->ref, n, b->ref_rms) <= DEVICE_BOUND);
+    cq_qi21_cache_free(ca);
+    cq_qi21_cache_free(cb);
+    free(va);
+    free(vb);
+    free(v);
+}
+
+static void test_no_allocation_in_step(void **state) {
+    (void)state;
+    const golden_case *g = find_case("cond1");
+    float *v = malloc(vel_len(g) * sizeof(float));
+    assert_non_null(v);
+    for (int q = 0; q < Q_COUNT; q++) {
+        cq_qi21 *m = g_model[q][g->model];
+        cq_qi21_cache *c = NULL;
+        assert_int_equal(cq_qi21_prefill(m, &g->in.layout, g->in.ctx, g->in.cond, &c), CQ_OK);
+        cq_backend_stats s0, s1;
+        for (int i = 0; i < 4; i++) {
+            cq_alloc_fail_at(0);
+            assert_int_equal(cq_qi21_step(m, c, g->in.target, 0.2f * (float)i + 0.1f, v), CQ_OK);
+            long allocs = cq_alloc_fail_at(0);
+            if (i == 0) {
+                assert_true(allocs > 0);
+                assert_int_equal(cq_backend_get_stats(g_be, &s0, false), CQ_OK);
+            } else if (allocs != 0) {
+                fail_msg("%s: step %d made %ld host allocations", cq_dtype_name(k_quant[q]), i, allocs);
+            }
+        }
+        assert_int_equal(cq_backend_get_stats(g_be, &s1, false), CQ_OK);
+        if (s1.device_allocs != s0.device_allocs || s1.mem_in_use != s0.mem_in_use)
+            fail_msg("%s: steps after the first allocated device memory (%llu -> %llu cudaMalloc calls, %llu -> %llu "
+                     "bytes in use)",
+                     cq_dtype_name(k_quant[q]), (unsigned long long)s0.device_allocs,
+                     (unsigned long long)s1.device_allocs, (unsigned long long)s0.mem_in_use,
+                     (unsigned long long)s1.mem_in_use);
+        cq_qi21_cache_free(c);
+    }
+    free(v);
+}
+
+int main(void) {
+    cq_backend *probe = NULL;
+    cq_status s = cq_backend_cuda_create(-1, &probe);
+    if (s != CQ_OK) {
+        printf("test_qi21_cuda: skipped: %s\n", cq_last_error());
+        return s == CQ_ERR_UNSUPPORTED ? 77 : 1;
+    }
+    cq_backend_free(probe);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_golden_f32),   cmocka_unit_test(test_golden_bf16),
+        cmocka_unit_test(test_golden_q8_2f), cmocka_unit_test(test_golden_q4tp),
+        cmocka_unit_test(test_two_caches),   cmocka_unit_test(test_no_allocation_in_step),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
