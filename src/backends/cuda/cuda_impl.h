@@ -60,6 +60,7 @@ typedef enum cq_cuda_slot {
     CQ_CUDA_SLOT_W2S,
     CQ_CUDA_SLOT_ACC,   /* matmul: f32 GEMM results before the epilogue */
     CQ_CUDA_SLOT_STAGE, /* weight binding: the raw payload */
+    CQ_CUDA_SLOT_KV,    /* attention: keys and values packed as bf16 */
     CQ_CUDA_SLOT_COUNT
 } cq_cuda_slot;
 
@@ -114,7 +115,7 @@ typedef struct cq_cuda {
     /* knobs read from the environment at creation (docs/CUDA.md) */
     int check;           /* CORTIQ_CUDA_CHECK: 0 off, 1 matmul outputs (default), 2 every op's output */
     int gemm_mode;       /* CORTIQ_CUDA_GEMM: 0 cuBLASLt (auto), 1 the CUDA-core kernel only */
-    int attn_mode;       /* CORTIQ_CUDA_ATTN: 0 auto, 1 generic kernel only */
+    int attn_mode;       /* CORTIQ_CUDA_ATTN: 0 auto (flash), 1 generic kernel only, 2 the WMMA kernel */
     bool sync_each_op;   /* CORTIQ_CUDA_SYNC=1: wait after every op (pins a device fault on its op) */
     cq_cuda_prof prof;
 } cq_cuda;

@@ -136,6 +136,13 @@ cudaError_t cqk_attention_generic(const cqk_ctx *c, const cqk_attn *a);
  * cqk_attention_d128_smem() bytes of dynamic shared memory per block. */
 cudaError_t cqk_attention_d128(const cqk_ctx *c, const cqk_attn *a);
 size_t cqk_attention_d128_smem(void);
+/* head_dim 128, FlashAttention-2 style (k_flash.cu): mma.sync bf16 with
+ * scores and output in registers. K and V are first packed into `scratch`
+ * (cqk_attention_flash_scratch(a) bytes, bf16, padded); needs
+ * cqk_attention_flash_smem() bytes of dynamic shared memory per block. */
+cudaError_t cqk_attention_flash(const cqk_ctx *c, const cqk_attn *a, void *scratch);
+size_t cqk_attention_flash_scratch(const cqk_attn *a);
+size_t cqk_attention_flash_smem(void);
 
 /* ---- row ops (k_rows.cu) -------------------------------------------------- */
 cudaError_t cqk_layernorm(const cqk_ctx *c, void *y, const void *x, int dt, int64_t rows, int64_t cols,

@@ -43,11 +43,24 @@ cq_status cq_cuda_attention(cq_backend *be, const cq_attn_args *a) {
         .scale = a->scale != 0.0f ? a->scale : (float)(1.0 / sqrt((double)a->head_dim)),
         .causal = a->causal,
     };
-    const bool fast = a->head_dim == 128 && c->attn_mode == 0 && c->smem_optin >= cqk_attention_d128_smem() &&
-                      a->n_heads <= 65535;
-    cudaError_t e = fast ? cqk_attention_d128(&k, &p) : cqk_attention_generic(&k, &p);
+    const bool d128 = a->head_dim == 128 && a->n_heads <= 65535;
+    const bool flash = d128 && c->attn_mode == 0 && c->smem_optin >= cqk_attention_flash_smem();
+    const bool wmma = d128 && c->attn_mode == 2 && c->smem_optin >= cqk_attention_d128_smem();
+    cudaError_t e;
+    const char *what = flash ? "the flash kernel" : wmma ? "the WMMA kernel" : "the generic kernel";
+    if (flash) {
+        void *kv = NULL;
+        cq_status s = cq_cuda_scratch(c, CQ_CUDA_SLOT_KV, cqk_attention_flash_scratch(&p), &kv);
+        if (s != CQ_OK) {
+            cq_cuda_op_end(c, op_, cudaSuccess, "");
+            return s;
+        }
+        e = cqk_attention_flash(&k, &p, kv);
+    } else {
+        e = wmma ? cqk_attention_d128(&k, &p) : cqk_attention_generic(&k, &p);
+    }
     if (e == cudaSuccess && k.check) e = cqk_check_finite(&k, p.o, p.dt, p.Nq, (int64_t)p.Hq * p.D, (int64_t)p.Hq * p.D);
-    OP_END(e, fast ? "the head_dim-128 tensor-core kernel" : "the generic kernel");
+    OP_END(e, what);
 }
 
 /* ---- row ops -------------------------------------------------------------------------------- */
