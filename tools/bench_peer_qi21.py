@@ -7,7 +7,7 @@ times: one prefill of an 18-token text prompt into the prefix KV cache (kv_cache
 denoising step for a SIZE x SIZE image ((SIZE/16)^2 target tokens, kv_cache_mode="cached"): a warm-up, then the
 median of --repeat runs, each bracketed by torch.cuda.synchronize(). With --compile, the cached step again through
 torch.compile (the first calls compile; they are left out of the timing). With --cortiq PATH, the cortiq bench runs
-in the same device session on the same shapes first, and the script prints both and the ratio.
+on the same machine on the same shapes first, and the script prints both and the ratio.
 
 FLOPs are counted as cortiq's bench counts them: every matmul and both attention products, 2 per multiply-add.
 

@@ -34,6 +34,7 @@
 
 struct cq_qi21_pipe {
     cq_backend *be;
+    cq_backend *vae_be;    /* owned: a CPU backend for the VAE when `be` has no conv2d (the CUDA one), else NULL */
     cq_tokenizer *tok;
     cq_qwen3 *te;
     cq_qi21 *dit;
@@ -106,7 +107,18 @@ cq_status cq_qi21_pipe_load(const cq_cmf *cmf, cq_backend *be, cq_qi21_pipe **ou
     if (s == CQ_OK) s = cq_tokenizer_load(tj, tl, &p->tok);
     if (s == CQ_OK) s = cq_qwen3_load(cmf, "te.", be, &p->te);
     if (s == CQ_OK) s = cq_qi21_load(cmf, "dit.", be, &p->dit);
-    if (s == CQ_OK) s = cq_qvae_load(cmf, "vae.", be, &p->vae);
+    /* A backend without the VAE's convolutions (CUDA so far) runs the text tower and the denoiser; the VAE
+     * then decodes on the CPU, where it streams row bands anyway. */
+    cq_backend *vb = be;
+    if (s == CQ_OK && !cq_backend_supports(be, CQ_OP_CONV2D, CQ_DTYPE_F32, CQ_DTYPE_F32)) {
+        s = cq_backend_cpu_create(0, CQ_CPU_AUTO, &p->vae_be);
+        if (s == CQ_OK) {
+            vb = p->vae_be;
+            CQ_INFO("qi21 pipeline: backend %s has no conv2d; the VAE runs on %s", cq_backend_name(be),
+                    cq_backend_name(vb));
+        }
+    }
+    if (s == CQ_OK) s = cq_qvae_load(cmf, "vae.", vb, &p->vae);
     if (s == CQ_OK) s = load_scheduler(p, cmf);
     if (s == CQ_OK) s = drop_count(p, cmf);
     if (s == CQ_OK) {
@@ -132,6 +144,7 @@ cq_status cq_qi21_pipe_load(const cq_cmf *cmf, cq_backend *be, cq_qi21_pipe **ou
 void cq_qi21_pipe_free(cq_qi21_pipe *p) {
     if (!p) return;
     cq_qvae_free(p->vae);
+    cq_backend_free(p->vae_be);
     cq_qi21_free(p->dit);
     cq_qwen3_free(p->te);
     cq_tokenizer_free(p->tok);
