@@ -8,6 +8,8 @@
  *    and weights of any magnitude give the reference's result;
  *  - deferred errors: a bad index or a non-finite output is reported by the
  *    next sync / download with the op's name, and only once;
+ *  - GEMM algorithm timing: once per new shape, the first call's output is
+ *    the chosen algorithm's bit for bit, CORTIQ_CUDA_GEMM_TUNE=0 turns it off;
  *  - a steady loop of the denoiser's ops makes no device allocation;
  *  - the debugging fallbacks (CORTIQ_CUDA_GEMM=simt, CORTIQ_CUDA_ATTN=generic)
  *    agree with the fast paths.
@@ -199,6 +201,66 @@ static void test_f16_range_guard(void **state) {
     free(x);
     free(w);
     free(y);
+    free(yr);
+}
+
+/* ---- GEMM algorithm timing ------------------------------------------------------------------ */
+typedef struct tune_log {
+    int timed;      /* "timed ... candidates" messages for the test's shape */
+    char last[512]; /* the last of them */
+} tune_log;
+
+static void tune_log_sink(cq_log_level level, const char *msg, void *user) {
+    tune_log *t = user;
+    if (level == CQ_LOG_DEBUG && strstr(msg, "M=320 N=768 K=512: timed")) {
+        t->timed++;
+        snprintf(t->last, sizeof t->last, "%s", msg);
+    }
+}
+
+/* A new shape's first call times cuBLASLt's candidates and the later calls do
+ * not; the first call's output is bit for bit the later calls' (the chosen
+ * algorithm ran last); CORTIQ_CUDA_GEMM_TUNE=0 times nothing; both agree with
+ * the reference. */
+static void test_gemm_tuning(void **state) {
+    (void)state;
+    const int64_t M = 320, K = 512, N = 768;
+    float *x = malloc(sizeof(float) * M * K), *w = malloc(sizeof(float) * N * K);
+    float *y1 = malloc(sizeof(float) * M * N), *y2 = malloc(sizeof(float) * M * N);
+    float *y0 = malloc(sizeof(float) * M * N), *yr = malloc(sizeof(float) * M * N);
+    tu_fill_normal(&g_rng, x, (size_t)(M * K), 1.0f);
+    tu_fill_normal(&g_rng, w, (size_t)(N * K), 1.0f / sqrtf((float)K));
+    const uint8_t *wb = (const uint8_t *)w;
+    const uint64_t wbytes = sizeof(float) * (uint64_t)(N * K);
+    tune_log t = {0};
+    cq_set_log(tune_log_sink, &t, CQ_LOG_DEBUG);
+    linear_on(g_be, x, wb, wbytes, M, K, N, y1);
+    const int after_first = t.timed;
+    linear_on(g_be, x, wb, wbytes, M, K, N, y2);
+    const int after_second = t.timed;
+    setenv("CORTIQ_CUDA_GEMM_TUNE", "0", 1);
+    cq_backend *untuned = NULL;
+    cq_status s = cq_backend_cuda_create(-1, &untuned);
+    unsetenv("CORTIQ_CUDA_GEMM_TUNE");
+    assert_int_equal(s, CQ_OK);
+    linear_on(untuned, x, wb, wbytes, M, K, N, y0);
+    cq_backend_free(untuned);
+    cq_set_log(NULL, NULL, CQ_LOG_WARN);
+    print_message("gemm timing: %s\n", t.last[0] ? t.last : "(no message)");
+    if (after_first != 1) fail_msg("the first call of a new shape logged %d timings, want 1", after_first);
+    if (after_second != 1) fail_msg("the second call of the shape timed again");
+    if (t.timed != 1) fail_msg("CORTIQ_CUDA_GEMM_TUNE=0 still timed the candidates");
+    if (memcmp(y1, y2, sizeof(float) * (size_t)(M * N)))
+        fail_msg("the timed first call's output differs from the next call's: it is not the chosen algorithm's");
+    linear_on(g_ref, x, wb, wbytes, M, K, N, yr);
+    double e1 = max_rel_err(y1, yr, (size_t)(M * N)), e0 = max_rel_err(y0, yr, (size_t)(M * N));
+    print_message("gemm timing: max|err| / max|ref| timed %.3e, heuristic's first %.3e\n", e1, e0);
+    if (!(e1 <= 2.5e-3) || !(e0 <= 2.5e-3)) fail_msg("errors %.3e (timed) / %.3e (untimed) of max|ref|", e1, e0);
+    free(x);
+    free(w);
+    free(y1);
+    free(y2);
+    free(y0);
     free(yr);
 }
 
@@ -428,6 +490,7 @@ int main(void) {
         cmocka_unit_test(test_decode_bitexact),
         cmocka_unit_test(test_weight_readback),
         cmocka_unit_test(test_f16_range_guard),
+        cmocka_unit_test(test_gemm_tuning),
         cmocka_unit_test(test_deferred_errors),
         cmocka_unit_test(test_steady_state_allocates_nothing),
         cmocka_unit_test(test_fallbacks_agree),

@@ -378,13 +378,16 @@ static cq_status cuda_init(cq_cuda *c, int device) {
     cublasStatus_t bs = cublasLtCreate(&c->lt);
     if (bs != CUBLAS_STATUS_SUCCESS)
         return cq_fail(CQ_ERR_INTERNAL, "cuda backend: cublasLtCreate failed: %s", cublasLtGetStatusString(bs));
-    c->lt_ws_size = (size_t)32 << 20; /* cuBLASLt's workspace: 32 MiB covers its split-K algorithms */
+    /* cuBLASLt's workspace: NVIDIA's recommendation for Hopper; plans take only algorithms that fit */
+    c->lt_ws_size = (size_t)32 << 20;
     CQ_TRY(cq_cuda_malloc(c, c->lt_ws_size, &c->lt_ws));
     static const char *const check_words[] = {"0", "1", "2"};
     static const char *const gemm_words[] = {"auto", "simt"};
+    static const char *const onoff_words[] = {"0", "1"};
     static const char *const attn_words[] = {"auto", "generic", "wmma"};
     c->check = env_choice("CORTIQ_CUDA_CHECK", check_words, 3, 1);
     c->gemm_mode = env_choice("CORTIQ_CUDA_GEMM", gemm_words, 2, 0);
+    c->gemm_tune = env_choice("CORTIQ_CUDA_GEMM_TUNE", onoff_words, 2, 1) == 1;
     c->attn_mode = env_choice("CORTIQ_CUDA_ATTN", attn_words, 3, 0);
     c->sync_each_op = env_on("CORTIQ_CUDA_SYNC");
     if (env_on("CORTIQ_CUDA_PROFILE")) CQ_TRY(prof_init(c));

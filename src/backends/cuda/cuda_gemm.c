@@ -21,124 +21,25 @@
  * C [N, M] = op(A) · op(B) with A = W seen as K x N (transposed: TRANSA = T)
  * and B = x seen as K x M (TRANSB = N): the "TN" layout tensor cores like.
  *
- * Plans (descriptors + the heuristic's algorithm) are cached per shape, so a
- * step after the first makes no heuristic queries. When cuBLASLt has no
- * algorithm or CORTIQ_CUDA_GEMM=simt, a CUDA-core kernel does the GEMM.
+ * The cuBLASLt side (plans cached per shape, the algorithm chosen by timing
+ * at a shape's first call) is cuda_gemm_lt.c. When cuBLASLt has no algorithm
+ * or CORTIQ_CUDA_GEMM=simt, a CUDA-core kernel does the GEMM.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "backends/cuda/cuda_impl.h"
 
-/* ---- cuBLASLt plans --------------------------------------------------------------------------- */
-static void plan_release(cq_cuda_plan *p) {
-    if (p->a) cublasLtMatrixLayoutDestroy(p->a);
-    if (p->b) cublasLtMatrixLayoutDestroy(p->b);
-    if (p->d) cublasLtMatrixLayoutDestroy(p->d);
-    if (p->op) cublasLtMatmulDescDestroy(p->op);
-    memset(p, 0, sizeof *p);
-}
-
-void cq_cuda_plans_destroy(cq_cuda *c) {
-    for (int i = 0; i < CQ_CUDA_PLANS; i++) plan_release(&c->plans[i]);
-}
-
-static unsigned ptr_align(const void *p) {
-    uintptr_t u = (uintptr_t)p;
-    unsigned a = 256;
-    while (a > 1 && (u % a)) a >>= 1;
-    return a > 16 ? 16 : a;
-}
-
-static cq_status lt_check(cublasStatus_t s, const char *what) {
-    if (s == CUBLAS_STATUS_SUCCESS) return CQ_OK;
-    return cq_fail(CQ_ERR_INTERNAL, "cuda matmul: %s failed: %s", what, cublasLtGetStatusString(s));
-}
-
-/* Build descriptors and ask the heuristic for one algorithm. */
-static cq_status plan_make(cq_cuda *c, cq_cuda_plan *p) {
-    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    cudaDataType_t dt = p->ddt == CQK_BF16 ? CUDA_R_16BF : CUDA_R_32F;
-    cublasLtPointerMode_t pm = CUBLASLT_POINTER_MODE_HOST; /* alpha/beta by value: nothing to keep alive */
-    CQ_TRY(lt_check(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate"));
-    CQ_TRY(lt_check(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "TRANSA"));
-    CQ_TRY(lt_check(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "TRANSB"));
-    CQ_TRY(lt_check(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_POINTER_MODE, &pm, sizeof pm), "POINTER_MODE"));
-    CQ_TRY(lt_check(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16F, (uint64_t)p->K, (uint64_t)p->N, p->lda), "layout A"));
-    CQ_TRY(lt_check(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16F, (uint64_t)p->K, (uint64_t)p->M, p->ldb), "layout B"));
-    CQ_TRY(lt_check(cublasLtMatrixLayoutCreate(&p->d, dt, (uint64_t)p->N, (uint64_t)p->M, p->ldd), "layout D"));
-    cublasLtMatmulPreference_t pref = NULL;
-    CQ_TRY(lt_check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate"));
-    uint64_t ws = c->lt_ws_size;
-    uint32_t al = p->align;
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof al);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof al);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al);
-    cublasLtMatmulHeuristicResult_t res;
-    int n = 0;
-    memset(&res, 0, sizeof res);
-    cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(c->lt, p->op, p->a, p->b, p->d, p->d, pref, 1, &res, &n);
-    cublasLtMatmulPreferenceDestroy(pref);
-    if (s == CUBLAS_STATUS_SUCCESS && n > 0 && res.state == CUBLAS_STATUS_SUCCESS) {
-        p->algo = res.algo;
-        p->ws_needed = res.workspaceSize;
-        p->ok = 1;
-    } else {
-        CQ_DEBUG("cuda matmul: cuBLASLt has no algorithm for M=%lld N=%lld K=%lld (lda %lld ldb %lld ldd %lld, "
-                 "align %u): using the CUDA-core kernel",
-                 (long long)p->M, (long long)p->N, (long long)p->K, (long long)p->lda, (long long)p->ldb,
-                 (long long)p->ldd, p->align);
-        p->ok = 0;
-    }
-    return CQ_OK;
-}
-
-static cq_status plan_get(cq_cuda *c, int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb, int64_t ldd, int ddt,
-                          int beta_nonzero, unsigned align, cq_cuda_plan **out) {
-    cq_cuda_plan *victim = &c->plans[0];
-    c->plan_clock++;
-    for (int i = 0; i < CQ_CUDA_PLANS; i++) {
-        cq_cuda_plan *p = &c->plans[i];
-        if (p->op && p->M == M && p->N == N && p->K == K && p->lda == lda && p->ldb == ldb && p->ldd == ldd &&
-            p->ddt == ddt && p->beta_nonzero == beta_nonzero && p->align == align) {
-            p->last_use = c->plan_clock;
-            *out = p;
-            return CQ_OK;
-        }
-        if (!victim->op) continue;
-        if (!p->op || p->last_use < victim->last_use) victim = p;
-    }
-    plan_release(victim);
-    victim->M = M, victim->N = N, victim->K = K, victim->lda = lda, victim->ldb = ldb, victim->ldd = ldd;
-    victim->ddt = ddt, victim->beta_nonzero = beta_nonzero, victim->align = align;
-    victim->last_use = c->plan_clock;
-    cq_status s = plan_make(c, victim);
-    if (s != CQ_OK) {
-        plan_release(victim);
-        return s;
-    }
-    *out = victim;
-    return CQ_OK;
-}
-
+/* ---- the GEMM ----------------------------------------------------------------------------------- */
 /* D [M, N] (pitch ldd, F32 or BF16) = alpha · B Aᵀ + beta · D; A [N, K], B [M, K] f16. */
 static cq_status gemm(cq_cuda *c, const cqk_ctx *k, const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
                       void *D, int ddt, int64_t ldd, int64_t M, int64_t N, int64_t K, float alpha, float beta) {
     if (c->gemm_mode == 0) {
-        unsigned al = ptr_align(A);
-        if (ptr_align(B) < al) al = ptr_align(B);
-        if (ptr_align(D) < al) al = ptr_align(D);
-        cq_cuda_plan *p = NULL;
-        CQ_TRY(plan_get(c, M, N, K, lda, ldb, ldd, ddt, beta != 0.0f, al, &p));
-        if (p->ok) {
-            cublasStatus_t s = cublasLtMatmul(c->lt, p->op, &alpha, A, p->a, B, p->b, &beta, D, p->d, D, p->d, &p->algo,
-                                              c->lt_ws, c->lt_ws_size, c->stream);
-            if (s == CUBLAS_STATUS_SUCCESS) return CQ_OK;
-            return cq_fail(CQ_ERR_INTERNAL, "cuda matmul: cublasLtMatmul failed: %s (M=%lld N=%lld K=%lld)",
-                           cublasLtGetStatusString(s), (long long)M, (long long)N, (long long)K);
-        }
+        const cq_cuda_gemm_call g = {.A = A, .B = B, .D = D, .lda = lda, .ldb = ldb, .ldd = ldd, .M = M, .N = N,
+                                     .K = K, .ddt = ddt, .alpha = alpha, .beta = beta};
+        bool done = false;
+        CQ_TRY(cq_cuda_lt_gemm(c, &g, &done));
+        if (done) return CQ_OK;
     }
     cudaError_t e = cqk_gemm_simt(k, A, lda, B, ldb, D, ddt, ldd, M, N, K, alpha, beta);
     if (e != cudaSuccess) return cq_cuda_fail(e, "matmul", "the CUDA-core GEMM kernel");

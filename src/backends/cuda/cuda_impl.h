@@ -8,7 +8,8 @@
  *    transfers, per-op scratch.
  *  - cuda_weights.c: weight binding (raw payload uploaded, decoded on the
  *    device into bf16 planes), release, the q4tp exp2 table.
- *  - cuda_gemm.c: the matmul op on cuBLASLt with the fused epilogue kernel.
+ *  - cuda_gemm.c: the matmul op: operand staging, the GEMMs, the epilogue kernel.
+ *  - cuda_gemm_lt.c: cuBLASLt plans per shape, the algorithm chosen by timing.
  *  - cuda_ops.c: the other ops (argument marshalling to the kernels).
  *  - cuda_kernels.h + k_*.cu: the kernels.
  *
@@ -64,7 +65,7 @@ typedef enum cq_cuda_slot {
     CQ_CUDA_SLOT_COUNT
 } cq_cuda_slot;
 
-/* ---- cuBLASLt plans ------------------------------------------------------------------ */
+/* ---- cuBLASLt plans (cuda_gemm_lt.c) ------------------------------------------------------ */
 typedef struct cq_cuda_plan {
     int64_t M, N, K, lda, ldb, ldd;
     int ddt;          /* CQK_F32 or CQK_BF16 */
@@ -72,12 +73,27 @@ typedef struct cq_cuda_plan {
     unsigned align;   /* min alignment (bytes) of A, B, D: part of the key */
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t a, b, d;
-    cublasLtMatmulAlgo_t algo;
+    cublasLtMatmulAlgo_t algo; /* the one algorithm this plan runs, for good */
     size_t ws_needed;
     int ok;           /* 0: cuBLASLt has no algorithm; use the SIMT kernel */
     uint64_t last_use;
 } cq_cuda_plan;
 #define CQ_CUDA_PLANS 128
+/* Algorithm choice by timing (CORTIQ_CUDA_GEMM_TUNE): candidates asked of the
+ * heuristic, timed runs of each after one warm-up, and their events. */
+#define CQ_CUDA_TUNE_ALGOS 8
+#define CQ_CUDA_TUNE_RUNS 3
+#define CQ_CUDA_TUNE_EVENTS (2 * CQ_CUDA_TUNE_ALGOS * CQ_CUDA_TUNE_RUNS)
+
+/* One GEMM: D [M, N] (pitch ldd, CQK_F32 or CQK_BF16) = alpha · B Aᵀ + beta · D
+ * with A [N, K] (pitch lda) and B [M, K] (pitch ldb) f16. */
+typedef struct cq_cuda_gemm_call {
+    const uint16_t *A, *B;
+    void *D;
+    int64_t lda, ldb, ldd, M, N, K;
+    int ddt;
+    float alpha, beta;
+} cq_cuda_gemm_call;
 
 /* ---- per-op timing (CORTIQ_CUDA_PROFILE=1) ----------------------------------------------- */
 #define CQ_CUDA_PROF_EVENTS 4096
@@ -112,9 +128,11 @@ typedef struct cq_cuda {
     uint64_t weight_bytes;
     cq_cuda_plan plans[CQ_CUDA_PLANS];
     uint64_t plan_clock;
+    cudaEvent_t tune_ev[CQ_CUDA_TUNE_EVENTS]; /* made at the first algorithm timing */
     /* knobs read from the environment at creation (docs/CUDA.md) */
     int check;           /* CORTIQ_CUDA_CHECK: 0 off, 1 matmul outputs (default), 2 every op's output */
     int gemm_mode;       /* CORTIQ_CUDA_GEMM: 0 cuBLASLt (auto), 1 the CUDA-core kernel only */
+    bool gemm_tune;      /* CORTIQ_CUDA_GEMM_TUNE (default 1): a new plan times the heuristic's candidates */
     int attn_mode;       /* CORTIQ_CUDA_ATTN: 0 auto (flash), 1 generic kernel only, 2 the WMMA kernel */
     bool sync_each_op;   /* CORTIQ_CUDA_SYNC=1: wait after every op (pins a device fault on its op) */
     cq_cuda_prof prof;
@@ -178,7 +196,11 @@ cq_status cq_cuda_sync(cq_backend *be);
 
 /* ---- ops ---------------------------------------------------------------------------------------- */
 cq_status cq_cuda_matmul(cq_backend *be, const cq_matmul_args *a);
-void cq_cuda_plans_destroy(cq_cuda *c);
+/* The GEMM on cuBLASLt with the shape's cached plan (made, and its algorithm
+ * timed, at the shape's first call); *done = false when cuBLASLt has no
+ * algorithm for it and the caller must use the CUDA-core kernel. */
+cq_status cq_cuda_lt_gemm(cq_cuda *c, const cq_cuda_gemm_call *g, bool *done);
+void cq_cuda_plans_destroy(cq_cuda *c); /* and the timing events; after a stream sync */
 cq_status cq_cuda_attention(cq_backend *be, const cq_attn_args *a);
 cq_status cq_cuda_layernorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *scale,
                             const cq_tensor *shift, float eps);
