@@ -12,7 +12,10 @@
  *    the chosen algorithm's bit for bit, CORTIQ_CUDA_GEMM_TUNE=0 turns it off;
  *  - a steady loop of the denoiser's ops makes no device allocation;
  *  - the debugging fallbacks (CORTIQ_CUDA_GEMM=simt, CORTIQ_CUDA_ATTN=generic)
- *    agree with the fast paths.
+ *    agree with the fast paths;
+ *  - every head_dim-128 attention kernel choice (CORTIQ_CUDA_ATTN=flash128,
+ *    flash64, flash128w4, wmma) against the reference, and the flash block
+ *    shapes against each other (test_ops_gpu covers only the default).
  * Exits 77 (skipped) when the backend is not built or no GPU is present.
  */
 #include <math.h>
@@ -462,6 +465,142 @@ static void test_fallbacks_agree(void **state) {
     free(fast);
 }
 
+/* ---- attention: every head_dim-128 kernel choice ----------------------------------------------- */
+enum { AV_ALL, AV_CAUSAL, AV_BLOCK, AV_RANDOM };
+typedef struct attn_case {
+    cq_dtype dt;
+    int64_t Nq, P, Nk;
+    int Hq, Hkv, vis;
+    float scale;
+} attn_case;
+
+static size_t act_size(cq_dtype dt) { return dt == CQ_DTYPE_F32 ? 4 : 2; }
+
+static void act_upload(cq_backend *be, cq_dtype dt, int64_t rows, int64_t cols, const float *v, cq_tensor *t) {
+    const size_t n = (size_t)(rows * cols), es = act_size(dt);
+    uint8_t *b = malloc(n * es);
+    for (size_t i = 0; i < n; i++) {
+        if (dt == CQ_DTYPE_F32) memcpy(b + 4 * i, &v[i], 4);
+        else cq_wr16(b + 2 * i, dt == CQ_DTYPE_F16 ? cq_f32_to_f16(v[i]) : cq_f32_to_bf16(v[i]));
+    }
+    assert_int_equal(cq_tensor_alloc_2d(be, dt, rows, cols, t), CQ_OK);
+    assert_int_equal(cq_tensor_upload(t, b, n * es), CQ_OK);
+    free(b);
+}
+
+/* in[0..4]: q, k, v, k_prefix, v_prefix as f32; out: [Nq, Hq * 128] as f32 */
+static void attn_on(cq_backend *be, const attn_case *c, float *const *in, const int32_t *vis, float *out) {
+    const int D = 128;
+    cq_tensor t[5], tvis, to;
+    memset(t, 0, sizeof t);
+    memset(&tvis, 0, sizeof tvis);
+    act_upload(be, c->dt, c->Nq, (int64_t)c->Hq * D, in[0], &t[0]);
+    for (int i = 1; i < 5; i++) {
+        const int64_t rows = i < 3 ? c->Nk : c->P;
+        if (rows) act_upload(be, c->dt, rows, (int64_t)c->Hkv * D, in[i], &t[i]);
+    }
+    if (vis) {
+        int64_t n = c->Nq;
+        assert_int_equal(cq_tensor_alloc(be, CQ_DTYPE_I32, 1, &n, &tvis), CQ_OK);
+        assert_int_equal(cq_tensor_upload(&tvis, vis, sizeof(int32_t) * (size_t)n), CQ_OK);
+    }
+    assert_int_equal(cq_tensor_alloc_2d(be, c->dt, c->Nq, (int64_t)c->Hq * D, &to), CQ_OK);
+    cq_attn_args a = {.o = &to, .q = &t[0], .k = c->Nk ? &t[1] : NULL, .v = c->Nk ? &t[2] : NULL,
+                      .k_prefix = c->P ? &t[3] : NULL, .v_prefix = c->P ? &t[4] : NULL, .vis = vis ? &tvis : NULL,
+                      .n_heads = c->Hq, .n_kv_heads = c->Hkv, .head_dim = D, .scale = c->scale,
+                      .causal = c->vis == AV_CAUSAL};
+    const size_t n = (size_t)(c->Nq * c->Hq * D), es = act_size(c->dt);
+    uint8_t *b = malloc(n * es);
+    cq_status s = cq_op_attention(be, &a);
+    if (s == CQ_OK) s = cq_tensor_download(&to, b, n * es);
+    if (s != CQ_OK) fail_msg("attention on %s: %s", cq_backend_name(be), cq_last_error());
+    for (size_t i = 0; i < n; i++) {
+        if (c->dt == CQ_DTYPE_F32) memcpy(&out[i], b + 4 * i, 4);
+        else out[i] = c->dt == CQ_DTYPE_F16 ? cq_f16_to_f32(cq_rd16(b + 2 * i)) : cq_bf16_to_f32(cq_rd16(b + 2 * i));
+    }
+    free(b);
+    for (int i = 0; i < 5; i++) cq_tensor_free(&t[i]);
+    cq_tensor_free(&tvis);
+    cq_tensor_free(&to);
+}
+
+/* Each kernel within the bf16 bound test_ops_gpu holds attention to (1.5e-2 of max|ref| plus 1/128 of
+ * the value and the output's rounding); the flash shapes, which round the same operands the same way
+ * and differ only in which warp does what, within 1e-4 of max|ref| plus the output's rounding of each
+ * other. Cases: Nq not a multiple of any block, prefix plus own keys (and prefix only), GQA, the three
+ * masks (rows with no visible key among them), a negative scale, each activation dtype. */
+static void test_attention_kernels(void **state) {
+    (void)state;
+    static const attn_case cases[] = {
+        {CQ_DTYPE_F32, 300, 18, 300, 4, 2, AV_ALL, 0.0f},   {CQ_DTYPE_BF16, 200, 0, 200, 2, 2, AV_RANDOM, 0.0f},
+        {CQ_DTYPE_F16, 150, 40, 150, 3, 1, AV_CAUSAL, -0.07f}, {CQ_DTYPE_F32, 129, 64, 0, 2, 1, AV_BLOCK, 0.05f},
+        {CQ_DTYPE_BF16, 1, 5, 1, 1, 1, AV_ALL, 0.0f},
+    };
+    static const char *const kinds[] = {"flash128", "flash64", "flash128w4", "wmma"};
+    enum { NK = 4, NFLASH = 3 };
+    cq_backend *be[NK];
+    for (int k = 0; k < NK; k++) {
+        setenv("CORTIQ_CUDA_ATTN", kinds[k], 1);
+        cq_status s = cq_backend_cuda_create(-1, &be[k]);
+        unsetenv("CORTIQ_CUDA_ATTN");
+        assert_int_equal(s, CQ_OK);
+    }
+    for (size_t ci = 0; ci < CQ_ARRAY_LEN(cases); ci++) {
+        const attn_case *c = &cases[ci];
+        const int D = 128;
+        const int64_t T = c->P + c->Nk, n = c->Nq * c->Hq * D;
+        float *in[5];
+        const int64_t rows[5] = {c->Nq, c->Nk, c->Nk, c->P, c->P};
+        for (int i = 0; i < 5; i++) {
+            const int64_t m = rows[i] * (i ? c->Hkv : c->Hq) * D;
+            in[i] = malloc(sizeof(float) * (size_t)(m ? m : 1));
+            tu_fill_normal(&g_rng, in[i], (size_t)m, 1.0f);
+        }
+        int32_t *vis = NULL;
+        if (c->vis == AV_BLOCK || c->vis == AV_RANDOM) {
+            vis = malloc(sizeof(int32_t) * (size_t)c->Nq);
+            for (int64_t i = 0; i < c->Nq; i++)
+                vis[i] = c->vis == AV_BLOCK ? (int32_t)CQ_MIN(T, c->P + (i / 16 + 1) * 16)
+                                            : (int32_t)(tu_rng_u64(&g_rng) % (uint64_t)(T + 4)) - 1; /* -1 .. T + 2 */
+        }
+        float *ref = malloc(sizeof(float) * (size_t)n), *got[NK];
+        attn_on(g_ref, c, in, vis, ref);
+        double scale = 0;
+        for (int64_t i = 0; i < n; i++) scale = fmax(scale, fabs(ref[i]));
+        const double ulp = c->dt == CQ_DTYPE_BF16 ? 1.0 / 128 : c->dt == CQ_DTYPE_F16 ? 1.0 / 1024 : 0.0;
+        for (int k = 0; k < NK; k++) {
+            got[k] = malloc(sizeof(float) * (size_t)n);
+            attn_on(be[k], c, in, vis, got[k]);
+            double worst = 0, worst_flash = 0;
+            for (int64_t i = 0; i < n; i++) {
+                const double d = fabs((double)got[k][i] - ref[i]);
+                const double lim = 1.5e-2 * scale + (1.0 / 128 + ulp) * fabs(ref[i]);
+                if (!(d <= lim))
+                    fail_msg("case %zu (%s, Nq %lld) on %s: output %lld = %.7g, reference %.7g (limit %.3g)", ci,
+                             cq_dtype_name(c->dt), (long long)c->Nq, kinds[k], (long long)i, got[k][i], ref[i], lim);
+                worst = fmax(worst, d / lim);
+                if (k > 0 && k < NFLASH) {
+                    const double e = fabs((double)got[k][i] - got[0][i]), el = 1e-4 * scale + ulp * fabs(got[0][i]);
+                    if (!(e <= el))
+                        fail_msg("case %zu (%s, Nq %lld): %s output %lld = %.7g, flash128 %.7g (limit %.3g)", ci,
+                                 cq_dtype_name(c->dt), (long long)c->Nq, kinds[k], (long long)i, got[k][i],
+                                 got[0][i], el);
+                    worst_flash = fmax(worst_flash, e / el);
+                }
+            }
+            print_message("attention case %zu (%s, Nq %lld) on %s: worst error/limit %.3f vs the reference%s", ci,
+                          cq_dtype_name(c->dt), (long long)c->Nq, kinds[k], worst,
+                          k > 0 && k < NFLASH ? "" : "\n");
+            if (k > 0 && k < NFLASH) print_message(", %.3f vs flash128\n", worst_flash);
+        }
+        for (int k = 0; k < NK; k++) free(got[k]);
+        for (int i = 0; i < 5; i++) free(in[i]);
+        free(ref);
+        free(vis);
+    }
+    for (int k = 0; k < NK; k++) cq_backend_free(be[k]);
+}
+
 static int setup(void **state) {
     (void)state;
     tu_rng_seed(&g_rng, 20261201);
@@ -494,6 +633,7 @@ int main(void) {
         cmocka_unit_test(test_deferred_errors),
         cmocka_unit_test(test_steady_state_allocates_nothing),
         cmocka_unit_test(test_fallbacks_agree),
+        cmocka_unit_test(test_attention_kernels),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

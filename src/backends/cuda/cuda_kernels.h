@@ -138,11 +138,17 @@ cudaError_t cqk_attention_d128(const cqk_ctx *c, const cqk_attn *a);
 size_t cqk_attention_d128_smem(void);
 /* head_dim 128, FlashAttention-2 style (k_flash.cu): mma.sync bf16 with
  * scores and output in registers. K and V are first packed into `scratch`
- * (cqk_attention_flash_scratch(a) bytes, bf16, padded); needs
- * cqk_attention_flash_smem() bytes of dynamic shared memory per block. */
-cudaError_t cqk_attention_flash(const cqk_ctx *c, const cqk_attn *a, void *scratch);
+ * (cqk_attention_flash_scratch(a) bytes, bf16, padded); a block shape
+ * (cqk_flash_shape) needs cqk_attention_flash_smem(shape) bytes of dynamic
+ * shared memory per block. */
+enum cqk_flash_shape {
+    CQK_FLASH_128 = 0,   /* 128 queries per block: 8 warps x 16 rows, 3 stages (the default) */
+    CQK_FLASH_64 = 1,    /* 64 queries: 4 warps x 16 rows, 2 stages */
+    CQK_FLASH_128W4 = 2, /* 128 queries: 4 warps x 32 rows, Q in shared memory, 2 stages */
+};
+cudaError_t cqk_attention_flash(const cqk_ctx *c, const cqk_attn *a, void *scratch, int shape);
 size_t cqk_attention_flash_scratch(const cqk_attn *a);
-size_t cqk_attention_flash_smem(void);
+size_t cqk_attention_flash_smem(int shape);
 
 /* ---- row ops (k_rows.cu) -------------------------------------------------- */
 cudaError_t cqk_layernorm(const cqk_ctx *c, void *y, const void *x, int dt, int64_t rows, int64_t cols,

@@ -44,10 +44,19 @@ cq_status cq_cuda_attention(cq_backend *be, const cq_attn_args *a) {
         .causal = a->causal,
     };
     const bool d128 = a->head_dim == 128 && a->n_heads <= 65535;
-    const bool flash = d128 && c->attn_mode == 0 && c->smem_optin >= cqk_attention_flash_smem();
+    int shape = -1; /* cqk_flash_shape, or -1: no flash kernel */
+    if (d128 && (c->attn_mode == 0 || c->attn_mode >= 3))
+        shape = c->attn_mode == 4 ? CQK_FLASH_64 : c->attn_mode == 5 ? CQK_FLASH_128W4 : CQK_FLASH_128;
+    /* a GPU with less shared memory per block than the shape needs takes the 64-query one, then the generic kernel */
+    if (shape >= 0 && c->smem_optin < cqk_attention_flash_smem(shape)) shape = CQK_FLASH_64;
+    if (shape >= 0 && c->smem_optin < cqk_attention_flash_smem(shape)) shape = -1;
+    const bool flash = shape >= 0;
     const bool wmma = d128 && c->attn_mode == 2 && c->smem_optin >= cqk_attention_d128_smem();
     cudaError_t e;
-    const char *what = flash ? "the flash kernel" : wmma ? "the WMMA kernel" : "the generic kernel";
+    const char *what = !flash                    ? (wmma ? "the WMMA kernel" : "the generic kernel")
+                       : shape == CQK_FLASH_64    ? "the flash kernel (64 queries per block)"
+                       : shape == CQK_FLASH_128W4 ? "the flash kernel (128 queries, 4 warps)"
+                                                  : "the flash kernel (128 queries, 8 warps)";
     if (flash) {
         void *kv = NULL;
         cq_status s = cq_cuda_scratch(c, CQ_CUDA_SLOT_KV, cqk_attention_flash_scratch(&p), &kv);
@@ -55,7 +64,7 @@ cq_status cq_cuda_attention(cq_backend *be, const cq_attn_args *a) {
             cq_cuda_op_end(c, op_, cudaSuccess, "");
             return s;
         }
-        e = cqk_attention_flash(&k, &p, kv);
+        e = cqk_attention_flash(&k, &p, kv, shape);
     } else {
         e = wmma ? cqk_attention_d128(&k, &p) : cqk_attention_generic(&k, &p);
     }

@@ -12,27 +12,61 @@
  *     multiple of 64, so tiles load as aligned 16-byte copies with no bounds
  *     checks (the zeros matter: a masked probability of 0 times a garbage V
  *     could be NaN);
- *  2. the kernel: a block of 4 warps owns 64 queries of one head, each warp 16
- *     rows. Q is loaded once into bf16 A-fragments. The visible keys are
- *     walked 64 at a time, K/V tiles double-buffered in shared memory by
- *     cp.async. Per tile: S = Q·Kᵀ by mma.sync m16n8k16 (bf16 in, f32
- *     accumulation; K fragments by ldmatrix), the online softmax in base 2
- *     on the accumulators (row max across the 4 lanes of a quad by shuffles;
+ *  2. the kernel: a block of NW warps owns NW x MT x 16 queries of one head,
+ *     each warp MT x 16 rows. The visible keys are walked 64 at a time, K/V
+ *     tiles in an ST-stage cp.async ring in shared memory (one barrier per
+ *     tile). Per tile: S = Q·Kᵀ by mma.sync m16n8k16 (bf16 in, f32
+ *     accumulation; K fragments by ldmatrix), the online softmax in base 2 on
+ *     the accumulators (row max across the 4 lanes of a quad by shuffles;
  *     per-lane partial row sums, reduced once at the end), P rounded to bf16
  *     straight into A-fragments (the m16n8 accumulator layout of two key
  *     tiles is the m16k16 operand layout), then O += P·V (V fragments by
  *     ldmatrix.trans). Rows pitch 136 bf16 (272 bytes) so ldmatrix's eight
  *     row addresses fall in distinct bank groups.
+ *
+ * Block shapes (cqk_flash_shape, chosen by CORTIQ_CUDA_ATTN):
+ *  - 128 (default): 8 warps x 16 rows, 3 stages. Every K/V tile brought into
+ *    shared memory serves 128 queries, half the L2 traffic and copy work per
+ *    FLOP of the 64-query block; one block per SM (about 200 registers).
+ *  - 64: 4 warps x 16 rows, 2 stages: the first version's shape, two blocks
+ *    per SM.
+ *  - 128w4: 4 warps x 32 rows (two m16 tiles per warp), 2 stages, Q kept in
+ *    shared memory and read by ldmatrix each tile (registers hold O and S of
+ *    32 rows). Each K/V fragment read from shared memory feeds two MMAs, so
+ *    shared-memory reads per FLOP drop by about a third — the layout
+ *    FlashAttention-2 uses; two blocks per SM.
+ * With MT = 1, Q is held as bf16 A-fragments in registers.
+ *
+ * The softmax keeps the running max m in unscaled score units and forms each
+ * probability with one FFMA and one ex2.approx: p = 2^(s·c - m·c), c =
+ * |scale|·log2(e) (a negative scale is folded into Q's sign, exact in bf16).
+ * When the whole 64-key tile is visible to every row of a warp (the common
+ * case: full attention) the per-element mask is skipped, by a warp-uniform
+ * test.
  * Precision is the backend's declared attention precision (bf16 Q, K, V, P;
- * f32 scores, softmax and accumulation), as the WMMA kernel it replaces.
+ * f32 scores, softmax and accumulation).
  */
 #include "k_common.cuh"
 
 namespace {
 
-constexpr int FBQ = 64, FBK = 64, FHD = 128, FPITCH = FHD + 8;
-constexpr int FTILE = FBK * FPITCH;                  /* bf16 elements of one K or V tile */
-constexpr int FSMEM = 2 /* stages */ * 2 /* K, V */ * FTILE * 2 /* bytes */;
+constexpr int FBK = 64, FHD = 128, FPITCH = FHD + 8;
+constexpr int FTILE_B = FBK * FPITCH * 2; /* bytes of one K or V tile */
+
+/* One block shape: NW warps of MT x 16 query rows, ST pipeline stages. */
+template <int NW, int MT, int ST> struct fshape {
+    static constexpr int NT = NW * 32, BQ = NW * MT * 16;
+    static constexpr int QBYTES = MT > 1 ? BQ * FPITCH * 2 : 0; /* Q in shared memory when MT > 1 */
+    static constexpr int SMEM = QBYTES + ST * 2 * FTILE_B; /* dynamic */
+    /* static: per-row key limits (read only by tiles that need the mask); per warp the largest and
+     * smallest of its rows' limits; with MT = 2 each thread's running max and partial sum per row
+     * ([NT] apart: conflict-free) — values kept here rather than in registers, which O and S fill */
+    struct stat {
+        int blk_max, lim[BQ], wmax[NW], wmin[NW];
+        float ml[MT > 1 ? 2 * MT * 2 * NT : 1];
+    };
+    static_assert(ST >= 2 && (MT == 1 || MT == 2) && (FBK * 16) % NT == 0 && (BQ * 16) % NT == 0, "shape");
+};
 
 __device__ __forceinline__ int64_t fa_limit(const cqk_attn &a, int64_t i) {
     const int64_t T = a.P + a.Nk;
@@ -44,26 +78,41 @@ __device__ __forceinline__ int64_t fa_limit(const cqk_attn &a, int64_t i) {
     return T;
 }
 
+/* the backend's rounding (k_common.cuh), for Q, K, V from any dtype */
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
     return (uint32_t)cqk_f2bf(lo) | ((uint32_t)cqk_f2bf(hi) << 16);
 }
 
-__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+/* P only: finite values in [0, 1], where the hardware's round-to-nearest-even
+ * equals cqk_f2bf bit for bit, in one instruction per pair */
+__device__ __forceinline__ uint32_t pack_p(float lo, float hi) {
+    uint32_t r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
 }
 
-__device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3) {
+__device__ __forceinline__ float ex2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t (&r)[4]) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(addr));
 }
 
-__device__ __forceinline__ void ldsm_x4_t(uint32_t addr, uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3) {
+__device__ __forceinline__ void ldsm_x4_t(uint32_t addr, uint32_t (&r)[4]) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(addr));
 }
 
@@ -100,203 +149,308 @@ __global__ void k_flash_pack(cqk_attn a, uint16_t *kb, uint16_t *vb, int64_t Tpa
 }
 
 /* ---- 2. the attention kernel ------------------------------------------------------------------- */
-/* Copy key rows [j0, j0 + 64) of kv head kh into stage buffers (all 128 threads, 8 x 16 bytes each). */
-__device__ __forceinline__ void load_tile(uint32_t ks, uint32_t vs, const uint16_t *kb, const uint16_t *vb,
-                                          int64_t base, int tid) {
+/* Copy key rows [0, 64) at element offset `base` of the packed planes into one stage (K then V),
+ * NT threads, 16 bytes per copy. */
+template <int NT>
+__device__ __forceinline__ void load_tile(uint32_t ks, const uint16_t *kb, const uint16_t *vb, int64_t base, int tid) {
+    const uint16_t *kt = kb + base, *vt = vb + base;
 #pragma unroll
-    for (int i = 0; i < 8; i++) {
-        const int c = tid + 128 * i, r = c >> 4, col = (c & 15) * 8;
-        const int64_t g = base + (int64_t)r * FHD + col;
+    for (int i = 0; i < FBK * 16 / NT; i++) {
+        const int c = tid + NT * i, r = c >> 4, col = (c & 15) * 8;
         const uint32_t s = (uint32_t)((r * FPITCH + col) * 2);
-        cp_async16(ks + s, kb + g);
-        cp_async16(vs + s, vb + g);
+        cp_async16(ks + s, kt + r * FHD + col);
+        cp_async16(ks + FTILE_B + s, vt + r * FHD + col);
     }
 }
 
-template <typename T>
-__global__ void __launch_bounds__(128, 2) k_flash_d128(cqk_attn a, const uint16_t *kb, const uint16_t *vb,
-                                                       int64_t Tpad) {
+template <typename T, int NW, int MT, int ST>
+__global__ void __launch_bounds__(NW * 32, NW >= 8 ? 1 : 2)
+    k_flash_d128(cqk_attn a, const uint16_t *kb, const uint16_t *vb, int64_t Tpad) {
+    using S = fshape<NW, MT, ST>;
     extern __shared__ __align__(128) uint16_t fsm[];
-    __shared__ int blk_max;
+    __shared__ typename S::stat ss;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
     const int h = blockIdx.y, kh = h / (a.Hq / a.Hkv);
-    const int64_t q0 = (int64_t)blockIdx.x * FBQ, qw = (int64_t)a.Hq * FHD;
-    const int64_t r0 = q0 + warp * 16 + g, r1 = r0 + 8;
-    const int lim0 = r0 < a.Nq ? (int)fa_limit(a, r0) : 0, lim1 = r1 < a.Nq ? (int)fa_limit(a, r1) : 0;
+    const int64_t q0 = (int64_t)blockIdx.x * S::BQ, qw = (int64_t)a.Hq * FHD;
+    const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(fsm), kvbase = sbase + S::QBYTES;
+    const int64_t head_base = (int64_t)kh * Tpad * FHD;
 
-    int wmax = max(lim0, lim1);
+    /* the first tiles' copies go out before anything else; tiles past this block's keys
+     * (but inside the padded plane) may be fetched and never used */
+    const int64_t plane_tiles = Tpad / FBK;
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) wmax = max(wmax, __shfl_xor_sync(0xffffffffu, wmax, o));
-    if (tid == 0) blk_max = 0;
-    __syncthreads();
-    if (lane == 0) atomicMax(&blk_max, wmax);
-    __syncthreads();
-    const int ntiles = (blk_max + FBK - 1) / FBK;
-
-    /* Q as bf16 A-fragments: 8 chunks of 16 channels */
-    uint32_t qf[8][4];
-#pragma unroll
-    for (int kk = 0; kk < 8; kk++) {
-        const int c = kk * 16 + 2 * t4;
-        float v[8];
-#pragma unroll
-        for (int e = 0; e < 8; e++) {
-            const int64_t row = (e & 2) ? r1 : r0; /* e: 0,1 row0 c; 2,3 row1 c; 4,5 row0 c+8; 6,7 row1 c+8 */
-            const int col = c + ((e & 4) ? 8 : 0) + (e & 1);
-            v[e] = row < a.Nq ? cqk_ld<T>(a.q, row * qw + (int64_t)h * FHD + col) : 0.0f;
-        }
-        qf[kk][0] = pack_bf16(v[0], v[1]);
-        qf[kk][1] = pack_bf16(v[2], v[3]);
-        qf[kk][2] = pack_bf16(v[4], v[5]);
-        qf[kk][3] = pack_bf16(v[6], v[7]);
+    for (int s = 0; s < ST - 1; s++) {
+        if (s < plane_tiles) load_tile<S::NT>(kvbase + (uint32_t)(s * 2 * FTILE_B), kb, vb, head_base + (int64_t)s * FBK * FHD, tid);
+        cp_commit();
     }
 
-    float o[16][4];
+    /* this thread's rows: m-tile mt, rows g and g + 8 */
+    int wmax = 0, wmin = 0x7fffffff;
 #pragma unroll
-    for (int i = 0; i < 16; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
-    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
-    const float sl2 = a.scale * 1.4426950408889634f; /* softmax in base 2 */
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int lr = (warp * MT + mt) * 16 + g + 8 * r;
+            const int lim = q0 + lr < a.Nq ? (int)fa_limit(a, q0 + lr) : 0;
+            if (t4 == 0) ss.lim[lr] = lim;
+            wmax = max(wmax, lim);
+            wmin = min(wmin, lim);
+        }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        wmax = max(wmax, __shfl_xor_sync(0xffffffffu, wmax, o));
+        wmin = min(wmin, __shfl_xor_sync(0xffffffffu, wmin, o));
+    }
+    if (tid == 0) ss.blk_max = 0;
+    if (lane == 0) {
+        ss.wmax[warp] = wmax;
+        ss.wmin[warp] = wmin;
+    }
 
-    const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(fsm);
-    const int64_t head_base = (int64_t)kh * Tpad * FHD;
-    if (ntiles > 0) load_tile(sbase, sbase + FTILE * 2, kb, vb, head_base, tid);
-    cp_commit();
+    /* Q in bf16 (sign flipped for a negative scale, so the base-2 factor is positive):
+     * A-fragments in registers (MT = 1) or a [BQ][FPITCH] tile in shared memory (MT = 2) */
+    const uint32_t qsign = a.scale < 0.0f ? 0x80008000u : 0u;
+    const float sl2 = fabsf(a.scale) * 1.4426950408889634f;
+    uint32_t qf[MT == 1 ? 8 : 1][4];
+    if constexpr (MT == 1) {
+        const int64_t r0 = q0 + warp * 16 + g, r1 = r0 + 8;
+#pragma unroll
+        for (int kk = 0; kk < 8; kk++) {
+            const int c = kk * 16 + 2 * t4;
+            float v[8];
+#pragma unroll
+            for (int e = 0; e < 8; e++) {
+                const int64_t row = (e & 2) ? r1 : r0; /* e: 0,1 row0 c; 2,3 row1 c; 4,5 row0 c+8; 6,7 row1 c+8 */
+                const int col = c + ((e & 4) ? 8 : 0) + (e & 1);
+                v[e] = row < a.Nq ? cqk_ld<T>(a.q, row * qw + (int64_t)h * FHD + col) : 0.0f;
+            }
+#pragma unroll
+            for (int e = 0; e < 4; e++) qf[kk][e] = pack_bf16(v[2 * e], v[2 * e + 1]) ^ qsign;
+        }
+    } else {
+#pragma unroll 4
+        for (int i = 0; i < S::BQ * 16 / S::NT; i++) {
+            const int c = tid + S::NT * i, r = c >> 4, col = (c & 15) * 8;
+            const int64_t row = q0 + r;
+            uint32_t w[4] = {0, 0, 0, 0};
+            if (row < a.Nq) {
+                const int64_t off = row * qw + (int64_t)h * FHD + col;
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    w[e] = pack_bf16(cqk_ld<T>(a.q, off + 2 * e), cqk_ld<T>(a.q, off + 2 * e + 1)) ^ qsign;
+            }
+            *(uint4 *)(fsm + r * FPITCH + col) = make_uint4(w[0], w[1], w[2], w[3]);
+        }
+    }
+    __syncthreads();
+    if (lane == 0) atomicMax(&ss.blk_max, wmax);
+    __syncthreads(); /* also publishes the Q tile */
+    const int ntiles = (ss.blk_max + FBK - 1) / FBK;
+
+    float o[MT][16][4];
+    float mreg[MT][2], lreg[MT][2]; /* MT = 1 */
+    auto M = [&](int mt, int r) -> float & {
+        if constexpr (MT > 1) return ss.ml[(mt * 2 + r) * S::NT + tid];
+        else return mreg[mt][r];
+    };
+    auto L = [&](int mt, int r) -> float & {
+        if constexpr (MT > 1) return ss.ml[((MT + mt) * 2 + r) * S::NT + tid];
+        else return lreg[mt][r];
+    };
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+#pragma unroll
+        for (int i = 0; i < 16; i++) o[mt][i][0] = o[mt][i][1] = o[mt][i][2] = o[mt][i][3] = 0.0f;
+        M(mt, 0) = M(mt, 1) = -INFINITY;
+        L(mt, 0) = L(mt, 1) = 0.0f;
+    }
+
     /* this lane's ldmatrix row/column offsets inside a tile (bytes) */
     const uint32_t k_off = (uint32_t)((((lane & 7) + ((lane >> 4) & 1) * 8) * FPITCH + ((lane >> 3) & 1) * 8) * 2);
     const uint32_t v_off = (uint32_t)(((lane & 15) * FPITCH + (lane >> 4) * 8) * 2);
+    const uint32_t q_off = sbase + (uint32_t)(warp * MT * 16 * FPITCH * 2) + v_off; /* A-fragments, MT = 2 */
 
+    int st = 0; /* the stage holding tile kt */
     for (int kt = 0; kt < ntiles; kt++) {
-        const int st = kt & 1;
-        if (kt + 1 < ntiles) {
-            const uint32_t ns = sbase + (uint32_t)((st ^ 1) * 2 * FTILE * 2);
-            load_tile(ns, ns + FTILE * 2, kb, vb, head_base + (int64_t)(kt + 1) * FBK * FHD, tid);
+        cp_wait<ST - 2>(); /* this thread's copies of tile kt have landed */
+        __syncthreads();   /* everyone's have, and everyone is done with tile kt - 1 */
+        {
+            const int nx = kt + ST - 1; /* refill the stage of tile kt - 1 */
+            if (nx < ntiles) {
+                const int sx = st == 0 ? ST - 1 : st - 1;
+                load_tile<S::NT>(kvbase + (uint32_t)(sx * 2 * FTILE_B), kb, vb, head_base + (int64_t)nx * FBK * FHD, tid);
+            }
+            cp_commit(); /* one group per iteration, empty or not, keeps the wait count exact */
         }
-        cp_commit();
-        cp_wait<1>();
-        __syncthreads();
         const int j0 = kt * FBK;
-        if (j0 < wmax) {
-            const uint32_t ks = sbase + (uint32_t)(st * 2 * FTILE * 2), vs = ks + FTILE * 2;
-            float s[8][4];
+        if (j0 < ss.wmax[warp]) {
+            const uint32_t ks = kvbase + (uint32_t)(st * 2 * FTILE_B), vs = ks + FTILE_B;
+            float s[MT][8][4];
 #pragma unroll
-            for (int i = 0; i < 8; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int i = 0; i < 8; i++) s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.0f;
 #pragma unroll
             for (int kk = 0; kk < 8; kk++) {
+                uint32_t qa[MT][4];
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    if constexpr (MT == 1) {
+#pragma unroll
+                        for (int e = 0; e < 4; e++) qa[mt][e] = qf[kk][e];
+                    } else {
+                        ldsm_x4(q_off + (uint32_t)((mt * 16 * FPITCH + kk * 16) * 2), qa[mt]);
+                    }
+                }
 #pragma unroll
                 for (int np = 0; np < 4; np++) {
-                    uint32_t b0, b1, b2, b3;
-                    ldsm_x4(ks + k_off + (uint32_t)((np * 16 * FPITCH + kk * 16) * 2), b0, b1, b2, b3);
-                    mma_bf16(s[2 * np], qf[kk], b0, b1);
-                    mma_bf16(s[2 * np + 1], qf[kk], b2, b3);
+                    uint32_t b[4];
+                    ldsm_x4(ks + k_off + (uint32_t)((np * 16 * FPITCH + kk * 16) * 2), b);
+#pragma unroll
+                    for (int mt = 0; mt < MT; mt++) {
+                        mma_bf16(s[mt][2 * np], qa[mt], b[0], b[1]);
+                        mma_bf16(s[mt][2 * np + 1], qa[mt], b[2], b[3]);
+                    }
                 }
             }
-            /* mask, scale, row max over the quad */
-            float mx0 = -INFINITY, mx1 = -INFINITY;
+            /* mask, only where some row of this warp sees part of the tile */
+            if (j0 + FBK > ss.wmin[warp]) {
 #pragma unroll
-            for (int nt = 0; nt < 8; nt++) {
-                const int j = j0 + nt * 8 + 2 * t4;
-                s[nt][0] = j < lim0 ? s[nt][0] * sl2 : -INFINITY;
-                s[nt][1] = j + 1 < lim0 ? s[nt][1] * sl2 : -INFINITY;
-                s[nt][2] = j < lim1 ? s[nt][2] * sl2 : -INFINITY;
-                s[nt][3] = j + 1 < lim1 ? s[nt][3] * sl2 : -INFINITY;
-                mx0 = fmaxf(mx0, fmaxf(s[nt][0], s[nt][1]));
-                mx1 = fmaxf(mx1, fmaxf(s[nt][2], s[nt][3]));
-            }
-            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-            const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-            /* a row with no visible key so far keeps m = -inf, p = 0 and its (zero) accumulators */
-            const float c0 = mn0 == -INFINITY ? 1.0f : exp2f(m0 - mn0);
-            const float c1 = mn1 == -INFINITY ? 1.0f : exp2f(m1 - mn1);
-            const float z0 = mn0 == -INFINITY ? 0.0f : mn0, z1 = mn1 == -INFINITY ? 0.0f : mn1;
-            float ps0 = 0.0f, ps1 = 0.0f;
+                for (int mt = 0; mt < MT; mt++) {
+                    const int lim0 = ss.lim[(warp * MT + mt) * 16 + g], lim1 = ss.lim[(warp * MT + mt) * 16 + g + 8];
 #pragma unroll
-            for (int nt = 0; nt < 8; nt++) {
-                s[nt][0] = exp2f(s[nt][0] - z0);
-                s[nt][1] = exp2f(s[nt][1] - z0);
-                s[nt][2] = exp2f(s[nt][2] - z1);
-                s[nt][3] = exp2f(s[nt][3] - z1);
-                ps0 += s[nt][0] + s[nt][1];
-                ps1 += s[nt][2] + s[nt][3];
+                    for (int nt = 0; nt < 8; nt++) {
+                        const int j = j0 + nt * 8 + 2 * t4;
+                        if (j >= lim0) s[mt][nt][0] = -INFINITY;
+                        if (j + 1 >= lim0) s[mt][nt][1] = -INFINITY;
+                        if (j >= lim1) s[mt][nt][2] = -INFINITY;
+                        if (j + 1 >= lim1) s[mt][nt][3] = -INFINITY;
+                    }
+                }
             }
-            l0 = l0 * c0 + ps0;
-            l1 = l1 * c1 + ps1;
-            m0 = mn0;
-            m1 = mn1;
+            /* online softmax per row: max over the quad, rescale, p = 2^(s·c - m·c), rounded to bf16
+             * A-fragments at once (pp[mt][kc]: keys 16 kc .. 16 kc + 15; rows g, g + 8) */
+            uint32_t pp[MT][4][4];
 #pragma unroll
-            for (int nd = 0; nd < 16; nd++) {
-                o[nd][0] *= c0;
-                o[nd][1] *= c0;
-                o[nd][2] *= c1;
-                o[nd][3] *= c1;
-            }
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int r = 0; r < 2; r++) {
+                    float mx = -INFINITY;
+#pragma unroll
+                    for (int nt = 0; nt < 8; nt++) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * r], s[mt][nt][2 * r + 1]));
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                    const float mo = M(mt, r), mn = fmaxf(mo, mx);
+                    /* a row with no visible key so far keeps m = -inf, p = 0 and its (zero) accumulators */
+                    const bool none = mn == -INFINITY;
+                    const float cr = none ? 1.0f : ex2((mo - mn) * sl2);
+                    const float msc = none ? 0.0f : mn * sl2;
+                    M(mt, r) = mn;
+                    float ps = 0.0f;
+#pragma unroll
+                    for (int nt = 0; nt < 8; nt++) {
+                        const float p0 = ex2(fmaf(s[mt][nt][2 * r], sl2, -msc));
+                        const float p1 = ex2(fmaf(s[mt][nt][2 * r + 1], sl2, -msc));
+                        ps += p0 + p1;
+                        pp[mt][nt >> 1][(nt & 1) * 2 + r] = pack_p(p0, p1);
+                    }
+                    L(mt, r) = L(mt, r) * cr + ps;
+#pragma unroll
+                    for (int nd = 0; nd < 16; nd++) {
+                        o[mt][nd][2 * r] *= cr;
+                        o[mt][nd][2 * r + 1] *= cr;
+                    }
+                }
             /* O += P·V, 16 keys at a time */
 #pragma unroll
             for (int kc = 0; kc < 4; kc++) {
-                uint32_t pa[4];
-                pa[0] = pack_bf16(s[2 * kc][0], s[2 * kc][1]);
-                pa[1] = pack_bf16(s[2 * kc][2], s[2 * kc][3]);
-                pa[2] = pack_bf16(s[2 * kc + 1][0], s[2 * kc + 1][1]);
-                pa[3] = pack_bf16(s[2 * kc + 1][2], s[2 * kc + 1][3]);
 #pragma unroll
                 for (int ndp = 0; ndp < 8; ndp++) {
-                    uint32_t b0, b1, b2, b3;
-                    ldsm_x4_t(vs + v_off + (uint32_t)((kc * 16 * FPITCH + ndp * 16) * 2), b0, b1, b2, b3);
-                    mma_bf16(o[2 * ndp], pa, b0, b1);
-                    mma_bf16(o[2 * ndp + 1], pa, b2, b3);
+                    uint32_t b[4];
+                    ldsm_x4_t(vs + v_off + (uint32_t)((kc * 16 * FPITCH + ndp * 16) * 2), b);
+#pragma unroll
+                    for (int mt = 0; mt < MT; mt++) {
+                        mma_bf16(o[mt][2 * ndp], pp[mt][kc], b[0], b[1]);
+                        mma_bf16(o[mt][2 * ndp + 1], pp[mt][kc], b[2], b[3]);
+                    }
                 }
             }
         }
-        __syncthreads(); /* this stage is refilled two iterations on */
+        st = st == ST - 1 ? 0 : st + 1;
     }
     cp_wait<0>();
 
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-    const float i0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, i1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
 #pragma unroll
-    for (int nd = 0; nd < 16; nd++) {
-        const int col = nd * 8 + 2 * t4;
-        if (r0 < a.Nq) {
-            cqk_st<T>(a.o, r0 * qw + (int64_t)h * FHD + col, o[nd][0] * i0);
-            cqk_st<T>(a.o, r0 * qw + (int64_t)h * FHD + col + 1, o[nd][1] * i0);
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            float lr = L(mt, r);
+            lr += __shfl_xor_sync(0xffffffffu, lr, 1);
+            lr += __shfl_xor_sync(0xffffffffu, lr, 2);
+            const float inv = lr > 0.0f ? 1.0f / lr : 0.0f;
+            const int64_t row = q0 + (warp * MT + mt) * 16 + g + 8 * r;
+            if (row < a.Nq) {
+                const int64_t base = row * qw + (int64_t)h * FHD + 2 * t4;
+#pragma unroll
+                for (int nd = 0; nd < 16; nd++) {
+                    cqk_st<T>(a.o, base + nd * 8, o[mt][nd][2 * r] * inv);
+                    cqk_st<T>(a.o, base + nd * 8 + 1, o[mt][nd][2 * r + 1] * inv);
+                }
+            }
         }
-        if (r1 < a.Nq) {
-            cqk_st<T>(a.o, r1 * qw + (int64_t)h * FHD + col, o[nd][2] * i1);
-            cqk_st<T>(a.o, r1 * qw + (int64_t)h * FHD + col + 1, o[nd][3] * i1);
-        }
-    }
 }
 
 int64_t flash_tpad(const cqk_attn *a) { return (a->P + a->Nk + FBK - 1) / FBK * FBK; }
 
+template <int NW, int MT, int ST>
+cudaError_t flash_run(const cqk_ctx *c, const cqk_attn *a, const uint16_t *kb, const uint16_t *vb, int64_t Tpad) {
+    using S = fshape<NW, MT, ST>;
+    const int64_t qt = (a->Nq + S::BQ - 1) / S::BQ;
+    if (qt > 0x7fffffff) return cudaErrorInvalidValue;
+    dim3 grid((unsigned)qt, (unsigned)a->Hq);
+    CQK_DISPATCH(a->dt, T, {
+        void (*kern)(cqk_attn, const uint16_t *, const uint16_t *, int64_t) = k_flash_d128<T, NW, MT, ST>;
+        cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, S::SMEM);
+        /* all of the unified L1 to shared memory: the kernel reads global memory only through cp.async.cg
+         * (L2) apart from Q once, and the shapes with two blocks per SM need 2 x 104 KB */
+        if (e == cudaSuccess)
+            e = cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+        if (e != cudaSuccess) return e;
+        kern<<<grid, S::NT, S::SMEM, c->stream>>>(*a, kb, vb, Tpad);
+    });
+    return cudaSuccess;
+}
+
 } // namespace
 
-extern "C" size_t cqk_attention_flash_smem(void) { return (size_t)FSMEM; }
+/* dynamic plus static shared memory of a block: what must fit the device's per-block opt-in limit */
+extern "C" size_t cqk_attention_flash_smem(int shape) {
+    switch (shape) {
+    case CQK_FLASH_64: return fshape<4, 1, 2>::SMEM + sizeof(fshape<4, 1, 2>::stat);
+    case CQK_FLASH_128W4: return fshape<4, 2, 2>::SMEM + sizeof(fshape<4, 2, 2>::stat);
+    default: return fshape<8, 1, 3>::SMEM + sizeof(fshape<8, 1, 3>::stat);
+    }
+}
 
 extern "C" size_t cqk_attention_flash_scratch(const cqk_attn *a) {
     return (size_t)(2 * (int64_t)a->Hkv * flash_tpad(a) * FHD * 2);
 }
 
-extern "C" cudaError_t cqk_attention_flash(const cqk_ctx *c, const cqk_attn *a, void *scratch) {
+extern "C" cudaError_t cqk_attention_flash(const cqk_ctx *c, const cqk_attn *a, void *scratch, int shape) {
     if (a->Nq <= 0 || a->Hq <= 0) return cudaSuccess;
     if (a->D != FHD || a->Hkv <= 0 || a->Hq % a->Hkv || a->Hq > 65535 || a->P + a->Nk > 0x7fffffc0)
         return cudaErrorInvalidValue;
-    const int64_t qt = (a->Nq + FBQ - 1) / FBQ, Tpad = flash_tpad(a);
-    if (qt > 0x7fffffff) return cudaErrorInvalidValue;
+    const int64_t Tpad = flash_tpad(a);
     uint16_t *kb = (uint16_t *)scratch, *vb = kb + (int64_t)a->Hkv * Tpad * FHD;
     const int64_t n = (int64_t)a->Hkv * Tpad * (FHD / 8);
     const unsigned pb = (unsigned)(n + 255 < (int64_t)65535 * 256 ? (n + 255) / 256 : 65535);
-    dim3 grid((unsigned)qt, (unsigned)a->Hq);
-    CQK_DISPATCH(a->dt, T, {
-        if (n > 0) k_flash_pack<T><<<pb, 256, 0, c->stream>>>(*a, kb, vb, Tpad);
-        cudaError_t e = cudaFuncSetAttribute(k_flash_d128<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, FSMEM);
-        if (e != cudaSuccess) return e;
-        k_flash_d128<T><<<grid, 128, FSMEM, c->stream>>>(*a, kb, vb, Tpad);
-    });
+    if (n > 0) CQK_DISPATCH(a->dt, T, { k_flash_pack<T><<<pb, 256, 0, c->stream>>>(*a, kb, vb, Tpad); });
+    cudaError_t e;
+    switch (shape) {
+    case CQK_FLASH_64: e = flash_run<4, 1, 2>(c, a, kb, vb, Tpad); break;
+    case CQK_FLASH_128W4: e = flash_run<4, 2, 2>(c, a, kb, vb, Tpad); break;
+    default: e = flash_run<8, 1, 3>(c, a, kb, vb, Tpad); break;
+    }
+    if (e != cudaSuccess) return e;
     return cqk_launched();
 }
