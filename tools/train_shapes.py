@@ -23,6 +23,8 @@ Stages
 Usage (torch + transformers + diffusers' source with the Qwen-Image-2.1 files; runs on one GPU in minutes):
     PYTHONPATH=ref/diffusers/src python3 tools/train_shapes.py --out out/shapes \
         --chat-template tests/fixtures/chat_templates/qwen3_vl.jinja [--smoke]
+The parity reference of an exported folder alone (float32, TF32 off):
+    PYTHONPATH=ref/diffusers/src python3 tools/train_shapes.py --out out/ref --render-reference out/shapes/pipeline
 """
 import argparse
 import json
@@ -359,7 +361,7 @@ def project_for_export(pipe):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="out/shapes")
-    ap.add_argument("--chat-template", required=True)
+    ap.add_argument("--chat-template", help="the Qwen3-VL chat template (required for training)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--smoke", action="store_true", help="a few steps of everything, to check the script")
     ap.add_argument("--vae-seconds", type=float, default=150)
@@ -369,7 +371,16 @@ def main():
     ap.add_argument("--bank", type=int, default=64000, help="scenes drawn once and trained on")
     ap.add_argument("--vae-lr", type=float, default=4e-4)
     ap.add_argument("--dit-lr", type=float, default=3e-4)
+    ap.add_argument("--render-reference", metavar="PIPELINE_DIR",
+                    help="train nothing: load an exported pipeline folder and render samples.png and "
+                         "reference_outputs.npz into --out (float32, TF32 off; on the CPU with --cpu)")
+    ap.add_argument("--cpu", action="store_true", help="with --render-reference: render on the CPU")
     args = ap.parse_args()
+    if args.render_reference:
+        render_reference(args)
+        return
+    if not args.chat_template:
+        ap.error("--chat-template is required for training")
     args.vae_steps = 3 if args.smoke else 0
     args.dit_steps = 3 if args.smoke else 0
     torch.manual_seed(args.seed)
@@ -412,12 +423,29 @@ def main():
     del latents, bank
 
     pipe.to(torch.float32)
+    # The sample sheets and the parity reference in true float32: TF32 (on for training) rounds matmul and
+    # convolution inputs to 10 mantissa bits, which moves shape edges by up to ~20/255 after 20 steps.
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
     render_sheet(pipe, args, os.path.join(args.out, "samples_before_export.png"), save_ref=None)
     project_for_export(pipe)
     pipe.save_pretrained(os.path.join(args.out, "pipeline"), safe_serialization=True, max_shard_size="12MB")
     render_sheet(pipe, args, os.path.join(args.out, "samples.png"),
                  save_ref=os.path.join(args.out, "reference_outputs.npz"))
     log("prompts: " + " | ".join(PROMPTS))
+
+
+def render_reference(args):
+    """The parity reference of an exported pipeline folder, without training."""
+    args.smoke = False
+    device = torch.device("cuda" if torch.cuda.is_available() and not args.cpu else "cpu")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    os.makedirs(args.out, exist_ok=True)
+    pipe = QwenImage21Pipeline.from_pretrained(args.render_reference, torch_dtype=torch.float32).to(device)
+    render_sheet(pipe, args, os.path.join(args.out, "samples.png"),
+                 save_ref=os.path.join(args.out, "reference_outputs.npz"))
+    print(f"rendered {len(PROMPTS)} prompts on {device} into {args.out}")
 
 
 PROMPTS = ["a red circle on a blue background", "a large yellow star in the centre on a black background",

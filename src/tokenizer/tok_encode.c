@@ -39,10 +39,12 @@ static cq_status post_apply(const tok_post *p, cq_tokens *out, size_t first) {
         for (size_t i = 0; i < p->n_items; i++) CQ_TRY(post_apply(&p->items[i], out, first));
         return CQ_OK;
     case TOK_POST_TEMPLATE: {
-        for (size_t i = 0; i < p->n_before; i++) CQ_TRY(tok_ids_push(out, 0)); /* make room */
-        size_t body = out->n - first - p->n_before;
-        memmove(out->ids + first + p->n_before, out->ids + first, body * sizeof *out->ids);
-        memcpy(out->ids + first, p->before, p->n_before * sizeof *out->ids);
+        if (p->n_before) { /* a template with nothing before the text has no `before` array at all */
+            for (size_t i = 0; i < p->n_before; i++) CQ_TRY(tok_ids_push(out, 0)); /* make room */
+            size_t body = out->n - first - p->n_before;
+            memmove(out->ids + first + p->n_before, out->ids + first, body * sizeof *out->ids);
+            memcpy(out->ids + first, p->before, p->n_before * sizeof *out->ids);
+        }
         for (size_t i = 0; i < p->n_after; i++) CQ_TRY(tok_ids_push(out, p->after[i]));
         return CQ_OK;
     }

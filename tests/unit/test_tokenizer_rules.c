@@ -128,6 +128,32 @@ static void test_decode_rules(void **state) {
     cq_tokenizer_free(t);
 }
 
+/* Templates with nothing before the text: the bare sequence (what `tokenizers` saves for a BPE trained
+ * without special tokens in its template) and a sequence followed by one special token. */
+static void test_template_without_prefix(void **state) {
+    (void)state;
+    static const char bare[] =
+        "{" TINY_ADDED ",\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":[{\"Sequence\":"
+        "{\"id\":\"A\",\"type_id\":0}}],\"special_tokens\":{}}," TINY_MODEL "}";
+    static const char suffix[] =
+        "{" TINY_ADDED ",\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":[{\"Sequence\":"
+        "{\"id\":\"A\",\"type_id\":0}},{\"SpecialToken\":{\"id\":\"[R]\",\"type_id\":0}}],"
+        "\"special_tokens\":{\"[R]\":{\"id\":\"[R]\",\"ids\":[11],\"tokens\":[\"[R]\"]}}}," TINY_MODEL "}";
+    cq_tokenizer *t;
+    assert_int_equal(cq_tokenizer_load(bare, strlen(bare), &t), CQ_OK);
+    EXPECT(t, "abcx", CQ_TOK_ADD_SPECIAL, 4, 6);
+    EXPECT(t, "abcx", 0, 4, 6);
+    cq_tokens none = {0};
+    assert_int_equal(cq_tokenizer_encode(t, "", 0, CQ_TOK_ADD_SPECIAL, &none), CQ_OK);
+    assert_int_equal(none.n, 0);
+    cq_tokens_free(&none);
+    cq_tokenizer_free(t);
+    assert_int_equal(cq_tokenizer_load(suffix, strlen(suffix), &t), CQ_OK);
+    EXPECT(t, "abcx", CQ_TOK_ADD_SPECIAL, 4, 6, 11);
+    EXPECT(t, "", CQ_TOK_ADD_SPECIAL, 11);
+    cq_tokenizer_free(t);
+}
+
 /* Ill-formed UTF-8 becomes U+FFFD per maximal subpart before tokenizing. */
 static void test_invalid_utf8(void **state) {
     (void)state;
@@ -330,6 +356,7 @@ int main(void) {
         cmocka_unit_test(test_bpe_merges),
         cmocka_unit_test(test_added_tokens),
         cmocka_unit_test(test_decode_rules),
+        cmocka_unit_test(test_template_without_prefix),
         cmocka_unit_test(test_invalid_utf8),
         cmocka_unit_test(test_regex_semantics),
         cmocka_unit_test(test_load_errors),
