@@ -142,9 +142,9 @@ size_t cqk_attention_d128_smem(void);
  * (cqk_flash_shape) needs cqk_attention_flash_smem(shape) bytes of dynamic
  * shared memory per block. */
 enum cqk_flash_shape {
-    CQK_FLASH_128 = 0,   /* 128 queries per block: 8 warps x 16 rows, 3 stages (the default) */
+    CQK_FLASH_128 = 0,   /* 128 queries per block: 8 warps x 16 rows, 3 stages */
     CQK_FLASH_64 = 1,    /* 64 queries: 4 warps x 16 rows, 2 stages */
-    CQK_FLASH_128W4 = 2, /* 128 queries: 4 warps x 32 rows, Q in shared memory, 2 stages */
+    CQK_FLASH_128W4 = 2, /* 128 queries: 4 warps x 32 rows, Q in shared memory, 2 stages (the default) */
 };
 cudaError_t cqk_attention_flash(const cqk_ctx *c, const cqk_attn *a, void *scratch, int shape);
 size_t cqk_attention_flash_scratch(const cqk_attn *a);
