@@ -52,8 +52,8 @@ int cq_cmd_gpu(int argc, char **argv) {
         printf("backend used: %s — %s, %d logical cores%s\n", cq_backend_name(be), f->model, f->logical_cores,
                strcmp(dflt, "cpu") ? " (from CORTIQ_BACKEND)" : "");
         if (cq_cuda_built() && cq_cuda_device_count(NULL, 0) > 0)
-            printf("the GPU runs the Qwen-Image-2.1 denoiser's ops so far: choose it with --backend cuda or "
-                   "CORTIQ_BACKEND=cuda\n");
+            printf("the GPU runs the Qwen-Image-2.1 text tower and denoiser (the VAE stays on the CPU): choose it "
+                   "with --backend cuda or CORTIQ_BACKEND=cuda\n");
     } else {
         printf("backend used: %s (from CORTIQ_BACKEND)\n", cq_backend_name(be));
     }
