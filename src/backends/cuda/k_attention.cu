@@ -25,17 +25,6 @@
 
 #include "k_common.cuh"
 
-/* Keys visible to query i (ops.h). */
-__device__ __forceinline__ int64_t attn_limit(const cqk_attn &a, int64_t i) {
-    const int64_t T = a.P + a.Nk;
-    if (a.vis) {
-        int64_t v = a.vis[i];
-        return v < 0 ? 0 : (v > T ? T : v);
-    }
-    if (a.causal) return a.P + i + 1 < T ? a.P + i + 1 : T;
-    return T;
-}
-
 /* Row j of the key (or value) sequence: prefix rows first. */
 __device__ __forceinline__ const void *kv_row(const void *pre, const void *own, int64_t P, int64_t j, int64_t *row) {
     if (j < P) {
@@ -62,7 +51,7 @@ __global__ void __launch_bounds__(128) k_attn_generic(cqk_attn a) {
         qv[j] = d < D ? cqk_ld<T>(a.q, qo + d) : 0.0f;
         acc[j] = 0.0f;
     }
-    const int64_t lim = attn_limit(a, i);
+    const int64_t lim = cqk_attn_limit(a, i);
     float m = -INFINITY, l = 0.0f;
     for (int64_t j = 0; j < lim; j++) {
         int64_t row;
@@ -164,7 +153,7 @@ __global__ void __launch_bounds__(128) k_attn_d128(cqk_attn a) {
     __syncthreads();
     if (tid < BQ) {
         const int64_t qi = q0 + tid;
-        const int64_t lim = qi < a.Nq ? attn_limit(a, qi) : 0;
+        const int64_t lim = qi < a.Nq ? cqk_attn_limit(a, qi) : 0;
         Lim[tid] = lim;
         Mrow[tid] = -INFINITY;
         Lrow[tid] = 0.0f;

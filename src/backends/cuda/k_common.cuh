@@ -143,4 +143,16 @@ static inline unsigned cqk_blocks(int64_t n, int threads) {
 /* Launch status without waiting for the device. */
 static inline cudaError_t cqk_launched(void) { return cudaGetLastError(); }
 
+/* Keys visible to attention query i (ops.h): [0, vis[i]) clamped to [0, P + Nk], or [0, P + i + 1) when
+ * causal, or all. Shared by the attention kernels (k_attention.cu, k_flash.cu); cqk_attn is in cuda_kernels.h. */
+__device__ __forceinline__ int64_t cqk_attn_limit(const cqk_attn &a, int64_t i) {
+    const int64_t T = a.P + a.Nk;
+    if (a.vis) {
+        int64_t v = a.vis[i];
+        return v < 0 ? 0 : (v > T ? T : v);
+    }
+    if (a.causal) return a.P + i + 1 < T ? a.P + i + 1 : T;
+    return T;
+}
+
 #endif /* CQ_CUDA_K_COMMON_CUH */

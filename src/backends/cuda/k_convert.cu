@@ -173,26 +173,31 @@ extern "C" cudaError_t cqk_stage_f16_rows(const cqk_ctx *c, uint16_t *y, int64_t
     return cqk_launched();
 }
 
+/* Run-time weight codec -> the decoder's template instance, launched by LAUNCH(codec constant); q4tp needs
+ * the exp2 table and whole 32-column groups. Returns cudaErrorInvalidValue for anything else. */
+#define CODEC_SWITCH(codec, lut, cols, LAUNCH)                        \
+    switch (codec) {                                                  \
+    case CQK_W_F32: LAUNCH(CQK_W_F32); break;                         \
+    case CQK_W_F16: LAUNCH(CQK_W_F16); break;                         \
+    case CQK_W_BF16: LAUNCH(CQK_W_BF16); break;                       \
+    case CQK_W_Q8_ROW: LAUNCH(CQK_W_Q8_ROW); break;                   \
+    case CQK_W_Q8_2F: LAUNCH(CQK_W_Q8_2F); break;                     \
+    case CQK_W_Q4_BLOCK: LAUNCH(CQK_W_Q4_BLOCK); break;               \
+    case CQK_W_Q4_TILED: LAUNCH(CQK_W_Q4_TILED); break;               \
+    case CQK_W_Q4TP:                                                  \
+        if (!(lut) || (cols) % 32) return cudaErrorInvalidValue;      \
+        LAUNCH(CQK_W_Q4TP);                                           \
+        break;                                                        \
+    default: return cudaErrorInvalidValue;                            \
+    }
+
 extern "C" cudaError_t cqk_decode_weight(const cqk_ctx *c, int codec, const uint8_t *raw, int64_t rows, int64_t cols,
                                          uint16_t *plane, int64_t ld, float *rowscale, const float *exp2_lut) {
     if (rows <= 0 || cols <= 0) return cudaSuccess;
     if (rows > 0x7fffffff || ld < cols) return cudaErrorInvalidValue;
     const unsigned g = (unsigned)rows;
 #define DEC(C) k_decode_f16rows<C><<<g, ROWS_THREADS, 0, c->stream>>>(raw, rows, cols, plane, ld, rowscale, exp2_lut)
-    switch (codec) {
-    case CQK_W_F32: DEC(CQK_W_F32); break;
-    case CQK_W_F16: DEC(CQK_W_F16); break;
-    case CQK_W_BF16: DEC(CQK_W_BF16); break;
-    case CQK_W_Q8_ROW: DEC(CQK_W_Q8_ROW); break;
-    case CQK_W_Q8_2F: DEC(CQK_W_Q8_2F); break;
-    case CQK_W_Q4_BLOCK: DEC(CQK_W_Q4_BLOCK); break;
-    case CQK_W_Q4_TILED: DEC(CQK_W_Q4_TILED); break;
-    case CQK_W_Q4TP:
-        if (!exp2_lut || cols % 32) return cudaErrorInvalidValue;
-        DEC(CQK_W_Q4TP);
-        break;
-    default: return cudaErrorInvalidValue;
-    }
+    CODEC_SWITCH(codec, exp2_lut, cols, DEC);
 #undef DEC
     return cqk_launched();
 }
@@ -212,20 +217,7 @@ extern "C" cudaError_t cqk_decode_weight_f32(const cqk_ctx *c, int codec, const 
     if (rows <= 0 || cols <= 0) return cudaSuccess;
     const unsigned b = cqk_blocks(rows * cols, 256);
 #define DEC(C) k_decode_f32<C><<<b, 256, 0, c->stream>>>(raw, rows, cols, out, exp2_lut)
-    switch (codec) {
-    case CQK_W_F32: DEC(CQK_W_F32); break;
-    case CQK_W_F16: DEC(CQK_W_F16); break;
-    case CQK_W_BF16: DEC(CQK_W_BF16); break;
-    case CQK_W_Q8_ROW: DEC(CQK_W_Q8_ROW); break;
-    case CQK_W_Q8_2F: DEC(CQK_W_Q8_2F); break;
-    case CQK_W_Q4_BLOCK: DEC(CQK_W_Q4_BLOCK); break;
-    case CQK_W_Q4_TILED: DEC(CQK_W_Q4_TILED); break;
-    case CQK_W_Q4TP:
-        if (!exp2_lut || cols % 32) return cudaErrorInvalidValue;
-        DEC(CQK_W_Q4TP);
-        break;
-    default: return cudaErrorInvalidValue;
-    }
+    CODEC_SWITCH(codec, exp2_lut, cols, DEC);
 #undef DEC
     return cqk_launched();
 }

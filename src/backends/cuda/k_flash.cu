@@ -68,16 +68,6 @@ template <int NW, int MT, int ST> struct fshape {
     static_assert(ST >= 2 && (MT == 1 || MT == 2) && (FBK * 16) % NT == 0 && (BQ * 16) % NT == 0, "shape");
 };
 
-__device__ __forceinline__ int64_t fa_limit(const cqk_attn &a, int64_t i) {
-    const int64_t T = a.P + a.Nk;
-    if (a.vis) {
-        int64_t v = a.vis[i];
-        return v < 0 ? 0 : (v > T ? T : v);
-    }
-    if (a.causal) return a.P + i + 1 < T ? a.P + i + 1 : T;
-    return T;
-}
-
 /* the backend's rounding (k_common.cuh), for Q, K, V from any dtype */
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
     return (uint32_t)cqk_f2bf(lo) | ((uint32_t)cqk_f2bf(hi) << 16);
@@ -191,7 +181,7 @@ __global__ void __launch_bounds__(NW * 32, NW >= 8 ? 1 : 2)
 #pragma unroll
         for (int r = 0; r < 2; r++) {
             const int lr = (warp * MT + mt) * 16 + g + 8 * r;
-            const int lim = q0 + lr < a.Nq ? (int)fa_limit(a, q0 + lr) : 0;
+            const int lim = q0 + lr < a.Nq ? (int)cqk_attn_limit(a, q0 + lr) : 0;
             if (t4 == 0) ss.lim[lr] = lim;
             wmax = max(wmax, lim);
             wmin = min(wmin, lim);
