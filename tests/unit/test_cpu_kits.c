@@ -206,8 +206,12 @@ static void test_ukernel_pairs(void **state) {
                 for (int grouped = 0; grouped < 2; grouped++) {
                     if (grouped && !kit->ukernel_pair_grouped) continue;
                     for (int i = 0; i < MR * ldc; i++) C[i] = R[i] = small_int();
+                    /* as the driver does: a kit's pair kernels run between its begin/end hooks
+                     * (AMX configures its tiles there; without it the tile instructions fault) */
+                    if (kit->pair_begin) kit->pair_begin();
                     if (grouped) kit->ukernel_pair_grouped(kp, 16, A, lda, B, ldb, S, ng, C, ldc, acc);
                     else kit->ukernel_pair(kp, A, lda, B, ldb, C, ldc, acc);
+                    if (kit->pair_end) kit->pair_end();
                     for (int i = 0; i < MR; i++)
                         for (int j = 0; j < NR; j++) {
                             double r = acc ? R[i * ldc + j] : 0.0;
