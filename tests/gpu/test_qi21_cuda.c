@@ -21,15 +21,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cjson/cJSON.h>
-
+#include "qi21_golden.h"
 #include "testutil.h"
 #include "format/convert.h"
 #include "format/safetensors.h"
 #include "models/qi21.h"
 #include "models/qi21_inputs.h"
 
-#define GOLDEN CQ_SOURCE_DIR "/tests/golden/qi21"
 
 /* max|err| / RMS(ref) and RMS(err) / RMS(ref); the bound for f16/bf16 device arithmetic */
 #define DEVICE_BOUND 3e-3
@@ -42,46 +40,14 @@ static const cq_dtype k_quant[Q_COUNT] = {CQ_DTYPE_F32, CQ_DTYPE_BF16, CQ_DTYPE_
 static const double k_bound[Q_COUNT] = {DEVICE_BOUND, 2e-2, 8e-2, 1.0};
 static const double k_rms_bound[Q_COUNT] = {DEVICE_BOUND, 6e-3, 2e-2, 0.3};
 
-static const char *const k_models[] = {"tiny_a", "tiny_b"};
-#define N_MODELS 2
-
-typedef struct golden_case {
-    char name[64];
-    int model;
-    cq_st *st;
-    cq_qi21_inputs in;
-    const float *ref;
-    double ref_rms;
-} golden_case;
+typedef qg_case golden_case;
 
 static char g_dir[1024];
 static cq_backend *g_be, *g_cpu;
-static cq_cmf *g_cmf[Q_COUNT][N_MODELS];
-static cq_qi21 *g_model[Q_COUNT][N_MODELS];
-static cq_qi21 *g_cpu_model[Q_COUNT][N_MODELS]; /* the same files on the CPU backend */
-static golden_case g_cases[32];
-static int g_ncases;
-
-static double rms(const float *x, size_t n) {
-    double s = 0;
-    for (size_t i = 0; i < n; i++) s += (double)x[i] * x[i];
-    return sqrt(s / (double)n);
-}
-
-static double rms_err(const float *a, const float *b, size_t n, double ref_rms) {
-    double s = 0;
-    for (size_t i = 0; i < n; i++) s += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-    return sqrt(s / (double)n) / ref_rms;
-}
-
-static double rel_err(const float *a, const float *b, size_t n, double ref_rms) {
-    double m = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - b[i]);
-        if (!(d <= m)) m = d; /* NaN propagates */
-    }
-    return m / ref_rms;
-}
+static cq_cmf *g_cmf[Q_COUNT][QG_MODELS];
+static cq_qi21 *g_model[Q_COUNT][QG_MODELS];
+static cq_qi21 *g_cpu_model[Q_COUNT][QG_MODELS]; /* the same files on the CPU backend */
+static qg_set g_set;
 
 static size_t vel_len(const golden_case *g) {
     return (size_t)g->in.n_target * (size_t)cq_qi21_get_config(g_model[0][g->model])->out_channels;
@@ -93,61 +59,24 @@ static int setup(void **state) {
     if (cq_backend_cuda_create(-1, &g_be) != CQ_OK || cq_backend_cpu_create(0, CQ_CPU_AUTO, &g_cpu) != CQ_OK) return -1;
     printf("qi21 golden cases on %s (and %s for the quantized files)\n", cq_backend_name(g_be), cq_backend_name(g_cpu));
     for (int q = 0; q < Q_COUNT; q++)
-        for (int m = 0; m < N_MODELS; m++) {
-            char src[1024], dst[1200];
-            snprintf(src, sizeof src, "%s/%s", GOLDEN, k_models[m]);
-            snprintf(dst, sizeof dst, "%s/%s-%s.cmf", g_dir, k_models[m], cq_dtype_name(k_quant[q]));
-            cq_convert_opts opts = {.quant = (int)k_quant[q]};
-            cq_convert_report rep;
-            cq_status s = cq_convert(src, dst, &opts, &rep);
-            cq_convert_report_free(&rep);
-            if (s != CQ_OK || cq_cmf_open(dst, &g_cmf[q][m]) != CQ_OK ||
+        for (int m = 0; m < QG_MODELS; m++) {
+            char path[1200];
+            if (qg_convert(g_dir, m, k_quant[q], path, sizeof path, &g_cmf[q][m]) != 0 ||
                 cq_qi21_load(g_cmf[q][m], "dit.", g_be, &g_model[q][m]) != CQ_OK ||
                 cq_qi21_load(g_cmf[q][m], "dit.", g_cpu, &g_cpu_model[q][m]) != CQ_OK) {
-                fprintf(stderr, "%s: %s\n", dst, cq_last_error());
+                fprintf(stderr, "%s: %s\n", path, cq_last_error());
                 return -1;
             }
         }
-    size_t len;
-    uint8_t *idx = tu_read_file(GOLDEN "/index.json", &len);
-    if (!idx) return -1;
-    cJSON *j = cJSON_ParseWithLength((const char *)idx, len);
-    free(idx);
-    const cJSON *cases = cJSON_GetObjectItemCaseSensitive(j, "cases"), *c;
-    cJSON_ArrayForEach(c, cases) {
-        golden_case *g = &g_cases[g_ncases++];
-        snprintf(g->name, sizeof g->name, "%s", c->string);
-        const char *mn = cJSON_GetObjectItemCaseSensitive(c, "model")->valuestring;
-        g->model = strcmp(mn, "tiny_a") == 0 ? 0 : strcmp(mn, "tiny_b") == 0 ? 1 : -1;
-        char path[1200];
-        snprintf(path, sizeof path, "%s/cases/%s.safetensors", GOLDEN, g->name);
-        if (g->model < 0 || cq_st_open(path, &g->st) != CQ_OK ||
-            cq_qi21_inputs_read(g->st, cq_qi21_get_config(g_model[0][g->model]), &g->in) != CQ_OK) {
-            fprintf(stderr, "case %s: %s\n", g->name, cq_last_error());
-            cJSON_Delete(j);
-            return -1;
-        }
-        const cq_st_tensor *v = cq_st_find(g->st, "velocity");
-        if (!v || v->dtype != CQ_ST_F32 || v->nelem != vel_len(g) || ((uintptr_t)v->data & 3)) {
-            fprintf(stderr, "case %s: bad velocity tensor\n", g->name);
-            cJSON_Delete(j);
-            return -1;
-        }
-        g->ref = (const float *)v->data;
-        g->ref_rms = rms(g->ref, (size_t)v->nelem);
-    }
-    cJSON_Delete(j);
-    return g_ncases >= 9 ? 0 : -1;
+    const cq_qi21_config *cfg[QG_MODELS] = {cq_qi21_get_config(g_model[0][0]), cq_qi21_get_config(g_model[0][1])};
+    return qg_load_cases(&g_set, cfg);
 }
 
 static int teardown(void **state) {
     (void)state;
-    for (int i = 0; i < g_ncases; i++) {
-        cq_qi21_inputs_free(&g_cases[i].in);
-        cq_st_close(g_cases[i].st);
-    }
+    qg_free_cases(&g_set);
     for (int q = 0; q < Q_COUNT; q++)
-        for (int m = 0; m < N_MODELS; m++) {
+        for (int m = 0; m < QG_MODELS; m++) {
             cq_qi21_free(g_model[q][m]);
             cq_qi21_free(g_cpu_model[q][m]);
             cq_cmf_close(g_cmf[q][m]);
@@ -160,8 +89,8 @@ static int teardown(void **state) {
 static void check_codec(int q) {
     const char *cn = cq_dtype_name(k_quant[q]);
     double worst = 0, worst_rms = 0, worst_dev = 0;
-    for (int i = 0; i < g_ncases; i++) {
-        const golden_case *g = &g_cases[i];
+    for (int i = 0; i < g_set.n; i++) {
+        const golden_case *g = &g_set.cases[i];
         cq_qi21 *m = g_model[q][g->model];
         size_t n = vel_len(g);
         float *vc = malloc(n * sizeof(float)), *vf = malloc(n * sizeof(float)), *vcpu = malloc(n * sizeof(float));
@@ -178,9 +107,9 @@ static void check_codec(int q) {
         cq_qi21_cache_free(c);
         if (cq_qi21_forward_full(m, &g->in.layout, g->in.ctx, g->in.cond, g->in.target, g->in.t, vf) != CQ_OK)
             fail_msg("%s %s full: %s", cn, g->name, cq_last_error());
-        double ec = rel_err(vc, g->ref, n, g->ref_rms), ef = rel_err(vf, g->ref, n, g->ref_rms);
-        double er = rms_err(vc, g->ref, n, g->ref_rms), ecf = rel_err(vc, vf, n, g->ref_rms);
-        double edev = rel_err(vc, vcpu, n, g->ref_rms);
+        double ec = qg_rel_err(vc, g->ref, n, g->ref_rms), ef = qg_rel_err(vf, g->ref, n, g->ref_rms);
+        double er = qg_rms_err(vc, g->ref, n, g->ref_rms), ecf = qg_rel_err(vc, vf, n, g->ref_rms);
+        double edev = qg_rel_err(vc, vcpu, n, g->ref_rms);
         print_message("%-6s %-16s max|err|/RMS: cached %.3e full %.3e; RMS(err)/RMS %.3e; cached-vs-full %.1e; "
                       "vs the CPU %.3e\n", cn, g->name, ec, ef, er, ecf, edev);
         if (!(edev <= DEVICE_BOUND))
@@ -217,12 +146,7 @@ static void test_golden_q4tp(void **state) {
     check_codec(Q_Q4TP);
 }
 
-static const golden_case *find_case(const char *name) {
-    for (int i = 0; i < g_ncases; i++)
-        if (strcmp(g_cases[i].name, name) == 0) return &g_cases[i];
-    fail_msg("no golden case '%s'", name);
-    return NULL;
-}
+static const golden_case *find_case(const char *name) { return qg_find(&g_set, name); }
 
 /* Two caches alive at once, stepped in turn: each step equals the same step
  * on a cache of its own, bit for bit. */
@@ -251,8 +175,8 @@ static void test_two_caches(void **state) {
         assert_int_equal(cq_qi21_step(m, cb, b->in.target, b->in.t, v), CQ_OK);
         assert_memory_equal(v, vb, n * sizeof(float));
     }
-    assert_true(rel_err(va, a->ref, n, a->ref_rms) <= DEVICE_BOUND);
-    assert_true(rel_err(vb, b->ref, n, b->ref_rms) <= DEVICE_BOUND);
+    assert_true(qg_rel_err(va, a->ref, n, a->ref_rms) <= DEVICE_BOUND);
+    assert_true(qg_rel_err(vb, b->ref, n, b->ref_rms) <= DEVICE_BOUND);
     cq_qi21_cache_free(ca);
     cq_qi21_cache_free(cb);
     free(va);

@@ -17,15 +17,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cjson/cJSON.h>
 
+#include "qi21_golden.h"
 #include "testutil.h"
 #include "format/convert.h"
 #include "format/safetensors.h"
 #include "models/qi21.h"
 #include "models/qi21_inputs.h"
 
-#define GOLDEN CQ_SOURCE_DIR "/tests/golden/qi21"
+#define GOLDEN QG_DIR
 
 /* Tolerances, as max|err| / RMS(reference velocity). */
 #define F32_BOUND 1e-4          /* the parity bound for f32 weights */
@@ -38,126 +38,37 @@ static const cq_dtype k_quant[Q_COUNT] = {CQ_DTYPE_F32, CQ_DTYPE_Q8_2F, CQ_DTYPE
 static const double k_bound[Q_COUNT] = {F32_BOUND, 8e-2, 1.0};
 static const double k_rms_bound[Q_COUNT] = {F32_BOUND, 2e-2, 0.3};
 
-static const char *const k_models[] = {"tiny_a", "tiny_b"};
-#define N_MODELS 2
-
-typedef struct golden_case {
-    char name[64];
-    int model;
-    cq_st *st;
-    cq_qi21_inputs in;
-    const float *ref;     /* velocity [n_target, out] */
-    double ref_rms;
-} golden_case;
+typedef qg_case golden_case;
 
 static char g_dir[1024];
 static cq_backend *g_be;
-static cq_cmf *g_cmf[Q_COUNT][N_MODELS];
-static cq_qi21 *g_model[Q_COUNT][N_MODELS];
-static golden_case g_cases[32];
-static int g_ncases;
+static cq_cmf *g_cmf[Q_COUNT][QG_MODELS];
+static cq_qi21 *g_model[Q_COUNT][QG_MODELS];
+static char g_path[Q_COUNT][QG_MODELS][1200];
+static qg_set g_set;
 
-static const char *cmf_path(int q, int m) {
-    static char buf[4][1200];
-    static int k;
-    char *p = buf[k++ & 3];
-    snprintf(p, sizeof buf[0], "%s/%s-%s.cmf", g_dir, k_models[m], cq_dtype_name(k_quant[q]));
-    return p;
-}
-
-static int model_index(const char *name) {
-    for (int m = 0; m < N_MODELS; m++)
-        if (strcmp(name, k_models[m]) == 0) return m;
-    return -1;
-}
-
-static double rms(const float *x, size_t n) {
-    double s = 0;
-    for (size_t i = 0; i < n; i++) s += (double)x[i] * x[i];
-    return sqrt(s / (double)n);
-}
-
-/* RMS(a - b) / RMS(ref) */
-static double rms_err(const float *a, const float *b, size_t n, double ref_rms) {
-    double s = 0;
-    for (size_t i = 0; i < n; i++) s += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-    return sqrt(s / (double)n) / ref_rms;
-}
-
-/* max |a - b| / RMS(ref) */
-static double rel_err(const float *a, const float *b, size_t n, double ref_rms) {
-    double m = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - b[i]);
-        if (!(d <= m)) m = d; /* NaN propagates */
-    }
-    return m / ref_rms;
-}
+static const char *cmf_path(int q, int m) { return g_path[q][m]; }
 
 static int setup(void **state) {
     (void)state;
     snprintf(g_dir, sizeof g_dir, "%s", tu_tmpdir("qi21"));
     if (cq_backend_create("cpu", 2, &g_be) != CQ_OK) return -1;
     for (int q = 0; q < Q_COUNT; q++)
-        for (int m = 0; m < N_MODELS; m++) {
-            char src[1024];
-            snprintf(src, sizeof src, "%s/%s", GOLDEN, k_models[m]);
-            cq_convert_opts opts = {.quant = (int)k_quant[q]};
-            cq_convert_report rep;
-            cq_status s = cq_convert(src, cmf_path(q, m), &opts, &rep);
-            cq_convert_report_free(&rep);
-            if (s != CQ_OK) {
-                fprintf(stderr, "convert %s: %s\n", src, cq_last_error());
-                return -1;
-            }
-            if (cq_cmf_open(cmf_path(q, m), &g_cmf[q][m]) != CQ_OK ||
+        for (int m = 0; m < QG_MODELS; m++)
+            if (qg_convert(g_dir, m, k_quant[q], g_path[q][m], sizeof g_path[q][m], &g_cmf[q][m]) != 0 ||
                 cq_qi21_load(g_cmf[q][m], "dit.", g_be, &g_model[q][m]) != CQ_OK) {
-                fprintf(stderr, "load %s: %s\n", cmf_path(q, m), cq_last_error());
+                fprintf(stderr, "load %s: %s\n", g_path[q][m], cq_last_error());
                 return -1;
             }
-        }
-    /* the cases, in index.json order */
-    size_t len;
-    uint8_t *idx = tu_read_file(GOLDEN "/index.json", &len);
-    if (!idx) return -1;
-    cJSON *j = cJSON_ParseWithLength((const char *)idx, len);
-    free(idx);
-    const cJSON *cases = cJSON_GetObjectItemCaseSensitive(j, "cases"), *c;
-    cJSON_ArrayForEach(c, cases) {
-        golden_case *g = &g_cases[g_ncases++];
-        snprintf(g->name, sizeof g->name, "%s", c->string);
-        g->model = model_index(cJSON_GetObjectItemCaseSensitive(c, "model")->valuestring);
-        char path[1200];
-        snprintf(path, sizeof path, "%s/cases/%s.safetensors", GOLDEN, g->name);
-        if (g->model < 0 || cq_st_open(path, &g->st) != CQ_OK ||
-            strcmp(cq_st_metadata_get(g->st, "model"), k_models[g->model]) != 0 ||
-            cq_qi21_inputs_read(g->st, cq_qi21_get_config(g_model[0][g->model]), &g->in) != CQ_OK) {
-            fprintf(stderr, "case %s: %s\n", g->name, cq_last_error());
-            cJSON_Delete(j);
-            return -1;
-        }
-        const cq_st_tensor *v = cq_st_find(g->st, "velocity");
-        int out = cq_qi21_get_config(g_model[0][g->model])->out_channels;
-        if (!v || v->dtype != CQ_ST_F32 || v->nelem != (uint64_t)g->in.n_target * out || ((uintptr_t)v->data & 3)) {
-            fprintf(stderr, "case %s: bad velocity tensor\n", g->name);
-            cJSON_Delete(j);
-            return -1;
-        }
-        g->ref = (const float *)v->data;
-        g->ref_rms = rms(g->ref, (size_t)v->nelem);
-    }
-    cJSON_Delete(j);
-    return g_ncases >= 9 ? 0 : -1;
+    const cq_qi21_config *cfg[QG_MODELS] = {cq_qi21_get_config(g_model[0][0]), cq_qi21_get_config(g_model[0][1])};
+    return qg_load_cases(&g_set, cfg);
 }
 
 static int teardown(void **state) {
     (void)state;
-    for (int i = 0; i < g_ncases; i++) {
-        cq_qi21_inputs_free(&g_cases[i].in);
-        cq_st_close(g_cases[i].st);
-    }
+    qg_free_cases(&g_set);
     for (int q = 0; q < Q_COUNT; q++)
-        for (int m = 0; m < N_MODELS; m++) {
+        for (int m = 0; m < QG_MODELS; m++) {
             cq_qi21_free(g_model[q][m]);
             cq_cmf_close(g_cmf[q][m]);
         }
@@ -189,8 +100,8 @@ static case_err run_case(int q, const golden_case *g) {
     cq_qi21_cache_free(c);
     if (cq_qi21_forward_full(m, &g->in.layout, g->in.ctx, g->in.cond, g->in.target, g->in.t, vf) != CQ_OK)
         fail_msg("%s full: %s", g->name, cq_last_error());
-    case_err e = {.cached = rel_err(vc, g->ref, n, g->ref_rms), .full = rel_err(vf, g->ref, n, g->ref_rms),
-                  .rms = rms_err(vc, g->ref, n, g->ref_rms), .cached_vs_full = rel_err(vc, vf, n, g->ref_rms)};
+    case_err e = {.cached = qg_rel_err(vc, g->ref, n, g->ref_rms), .full = qg_rel_err(vf, g->ref, n, g->ref_rms),
+                  .rms = qg_rms_err(vc, g->ref, n, g->ref_rms), .cached_vs_full = qg_rel_err(vc, vf, n, g->ref_rms)};
     free(vc);
     free(vf);
     return e;
@@ -199,8 +110,8 @@ static case_err run_case(int q, const golden_case *g) {
 static void check_codec(int q) {
     double worst = 0, worst_rms = 0;
     const char *cn = cq_dtype_name(k_quant[q]);
-    for (int i = 0; i < g_ncases; i++) {
-        const golden_case *g = &g_cases[i];
+    for (int i = 0; i < g_set.n; i++) {
+        const golden_case *g = &g_set.cases[i];
         case_err e = run_case(q, g);
         print_message("%-6s %-16s max|err|/RMS: cached %.3e full %.3e; RMS(err)/RMS %.3e; cached-vs-full %.1e\n", cn,
                       g->name, e.cached, e.full, e.rms, e.cached_vs_full);
@@ -231,12 +142,7 @@ static void test_golden_q4tp(void **state) {
     check_codec(Q_Q4TP);
 }
 
-static const golden_case *find_case(const char *name) {
-    for (int i = 0; i < g_ncases; i++)
-        if (strcmp(g_cases[i].name, name) == 0) return &g_cases[i];
-    fail_msg("no golden case '%s'", name);
-    return NULL;
-}
+static const golden_case *find_case(const char *name) { return qg_find(&g_set, name); }
 
 /* Two prompts (different lengths, one with a condition image, so different
  * target frame positions) with caches alive at once, stepped in turn at
@@ -270,10 +176,10 @@ static void test_two_caches(void **state) {
         assert_int_equal(cq_qi21_step(m, cb, b->in.target, b->in.t, v), CQ_OK);
         assert_memory_equal(v, vb, n * sizeof(float));
     }
-    assert_true(rel_err(va, a->ref, n, a->ref_rms) <= F32_BOUND);
-    assert_true(rel_err(vb, b->ref, n, b->ref_rms) <= F32_BOUND);
+    assert_true(qg_rel_err(va, a->ref, n, a->ref_rms) <= F32_BOUND);
+    assert_true(qg_rel_err(vb, b->ref, n, b->ref_rms) <= F32_BOUND);
     /* the two prompts really differ */
-    assert_true(rel_err(va, vb, n, a->ref_rms) > 1e-2);
+    assert_true(qg_rel_err(va, vb, n, a->ref_rms) > 1e-2);
     cq_qi21_cache_free(ca);
     cq_qi21_cache_free(cb);
     free(va);
@@ -295,10 +201,10 @@ static void test_steps_on_one_cache(void **state) {
     for (size_t i = 0; i < CQ_ARRAY_LEN(ts); i++) {
         assert_int_equal(cq_qi21_step(m, c, g->in.target, ts[i], vc), CQ_OK);
         assert_int_equal(cq_qi21_forward_full(m, &g->in.layout, g->in.ctx, g->in.cond, g->in.target, ts[i], vf), CQ_OK);
-        double e = rel_err(vc, vf, n, g->ref_rms);
+        double e = qg_rel_err(vc, vf, n, g->ref_rms);
         if (!(e <= CACHED_VS_FULL)) fail_msg("t = %g: cached vs full %.3e", (double)ts[i], e);
         /* the timestep matters: only the case's own t matches the reference */
-        double r = rel_err(vc, g->ref, n, g->ref_rms);
+        double r = qg_rel_err(vc, g->ref, n, g->ref_rms);
         if (i + 1 < CQ_ARRAY_LEN(ts) ? !(r > 1e-2) : !(r <= F32_BOUND)) fail_msg("t = %g: vs reference %.3e", (double)ts[i], r);
     }
     cq_qi21_cache_free(c);
@@ -459,7 +365,7 @@ static void test_layout_errors(void **state) {
     assert_int_equal(cq_qi21_prefill(m, &alone, NULL, NULL, &c), CQ_OK);
     assert_int_equal(cq_qi21_step(m, c, tgt, 0.3f, vel), CQ_OK);
     assert_int_equal(cq_qi21_forward_full(m, &alone, NULL, NULL, tgt, 0.3f, v2), CQ_OK);
-    assert_true(rel_err(vel, v2, (size_t)8 * cfg->out_channels, rms(v2, (size_t)8 * cfg->out_channels)) <= CACHED_VS_FULL);
+    assert_true(qg_rel_err(vel, v2, (size_t)8 * cfg->out_channels, qg_rms(v2, (size_t)8 * cfg->out_channels)) <= CACHED_VS_FULL);
     cq_qi21_cache_free(c);
     free(v2);
     free(ctx);
@@ -472,23 +378,23 @@ static void test_golden_ref_backend(void **state) {
     (void)state;
     cq_backend *be;
     assert_int_equal(cq_backend_create("ref", 1, &be), CQ_OK);
-    cq_qi21 *m[N_MODELS];
-    for (int i = 0; i < N_MODELS; i++) assert_int_equal(cq_qi21_load(g_cmf[Q_F32][i], "dit.", be, &m[i]), CQ_OK);
-    for (int i = 0; i < g_ncases; i++) {
-        const golden_case *g = &g_cases[i];
+    cq_qi21 *m[QG_MODELS];
+    for (int i = 0; i < QG_MODELS; i++) assert_int_equal(cq_qi21_load(g_cmf[Q_F32][i], "dit.", be, &m[i]), CQ_OK);
+    for (int i = 0; i < g_set.n; i++) {
+        const golden_case *g = &g_set.cases[i];
         size_t n = vel_len(g);
         float *v = malloc(n * sizeof(float));
         assert_non_null(v);
         cq_qi21_cache *c = NULL;
         assert_int_equal(cq_qi21_prefill(m[g->model], &g->in.layout, g->in.ctx, g->in.cond, &c), CQ_OK);
         assert_int_equal(cq_qi21_step(m[g->model], c, g->in.target, g->in.t, v), CQ_OK);
-        double e = rel_err(v, g->ref, n, g->ref_rms);
+        double e = qg_rel_err(v, g->ref, n, g->ref_rms);
         print_message("ref    %-16s max|err|/RMS %.3e\n", g->name, e);
         if (!(e <= F32_BOUND)) fail_msg("ref backend %s: %.3e", g->name, e);
         cq_qi21_cache_free(c);
         free(v);
     }
-    for (int i = 0; i < N_MODELS; i++) cq_qi21_free(m[i]);
+    for (int i = 0; i < QG_MODELS; i++) cq_qi21_free(m[i]);
     cq_backend_free(be);
 }
 
@@ -500,10 +406,10 @@ static void test_golden_ref_backend(void **state) {
 static void test_quantized_equals_dequantized(void **state) {
     (void)state;
     for (int q = Q_Q8_2F; q < Q_COUNT; q++)
-        for (int mi = 0; mi < N_MODELS; mi++) {
+        for (int mi = 0; mi < QG_MODELS; mi++) {
             const cq_cmf *cmf = g_cmf[q][mi];
             char dir[1200], path[1300], out[1300];
-            snprintf(dir, sizeof dir, "%s/deq-%s-%s", g_dir, k_models[mi], cq_dtype_name(k_quant[q]));
+            snprintf(dir, sizeof dir, "%s/deq-%s-%s", g_dir, qg_models[mi], cq_dtype_name(k_quant[q]));
             assert_int_equal(tu_system("mkdir -p '%s'", dir), 0);
             cq_st_writer *w;
             assert_int_equal(cq_st_writer_create(&w), CQ_OK);
@@ -535,8 +441,8 @@ static void test_quantized_equals_dequantized(void **state) {
             assert_int_equal(cq_cmf_open(out, &twin_cmf), CQ_OK);
             assert_int_equal(cq_qi21_load(twin_cmf, "dit.", g_be, &twin), CQ_OK);
             double worst = 0;
-            for (int i = 0; i < g_ncases; i++) {
-                const golden_case *g = &g_cases[i];
+            for (int i = 0; i < g_set.n; i++) {
+                const golden_case *g = &g_set.cases[i];
                 if (g->model != mi) continue;
                 size_t n = vel_len(g);
                 float *vq = malloc(n * sizeof(float)), *vt = malloc(n * sizeof(float));
@@ -545,14 +451,14 @@ static void test_quantized_equals_dequantized(void **state) {
                                                       g->in.target, g->in.t, vq), CQ_OK);
                 assert_int_equal(cq_qi21_forward_full(twin, &g->in.layout, g->in.ctx, g->in.cond, g->in.target,
                                                       g->in.t, vt), CQ_OK);
-                double e = rel_err(vq, vt, n, g->ref_rms);
+                double e = qg_rel_err(vq, vt, n, g->ref_rms);
                 if (!(e <= F32_BOUND)) fail_msg("%s %s: quantized vs dequantized %.3e", cq_dtype_name(k_quant[q]), g->name, e);
                 worst = fmax(worst, e);
                 free(vq);
                 free(vt);
             }
             print_message("%s %s: quantized vs its dequantized twin, worst max|err|/RMS %.3e\n",
-                          cq_dtype_name(k_quant[q]), k_models[mi], worst);
+                          cq_dtype_name(k_quant[q]), qg_models[mi], worst);
             cq_qi21_free(twin);
             cq_cmf_close(twin_cmf);
         }
@@ -700,7 +606,7 @@ static void test_cli_forward(void **state) {
         float *f = malloc((size_t)v->nbytes);
         assert_non_null(f);
         assert_int_equal(cq_st_read_f32(v, 0, v->nelem, f), CQ_OK);
-        double e = rel_err(f, g->ref, (size_t)v->nelem, g->ref_rms);
+        double e = qg_rel_err(f, g->ref, (size_t)v->nelem, g->ref_rms);
         print_message("cortiq forward %-24s max|err|/RMS %.3e\n", ways[i][0] ? ways[i] : "(cached)", e);
         assert_true(e <= F32_BOUND);
         free(f);
@@ -753,7 +659,7 @@ static void test_alloc_faults(void **state) {
     cq_alloc_fail_at(0);
     assert_int_equal(run_everything(g, Q_Q8_2F, v), CQ_OK);
     long total = cq_alloc_fail_at(0);
-    assert_true(rel_err(v, g->ref, vel_len(g), g->ref_rms) <= k_bound[Q_Q8_2F]);
+    assert_true(qg_rel_err(v, g->ref, vel_len(g), g->ref_rms) <= k_bound[Q_Q8_2F]);
     int failed = 0;
     for (long k = 1; k <= total; k++) {
         cq_alloc_fail_at(k);
