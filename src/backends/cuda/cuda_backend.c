@@ -384,12 +384,12 @@ static cq_status cuda_init(cq_cuda *c, int device) {
     static const char *const check_words[] = {"0", "1", "2"};
     static const char *const gemm_words[] = {"auto", "simt"};
     static const char *const onoff_words[] = {"0", "1"};
-    static const char *const attn_words[] = {"auto", "generic", "wmma", "flash128", "flash64", "flash128w4"};
+    static const char *const attn_words[] = {"auto", "generic", "wmma", "flash128", "flash64", "flash128w4", "wgmma"};
     c->check = env_choice("CORTIQ_CUDA_CHECK", check_words, 3, 1);
     c->gemm_mode = env_choice("CORTIQ_CUDA_GEMM", gemm_words, 2, 0);
     /* off by default: no gain measured in the 7B step, and it makes the choice (the last bits) per process */
     c->gemm_tune = env_choice("CORTIQ_CUDA_GEMM_TUNE", onoff_words, 2, 0) == 1;
-    c->attn_mode = env_choice("CORTIQ_CUDA_ATTN", attn_words, 6, 0);
+    c->attn_mode = env_choice("CORTIQ_CUDA_ATTN", attn_words, 7, 0);
     c->sync_each_op = env_on("CORTIQ_CUDA_SYNC");
     if (env_on("CORTIQ_CUDA_PROFILE")) CQ_TRY(prof_init(c));
     c->base.vt = &k_cuda_vtbl;

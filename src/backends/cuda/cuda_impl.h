@@ -133,8 +133,9 @@ typedef struct cq_cuda {
     int check;           /* CORTIQ_CUDA_CHECK: 0 off, 1 matmul outputs (default), 2 every op's output */
     int gemm_mode;       /* CORTIQ_CUDA_GEMM: 0 cuBLASLt (auto), 1 the CUDA-core kernel only */
     bool gemm_tune;      /* CORTIQ_CUDA_GEMM_TUNE (default 0): a new plan times the heuristic's candidates */
-    int attn_mode;       /* CORTIQ_CUDA_ATTN: 0 auto (= 5), 1 generic kernel only, 2 the WMMA kernel,
-                            3 flash128, 4 flash64, 5 flash128w4 (head_dim 128 block shapes, k_flash.cu) */
+    int attn_mode;       /* CORTIQ_CUDA_ATTN: 0 auto (6 on compute capability 9.0, else 5), 1 generic kernel
+                            only, 2 the WMMA kernel, 3 flash128, 4 flash64, 5 flash128w4 (head_dim 128 block
+                            shapes, k_flash.cu), 6 wgmma (k_flash90.cu; 5 where it cannot run) */
     bool sync_each_op;   /* CORTIQ_CUDA_SYNC=1: wait after every op (pins a device fault on its op) */
     cq_cuda_prof prof;
 } cq_cuda;

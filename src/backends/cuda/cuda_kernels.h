@@ -149,6 +149,15 @@ enum cqk_flash_shape {
 cudaError_t cqk_attention_flash(const cqk_ctx *c, const cqk_attn *a, void *scratch, int shape);
 size_t cqk_attention_flash_scratch(const cqk_attn *a);
 size_t cqk_attention_flash_smem(int shape);
+/* head_dim 128 on Hopper (k_flash90.cu, compute capability 9.0 only): wgmma
+ * products, K/V tiles moved by bulk copies from `scratch`
+ * (cqk_attention_flash90_scratch(a) bytes, where they are first packed as
+ * swizzled bf16 tiles), two warpgroups taking turns; `stages` (2 or 3) K/V
+ * tiles in flight need cqk_attention_flash90_smem(stages) bytes of shared
+ * memory per block. */
+cudaError_t cqk_attention_flash90(const cqk_ctx *c, const cqk_attn *a, void *scratch, int stages);
+size_t cqk_attention_flash90_scratch(const cqk_attn *a);
+size_t cqk_attention_flash90_smem(int stages);
 
 /* ---- row ops (k_rows.cu) -------------------------------------------------- */
 cudaError_t cqk_layernorm(const cqk_ctx *c, void *y, const void *x, int dt, int64_t rows, int64_t cols,

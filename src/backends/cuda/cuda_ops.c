@@ -44,6 +44,21 @@ cq_status cq_cuda_attention(cq_backend *be, const cq_attn_args *a) {
         .causal = a->causal,
     };
     const bool d128 = a->head_dim == 128 && a->n_heads <= 65535;
+    /* Hopper: the wgmma kernel, 3 K/V stages where shared memory allows (auto and wgmma) */
+    int stages90 = 0;
+    if (d128 && (c->attn_mode == 0 || c->attn_mode == 6) && c->cc_major == 9 && c->cc_minor == 0)
+        stages90 = c->smem_optin >= cqk_attention_flash90_smem(3) ? 3 : c->smem_optin >= cqk_attention_flash90_smem(2) ? 2 : 0;
+    if (stages90) {
+        void *kv = NULL;
+        cq_status s = cq_cuda_scratch(c, CQ_CUDA_SLOT_KV, cqk_attention_flash90_scratch(&p), &kv);
+        if (s != CQ_OK) {
+            cq_cuda_op_end(c, op_, cudaSuccess, "");
+            return s;
+        }
+        cudaError_t e = cqk_attention_flash90(&k, &p, kv, stages90);
+        if (e == cudaSuccess && k.check) e = cqk_check_finite(&k, p.o, p.dt, p.Nq, (int64_t)p.Hq * p.D, (int64_t)p.Hq * p.D);
+        OP_END(e, "the wgmma kernel");
+    }
     int shape = -1; /* cqk_flash_shape, or -1: no flash kernel */
     if (d128 && (c->attn_mode == 0 || c->attn_mode >= 3))
         /* auto: 4 warps x 32 rows, measured fastest on an H200 (docs/PERFORMANCE.md) */

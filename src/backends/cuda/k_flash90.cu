@@ -1,0 +1,473 @@
+/*
+ * k_flash90.cu — head_dim-128 attention on Hopper (sm_90a): the two products
+ * on wgmma, operands streamed into shared memory by the copy engine.
+ *
+ * Semantics are k_attention.cu's (ops.h) and the numbers k_flash.cu's: Q, K,
+ * V and P rounded to bf16 by the backend's rounding, scores, softmax and
+ * accumulation in f32, the base-2 online softmax with the running max in
+ * unscaled score units; only the order of the f32 additions inside a product
+ * differs (the tensor cores' own), so results agree with k_flash.cu to f32
+ * rounding, not bit for bit.
+ *
+ * Two launches per call:
+ *  1. pack: K and V (prefix rows, then own rows) into bf16 tiles of 128 keys,
+ *     each tile laid out exactly as the kernel wants it in shared memory: two
+ *     panels of 64 head dims, a 128-byte row per key, the 16-byte chunks of
+ *     row r stored at chunk ^ (r & 7) (the 128-byte swizzle wgmma reads
+ *     without bank conflicts). Keys past the end are zeros (a masked
+ *     probability of 0 times a garbage V could be NaN). A tile is then one
+ *     contiguous 32 KiB block: one bulk copy (cp.async.bulk) moves it, no
+ *     tensor map needed.
+ *  2. the kernel: a block of 256 threads = two warpgroups owns 128 queries of
+ *     one head, each warpgroup 64 rows. Per 128-key tile j a warpgroup issues
+ *     S = Q·Kⱼᵀ (8 x wgmma m64n128k16, Q and K from shared memory), runs the
+ *     online softmax on the accumulators in registers, packs P into bf16
+ *     A-fragments (the accumulator layout is the register-operand layout) and
+ *     issues O += P·Vⱼ (8 x wgmma, P from registers, V from shared memory
+ *     read transposed: V is stored key-major, the MN-major B operand).
+ *     Ping-pong: the two warpgroups take turns to issue their products (two
+ *     named barriers), so one's tensor-core work runs while the other does
+ *     its softmax: a turn issues P·Vⱼ and then Q·Kⱼ₊₁ᵀ.
+ *     K/V tiles: a ring of ST stages, each a full barrier for K and one for V
+ *     (the bulk copies complete them with their byte counts) and an empty
+ *     barrier (each of the 8 warps arrives when its warpgroup's products of
+ *     that tile have finished). Thread 0 issues the first ST tiles; after that
+ *     lane 0 of warpgroup 1 (the later of the two) refills a stage as soon as
+ *     both have released it.
+ *
+ * Registers per thread: O 64 f32, S 64 f32, P 32 (bf16 pairs): one block of
+ * 256 threads per SM. Shared memory: Q 32 KiB + ST x 64 KiB (+1 KiB for the
+ * 1024-byte alignment the swizzle needs).
+ *
+ * Machine code only for sm_90a (wgmma and the bulk copies are Hopper
+ * features); elsewhere the kernel body is empty and the host never launches
+ * it (cq_cuda_attention checks the device is compute capability 9.0).
+ */
+#include "k_common.cuh"
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define CQK_HAVE_WGMMA 1
+#else
+#define CQK_HAVE_WGMMA 0
+#endif
+
+namespace {
+
+constexpr int HD = 128;                  /* head_dim */
+constexpr int BQ = 128;                  /* queries per block: 2 warpgroups x 64 */
+constexpr int BKV = 128;                 /* keys per tile */
+constexpr int PANEL_B = BKV * 128;       /* bytes of one 64-dim panel of a tile (128 B per key) */
+constexpr int TILE_B = 2 * PANEL_B;      /* bytes of a K or V tile: 32 KiB */
+constexpr int TILE_E = TILE_B / 2;       /* its bf16 elements */
+constexpr int QPANEL_B = BQ * 128;       /* bytes of one 64-dim panel of Q */
+constexpr int Q_B = 2 * QPANEL_B;        /* 32 KiB */
+constexpr int NT = 256;
+
+template <int ST> constexpr int smem_bytes() { return 1024 + Q_B + ST * 2 * TILE_B; }
+
+/* byte offset of (row r, 16-byte chunk c in 0..15) inside a [2 panels][rows][128 B] swizzled tile */
+__host__ __device__ constexpr uint32_t swz(int rows, int r, int c) {
+    return (uint32_t)((c >> 3) * rows * 128 + r * 128 + (((c & 7) ^ (r & 7)) << 4));
+}
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+    return (uint32_t)cqk_f2bf(lo) | ((uint32_t)cqk_f2bf(hi) << 16);
+}
+
+/* ---- 1. K and V into swizzled bf16 tiles ------------------------------------------------------ */
+template <typename T>
+__global__ void k_flash90_pack(cqk_attn a, uint16_t *kb, uint16_t *vb, int64_t ntiles) {
+    const int64_t n = (int64_t)a.Hkv * ntiles * BKV * 16; /* 16-byte chunks per plane */
+    const int64_t kvw = (int64_t)a.Hkv * HD;
+    for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < n;
+         idx += (int64_t)gridDim.x * blockDim.x) {
+        const int c = (int)(idx & 15);
+        const int64_t key = (idx >> 4) % (ntiles * BKV);
+        const int kh = (int)((idx >> 4) / (ntiles * BKV));
+        uint32_t kw[4] = {0, 0, 0, 0}, vw[4] = {0, 0, 0, 0};
+        if (key < a.P + a.Nk) {
+            const void *ks = key < a.P ? a.kp : a.k, *vs = key < a.P ? a.vp : a.v;
+            const int64_t off = (key < a.P ? key : key - a.P) * kvw + (int64_t)kh * HD + c * 8;
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                kw[e] = pack_bf16(cqk_ld<T>(ks, off + 2 * e), cqk_ld<T>(ks, off + 2 * e + 1));
+                vw[e] = pack_bf16(cqk_ld<T>(vs, off + 2 * e), cqk_ld<T>(vs, off + 2 * e + 1));
+            }
+        }
+        const int64_t tile = (int64_t)kh * ntiles + key / BKV;
+        const int64_t dst = tile * TILE_E + swz(BKV, (int)(key % BKV), c) / 2;
+        *(uint4 *)(kb + dst) = make_uint4(kw[0], kw[1], kw[2], kw[3]);
+        *(uint4 *)(vb + dst) = make_uint4(vw[0], vw[1], vw[2], vw[3]);
+    }
+}
+
+/* ---- 2. the kernel ------------------------------------------------------------------------------ */
+#if CQK_HAVE_WGMMA
+#define WG_DREGS \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63" \
+
+#define WG_DOUTS(d) \
+    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+    "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+    "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+    "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+    "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+
+/* shared-memory matrix descriptor, 128-byte swizzle: start, leading and stride byte offsets (>> 4) */
+__device__ __forceinline__ uint64_t desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+    return (uint64_t)((addr & 0x3ffffu) >> 4) | ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(sbo >> 4) << 32) |
+           (1ull << 62);
+}
+
+/* d (+)= A·B, m64n128k16, A and B from shared memory, both K-major */
+__device__ __forceinline__ void wgmma_ss(float (&d)[64], uint64_t da, uint64_t db, int accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" WG_DREGS "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+                 : WG_DOUTS(d)
+                 : "l"(da), "l"(db), "r"(accumulate));
+}
+
+/* d += A·B, m64n128k16, A from registers, B from shared memory MN-major (transposed) */
+__device__ __forceinline__ void wgmma_rs(float (&d)[64], const uint32_t *a, uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" WG_DREGS "}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+                 : WG_DOUTS(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void wg_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+template <int N> __device__ __forceinline__ void keep(float (&r)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; i++) asm volatile("" : "+f"(r[i])::"memory");
+}
+template <int N> __device__ __forceinline__ void keep(uint32_t (&r)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; i++) asm volatile("" : "+r"(r[i])::"memory");
+}
+
+__device__ __forceinline__ void bar_init(uint32_t b, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(b), "r"(count));
+}
+__device__ __forceinline__ void bar_expect(uint32_t b, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(b), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void bar_arrive1(uint32_t b) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(b) : "memory");
+}
+__device__ __forceinline__ void bar_wait(uint32_t b, uint32_t parity) {
+    uint32_t done = 0;
+    while (!done)
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(b), "r"(parity)
+                     : "memory");
+}
+__device__ __forceinline__ void bulk_load(uint32_t dst, const void *src, uint32_t bytes, uint32_t b) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(b)
+                 : "memory");
+}
+/* named barriers for the turns: sync waits for the partner's arrive */
+__device__ __forceinline__ void turn_wait(int id) { asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory"); }
+__device__ __forceinline__ void turn_pass(int id) { asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory"); }
+
+__device__ __forceinline__ uint32_t pack_p(float lo, float hi) {
+    uint32_t r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+__device__ __forceinline__ float ex2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+#endif
+
+template <typename T, int ST>
+__global__ void __launch_bounds__(NT, 1)
+    k_flash90(cqk_attn a, const uint16_t *kb, const uint16_t *vb, int64_t ntiles_plane) {
+#if CQK_HAVE_WGMMA
+    extern __shared__ __align__(128) uint8_t fsm90[];
+    __shared__ __align__(8) uint64_t bars[3 * ST]; /* full K, full V, empty, per stage */
+    __shared__ int blk_max;
+    const int tid = threadIdx.x, wg = tid >> 7, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
+    const int h = blockIdx.y, kh = h / (a.Hq / a.Hkv);
+    const int64_t q0 = (int64_t)blockIdx.x * BQ, qw = (int64_t)a.Hq * HD;
+    const uint32_t sq = ((uint32_t)__cvta_generic_to_shared(fsm90) + 1023u) & ~1023u, skv = sq + Q_B;
+    const uint32_t bar0 = (uint32_t)__cvta_generic_to_shared(bars);
+    auto full_k = [&](int s) { return bar0 + 8u * (uint32_t)s; };
+    auto full_v = [&](int s) { return bar0 + 8u * (uint32_t)(ST + s); };
+    auto empty = [&](int s) { return bar0 + 8u * (uint32_t)(2 * ST + s); };
+    const uint16_t *kt = kb + (int64_t)kh * ntiles_plane * TILE_E, *vt = vb + (int64_t)kh * ntiles_plane * TILE_E;
+
+    /* this thread's rows (block-local): wg*64 + (warp&3)*16 + g and + 8 */
+    const int lr0 = wg * 64 + (warp & 3) * 16 + g;
+    const int lim0 = q0 + lr0 < a.Nq ? (int)cqk_attn_limit(a, q0 + lr0) : 0;
+    const int lim1 = q0 + lr0 + 8 < a.Nq ? (int)cqk_attn_limit(a, q0 + lr0 + 8) : 0;
+    int wmax = max(lim0, lim1), wmin = min(lim0, lim1);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        wmax = max(wmax, __shfl_xor_sync(0xffffffffu, wmax, o));
+        wmin = min(wmin, __shfl_xor_sync(0xffffffffu, wmin, o));
+    }
+    if (tid == 0) {
+        blk_max = 0;
+        for (int s = 0; s < ST; s++) {
+            bar_init(full_k(s), 1);
+            bar_init(full_v(s), 1);
+            bar_init(empty(s), 8);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+
+    /* Q in bf16 (sign flipped for a negative scale) into its swizzled tile */
+    const uint32_t qsign = a.scale < 0.0f ? 0x80008000u : 0u;
+    const float sl2 = fabsf(a.scale) * 1.4426950408889634f;
+#pragma unroll 2
+    for (int i = 0; i < BQ * 16 / NT; i++) {
+        const int c = tid + NT * i, r = c >> 4, ch = c & 15;
+        const int64_t row = q0 + r;
+        uint32_t w[4] = {0, 0, 0, 0};
+        if (row < a.Nq) {
+            const int64_t off = row * qw + (int64_t)h * HD + ch * 8;
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                w[e] = pack_bf16(cqk_ld<T>(a.q, off + 2 * e), cqk_ld<T>(a.q, off + 2 * e + 1)) ^ qsign;
+        }
+        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sq + swz(BQ, r, ch)), "r"(w[0]), "r"(w[1]),
+                     "r"(w[2]), "r"(w[3])
+                     : "memory");
+    }
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); /* Q, written by this thread, for wgmma */
+    __syncthreads();
+    if (lane == 0) atomicMax(&blk_max, wmax);
+    __syncthreads();
+    const int n = (blk_max + BKV - 1) / BKV;
+
+    float o[64];
+#pragma unroll
+    for (int i = 0; i < 64; i++) o[i] = 0.0f;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+
+    if (n > 0) {
+        if (tid == 0)
+            for (int s = 0; s < ST && s < n; s++) {
+                bar_expect(full_k(s), TILE_B);
+                bulk_load(skv + (uint32_t)(s * 2 * TILE_B), kt + (int64_t)s * TILE_E, TILE_B, full_k(s));
+                bar_expect(full_v(s), TILE_B);
+                bulk_load(skv + (uint32_t)(s * 2 * TILE_B + TILE_B), vt + (int64_t)s * TILE_E, TILE_B, full_v(s));
+            }
+        const int mine = 1 + wg, other = 2 - wg;
+        const uint32_t qa = sq + (uint32_t)(wg * 64 * 128); /* this warpgroup's 64 rows in Q's panels */
+        float s[64];
+        uint32_t p[32];
+#pragma unroll
+        for (int i = 0; i < 64; i++) s[i] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 32; i++) p[i] = 0u;
+        /* the softmax of one tile in two halves. 1: mask, row max, p = 2^(s·c - m·c) in place of s, and the
+         * factor cr for what came before (the running max changes); 2 (once O is no longer being written by
+         * the previous P·V): O and l rescaled, P packed into bf16 A-fragments */
+        float cr[2], ps[2];
+        auto soft1 = [&](int j0) {
+            if (j0 + BKV > wmin) { /* mask, only where some row of this warp sees part of the tile */
+#pragma unroll
+                for (int i = 0; i < 16; i++) {
+                    const int key = j0 + 8 * i + 2 * t4;
+                    if (key >= lim0) s[4 * i] = -INFINITY;
+                    if (key + 1 >= lim0) s[4 * i + 1] = -INFINITY;
+                    if (key >= lim1) s[4 * i + 2] = -INFINITY;
+                    if (key + 1 >= lim1) s[4 * i + 3] = -INFINITY;
+                }
+            }
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                float mx = -INFINITY;
+#pragma unroll
+                for (int i = 0; i < 16; i++) mx = fmaxf(mx, fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                const float mo = r ? m1 : m0, mn = fmaxf(mo, mx);
+                const bool none = mn == -INFINITY; /* no visible key so far: p = 0, accumulators stay 0 */
+                cr[r] = none ? 1.0f : ex2((mo - mn) * sl2);
+                const float msc = none ? 0.0f : mn * sl2;
+                float sum = 0.0f;
+#pragma unroll
+                for (int i = 0; i < 16; i++) {
+                    s[4 * i + 2 * r] = ex2(fmaf(s[4 * i + 2 * r], sl2, -msc));
+                    s[4 * i + 2 * r + 1] = ex2(fmaf(s[4 * i + 2 * r + 1], sl2, -msc));
+                    sum += s[4 * i + 2 * r] + s[4 * i + 2 * r + 1];
+                }
+                ps[r] = sum;
+                if (r) m1 = mn; else m0 = mn;
+            }
+        };
+        auto soft2 = [&]() {
+            l0 = l0 * cr[0] + ps[0];
+            l1 = l1 * cr[1] + ps[1];
+            /* once the running max settles, most tiles change no row's max in a warp: skip the 64 products
+             * (cr is exactly 1 then, so skipping changes no bit) */
+            if (!__all_sync(0xffffffffu, cr[0] == 1.0f && cr[1] == 1.0f)) {
+#pragma unroll
+                for (int i = 0; i < 16; i++) {
+                    o[4 * i] *= cr[0];
+                    o[4 * i + 1] *= cr[0];
+                    o[4 * i + 2] *= cr[1];
+                    o[4 * i + 3] *= cr[1];
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < 16; i++) {
+                /* chunk i = 2kc + hi holds fragment registers 4kc + 2hi (row g) and + 1 (row g + 8) */
+                p[4 * (i >> 1) + 2 * (i & 1)] = pack_p(s[4 * i], s[4 * i + 1]);
+                p[4 * (i >> 1) + 2 * (i & 1) + 1] = pack_p(s[4 * i + 2], s[4 * i + 3]);
+            }
+        };
+        /* S = Q·Kⱼᵀ; the caller has waited for tile j's K and fenced */
+        auto issue_s = [&](int j) {
+            const uint32_t sk = skv + (uint32_t)((j % ST) * 2 * TILE_B);
+#pragma unroll
+            for (int k = 0; k < 8; k++)
+                wgmma_ss(s, desc(qa + (uint32_t)((k >> 2) * QPANEL_B + (k & 3) * 32), 16, 1024),
+                         desc(sk + (uint32_t)((k >> 2) * PANEL_B + (k & 3) * 32), 16, 1024), k > 0);
+            wg_commit();
+        };
+        /* O += Pⱼ·Vⱼ */
+        auto issue_pv = [&](int j) {
+            const uint32_t sv = skv + (uint32_t)((j % ST) * 2 * TILE_B + TILE_B);
+#pragma unroll
+            for (int k = 0; k < 8; k++) wgmma_rs(o, &p[4 * k], desc(sv + (uint32_t)(k * 16 * 128), PANEL_B, 1024));
+            wg_commit();
+        };
+        /* this warpgroup is done with tile j's K and V; lane 0 of warpgroup 1 (the later one) refills the stage */
+        auto release = [&](int j) {
+            const int st = j % ST;
+            __syncwarp();
+            if (lane == 0) bar_arrive1(empty(st));
+            if (tid == 128 && j + ST < n) {
+                bar_wait(empty(st), (uint32_t)((j / ST) & 1));
+                const uint32_t sk = skv + (uint32_t)(st * 2 * TILE_B);
+                bar_expect(full_k(st), TILE_B);
+                bulk_load(sk, kt + (int64_t)(j + ST) * TILE_E, TILE_B, full_k(st));
+                bar_expect(full_v(st), TILE_B);
+                bulk_load(sk + TILE_B, vt + (int64_t)(j + ST) * TILE_E, TILE_B, full_v(st));
+            }
+            __syncwarp();
+        };
+
+        /* turn 0: S = Q·K₀ᵀ, and its softmax */
+        if (wg == 1) turn_pass(1);
+        bar_wait(full_k(0), 0);
+        turn_wait(mine);
+        wg_fence();
+        issue_s(0);
+        turn_pass(other); /* n >= 1: turn 0 is never warpgroup 1's last */
+        wg_wait<0>();
+        keep(s);
+        soft1(0);
+        soft2();
+
+        /* turns 1 .. n - 1: S = Q·Kⱼ₊₁ᵀ, then O += Pⱼ·Vⱼ; the softmax of tile j + 1 runs while the second
+         * product (and the other warpgroup's) keeps the tensor cores busy. No branch between the fence and
+         * the products, so the compiler keeps them asynchronous. */
+        for (int j = 0; j + 1 < n; j++) {
+            bar_wait(full_k((j + 1) % ST), (uint32_t)(((j + 1) / ST) & 1));
+            bar_wait(full_v(j % ST), (uint32_t)((j / ST) & 1));
+            turn_wait(mine);
+            wg_fence();
+            issue_s(j + 1);
+            issue_pv(j);
+            turn_pass(other);
+            wg_wait<1>(); /* S of tile j + 1 (P·Vⱼ may still run) */
+            keep(s);
+            soft1((j + 1) * BKV);
+            wg_wait<0>();
+            keep(o);
+            keep(p);
+            release(j);
+            soft2();
+        }
+        /* turn n: O += Pₙ₋₁·Vₙ₋₁ */
+        bar_wait(full_v((n - 1) % ST), (uint32_t)(((n - 1) / ST) & 1));
+        turn_wait(mine);
+        wg_fence();
+        issue_pv(n - 1);
+        if (wg == 0) turn_pass(other); /* warpgroup 1's last turn passes to nobody */
+        wg_wait<0>();
+        keep(o);
+        keep(p);
+        release(n - 1);
+    }
+
+    /* O / l, rows g and g + 8 of this warp */
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        float lr = r ? l1 : l0;
+        lr += __shfl_xor_sync(0xffffffffu, lr, 1);
+        lr += __shfl_xor_sync(0xffffffffu, lr, 2);
+        const float inv = lr > 0.0f ? 1.0f / lr : 0.0f;
+        const int64_t row = q0 + lr0 + 8 * r;
+        if (row < a.Nq) {
+            const int64_t base = row * qw + (int64_t)h * HD + 2 * t4;
+#pragma unroll
+            for (int i = 0; i < 16; i++) {
+                cqk_st<T>(a.o, base + 8 * i, o[4 * i + 2 * r] * inv);
+                cqk_st<T>(a.o, base + 8 * i + 1, o[4 * i + 2 * r + 1] * inv);
+            }
+        }
+    }
+#else
+    (void)a, (void)kb, (void)vb, (void)ntiles_plane;
+#endif
+}
+
+int64_t tiles_of(const cqk_attn *a) { return (a->P + a->Nk + BKV - 1) / BKV; }
+
+template <int ST> cudaError_t run(const cqk_ctx *c, const cqk_attn *a, const uint16_t *kb, const uint16_t *vb, int64_t nt) {
+    dim3 grid((unsigned)((a->Nq + BQ - 1) / BQ), (unsigned)a->Hq);
+    CQK_DISPATCH(a->dt, T, {
+        void (*kern)(cqk_attn, const uint16_t *, const uint16_t *, int64_t) = k_flash90<T, ST>;
+        cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes<ST>());
+        if (e != cudaSuccess) return e;
+        kern<<<grid, NT, smem_bytes<ST>(), c->stream>>>(*a, kb, vb, nt);
+    });
+    return cudaSuccess;
+}
+
+} // namespace
+
+/* static shared memory of the kernel: barriers and one int, with room for its alignment */
+constexpr size_t STATIC_SMEM = 256;
+
+extern "C" size_t cqk_attention_flash90_smem(int stages) {
+    return (stages >= 3 ? smem_bytes<3>() : smem_bytes<2>()) + STATIC_SMEM;
+}
+
+extern "C" size_t cqk_attention_flash90_scratch(const cqk_attn *a) {
+    return (size_t)(2 * (int64_t)a->Hkv * tiles_of(a) * TILE_B);
+}
+
+extern "C" cudaError_t cqk_attention_flash90(const cqk_ctx *c, const cqk_attn *a, void *scratch, int stages) {
+    if (a->Nq <= 0 || a->Hq <= 0) return cudaSuccess;
+    if (a->D != HD || a->Hkv <= 0 || a->Hq % a->Hkv || a->Hq > 65535 || a->P + a->Nk > 0x7fffff00 ||
+        (a->Nq + BQ - 1) / BQ > 0x7fffffff)
+        return cudaErrorInvalidValue;
+    const int64_t nt = tiles_of(a);
+    uint16_t *kb = (uint16_t *)scratch, *vb = kb + (int64_t)a->Hkv * nt * TILE_E;
+    const int64_t n = (int64_t)a->Hkv * nt * BKV * 16;
+    const unsigned pb = (unsigned)(n + 255 < (int64_t)65535 * 256 ? (n + 255) / 256 : 65535);
+    if (n > 0) CQK_DISPATCH(a->dt, T, { k_flash90_pack<T><<<pb, 256, 0, c->stream>>>(*a, kb, vb, nt); });
+    cudaError_t e = stages >= 3 ? run<3>(c, a, kb, vb, nt) : run<2>(c, a, kb, vb, nt);
+    if (e != cudaSuccess) return e;
+    return cqk_launched();
+}
