@@ -45,6 +45,7 @@ typedef enum cq_status {
     CQ_ERR_NUMERIC = 14,     /* non-finite values where finite ones are required */
     CQ_ERR_INTERNAL = 15,    /* a bug: please report */
     CQ_ERR_INTERRUPTED = 16, /* cancelled by the caller */
+    CQ_ERR_AGAIN = 17,       /* a cached state went stale; redo the work the slow way */
     CQ_STATUS_COUNT
 } cq_status;
 

@@ -15,6 +15,7 @@ static const char *const k_status_names[] = {
     "CQ_ERR_FEATURE",  "CQ_ERR_DTYPE",       "CQ_ERR_MISSING",  "CQ_ERR_HASH",
     "CQ_ERR_UNSUPPORTED", "CQ_ERR_SHAPE",    "CQ_ERR_NUMERIC",  "CQ_ERR_INTERNAL",
     "CQ_ERR_INTERRUPTED",
+    "CQ_ERR_AGAIN",
 };
 _Static_assert(sizeof(k_status_names) / sizeof(k_status_names[0]) == CQ_STATUS_COUNT,
                "status name table out of step with cq_status");

@@ -79,6 +79,11 @@ struct cq_qi21_cache {
     qi21_scratch s;                 /* step scratch, sized for the target */
     qi21_mod q;                     /* step-time modulation buffers */
     cq_tensor tin, vel;             /* target latents in, velocity out */
+    /* A device backend records the step's ops at the second step and replays
+     * them from then on (ops.h recordings): the first step sizes every buffer. */
+    cq_recording *rec;
+    int direct_steps;               /* steps run op by op so far */
+    bool no_rec;                    /* recording failed once: op by op from then on */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -495,13 +500,18 @@ static void mod_free(qi21_mod *q) {
     cq_tensor_free(&q->hid);
 }
 
-static cq_status mod_compute(cq_qi21 *m, qi21_mod *q, float t) {
-    cq_backend *be = m->be;
-    int64_t D = m->cfg.inner;
+/* The timestep features of rows t and 0 into temb_in (the host part of mod_compute). */
+static cq_status mod_upload(qi21_mod *q, float t) {
     float tf[2] = {t, 0.0f};
     float feat[2 * QI21_TPROJ];
     timestep_features(tf, 2, feat);
-    CQ_TRY(cq_tensor_upload(&q->temb_in, feat, sizeof feat));
+    return cq_tensor_upload(&q->temb_in, feat, sizeof feat);
+}
+
+/* The modulation vectors from temb_in (device ops only). */
+static cq_status mod_ops(cq_qi21 *m, qi21_mod *q) {
+    cq_backend *be = m->be;
+    int64_t D = m->cfg.inner;
     cq_tensor hid = q->hid;
     cq_matmul_args a = {.y = &hid, .x = &q->temb_in, .w = &m->t_lin1, .act = CQ_ACT_SILU};
     cq_status s = cq_op_matmul(be, &a);
@@ -519,6 +529,11 @@ static cq_status mod_compute(cq_qi21 *m, qi21_mod *q, float t) {
             if (s == CQ_OK) s = cq_op_unary(be, &gv, &gv, CQ_UNARY_TANH, 0, 0);
         }
     return s;
+}
+
+static cq_status mod_compute(cq_qi21 *m, qi21_mod *q, float t) {
+    CQ_TRY(mod_upload(q, t));
+    return mod_ops(m, q);
 }
 
 /* The [D] vector `which` (0 scale1, 1 gate1, 2 scale2, 3 gate2) of row r. */
@@ -733,23 +748,32 @@ static cq_status embed_prefix(cq_qi21 *m, const cq_qi21_layout *lay, const qi21_
     return st;
 }
 
-/* x_rows = img_in(target); tin [n, in_channels] is the upload buffer. */
-static cq_status embed_target(cq_qi21 *m, const float *target, cq_tensor *tin, cq_tensor *x_rows) {
+/* The target latents (checked finite) into tin [n, in_channels], the upload buffer. */
+static cq_status target_upload(cq_qi21 *m, const float *target, cq_tensor *tin) {
     int64_t n = cq_tensor_rows(tin);
     size_t C = (size_t)m->cfg.in_channels;
     for (int64_t i = 0; i < n; i++) CQ_TRY(check_finite("target latents", target + (size_t)i * C, (size_t)i, C));
-    CQ_TRY(cq_tensor_upload(tin, target, (size_t)n * m->cfg.in_channels * sizeof(float)));
+    return cq_tensor_upload(tin, target, (size_t)n * m->cfg.in_channels * sizeof(float));
+}
+
+/* x_rows = img_in(target); tin holds the uploaded target. */
+static cq_status embed_target(cq_qi21 *m, const float *target, cq_tensor *tin, cq_tensor *x_rows) {
+    CQ_TRY(target_upload(m, target, tin));
     return cq_op_linear(m->be, x_rows, tin, &m->img_in, NULL);
 }
 
-/* velocity = proj_out(LN(x_target) * (1 + scale_out[row 0])); vel [n, out] is the download buffer. */
-static cq_status final_layer(cq_qi21 *m, const qi21_mod *q, cq_tensor *x_t, cq_tensor *h_t, cq_tensor *vel,
-                             float *velocity) {
-    int64_t n = cq_tensor_rows(x_t);
+/* vel = proj_out(LN(x_target) * (1 + scale_out[row 0])) (device ops only). */
+static cq_status final_ops(cq_qi21 *m, const qi21_mod *q, cq_tensor *x_t, cq_tensor *h_t, cq_tensor *vel) {
     cq_tensor sc = scale_out_vec(m, q, 0);
     CQ_TRY(cq_op_layernorm(m->be, h_t, x_t, &sc, NULL, m->cfg.eps));
-    CQ_TRY(cq_op_linear(m->be, vel, h_t, &m->proj_out, NULL));
-    return cq_tensor_download(vel, velocity, (size_t)n * m->cfg.out_channels * sizeof(float));
+    return cq_op_linear(m->be, vel, h_t, &m->proj_out, NULL);
+}
+
+/* final_ops, then vel [n, out] downloaded into velocity. */
+static cq_status final_layer(cq_qi21 *m, const qi21_mod *q, cq_tensor *x_t, cq_tensor *h_t, cq_tensor *vel,
+                             float *velocity) {
+    CQ_TRY(final_ops(m, q, x_t, h_t, vel));
+    return cq_tensor_download(vel, velocity, (size_t)cq_tensor_rows(x_t) * m->cfg.out_channels * sizeof(float));
 }
 
 static cq_status io_alloc(cq_qi21 *m, int64_t n, cq_tensor *tin, cq_tensor *vel) {
@@ -768,6 +792,7 @@ void cq_qi21_cache_free(cq_qi21_cache *c) {
     }
     cq_free(c->k);
     cq_free(c->v);
+    cq_recording_free(c->rec);
     scratch_free(&c->s);
     mod_free(&c->q);
     cq_tensor_free(&c->tin);
@@ -857,19 +882,55 @@ static cq_status step_setup(cq_qi21 *m, cq_qi21_cache *c) {
     return st;
 }
 
+/* The step's device ops, from the uploaded timestep features and target to the velocity in vel. */
+static cq_status step_ops(cq_qi21 *m, cq_qi21_cache *c) {
+    qi21_group g = {0, c->target_h * c->target_w, 0};
+    qi21_pass p = {.s = &c->s, .groups = &g, .n_groups = 1, .mod = &c->q, .k_prefix = c->n_prefix ? c->k : NULL,
+                   .v_prefix = c->n_prefix ? c->v : NULL};
+    CQ_TRY(mod_ops(m, &c->q));
+    CQ_TRY(cq_op_linear(m->be, &c->s.x, &c->tin, &m->img_in, NULL));
+    CQ_TRY(run_blocks(m, &p));
+    return final_ops(m, &c->q, &c->s.x, &c->s.h, &c->vel);
+}
+
 cq_status cq_qi21_step(cq_qi21 *m, cq_qi21_cache *c, const float *target, float t, float *velocity) {
     if (!m || !c || c->m != m) return cq_fail(CQ_ERR_INVALID_ARG, "qi21: step needs a cache made by this model's prefill");
     if (!target || !velocity) return cq_fail(CQ_ERR_INVALID_ARG, "qi21: step needs target latents and a velocity buffer");
     if (!(t >= 0.0f && t <= 1.0f)) return cq_fail(CQ_ERR_INVALID_ARG, "qi21: timestep %g is outside [0, 1]", (double)t);
     int n = c->target_h * c->target_w;
     if (c->s.n == 0) CQ_TRY(step_setup(m, c)); /* first step: size the buffers once */
-    CQ_TRY(mod_compute(m, &c->q, t));
-    CQ_TRY(embed_target(m, target, &c->tin, &c->s.x));
-    qi21_group g = {0, n, 0};
-    qi21_pass p = {.s = &c->s, .groups = &g, .n_groups = 1, .mod = &c->q, .k_prefix = c->n_prefix ? c->k : NULL,
-                   .v_prefix = c->n_prefix ? c->v : NULL};
-    CQ_TRY(run_blocks(m, &p));
-    CQ_TRY(final_layer(m, &c->q, &c->s.x, &c->s.h, &c->vel, velocity));
+    /* the inputs go into the step's own tensors, then the device ops run: directly, or recorded (second
+     * step) and replayed (every step after) */
+    CQ_TRY(mod_upload(&c->q, t));
+    CQ_TRY(target_upload(m, target, &c->tin));
+    cq_status st = CQ_OK;
+    if (c->rec) {
+        st = cq_recording_replay(c->rec);
+        if (st == CQ_ERR_AGAIN) { /* the backend replaced a buffer the recording used: direct, record anew */
+            cq_recording_free(c->rec);
+            c->rec = NULL;
+            c->direct_steps = 0;
+            st = step_ops(m, c);
+        }
+    } else if (c->direct_steps >= 1 && !c->no_rec && cq_backend_can_record(m->be)) {
+        CQ_TRY(cq_backend_record_begin(m->be));
+        st = step_ops(m, c);
+        cq_status e = cq_backend_record_end(m->be, st == CQ_OK, &c->rec);
+        if (st == CQ_OK && e == CQ_OK) {
+            st = cq_recording_replay(c->rec);
+        } else { /* something in the step cannot be recorded: this cache runs its steps op by op */
+            CQ_DEBUG("qi21: the step could not be recorded (%s); running it op by op", cq_last_error());
+            cq_recording_free(c->rec);
+            c->rec = NULL;
+            c->no_rec = true;
+            st = step_ops(m, c);
+        }
+    } else {
+        st = step_ops(m, c);
+        if (st == CQ_OK) c->direct_steps++;
+    }
+    CQ_TRY(st);
+    CQ_TRY(cq_tensor_download(&c->vel, velocity, (size_t)n * m->cfg.out_channels * sizeof(float)));
     return cq_backend_sync(m->be);
 }
 

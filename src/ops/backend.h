@@ -73,6 +73,13 @@ typedef struct cq_backend_vtbl {
     /* ---- optional (NULL: a host backend's answer) ---- */
     cq_dtype (*op_precision)(const cq_backend *be, cq_op op, cq_dtype wdt); /* NULL: F32 */
     cq_status (*stats)(cq_backend *be, cq_backend_stats *out, bool reset);  /* NULL: zeros */
+    /* recordings (ops.h); all NULL where the backend cannot record. `handle`
+     * is the backend's own; the front end wraps it in a cq_recording. */
+    bool (*can_record)(const cq_backend *be);
+    cq_status (*record_begin)(cq_backend *be);
+    cq_status (*record_end)(cq_backend *be, bool keep, void **handle);
+    cq_status (*replay)(cq_backend *be, void *handle);
+    void (*record_free)(cq_backend *be, void *handle);
 } cq_backend_vtbl;
 
 struct cq_backend {

@@ -128,6 +128,54 @@ cq_dtype cq_backend_op_precision(const cq_backend *be, cq_op op, cq_dtype wdt) {
     return be->vt->op_precision(be, op, wdt);
 }
 
+/* ---- recordings ---------------------------------------------------------------------------- */
+struct cq_recording {
+    cq_backend *be;
+    void *handle;
+};
+
+bool cq_backend_can_record(const cq_backend *be) {
+    return be && be->vt->can_record && be->vt->record_begin && be->vt->can_record(be);
+}
+
+cq_status cq_backend_record_begin(cq_backend *be) {
+    if (!be) return cq_fail(CQ_ERR_INVALID_ARG, "cq_backend_record_begin: backend is NULL");
+    if (!cq_backend_can_record(be))
+        return cq_fail(CQ_ERR_UNSUPPORTED, "backend %s cannot record ops (check cq_backend_can_record first)", be->name);
+    return be->vt->record_begin(be);
+}
+
+cq_status cq_backend_record_end(cq_backend *be, bool keep, cq_recording **out) {
+    if (out) *out = NULL;
+    if (!be || (keep && !out)) return cq_fail(CQ_ERR_INVALID_ARG, "cq_backend_record_end: backend or out is NULL");
+    if (!be->vt->record_end) return cq_fail(CQ_ERR_UNSUPPORTED, "backend %s cannot record ops", be->name);
+    cq_recording *r = keep ? cq_calloc(1, sizeof *r) : NULL;
+    void *h = NULL;
+    /* the recording is ended even when the wrapper could not be allocated */
+    cq_status s = be->vt->record_end(be, keep && r, &h);
+    if (s == CQ_OK && keep && !r) s = cq_fail(CQ_ERR_NOMEM, "cq_backend_record_end: out of memory");
+    if (s != CQ_OK || !keep) {
+        if (h) be->vt->record_free(be, h);
+        cq_free(r);
+        return s;
+    }
+    r->be = be;
+    r->handle = h;
+    *out = r;
+    return CQ_OK;
+}
+
+cq_status cq_recording_replay(cq_recording *r) {
+    if (!r) return cq_fail(CQ_ERR_INVALID_ARG, "cq_recording_replay: recording is NULL");
+    return r->be->vt->replay(r->be, r->handle);
+}
+
+void cq_recording_free(cq_recording *r) {
+    if (!r) return;
+    r->be->vt->record_free(r->be, r->handle);
+    cq_free(r);
+}
+
 cq_status cq_backend_get_stats(cq_backend *be, cq_backend_stats *out, bool reset) {
     if (!be || !out) return cq_fail(CQ_ERR_INVALID_ARG, "cq_backend_get_stats: backend or out is NULL");
     memset(out, 0, sizeof *out);

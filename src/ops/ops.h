@@ -191,6 +191,7 @@ typedef struct cq_backend_stats {
     uint64_t mem_cached;   /* freed bytes kept by the allocator for reuse */
     uint64_t weight_bytes; /* device bytes of bound weights */
     uint64_t device_allocs; /* allocations the device driver was asked for so far (cudaMalloc) */
+    uint64_t replays;      /* recordings replayed so far */
     uint64_t device_total, device_free; /* the whole device, as the driver reports it */
     bool timed;            /* op_ms / op_calls are filled */
     double op_ms[CQ_OP_COUNT];
@@ -199,6 +200,33 @@ typedef struct cq_backend_stats {
 /* Waits for queued work (like sync) so the times are complete; reset clears
  * the op times and restarts the peak at the current use. */
 cq_status cq_backend_get_stats(cq_backend *be, cq_backend_stats *out, bool reset);
+
+/* ---- recordings (CUDA graphs) -------------------------------------------------- */
+/* A device backend can record a sequence of ops once and replay it with one
+ * launch (CUDA: a stream capture instantiated as a graph), which removes the
+ * per-op launch cost from loops such as the denoiser's steps.
+ *
+ * Between record_begin and record_end the ops are recorded, not run; they may
+ * not upload, download, sync or need new device memory (the backend fails
+ * them with a clear message), so a caller records the second pass of a loop,
+ * after the first has sized every buffer. record_end(keep = false) ends a
+ * recording that failed halfway and discards it. A replay runs the recorded
+ * ops on the tensors they were recorded with: those must stay allocated (and
+ * the weights bound) while the recording exists, and the data they hold at
+ * replay time is what the ops read. Inputs change between replays by uploads
+ * into the same tensors before the replay.
+ *
+ * cq_backend_can_record is false for host backends and when the backend runs
+ * in a mode that needs each op on its own (per-op timing, CORTIQ_CUDA_SYNC,
+ * CORTIQ_CUDA_GRAPH=0): callers then just run the ops. A replay returns
+ * CQ_ERR_AGAIN when the recording went stale (the backend had to replace a
+ * buffer it refers to): free it, run the ops directly, record again later. */
+typedef struct cq_recording cq_recording;
+bool cq_backend_can_record(const cq_backend *be);
+cq_status cq_backend_record_begin(cq_backend *be);
+cq_status cq_backend_record_end(cq_backend *be, bool keep, cq_recording **out);
+cq_status cq_recording_replay(cq_recording *r);
+void cq_recording_free(cq_recording *r);
 
 /* ---- GPU devices ------------------------------------------------------------ */
 typedef struct cq_gpu_info {

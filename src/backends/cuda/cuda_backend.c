@@ -115,8 +115,13 @@ static void prof_flush(cq_cuda *c) {
     c->prof.n = 0;
 }
 
+cq_status cq_cuda_not_while_recording(const char *what) {
+    return cq_fail(CQ_ERR_INVALID_ARG, "cuda: %s cannot be recorded (end the recording first; ops.h)", what);
+}
+
 cq_status cq_cuda_sync(cq_backend *be) {
     cq_cuda *c = cq_cuda_of(be);
+    if (c->recording) return cq_cuda_not_while_recording("sync");
     cudaSetDevice(c->device);
     cudaError_t e = cudaMemcpyAsync(c->hstatus, c->dstatus, sizeof *c->hstatus, cudaMemcpyDeviceToHost, c->stream);
     cudaError_t w = cudaStreamSynchronize(c->stream);
@@ -201,6 +206,7 @@ static cq_status cuda_stats(cq_backend *be, cq_backend_stats *out, bool reset) {
     out->mem_cached = c->mem.cached;
     out->weight_bytes = c->weight_bytes;
     out->device_allocs = c->mem.n_cuda_mallocs;
+    out->replays = c->replays;
     size_t fr = 0, tot = 0;
     if (cudaMemGetInfo(&fr, &tot) == cudaSuccess) {
         out->device_free = fr;
@@ -301,6 +307,11 @@ static const cq_backend_vtbl k_cuda_vtbl = {
     .pixel_unshuffle = cq_cuda_pixel_unshuffle,
     .op_precision = cuda_op_precision,
     .stats = cuda_stats,
+    .can_record = cq_cuda_can_record,
+    .record_begin = cq_cuda_record_begin,
+    .record_end = cq_cuda_record_end,
+    .replay = cq_cuda_replay,
+    .record_free = cq_cuda_record_free,
 };
 
 bool cq_cuda_built(void) { return true; }
@@ -391,6 +402,7 @@ static cq_status cuda_init(cq_cuda *c, int device) {
     c->gemm_tune = env_choice("CORTIQ_CUDA_GEMM_TUNE", onoff_words, 2, 0) == 1;
     c->attn_mode = env_choice("CORTIQ_CUDA_ATTN", attn_words, 7, 0);
     c->sync_each_op = env_on("CORTIQ_CUDA_SYNC");
+    c->graphs = env_choice("CORTIQ_CUDA_GRAPH", onoff_words, 2, 1) == 1;
     if (env_on("CORTIQ_CUDA_PROFILE")) CQ_TRY(prof_init(c));
     c->base.vt = &k_cuda_vtbl;
     /* The model code keeps residual and most activations in f32 today; bf16 is

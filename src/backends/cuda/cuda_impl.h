@@ -137,6 +137,12 @@ typedef struct cq_cuda {
                             only, 2 the WMMA kernel, 3 flash128, 4 flash64, 5 flash128w4 (head_dim 128 block
                             shapes, k_flash.cu), 6 wgmma (k_flash90.cu; 5 where it cannot run) */
     bool sync_each_op;   /* CORTIQ_CUDA_SYNC=1: wait after every op (pins a device fault on its op) */
+    bool graphs;         /* CORTIQ_CUDA_GRAPH (default 1): recordings allowed (cuda_graph.c) */
+    /* recordings */
+    bool recording;      /* the stream is being captured */
+    unsigned rec_seq0;   /* seq when the capture began */
+    unsigned scratch_gen; /* bumped whenever a scratch slot is replaced by a bigger buffer */
+    uint64_t replays;    /* recordings replayed (cq_backend_stats) */
     cq_cuda_prof prof;
 } cq_cuda;
 
@@ -204,6 +210,16 @@ cq_status cq_cuda_matmul(cq_backend *be, const cq_matmul_args *a);
 cq_status cq_cuda_lt_gemm(cq_cuda *c, const cq_cuda_gemm_call *g, bool *done);
 void cq_cuda_plans_destroy(cq_cuda *c); /* and the timing events; after a stream sync */
 cq_status cq_cuda_attention(cq_backend *be, const cq_attn_args *a);
+/* recordings (cuda_graph.c) */
+bool cq_cuda_can_record(const cq_backend *be);
+cq_status cq_cuda_record_begin(cq_backend *be);
+cq_status cq_cuda_record_end(cq_backend *be, bool keep, void **handle);
+cq_status cq_cuda_replay(cq_backend *be, void *handle);
+void cq_cuda_record_free(cq_backend *be, void *handle);
+/* forget any staged activation operand (a recording's start and replay) */
+static inline void cq_cuda_stage_forget(cq_cuda *c) { (void)c; }
+/* what a recording refuses: `what` names the call */
+cq_status cq_cuda_not_while_recording(const char *what);
 cq_status cq_cuda_layernorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *scale,
                             const cq_tensor *shift, float eps);
 cq_status cq_cuda_rmsnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *w, const cq_tensor *bias,

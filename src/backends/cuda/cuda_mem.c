@@ -114,6 +114,7 @@ cq_status cq_cuda_malloc(cq_cuda *c, size_t nbytes, void **out) {
     cq_cuda_alloc *m = &c->mem;
     *out = NULL;
     if (nbytes > ((size_t)1 << 46)) return cq_fail(CQ_ERR_NOMEM, "cuda: a buffer of %zu bytes is beyond any device", nbytes);
+    if (c->recording) return cq_cuda_not_while_recording("allocating device memory");
     size_t size = size_class(nbytes ? nbytes : 1);
     cq_cuda_bucket *b = bucket_for(m, size, false);
     void *p = NULL;
@@ -193,6 +194,8 @@ cq_status cq_cuda_scratch(cq_cuda *c, cq_cuda_slot slot, size_t bytes, void **ou
     if (bytes > c->scratch_cap[slot]) {
         /* grow (never shrink): the largest op of a loop sizes it once */
         void *p = NULL;
+        if (c->recording) return cq_cuda_not_while_recording("growing a scratch buffer");
+        c->scratch_gen++; /* recordings that use the old buffer are stale */
         cq_cuda_free(c, c->scratch[slot]);
         c->scratch[slot] = NULL;
         c->scratch_cap[slot] = 0;
@@ -215,6 +218,7 @@ void cq_cuda_buf_free(cq_backend *be, void *base) { cq_cuda_free(cq_cuda_of(be),
  * returns, so the caller may reuse `src` at once (backend.h's contract). */
 cq_status cq_cuda_buf_upload(cq_backend *be, void *base, size_t offset, const void *src, size_t n) {
     cq_cuda *c = cq_cuda_of(be);
+    if (c->recording) return cq_cuda_not_while_recording("an upload");
     cudaSetDevice(c->device);
     CQ_CUDA_TRY(cudaMemcpyAsync((char *)base + offset, src, n, cudaMemcpyHostToDevice, c->stream), "upload",
                 "cudaMemcpyAsync");
@@ -225,6 +229,7 @@ cq_status cq_cuda_buf_upload(cq_backend *be, void *base, size_t offset, const vo
  * any deferred error of that work, as sync does. */
 cq_status cq_cuda_buf_download(cq_backend *be, const void *base, size_t offset, void *dst, size_t n) {
     cq_cuda *c = cq_cuda_of(be);
+    if (c->recording) return cq_cuda_not_while_recording("a download");
     cudaSetDevice(c->device);
     CQ_CUDA_TRY(cudaMemcpyAsync(dst, (const char *)base + offset, n, cudaMemcpyDeviceToHost, c->stream), "download",
                 "cudaMemcpyAsync");
