@@ -47,7 +47,6 @@ cq_status cq_cuda_record_begin(cq_backend *be) {
                 "cudaStreamBeginCapture");
     c->recording = true;
     c->rec_seq0 = c->seq;
-    cq_cuda_stage_forget(c); /* nothing staged before the capture is assumed inside it */
     return CQ_OK;
 }
 
@@ -102,7 +101,6 @@ cq_status cq_cuda_replay(cq_backend *be, void *handle) {
     for (unsigned i = 0; i < r->n_ops; i++) c->op_log[(c->seq + i) & 255] = r->ops[i];
     c->seq += r->n_ops;
     c->replays++;
-    cq_cuda_stage_forget(c); /* the replay rewrote what any staged operand was made from */
     return CQ_OK;
 }
 

@@ -216,8 +216,6 @@ cq_status cq_cuda_record_begin(cq_backend *be);
 cq_status cq_cuda_record_end(cq_backend *be, bool keep, void **handle);
 cq_status cq_cuda_replay(cq_backend *be, void *handle);
 void cq_cuda_record_free(cq_backend *be, void *handle);
-/* forget any staged activation operand (a recording's start and replay) */
-static inline void cq_cuda_stage_forget(cq_cuda *c) { (void)c; }
 /* what a recording refuses: `what` names the call */
 cq_status cq_cuda_not_while_recording(const char *what);
 cq_status cq_cuda_layernorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *scale,
