@@ -12,10 +12,12 @@
  * [gate; up] weight) writes f32 into scratch, and one kernel applies the
  * row scales, scale, bias, GELU-tanh / SiLU / SwiGLU, the gated
  * accumulation, the dtype of y and the non-finite check
- * (cqk_matmul_epilogue). A first version: the f32 round trip through scratch
- * costs one extra write and read of the output; fusing the epilogue into the
- * GEMM (a custom wgmma kernel, or cuBLASLt's per-row alpha vector with the
- * activation scale folded elsewhere) is the first tuning item.
+ * (cqk_matmul_epilogue). The f32 round trip through scratch costs one extra
+ * write and read of the output (with the staging, about a quarter of the
+ * GEMM time in the 7B step). cuBLASLt cannot take it over: the column scales
+ * need its per-column alpha vector, for which cuBLASLt 13.0 has no f16
+ * algorithm on an H200 (tried: the heuristic returns nothing). Fusing the
+ * epilogue into a GEMM of our own on wgmma is the next tuning item.
  *
  * Row-major y [M, N] = x [M, K] · W [N, K]ᵀ is cuBLASLt's column-major
  * C [N, M] = op(A) · op(B) with A = W seen as K x N (transposed: TRANSA = T)
