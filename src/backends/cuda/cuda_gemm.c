@@ -36,7 +36,7 @@
 /* D [M, N] (pitch ldd, F32 or BF16) = alpha · B Aᵀ + beta · D; A [N, K], B [M, K] f16. */
 static cq_status gemm(cq_cuda *c, const cqk_ctx *k, const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
                       void *D, int ddt, int64_t ldd, int64_t M, int64_t N, int64_t K, float alpha, float beta) {
-    if (c->gemm_mode == 0) {
+    if (c->gemm_mode != 1) {
         const cq_cuda_gemm_call g = {.A = A, .B = B, .D = D, .lda = lda, .ldb = ldb, .ldd = ldd, .M = M, .N = N,
                                      .K = K, .ddt = ddt, .alpha = alpha, .beta = beta};
         bool done = false;
@@ -97,6 +97,27 @@ static cq_status matmul_run(cq_cuda *c, const cqk_ctx *k, const cq_matmul_args *
     CQ_TRY(operand_of(c, k, a->w, "w", Nw, K, CQ_CUDA_SLOT_W1, CQ_CUDA_SLOT_W1S, &w1));
     if (swiglu && a->w2) CQ_TRY(operand_of(c, k, a->w2, "w2", N, K, CQ_CUDA_SLOT_W2, CQ_CUDA_SLOT_W2S, &w2));
 
+    if (c->gemm_mode == 2 && c->cc_major == 9 && c->cc_minor == 0 && c->smem_optin >= cqk_gemm90_smem()) {
+        /* Hopper, CORTIQ_CUDA_GEMM=wgmma: the product and the epilogue in one kernel (k_gemm90.cu); correct,
+         * but its copies (cp.async, no TMA multicast) hold it to ~265 TFLOP/s where cuBLASLt's product runs
+         * at 600-700, so it is not the default yet */
+        cqk_gemm90 g = {.x = x.p, .ldx = x.ld, .xscale = x.scale, .w1 = w1.p, .ldw1 = w1.ld, .ws1 = w1.scale,
+                        .rows1 = Nw, .scale = a->scale != 0.0f ? a->scale : 1.0f, .act = (int)a->act,
+                        .accumulate = a->accumulate, .y = cq_cuda_ptr(a->y), .ydt = cq_cuda_kdt(a->y->dtype),
+                        .ldy = N, .M = M, .N = N, .K = K};
+        g.bias = a->bias ? (const float *)cq_cuda_ptr(a->bias) : NULL;
+        g.gate = a->gate ? (const float *)cq_cuda_ptr(a->gate) : NULL;
+        if (swiglu && a->w2) {
+            g.w2 = w2.p, g.ldw2 = w2.ld, g.ws2 = w2.scale;
+            g.bias2 = a->bias2 ? (const float *)cq_cuda_ptr(a->bias2) : NULL;
+        } else if (fused) { /* the up half: rows [N, 2N) of W */
+            g.w2 = w1.p + (size_t)N * (size_t)w1.ld, g.ldw2 = w1.ld, g.ws2 = w1.scale + N;
+            g.bias2 = g.bias ? g.bias + N : NULL;
+        }
+        cudaError_t err = cqk_gemm90_run(k, &g);
+        if (err != cudaSuccess) return cq_cuda_fail(err, "matmul", "the Hopper GEMM kernel");
+        return CQ_OK;
+    }
     /* GEMMs into f32 scratch (16-byte rows), then the epilogue */
     const int64_t ldacc = (Nw + 3) / 4 * 4;
     const int n_acc = swiglu && a->w2 ? 2 : 1;

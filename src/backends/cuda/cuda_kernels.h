@@ -118,6 +118,24 @@ typedef struct cqk_epilogue {
 /* y (+)= gate ⊙ act(scale·acc + bias), the matmul contract of ops.h; checks finiteness when c->check. */
 cudaError_t cqk_matmul_epilogue(const cqk_ctx *c, const cqk_epilogue *e);
 
+/* The matmul on Hopper with the epilogue in registers (k_gemm90.cu, compute
+ * capability 9.0 only): y (+)= gate ⊙ act(scale · (x·W1ᵀ) · xscale · ws1 + bias),
+ * SwiGLU with the up half from w2 (rows n of w2 pair with rows n of w1). x
+ * [M, ldx] and W [rows, ldw] f16 with one scale per row, K-contiguous, pitches
+ * multiples of 8. Needs cqk_gemm90_smem() bytes of shared memory per block. */
+typedef struct cqk_gemm90 {
+    const uint16_t *x; int64_t ldx; const float *xscale;
+    const uint16_t *w1; int64_t ldw1; const float *ws1; int64_t rows1; /* rows of w1 (bounds its reads) */
+    const uint16_t *w2; int64_t ldw2; const float *ws2;               /* SwiGLU's up half: N rows */
+    const float *bias, *bias2, *gate;
+    float scale;
+    int act, accumulate;
+    void *y; int ydt; int64_t ldy;
+    int64_t M, N, K;
+} cqk_gemm90;
+cudaError_t cqk_gemm90_run(const cqk_ctx *c, const cqk_gemm90 *g);
+size_t cqk_gemm90_smem(void);
+
 /* ---- attention (k_attention.cu) ------------------------------------------ */
 typedef struct cqk_attn {
     const void *q, *kp, *vp, *k, *v; /* kp/vp NULL when P == 0, k/v NULL when Nk == 0 */

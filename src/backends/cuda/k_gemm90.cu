@@ -1,0 +1,278 @@
+/*
+ * k_gemm90.cu — the matmul on Hopper (sm_90a) with its epilogue in registers:
+ * y (+)= gate ⊙ act(scale · (x·Wᵀ) · row and column scales + bias), with no
+ * f32 round trip through memory.
+ *
+ * Why our own: cuBLASLt computes the product as fast as anything, but the
+ * operands' power-of-two row scales (the range guard), SwiGLU's pairing of
+ * two products, the gate and the residual cannot be expressed in its epilogue
+ * for f16 (its per-column alpha vector has no f16 algorithm), so the product
+ * went to f32 scratch and a second kernel read it back: about a quarter of the
+ * GEMM time in the 7B step. Here the accumulators are finished where they are.
+ *
+ * Operands as the rest of the backend has them (cuda_kernels.h): x staged f16
+ * [M, ldx] with a scale per row, W an f16 plane [rows, ldw] with a scale per
+ * row; both K-contiguous, pitches multiples of 8, padding zeros.
+ *
+ * Block: 384 threads = three warpgroups. Warpgroup 0 copies: per 64-wide K
+ * step a 128 x 64 tile of x and a 256 x 64 tile of W into shared memory with
+ * cp.async (16 bytes a copy, rows past the end and columns past the pitch
+ * zero-filled), each 16-byte chunk of row r stored at chunk ^ (r & 7) (the
+ * 128-byte swizzle wgmma reads without bank conflicts); its copies complete a
+ * stage's full barrier (cp.async.mbarrier.arrive). Warpgroups 1 and 2 each own
+ * 64 rows of the 128 x 256 output tile: per K step 4 x wgmma.m64n256k16 (both
+ * operands from shared memory, f32 accumulators in registers: 128 per
+ * thread), one step kept in flight while the next is issued, and each warp
+ * releases a stage (its empty barrier) once its products of it are done.
+ * Four stages of 48 KiB.
+ *
+ * SwiGLU: the 256 W rows of a block are the gate rows [n0, n0 + 128) and the
+ * matching up rows (of the fused [gate; up] weight, or of the second weight),
+ * so each thread holds gate and up of the same outputs and the block writes
+ * 128 output columns.
+ *
+ * The epilogue is cqk_matmul_epilogue's arithmetic in the same order, so the
+ * two paths differ only by the order of the f32 additions inside the product.
+ *
+ * Status: correct (test_ops_gpu_wgmma runs every matmul case of the op test
+ * on it; test_qi21_cuda's goldens gave the same 2.05e-3 with it), but slower
+ * than cuBLASLt plus the epilogue kernel: 265 TFLOP/s on the 7B MLP shape
+ * against 423, so it runs only with CORTIQ_CUDA_GEMM=wgmma. Each block moves
+ * 48 KiB from L2 per 4.2 MFLOP; at cuBLASLt's rate that would be ~8 TB/s of
+ * L2 reads, which is why Hopper GEMMs share tiles between the blocks of a
+ * cluster (TMA multicast). That, and a persistent schedule that overlaps one
+ * tile's epilogue with the next tile's products, is what this kernel lacks.
+ *
+ * Machine code only for sm_90a; elsewhere the body is empty and the host never
+ * launches it (cuda_gemm.c checks the device is compute capability 9.0).
+ */
+#include "k_common.cuh"
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define CQK_HAVE_WGMMA 1
+#else
+#define CQK_HAVE_WGMMA 0
+#endif
+
+namespace {
+
+constexpr int BM = 128, BN = 256, BK = 64, ST = 4, NT = 384;
+constexpr int A_B = BM * BK * 2, B_B = BN * BK * 2, STAGE_B = A_B + B_B;
+constexpr int SMEM = 1024 + ST * STAGE_B;
+
+#if CQK_HAVE_WGMMA
+__device__ __forceinline__ float silu_g(float x) { return x / (1.0f + expf(-x)); }
+__device__ __forceinline__ float gelu_tanh_g(float x) {
+    return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+}
+#define G_DREGS \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
+    "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+    "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, " \
+    "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
+    "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127" \
+
+#define G_DOUTS(d) \
+    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+    "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+    "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+    "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+    "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), \
+    "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), \
+    "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), \
+    "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), \
+    "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), \
+    "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), \
+    "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), \
+    "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), \
+    "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+
+__device__ __forceinline__ uint64_t desc(uint32_t addr) {
+    return (uint64_t)((addr & 0x3ffffu) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) | (1ull << 62);
+}
+
+/* d (+)= A·B, m64n256k16, A and B from shared memory, K-major */
+__device__ __forceinline__ void wgmma256(float (&d)[128], uint64_t da, uint64_t db, int accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {" G_DREGS "}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+                 : G_DOUTS(d)
+                 : "l"(da), "l"(db), "r"(accumulate));
+}
+
+__device__ __forceinline__ void bar_init(uint32_t b, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(b), "r"(count));
+}
+__device__ __forceinline__ void bar_arrive1(uint32_t b) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(b) : "memory");
+}
+__device__ __forceinline__ void bar_wait(uint32_t b, uint32_t parity) {
+    uint32_t done = 0;
+    while (!done)
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(b), "r"(parity)
+                     : "memory");
+}
+/* 16 bytes, the first `src_bytes` of them from global memory and the rest zeros */
+__device__ __forceinline__ void cp16(uint32_t dst, const void *src, uint32_t src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+/* arrive on b once this thread's earlier cp.async copies have landed */
+__device__ __forceinline__ void cp_arrive(uint32_t b) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(b) : "memory");
+}
+#endif
+
+template <typename TY, int ACT>
+__global__ void __launch_bounds__(NT, 1) k_gemm90(cqk_dev dv, cqk_gemm90 g) {
+#if CQK_HAVE_WGMMA
+    extern __shared__ __align__(128) uint8_t gsm[];
+    __shared__ __align__(8) uint64_t bars[2 * ST]; /* full, empty */
+    const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31;
+    const bool swiglu = ACT == CQK_ACT_SWIGLU;
+    const int64_t m0 = (int64_t)blockIdx.y * BM, n0 = (int64_t)blockIdx.x * (swiglu ? BN / 2 : BN);
+    const uint32_t s0 = ((uint32_t)__cvta_generic_to_shared(gsm) + 1023u) & ~1023u;
+    const uint32_t bar0 = (uint32_t)__cvta_generic_to_shared(bars);
+    auto full = [&](int s) { return bar0 + 8u * (uint32_t)s; };
+    auto empty = [&](int s) { return bar0 + 8u * (uint32_t)(ST + s); };
+    const int nk = (int)((g.K + BK - 1) / BK);
+    if (tid == 0) {
+        for (int s = 0; s < ST; s++) {
+            bar_init(full(s), 128);
+            bar_init(empty(s), 8);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    if (wg == 0) {
+        /* ---- the copies ---- */
+        const int64_t n_w1 = swiglu ? g.N : g.rows1; /* rows of the plane(s) a block may read */
+        for (int kt = 0; kt < nk; kt++) {
+            const int s = kt % ST;
+            if (kt >= ST) bar_wait(empty(s), (uint32_t)(((kt / ST) - 1) & 1));
+            const uint32_t sa = s0 + (uint32_t)(s * STAGE_B), sb = sa + A_B;
+            const int64_t k0 = (int64_t)kt * BK;
+#pragma unroll
+            for (int i = 0; i < BM * 8 / 128; i++) {
+                const int c = tid + 128 * i, r = c >> 3, ch = c & 7;
+                const int64_t m = m0 + r, k = k0 + ch * 8;
+                const bool ok = m < g.M && k < g.ldx;
+                cp16(sa + (uint32_t)(r * 128 + ((ch ^ (r & 7)) << 4)), ok ? (const void *)(g.x + m * g.ldx + k) : (const void *)g.x,
+                     ok ? 16u : 0u);
+            }
+#pragma unroll
+            for (int i = 0; i < BN * 8 / 128; i++) {
+                const int c = tid + 128 * i, r = c >> 3, ch = c & 7;
+                const int64_t k = k0 + ch * 8;
+                const uint16_t *src = g.w1;
+                bool ok;
+                if (swiglu) {
+                    const int64_t n = n0 + (r & 127);
+                    const uint16_t *base = r < 128 ? g.w1 : g.w2;
+                    const int64_t ld = r < 128 ? g.ldw1 : g.ldw2;
+                    ok = n < n_w1 && k < ld;
+                    if (ok) src = base + n * ld + k;
+                } else {
+                    const int64_t n = n0 + r;
+                    ok = n < n_w1 && k < g.ldw1;
+                    if (ok) src = g.w1 + n * g.ldw1 + k;
+                }
+                cp16(sb + (uint32_t)(r * 128 + ((ch ^ (r & 7)) << 4)), src, ok ? 16u : 0u);
+            }
+            cp_arrive(full(s));
+        }
+        return;
+    }
+
+    /* ---- the products: warpgroup 1 or 2, rows (wg - 1) * 64 .. + 63 of the tile ---- */
+    float acc[128];
+#pragma unroll
+    for (int i = 0; i < 128; i++) acc[i] = 0.0f;
+    const uint32_t a_off = (uint32_t)((wg - 1) * 64 * 128);
+    for (int kt = 0; kt < nk; kt++) {
+        const int s = kt % ST;
+        bar_wait(full(s), (uint32_t)((kt / ST) & 1));
+        const uint32_t sa = s0 + (uint32_t)(s * STAGE_B) + a_off, sb = s0 + (uint32_t)(s * STAGE_B + A_B);
+        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) wgmma256(acc, desc(sa + 32u * kk), desc(sb + 32u * kk), kt > 0 || kk > 0);
+        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+        asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+        if (kt > 0) { /* the products of step kt - 1 are done: its stage may be refilled */
+            __syncwarp();
+            if (lane == 0) bar_arrive1(empty((kt - 1) % ST));
+        }
+    }
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#pragma unroll
+    for (int i = 0; i < 128; i++) asm volatile("" : "+f"(acc[i])::"memory");
+
+    /* ---- the epilogue, as cqk_matmul_epilogue ---- */
+    const int g4 = lane >> 2, t4 = lane & 3, wq = (tid >> 5) & 3;
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int64_t m = m0 + (wg - 1) * 64 + wq * 16 + g4 + 8 * r;
+        if (m >= g.M) continue;
+        const float xs = g.xscale[m];
+#pragma unroll
+        for (int i = 0; i < (swiglu ? 16 : 32); i++) {
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int64_t j = n0 + 8 * i + 2 * t4 + e;
+                if (j >= g.N) continue;
+                float v = g.scale * (acc[4 * i + 2 * r + e] * xs * g.ws1[j]) + (g.bias ? g.bias[j] : 0.0f);
+                if (ACT == CQK_ACT_GELU_TANH) v = gelu_tanh_g(v);
+                if (ACT == CQK_ACT_SILU) v = silu_g(v);
+                if (swiglu) {
+                    const float u = g.scale * (acc[4 * (i + 16) + 2 * r + e] * xs * g.ws2[j]) + (g.bias2 ? g.bias2[j] : 0.0f);
+                    v = silu_g(v) * u;
+                }
+                const int64_t o = m * g.ldy + j;
+                if (g.accumulate) v = cqk_ld<TY>(g.y, o) + (g.gate ? g.gate[j] : 1.0f) * v;
+                cqk_check_value(dv, v, m * g.N + j);
+                cqk_st<TY>(g.y, o, v);
+            }
+        }
+    }
+#else
+    (void)dv, (void)g;
+#endif
+}
+
+} // namespace
+
+extern "C" size_t cqk_gemm90_smem(void) { return (size_t)SMEM + 2 * ST * 8 + 128; }
+
+extern "C" cudaError_t cqk_gemm90_run(const cqk_ctx *c, const cqk_gemm90 *g) {
+    if (g->M <= 0 || g->N <= 0) return cudaSuccess;
+    const bool swiglu = g->act == CQK_ACT_SWIGLU;
+    if (!g->x || !g->w1 || !g->xscale || !g->ws1 || (swiglu && (!g->w2 || !g->ws2)) || g->K <= 0 ||
+        (g->ldx & 7) || (g->ldw1 & 7) || (swiglu && (g->ldw2 & 7)))
+        return cudaErrorInvalidValue;
+    const int64_t bn = swiglu ? BN / 2 : BN;
+    const int64_t gx = (g->N + bn - 1) / bn, gy = (g->M + BM - 1) / BM;
+    if (gx > 0x7fffffff || gy > 65535) return cudaErrorInvalidValue;
+    cqk_dev d = cqk_dev_of(c);
+    dim3 grid((unsigned)gx, (unsigned)gy);
+    CQK_DISPATCH(g->ydt, TY, {
+        void (*kern)(cqk_dev, cqk_gemm90) = NULL;
+        switch (g->act) {
+        case CQK_ACT_NONE: kern = k_gemm90<TY, CQK_ACT_NONE>; break;
+        case CQK_ACT_GELU_TANH: kern = k_gemm90<TY, CQK_ACT_GELU_TANH>; break;
+        case CQK_ACT_SILU: kern = k_gemm90<TY, CQK_ACT_SILU>; break;
+        case CQK_ACT_SWIGLU: kern = k_gemm90<TY, CQK_ACT_SWIGLU>; break;
+        default: return cudaErrorInvalidValue;
+        }
+        cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
+        if (e != cudaSuccess) return e;
+        kern<<<grid, NT, SMEM, c->stream>>>(d, *g);
+    });
+    return cqk_launched();
+}
