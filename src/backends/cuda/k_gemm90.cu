@@ -14,17 +14,17 @@
  * [M, ldx] with a scale per row, W an f16 plane [rows, ldw] with a scale per
  * row; both K-contiguous, pitches multiples of 8, padding zeros.
  *
- * Block: 384 threads = three warpgroups. Warpgroup 0 copies: per 64-wide K
- * step a 128 x 64 tile of x and a 256 x 64 tile of W into shared memory with
- * cp.async (16 bytes a copy, rows past the end and columns past the pitch
- * zero-filled), each 16-byte chunk of row r stored at chunk ^ (r & 7) (the
- * 128-byte swizzle wgmma reads without bank conflicts); its copies complete a
- * stage's full barrier (cp.async.mbarrier.arrive). Warpgroups 1 and 2 each own
- * 64 rows of the 128 x 256 output tile: per K step 4 x wgmma.m64n256k16 (both
- * operands from shared memory, f32 accumulators in registers: 128 per
- * thread), one step kept in flight while the next is issued, and each warp
- * releases a stage (its empty barrier) once its products of it are done.
- * Four stages of 48 KiB.
+ * Block: 384 threads = three warpgroups, in clusters of two blocks on
+ * neighbouring row tiles. Warpgroup 0's first thread copies with the tensor
+ * memory accelerator: per 64-wide K step the block's 128 x 64 tile of x, and
+ * half of the 256 x 64 W tile both blocks of the pair use, multicast into both
+ * (each block loads one half), all with the 128-byte swizzle wgmma reads
+ * without bank conflicts and zeros past the ends; the bytes complete a stage's
+ * full barrier. Warpgroups 1 and 2 each own 64 rows of the 128 x 256 output
+ * tile: per K step 4 x wgmma.m64n256k16 (both operands from shared memory, f32
+ * accumulators in registers: 128 per thread), one step kept in flight while
+ * the next is issued; each warp then releases the stage in both blocks (the
+ * empty barriers count the 16 warps of the pair). Four stages of 48 KiB.
  *
  * SwiGLU: the 256 W rows of a block are the gate rows [n0, n0 + 128) and the
  * matching up rows (of the fused [gate; up] weight, or of the second weight),
@@ -35,17 +35,20 @@
  * two paths differ only by the order of the f32 additions inside the product.
  *
  * Status: correct (test_ops_gpu_wgmma runs every matmul case of the op test
- * on it; test_qi21_cuda's goldens gave the same 2.05e-3 with it), but slower
- * than cuBLASLt plus the epilogue kernel: 265 TFLOP/s on the 7B MLP shape
- * against 423, so it runs only with CORTIQ_CUDA_GEMM=wgmma. Each block moves
- * 48 KiB from L2 per 4.2 MFLOP; at cuBLASLt's rate that would be ~8 TB/s of
- * L2 reads, which is why Hopper GEMMs share tiles between the blocks of a
- * cluster (TMA multicast). That, and a persistent schedule that overlaps one
- * tile's epilogue with the next tile's products, is what this kernel lacks.
+ * on it; test_qi21_cuda's goldens give the same 2.05e-3 with it), but slower
+ * than cuBLASLt plus the epilogue kernel: 266-272 TFLOP/s on the 7B MLP
+ * shape against 434, so it runs only with CORTIQ_CUDA_GEMM=wgmma. The first
+ * version copied with cp.async from a whole warpgroup and ran at 265: the
+ * copies (and L2 traffic, halved for W by the multicast) are not what holds
+ * it back; the consumers' side is, and needs a profile (Nsight Compute) before
+ * the next change.
  *
  * Machine code only for sm_90a; elsewhere the body is empty and the host never
  * launches it (cuda_gemm.c checks the device is compute capability 9.0).
  */
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
 #include "k_common.cuh"
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -119,18 +122,33 @@ __device__ __forceinline__ void bar_wait(uint32_t b, uint32_t parity) {
                      : "r"(b), "r"(parity)
                      : "memory");
 }
-/* 16 bytes, the first `src_bytes` of them from global memory and the rest zeros */
-__device__ __forceinline__ void cp16(uint32_t dst, const void *src, uint32_t src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+__device__ __forceinline__ void bar_expect(uint32_t b, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(b), "r"(bytes) : "memory");
 }
-/* arrive on b once this thread's earlier cp.async copies have landed */
-__device__ __forceinline__ void cp_arrive(uint32_t b) {
-    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(b) : "memory");
+/* arrive on the barrier at the same offset in block `cta` of the cluster */
+__device__ __forceinline__ void bar_arrive_remote(uint32_t b, uint32_t cta) {
+    asm volatile("{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\n"
+                 "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}\n" ::"r"(b), "r"(cta)
+                 : "memory");
+}
+/* a box of the tensor map at (c0 = column, c1 = row) into dst, completing b with its bytes; rows and columns
+ * past the tensor are zeros */
+__device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap *m, int c0, int c1, uint32_t b) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+                 ::"r"(dst), "l"((uint64_t)m), "r"(c0), "r"(c1), "r"(b) : "memory");
+}
+/* the same into every block of `mask` (same offsets), each block's barrier completed with its bytes */
+__device__ __forceinline__ void tma_load_mc(uint32_t dst, const CUtensorMap *m, int c0, int c1, uint32_t b, uint16_t mask) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster "
+                 "[%0], [%1, {%2, %3}], [%4], %5;\n"
+                 ::"r"(dst), "l"((uint64_t)m), "r"(c0), "r"(c1), "r"(b), "h"(mask) : "memory");
 }
 #endif
 
 template <typename TY, int ACT>
-__global__ void __launch_bounds__(NT, 1) k_gemm90(cqk_dev dv, cqk_gemm90 g) {
+__global__ void __launch_bounds__(NT, 1)
+    k_gemm90(cqk_dev dv, cqk_gemm90 g, const __grid_constant__ CUtensorMap tx, const __grid_constant__ CUtensorMap tw1,
+             const __grid_constant__ CUtensorMap tw2) {
 #if CQK_HAVE_WGMMA
     extern __shared__ __align__(128) uint8_t gsm[];
     __shared__ __align__(8) uint64_t bars[2 * ST]; /* full, empty */
@@ -142,55 +160,35 @@ __global__ void __launch_bounds__(NT, 1) k_gemm90(cqk_dev dv, cqk_gemm90 g) {
     auto full = [&](int s) { return bar0 + 8u * (uint32_t)s; };
     auto empty = [&](int s) { return bar0 + 8u * (uint32_t)(ST + s); };
     const int nk = (int)((g.K + BK - 1) / BK);
+    uint32_t rank;
+    asm("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
     if (tid == 0) {
         for (int s = 0; s < ST; s++) {
-            bar_init(full(s), 128);
-            bar_init(empty(s), 8);
+            bar_init(full(s), 1);    /* the copying thread's arrive, plus the bytes */
+            bar_init(empty(s), 16);  /* 8 consumer warps of each block of the pair */
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
-    __syncthreads();
+    /* both blocks' barriers exist before either block's copies or arrivals reach them */
+    asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
 
     if (wg == 0) {
-        /* ---- the copies ---- */
-        const int64_t n_w1 = swiglu ? g.N : g.rows1; /* rows of the plane(s) a block may read */
-        for (int kt = 0; kt < nk; kt++) {
-            const int s = kt % ST;
-            if (kt >= ST) bar_wait(empty(s), (uint32_t)(((kt / ST) - 1) & 1));
-            const uint32_t sa = s0 + (uint32_t)(s * STAGE_B), sb = sa + A_B;
-            const int64_t k0 = (int64_t)kt * BK;
-#pragma unroll
-            for (int i = 0; i < BM * 8 / 128; i++) {
-                const int c = tid + 128 * i, r = c >> 3, ch = c & 7;
-                const int64_t m = m0 + r, k = k0 + ch * 8;
-                const bool ok = m < g.M && k < g.ldx;
-                cp16(sa + (uint32_t)(r * 128 + ((ch ^ (r & 7)) << 4)), ok ? (const void *)(g.x + m * g.ldx + k) : (const void *)g.x,
-                     ok ? 16u : 0u);
+        /* ---- the copies: one thread; x's tile for this block, and this block's half of W's tile sent to
+         * both blocks of the cluster ---- */
+        if (tid == 0) {
+            const CUtensorMap *tb = swiglu && rank ? &tw2 : &tw1;
+            const int brow = (int)(swiglu ? n0 : n0 + 128 * rank);
+            for (int kt = 0; kt < nk; kt++) {
+                const int s = kt % ST;
+                /* both blocks' products of the tile this stage held are done (the multicast writes both) */
+                if (kt >= ST) bar_wait(empty(s), (uint32_t)(((kt / ST) - 1) & 1));
+                const uint32_t sa = s0 + (uint32_t)(s * STAGE_B), sb = sa + A_B;
+                bar_expect(full(s), (uint32_t)STAGE_B);
+                tma_load(sa, &tx, kt * BK, (int)m0, full(s));
+                tma_load_mc(sb + (uint32_t)(rank * (B_B / 2)), tb, kt * BK, brow, full(s), (uint16_t)3);
             }
-#pragma unroll
-            for (int i = 0; i < BN * 8 / 128; i++) {
-                const int c = tid + 128 * i, r = c >> 3, ch = c & 7;
-                const int64_t k = k0 + ch * 8;
-                const uint16_t *src = g.w1;
-                bool ok;
-                if (swiglu) {
-                    const int64_t n = n0 + (r & 127);
-                    const uint16_t *base = r < 128 ? g.w1 : g.w2;
-                    const int64_t ld = r < 128 ? g.ldw1 : g.ldw2;
-                    ok = n < n_w1 && k < ld;
-                    if (ok) src = base + n * ld + k;
-                } else {
-                    const int64_t n = n0 + r;
-                    ok = n < n_w1 && k < g.ldw1;
-                    if (ok) src = g.w1 + n * g.ldw1 + k;
-                }
-                cp16(sb + (uint32_t)(r * 128 + ((ch ^ (r & 7)) << 4)), src, ok ? 16u : 0u);
-            }
-            cp_arrive(full(s));
         }
-        return;
-    }
-
+    } else {
     /* ---- the products: warpgroup 1 or 2, rows (wg - 1) * 64 .. + 63 of the tile ---- */
     float acc[128];
 #pragma unroll
@@ -205,9 +203,12 @@ __global__ void __launch_bounds__(NT, 1) k_gemm90(cqk_dev dv, cqk_gemm90 g) {
         for (int kk = 0; kk < 4; kk++) wgmma256(acc, desc(sa + 32u * kk), desc(sb + 32u * kk), kt > 0 || kk > 0);
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
         asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-        if (kt > 0) { /* the products of step kt - 1 are done: its stage may be refilled */
+        if (kt > 0) { /* the products of step kt - 1 are done: its stage may be refilled (in both blocks) */
             __syncwarp();
-            if (lane == 0) bar_arrive1(empty((kt - 1) % ST));
+            if (lane == 0) {
+                bar_arrive1(empty((kt - 1) % ST));
+                bar_arrive_remote(empty((kt - 1) % ST), rank ^ 1);
+            }
         }
     }
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
@@ -241,8 +242,11 @@ __global__ void __launch_bounds__(NT, 1) k_gemm90(cqk_dev dv, cqk_gemm90 g) {
             }
         }
     }
+    } /* consumers */
+    /* no block leaves while its partner may still write its shared memory or arrive on its barriers */
+    asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
 #else
-    (void)dv, (void)g;
+    (void)dv, (void)g, (void)tx, (void)tw1, (void)tw2;
 #endif
 }
 
@@ -250,19 +254,58 @@ __global__ void __launch_bounds__(NT, 1) k_gemm90(cqk_dev dv, cqk_gemm90 g) {
 
 extern "C" size_t cqk_gemm90_smem(void) { return (size_t)SMEM + 2 * ST * 8 + 128; }
 
+/* cuTensorMapEncodeTiled from the driver, found once through the runtime (no link against libcuda) */
+static PFN_cuTensorMapEncodeTiled_v12000 encode_fn(void) {
+    static PFN_cuTensorMapEncodeTiled_v12000 fn = NULL;
+    if (!fn) {
+        void *p = NULL;
+        cudaDriverEntryPointQueryResult q;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) == cudaSuccess &&
+            q == cudaDriverEntryPointSuccess)
+            fn = (PFN_cuTensorMapEncodeTiled_v12000)p;
+        else
+            (void)cudaGetLastError();
+    }
+    return fn;
+}
+
+/* rows x ld f16 (K-contiguous, pitch ld) in boxes of `box_rows` x 64, 128-byte swizzle, zeros outside */
+static bool tmap(CUtensorMap *m, const uint16_t *base, int64_t rows, int64_t ld, int box_rows) {
+    PFN_cuTensorMapEncodeTiled_v12000 fn = encode_fn();
+    if (!fn) return false;
+    const cuuint64_t dim[2] = {(cuuint64_t)ld, (cuuint64_t)rows}, stride[1] = {(cuuint64_t)ld * 2};
+    const cuuint32_t box[2] = {BK, (cuuint32_t)box_rows}, estride[2] = {1, 1};
+    return fn(m, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, (void *)base, dim, stride, box, estride, CU_TENSOR_MAP_INTERLEAVE_NONE,
+              CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 extern "C" cudaError_t cqk_gemm90_run(const cqk_ctx *c, const cqk_gemm90 *g) {
     if (g->M <= 0 || g->N <= 0) return cudaSuccess;
     const bool swiglu = g->act == CQK_ACT_SWIGLU;
     if (!g->x || !g->w1 || !g->xscale || !g->ws1 || (swiglu && (!g->w2 || !g->ws2)) || g->K <= 0 ||
-        (g->ldx & 7) || (g->ldw1 & 7) || (swiglu && (g->ldw2 & 7)))
+        (g->ldx & 7) || (g->ldw1 & 7) || (swiglu && (g->ldw2 & 7)) || g->K > 0x7fffff00 || g->M > 0x7fffff00 ||
+        g->rows1 > 0x7fffff00)
         return cudaErrorInvalidValue;
     const int64_t bn = swiglu ? BN / 2 : BN;
-    const int64_t gx = (g->N + bn - 1) / bn, gy = (g->M + BM - 1) / BM;
+    const int64_t gx = (g->N + bn - 1) / bn, gy = ((g->M + BM - 1) / BM + 1) / 2 * 2; /* pairs of row blocks */
     if (gx > 0x7fffffff || gy > 65535) return cudaErrorInvalidValue;
+    CUtensorMap tx, tw1, tw2;
+    if (!tmap(&tx, g->x, g->M, g->ldx, BM) || !tmap(&tw1, g->w1, swiglu ? g->N : g->rows1, g->ldw1, BN / 2) ||
+        !tmap(&tw2, swiglu ? g->w2 : g->w1, swiglu ? g->N : g->rows1, swiglu ? g->ldw2 : g->ldw1, BN / 2))
+        return cudaErrorNotSupported; /* the caller takes the other path */
     cqk_dev d = cqk_dev_of(c);
-    dim3 grid((unsigned)gx, (unsigned)gy);
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)gx, (unsigned)gy);
+    cfg.blockDim = dim3(NT);
+    cfg.dynamicSmemBytes = SMEM;
+    cfg.stream = c->stream;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = 1, at[0].val.clusterDim.y = 2, at[0].val.clusterDim.z = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
     CQK_DISPATCH(g->ydt, TY, {
-        void (*kern)(cqk_dev, cqk_gemm90) = NULL;
+        void (*kern)(cqk_dev, cqk_gemm90, const CUtensorMap, const CUtensorMap, const CUtensorMap) = NULL;
         switch (g->act) {
         case CQK_ACT_NONE: kern = k_gemm90<TY, CQK_ACT_NONE>; break;
         case CQK_ACT_GELU_TANH: kern = k_gemm90<TY, CQK_ACT_GELU_TANH>; break;
@@ -272,7 +315,8 @@ extern "C" cudaError_t cqk_gemm90_run(const cqk_ctx *c, const cqk_gemm90 *g) {
         }
         cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
         if (e != cudaSuccess) return e;
-        kern<<<grid, NT, SMEM, c->stream>>>(d, *g);
+        e = cudaLaunchKernelEx(&cfg, kern, d, *g, tx, tw1, tw2);
+        if (e != cudaSuccess) return e;
     });
     return cqk_launched();
 }
