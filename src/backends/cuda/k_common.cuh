@@ -155,4 +155,23 @@ __device__ __forceinline__ int64_t cqk_attn_limit(const cqk_attn &a, int64_t i) 
     return T;
 }
 
+
+/* ---- attention helpers shared by the flash kernels ------------------------------------------ */
+/* two values rounded by the backend's rounding into a bf16 pair (lo in the low half) */
+__device__ __forceinline__ uint32_t cqk_pack_bf16(float lo, float hi) {
+    return (uint32_t)cqk_f2bf(lo) | ((uint32_t)cqk_f2bf(hi) << 16);
+}
+/* probabilities only: finite values in [0, 1], where the hardware's round-to-nearest-even equals
+ * cqk_f2bf bit for bit, in one instruction per pair */
+__device__ __forceinline__ uint32_t cqk_pack_p(float lo, float hi) {
+    uint32_t r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+__device__ __forceinline__ float cqk_ex2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
 #endif /* CQ_CUDA_K_COMMON_CUH */

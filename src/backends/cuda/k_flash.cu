@@ -68,25 +68,6 @@ template <int NW, int MT, int ST> struct fshape {
     static_assert(ST >= 2 && (MT == 1 || MT == 2) && (FBK * 16) % NT == 0 && (BQ * 16) % NT == 0, "shape");
 };
 
-/* the backend's rounding (k_common.cuh), for Q, K, V from any dtype */
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-    return (uint32_t)cqk_f2bf(lo) | ((uint32_t)cqk_f2bf(hi) << 16);
-}
-
-/* P only: finite values in [0, 1], where the hardware's round-to-nearest-even
- * equals cqk_f2bf bit for bit, in one instruction per pair */
-__device__ __forceinline__ uint32_t pack_p(float lo, float hi) {
-    uint32_t r;
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
-}
-
-__device__ __forceinline__ float ex2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-}
-
 __device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
         "{%0,%1,%2,%3};\n"
@@ -128,8 +109,8 @@ __global__ void k_flash_pack(cqk_attn a, uint16_t *kb, uint16_t *vb, int64_t Tpa
             const int64_t off = (j < a.P ? j : j - a.P) * kvw + (int64_t)kh * FHD + c8 * 8;
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                kw[e] = pack_bf16(cqk_ld<T>(ks, off + 2 * e), cqk_ld<T>(ks, off + 2 * e + 1));
-                vw[e] = pack_bf16(cqk_ld<T>(vs, off + 2 * e), cqk_ld<T>(vs, off + 2 * e + 1));
+                kw[e] = cqk_pack_bf16(cqk_ld<T>(ks, off + 2 * e), cqk_ld<T>(ks, off + 2 * e + 1));
+                vw[e] = cqk_pack_bf16(cqk_ld<T>(vs, off + 2 * e), cqk_ld<T>(vs, off + 2 * e + 1));
             }
         }
         const int64_t dst = ((int64_t)kh * Tpad + j) * FHD + c8 * 8;
@@ -215,7 +196,7 @@ __global__ void __launch_bounds__(NW * 32, NW >= 8 ? 1 : 2)
                 v[e] = row < a.Nq ? cqk_ld<T>(a.q, row * qw + (int64_t)h * FHD + col) : 0.0f;
             }
 #pragma unroll
-            for (int e = 0; e < 4; e++) qf[kk][e] = pack_bf16(v[2 * e], v[2 * e + 1]) ^ qsign;
+            for (int e = 0; e < 4; e++) qf[kk][e] = cqk_pack_bf16(v[2 * e], v[2 * e + 1]) ^ qsign;
         }
     } else {
 #pragma unroll 4
@@ -227,7 +208,7 @@ __global__ void __launch_bounds__(NW * 32, NW >= 8 ? 1 : 2)
                 const int64_t off = row * qw + (int64_t)h * FHD + col;
 #pragma unroll
                 for (int e = 0; e < 4; e++)
-                    w[e] = pack_bf16(cqk_ld<T>(a.q, off + 2 * e), cqk_ld<T>(a.q, off + 2 * e + 1)) ^ qsign;
+                    w[e] = cqk_pack_bf16(cqk_ld<T>(a.q, off + 2 * e), cqk_ld<T>(a.q, off + 2 * e + 1)) ^ qsign;
             }
             *(uint4 *)(fsm + r * FPITCH + col) = make_uint4(w[0], w[1], w[2], w[3]);
         }
@@ -333,16 +314,16 @@ __global__ void __launch_bounds__(NW * 32, NW >= 8 ? 1 : 2)
                     const float mo = M(mt, r), mn = fmaxf(mo, mx);
                     /* a row with no visible key so far keeps m = -inf, p = 0 and its (zero) accumulators */
                     const bool none = mn == -INFINITY;
-                    const float cr = none ? 1.0f : ex2((mo - mn) * sl2);
+                    const float cr = none ? 1.0f : cqk_ex2((mo - mn) * sl2);
                     const float msc = none ? 0.0f : mn * sl2;
                     M(mt, r) = mn;
                     float ps = 0.0f;
 #pragma unroll
                     for (int nt = 0; nt < 8; nt++) {
-                        const float p0 = ex2(fmaf(s[mt][nt][2 * r], sl2, -msc));
-                        const float p1 = ex2(fmaf(s[mt][nt][2 * r + 1], sl2, -msc));
+                        const float p0 = cqk_ex2(fmaf(s[mt][nt][2 * r], sl2, -msc));
+                        const float p1 = cqk_ex2(fmaf(s[mt][nt][2 * r + 1], sl2, -msc));
                         ps += p0 + p1;
-                        pp[mt][nt >> 1][(nt & 1) * 2 + r] = pack_p(p0, p1);
+                        pp[mt][nt >> 1][(nt & 1) * 2 + r] = cqk_pack_p(p0, p1);
                     }
                     L(mt, r) = L(mt, r) * cr + ps;
 #pragma unroll

@@ -44,12 +44,7 @@
  * it (cq_cuda_attention checks the device is compute capability 9.0).
  */
 #include "k_common.cuh"
-
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define CQK_HAVE_WGMMA 1
-#else
-#define CQK_HAVE_WGMMA 0
-#endif
+#include "k_sm90.cuh"
 
 namespace {
 
@@ -70,9 +65,6 @@ __host__ __device__ constexpr uint32_t swz(int rows, int r, int c) {
     return (uint32_t)((c >> 3) * rows * 128 + r * 128 + (((c & 7) ^ (r & 7)) << 4));
 }
 
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-    return (uint32_t)cqk_f2bf(lo) | ((uint32_t)cqk_f2bf(hi) << 16);
-}
 
 /* ---- 1. K and V into swizzled bf16 tiles ------------------------------------------------------ */
 template <typename T>
@@ -90,8 +82,8 @@ __global__ void k_flash90_pack(cqk_attn a, uint16_t *kb, uint16_t *vb, int64_t n
             const int64_t off = (key < a.P ? key : key - a.P) * kvw + (int64_t)kh * HD + c * 8;
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                kw[e] = pack_bf16(cqk_ld<T>(ks, off + 2 * e), cqk_ld<T>(ks, off + 2 * e + 1));
-                vw[e] = pack_bf16(cqk_ld<T>(vs, off + 2 * e), cqk_ld<T>(vs, off + 2 * e + 1));
+                kw[e] = cqk_pack_bf16(cqk_ld<T>(ks, off + 2 * e), cqk_ld<T>(ks, off + 2 * e + 1));
+                vw[e] = cqk_pack_bf16(cqk_ld<T>(vs, off + 2 * e), cqk_ld<T>(vs, off + 2 * e + 1));
             }
         }
         const int64_t tile = (int64_t)kh * ntiles + key / BKV;
@@ -119,12 +111,6 @@ __global__ void k_flash90_pack(cqk_attn a, uint16_t *kb, uint16_t *vb, int64_t n
     "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
     "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
 
-/* shared-memory matrix descriptor, 128-byte swizzle: start, leading and stride byte offsets (>> 4) */
-__device__ __forceinline__ uint64_t desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
-    return (uint64_t)((addr & 0x3ffffu) >> 4) | ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(sbo >> 4) << 32) |
-           (1ull << 62);
-}
-
 /* d (+)= A·B, m64n128k16, A and B from shared memory, both K-major */
 __device__ __forceinline__ void wgmma_ss(float (&d)[64], uint64_t da, uint64_t db, int accumulate) {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
@@ -141,37 +127,6 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[64], const uint32_t *a, uint
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
 }
 
-__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-template <int N> __device__ __forceinline__ void wg_wait() {
-    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-template <int N> __device__ __forceinline__ void keep(float (&r)[N]) {
-#pragma unroll
-    for (int i = 0; i < N; i++) asm volatile("" : "+f"(r[i])::"memory");
-}
-template <int N> __device__ __forceinline__ void keep(uint32_t (&r)[N]) {
-#pragma unroll
-    for (int i = 0; i < N; i++) asm volatile("" : "+r"(r[i])::"memory");
-}
-
-__device__ __forceinline__ void bar_init(uint32_t b, int count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(b), "r"(count));
-}
-__device__ __forceinline__ void bar_expect(uint32_t b, uint32_t bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(b), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void bar_arrive1(uint32_t b) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(b) : "memory");
-}
-__device__ __forceinline__ void bar_wait(uint32_t b, uint32_t parity) {
-    uint32_t done = 0;
-    while (!done)
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done)
-                     : "r"(b), "r"(parity)
-                     : "memory");
-}
 __device__ __forceinline__ void bulk_load(uint32_t dst, const void *src, uint32_t bytes, uint32_t b) {
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
                  "l"(src), "r"(bytes), "r"(b)
@@ -181,16 +136,6 @@ __device__ __forceinline__ void bulk_load(uint32_t dst, const void *src, uint32_
 __device__ __forceinline__ void turn_wait(int id) { asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory"); }
 __device__ __forceinline__ void turn_pass(int id) { asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory"); }
 
-__device__ __forceinline__ uint32_t pack_p(float lo, float hi) {
-    uint32_t r;
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
-}
-__device__ __forceinline__ float ex2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-}
 #endif
 
 template <typename T, int ST>
@@ -242,7 +187,7 @@ __global__ void __launch_bounds__(NT, 1)
             const int64_t off = row * qw + (int64_t)h * HD + ch * 8;
 #pragma unroll
             for (int e = 0; e < 4; e++)
-                w[e] = pack_bf16(cqk_ld<T>(a.q, off + 2 * e), cqk_ld<T>(a.q, off + 2 * e + 1)) ^ qsign;
+                w[e] = cqk_pack_bf16(cqk_ld<T>(a.q, off + 2 * e), cqk_ld<T>(a.q, off + 2 * e + 1)) ^ qsign;
         }
         asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sq + swz(BQ, r, ch)), "r"(w[0]), "r"(w[1]),
                      "r"(w[2]), "r"(w[3])
@@ -299,13 +244,13 @@ __global__ void __launch_bounds__(NT, 1)
                 mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
                 const float mo = r ? m1 : m0, mn = fmaxf(mo, mx);
                 const bool none = mn == -INFINITY; /* no visible key so far: p = 0, accumulators stay 0 */
-                cr[r] = none ? 1.0f : ex2((mo - mn) * sl2);
+                cr[r] = none ? 1.0f : cqk_ex2((mo - mn) * sl2);
                 const float msc = none ? 0.0f : mn * sl2;
                 float sum = 0.0f;
 #pragma unroll
                 for (int i = 0; i < 16; i++) {
-                    s[4 * i + 2 * r] = ex2(fmaf(s[4 * i + 2 * r], sl2, -msc));
-                    s[4 * i + 2 * r + 1] = ex2(fmaf(s[4 * i + 2 * r + 1], sl2, -msc));
+                    s[4 * i + 2 * r] = cqk_ex2(fmaf(s[4 * i + 2 * r], sl2, -msc));
+                    s[4 * i + 2 * r + 1] = cqk_ex2(fmaf(s[4 * i + 2 * r + 1], sl2, -msc));
                     sum += s[4 * i + 2 * r] + s[4 * i + 2 * r + 1];
                 }
                 ps[r] = sum;
@@ -329,8 +274,8 @@ __global__ void __launch_bounds__(NT, 1)
 #pragma unroll
             for (int i = 0; i < 16; i++) {
                 /* chunk i = 2kc + hi holds fragment registers 4kc + 2hi (row g) and + 1 (row g + 8) */
-                p[4 * (i >> 1) + 2 * (i & 1)] = pack_p(s[4 * i], s[4 * i + 1]);
-                p[4 * (i >> 1) + 2 * (i & 1) + 1] = pack_p(s[4 * i + 2], s[4 * i + 3]);
+                p[4 * (i >> 1) + 2 * (i & 1)] = cqk_pack_p(s[4 * i], s[4 * i + 1]);
+                p[4 * (i >> 1) + 2 * (i & 1) + 1] = cqk_pack_p(s[4 * i + 2], s[4 * i + 3]);
             }
         };
         /* S = Q·Kⱼᵀ; the caller has waited for tile j's K and fenced */
@@ -338,15 +283,15 @@ __global__ void __launch_bounds__(NT, 1)
             const uint32_t sk = skv + (uint32_t)((j % ST) * 2 * TILE_B);
 #pragma unroll
             for (int k = 0; k < 8; k++)
-                wgmma_ss(s, desc(qa + (uint32_t)((k >> 2) * QPANEL_B + (k & 3) * 32), 16, 1024),
-                         desc(sk + (uint32_t)((k >> 2) * PANEL_B + (k & 3) * 32), 16, 1024), k > 0);
+                wgmma_ss(s, sm90_desc(qa + (uint32_t)((k >> 2) * QPANEL_B + (k & 3) * 32), 16, 1024),
+                         sm90_desc(sk + (uint32_t)((k >> 2) * PANEL_B + (k & 3) * 32), 16, 1024), k > 0);
             wg_commit();
         };
         /* O += Pⱼ·Vⱼ */
         auto issue_pv = [&](int j) {
             const uint32_t sv = skv + (uint32_t)((j % ST) * 2 * TILE_B + TILE_B);
 #pragma unroll
-            for (int k = 0; k < 8; k++) wgmma_rs(o, &p[4 * k], desc(sv + (uint32_t)(k * 16 * 128), PANEL_B, 1024));
+            for (int k = 0; k < 8; k++) wgmma_rs(o, &p[4 * k], sm90_desc(sv + (uint32_t)(k * 16 * 128), PANEL_B, 1024));
             wg_commit();
         };
         /* this warpgroup is done with tile j's K and V; lane 0 of warpgroup 1 (the later one) refills the stage */

@@ -50,12 +50,7 @@
 #include <cudaTypedefs.h>
 
 #include "k_common.cuh"
-
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define CQK_HAVE_WGMMA 1
-#else
-#define CQK_HAVE_WGMMA 0
-#endif
+#include "k_sm90.cuh"
 
 namespace {
 
@@ -96,10 +91,6 @@ __device__ __forceinline__ float gelu_tanh_g(float x) {
     "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), \
     "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
 
-__device__ __forceinline__ uint64_t desc(uint32_t addr) {
-    return (uint64_t)((addr & 0x3ffffu) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) | (1ull << 62);
-}
-
 /* d (+)= A·B, m64n256k16, A and B from shared memory, K-major */
 __device__ __forceinline__ void wgmma256(float (&d)[128], uint64_t da, uint64_t db, int accumulate) {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
@@ -108,23 +99,6 @@ __device__ __forceinline__ void wgmma256(float (&d)[128], uint64_t da, uint64_t 
                  : "l"(da), "l"(db), "r"(accumulate));
 }
 
-__device__ __forceinline__ void bar_init(uint32_t b, int count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(b), "r"(count));
-}
-__device__ __forceinline__ void bar_arrive1(uint32_t b) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(b) : "memory");
-}
-__device__ __forceinline__ void bar_wait(uint32_t b, uint32_t parity) {
-    uint32_t done = 0;
-    while (!done)
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done)
-                     : "r"(b), "r"(parity)
-                     : "memory");
-}
-__device__ __forceinline__ void bar_expect(uint32_t b, uint32_t bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(b), "r"(bytes) : "memory");
-}
 /* arrive on the barrier at the same offset in block `cta` of the cluster */
 __device__ __forceinline__ void bar_arrive_remote(uint32_t b, uint32_t cta) {
     asm volatile("{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\n"
@@ -198,11 +172,11 @@ __global__ void __launch_bounds__(NT, 1)
         const int s = kt % ST;
         bar_wait(full(s), (uint32_t)((kt / ST) & 1));
         const uint32_t sa = s0 + (uint32_t)(s * STAGE_B) + a_off, sb = s0 + (uint32_t)(s * STAGE_B + A_B);
-        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+        wg_fence();
 #pragma unroll
-        for (int kk = 0; kk < 4; kk++) wgmma256(acc, desc(sa + 32u * kk), desc(sb + 32u * kk), kt > 0 || kk > 0);
-        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-        asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+        for (int kk = 0; kk < 4; kk++) wgmma256(acc, sm90_desc(sa + 32u * kk, 16, 1024), sm90_desc(sb + 32u * kk, 16, 1024), kt > 0 || kk > 0);
+        wg_commit();
+        wg_wait<1>();
         if (kt > 0) { /* the products of step kt - 1 are done: its stage may be refilled (in both blocks) */
             __syncwarp();
             if (lane == 0) {
@@ -211,9 +185,8 @@ __global__ void __launch_bounds__(NT, 1)
             }
         }
     }
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-#pragma unroll
-    for (int i = 0; i < 128; i++) asm volatile("" : "+f"(acc[i])::"memory");
+    wg_wait<0>();
+    keep(acc);
 
     /* ---- the epilogue, as cqk_matmul_epilogue ---- */
     const int g4 = lane >> 2, t4 = lane & 3, wq = (tid >> 5) & 3;
