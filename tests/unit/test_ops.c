@@ -1182,6 +1182,68 @@ static int teardown(void **state) {
     return 0;
 }
 
+/* ---- recordings (ops.h) ---------------------------------------------------------------------------------- */
+/* z = x * silu(x), the two ops recorded or run directly */
+static cq_status rec_ops(cq_backend *be, cq_tensor *y, cq_tensor *z, const cq_tensor *x) {
+    cq_status s = cq_op_unary(be, y, x, CQ_UNARY_SILU, 0.0f, 0.0f);
+    return s == CQ_OK ? cq_op_binary(be, z, y, x, CQ_BINARY_MUL) : s;
+}
+
+/* Host backends cannot record and say so; a device backend records two ops, refuses an upload inside a
+ * recording, and its replays read what was uploaded since, bit for bit as the ops run directly. */
+static void test_recordings(void **state) {
+    (void)state;
+    for (int b = 0; b < g.nbe; b++) {
+        cq_backend *be = g.be[b];
+        cq_recording *rec = NULL;
+        if (!cq_backend_can_record(be)) {
+            assert_int_equal(cq_backend_record_begin(be), CQ_ERR_UNSUPPORTED);
+            assert_int_equal(cq_backend_record_end(be, false, NULL), CQ_ERR_UNSUPPORTED);
+            assert_int_equal(cq_backend_record_end(be, true, &rec), CQ_ERR_UNSUPPORTED);
+            assert_null(rec);
+            assert_int_equal(cq_recording_replay(NULL), CQ_ERR_INVALID_ARG);
+            cq_recording_free(NULL);
+            continue;
+        }
+        enum { R = 7, C = 33, N = R * C };
+        cq_tensor x, y, z;
+        assert_int_equal(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, R, C, &x), CQ_OK);
+        assert_int_equal(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, R, C, &y), CQ_OK);
+        assert_int_equal(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, R, C, &z), CQ_OK);
+        float v1[N], v2[N], want1[N], want2[N], got[N];
+        tu_fill_normal(&g.rng, v1, N, 1.0f);
+        tu_fill_normal(&g.rng, v2, N, 2.0f);
+        /* directly */
+        assert_int_equal(cq_tensor_upload(&x, v1, sizeof v1), CQ_OK);
+        assert_int_equal(rec_ops(be, &y, &z, &x), CQ_OK);
+        assert_int_equal(cq_tensor_download(&z, want1, sizeof want1), CQ_OK);
+        assert_int_equal(cq_tensor_upload(&x, v2, sizeof v2), CQ_OK);
+        assert_int_equal(rec_ops(be, &y, &z, &x), CQ_OK);
+        assert_int_equal(cq_tensor_download(&z, want2, sizeof want2), CQ_OK);
+        /* an upload cannot be recorded: refused, and the failed recording ends without a trace */
+        assert_int_equal(cq_backend_record_begin(be), CQ_OK);
+        assert_int_equal(cq_tensor_upload(&x, v1, sizeof v1), CQ_ERR_INVALID_ARG);
+        assert_int_equal(cq_backend_record_end(be, false, NULL), CQ_OK);
+        /* recorded once, replayed on two inputs */
+        assert_int_equal(cq_backend_record_begin(be), CQ_OK);
+        assert_int_equal(rec_ops(be, &y, &z, &x), CQ_OK);
+        assert_int_equal(cq_backend_record_end(be, true, &rec), CQ_OK);
+        assert_non_null(rec);
+        assert_int_equal(cq_tensor_upload(&x, v1, sizeof v1), CQ_OK);
+        assert_int_equal(cq_recording_replay(rec), CQ_OK);
+        assert_int_equal(cq_tensor_download(&z, got, sizeof got), CQ_OK);
+        assert_memory_equal(got, want1, sizeof got);
+        assert_int_equal(cq_tensor_upload(&x, v2, sizeof v2), CQ_OK);
+        assert_int_equal(cq_recording_replay(rec), CQ_OK);
+        assert_int_equal(cq_tensor_download(&z, got, sizeof got), CQ_OK);
+        assert_memory_equal(got, want2, sizeof got);
+        cq_recording_free(rec);
+        cq_tensor_free(&x);
+        cq_tensor_free(&y);
+        cq_tensor_free(&z);
+    }
+}
+
 int main(void) {
     const char *only = getenv("CQ_TEST_OPS_BACKEND");
     if (only && *only) {
@@ -1199,6 +1261,7 @@ int main(void) {
         cmocka_unit_test(test_groupnorm),     cmocka_unit_test(test_qk_norm_rope), cmocka_unit_test(test_elementwise),
         cmocka_unit_test(test_data_movement), cmocka_unit_test(test_conv2d),       cmocka_unit_test(test_resample),
         cmocka_unit_test(test_shuffle_roundtrip), cmocka_unit_test(test_copy_edges),
+        cmocka_unit_test(test_recordings),
     };
     const char *filter = getenv("CQ_TEST_OPS_FILTER"); /* e.g. "test_matmul" or "test_*norm*" */
     if (filter && *filter) cmocka_set_test_filter(filter);

@@ -61,6 +61,7 @@ cq_status cq_cuda_record_end(cq_backend *be, bool keep, void **handle) {
     const unsigned n = c->seq - c->rec_seq0;
     if (e != cudaSuccess || !keep) {
         (void)cudaGetLastError();
+        c->seq = c->rec_seq0; /* the recorded ops never run */
         if (g) cudaGraphDestroy(g);
         if (!keep) return CQ_OK;
         return cq_fail(CQ_ERR_INTERNAL, "cuda: the recording of %u ops failed: %s", n, cudaGetErrorString(e));
