@@ -70,7 +70,8 @@ static void help(void) {
            "                (for machines where the whole model is too slow or too big)\n"
            "  --repeat N    timed runs after the warm-up (default 3 on the CPU, 5 on a GPU)\n"
            "  --backend B   cpu (default), cuda or cuda:N; with cuda, CORTIQ_CUDA_PROFILE=1 adds the\n"
-           "                device time per op class (GEMM, attention, row ops)\n"
+           "                device time per op class (GEMM, attention, row ops; the steps then run op by\n"
+           "                op), otherwise the steps after the warm-up replay a recorded CUDA graph\n"
            "  -h, --help    this text\n",
            B_TEXT);
 }
