@@ -155,9 +155,13 @@ static cq_status parse_header(cq_st *st, size_t fi, const cJSON *root, const uin
                               bool keep_meta) {
     const char *file = st->files[fi].path;
     size_t first = st->n;
+    bool meta_seen = false;
     for (const cJSON *e = root->child; e; e = e->next) {
         if (!e->string) return cq_fail(CQ_ERR_PARSE, "%s: header entry without a name", file);
         if (strcmp(e->string, "__metadata__") == 0) {
+            /* JSON allows a key twice; a second __metadata__ would also append past the first one's table */
+            if (meta_seen) return cq_fail(CQ_ERR_PARSE, "%s: duplicate __metadata__ entry", file);
+            meta_seen = true;
             CQ_TRY(parse_metadata(st, e, file, keep_meta));
             continue;
         }

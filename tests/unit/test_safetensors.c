@@ -226,6 +226,10 @@ static void test_corrupt_files(void **state) {
            8, CQ_ERR_PARSE, "duplicate tensor name 'a'");
     expect("{\"__metadata__\":{\"k\":1}}", 0, CQ_ERR_PARSE, "__metadata__");
     expect("{\"__metadata__\":[]}", 0, CQ_ERR_PARSE, "__metadata__");
+    /* a second __metadata__ (found by the fuzzer: it wrote past the first one's table) */
+    expect("{\"__metadata__\":{\"format\":\"pt\"},\"a\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[0,4]},"
+           "\"__metadata__\":{\"format\":\"pt\"}}",
+           4, CQ_ERR_PARSE, "duplicate __metadata__");
     expect("{\"\xff\xfe\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, CQ_ERR_PARSE, "UTF-8");
 }
 
