@@ -48,20 +48,9 @@ cq_status cq_cuda_attention(cq_backend *be, const cq_attn_args *a) {
     int stages90 = 0;
     if (d128 && (c->attn_mode == 0 || c->attn_mode == 6) && c->cc_major == 9 && c->cc_minor == 0)
         stages90 = c->smem_optin >= cqk_attention_flash90_smem(3) ? 3 : c->smem_optin >= cqk_attention_flash90_smem(2) ? 2 : 0;
-    if (stages90) {
-        void *kv = NULL;
-        cq_status s = cq_cuda_scratch(c, CQ_CUDA_SLOT_KV, cqk_attention_flash90_scratch(&p), &kv);
-        if (s != CQ_OK) {
-            cq_cuda_op_end(c, op_, cudaSuccess, "");
-            return s;
-        }
-        cudaError_t e = cqk_attention_flash90(&k, &p, kv, stages90);
-        if (e == cudaSuccess && k.check) e = cqk_check_finite(&k, p.o, p.dt, p.Nq, (int64_t)p.Hq * p.D, (int64_t)p.Hq * p.D);
-        OP_END(e, "the wgmma kernel");
-    }
     int shape = -1; /* cqk_flash_shape, or -1: no flash kernel */
-    if (d128 && (c->attn_mode == 0 || c->attn_mode >= 3))
-        /* auto: 4 warps x 32 rows, measured fastest on an H200 (docs/PERFORMANCE.md) */
+    if (!stages90 && d128 && (c->attn_mode == 0 || c->attn_mode >= 3))
+        /* auto off Hopper: 4 warps x 32 rows, measured fastest of these on an H200 (docs/PERFORMANCE.md) */
         shape = c->attn_mode == 4 ? CQK_FLASH_64 : c->attn_mode == 3 ? CQK_FLASH_128 : CQK_FLASH_128W4;
     /* a GPU with less shared memory per block than the shape needs takes the 64-query one, then the generic kernel */
     if (shape >= 0 && c->smem_optin < cqk_attention_flash_smem(shape)) shape = CQK_FLASH_64;
@@ -69,18 +58,20 @@ cq_status cq_cuda_attention(cq_backend *be, const cq_attn_args *a) {
     const bool flash = shape >= 0;
     const bool wmma = d128 && c->attn_mode == 2 && c->smem_optin >= cqk_attention_d128_smem();
     cudaError_t e;
-    const char *what = !flash                    ? (wmma ? "the WMMA kernel" : "the generic kernel")
+    const char *what = stages90                  ? "the wgmma kernel"
+                       : !flash                  ? (wmma ? "the WMMA kernel" : "the generic kernel")
                        : shape == CQK_FLASH_64    ? "the flash kernel (64 queries per block)"
                        : shape == CQK_FLASH_128W4 ? "the flash kernel (128 queries, 4 warps)"
                                                   : "the flash kernel (128 queries, 8 warps)";
-    if (flash) {
+    if (stages90 || flash) { /* both pack K and V into scratch first */
         void *kv = NULL;
-        cq_status s = cq_cuda_scratch(c, CQ_CUDA_SLOT_KV, cqk_attention_flash_scratch(&p), &kv);
+        const size_t need = stages90 ? cqk_attention_flash90_scratch(&p) : cqk_attention_flash_scratch(&p);
+        cq_status s = cq_cuda_scratch(c, CQ_CUDA_SLOT_KV, need, &kv);
         if (s != CQ_OK) {
             cq_cuda_op_end(c, op_, cudaSuccess, "");
             return s;
         }
-        e = cqk_attention_flash(&k, &p, kv, shape);
+        e = stages90 ? cqk_attention_flash90(&k, &p, kv, stages90) : cqk_attention_flash(&k, &p, kv, shape);
     } else {
         e = wmma ? cqk_attention_d128(&k, &p) : cqk_attention_generic(&k, &p);
     }
