@@ -14,7 +14,8 @@
 
 static void help(void) {
     printf(
-        "usage: cortiq convert SRC -o OUT.cmf [--quant CODEC] [--quant-rule 'GLOB=CODEC']... [--quiet]\n"
+        "usage: cortiq convert SRC -o OUT.cmf [--quant CODEC] [--quant-rule 'GLOB=CODEC']... [--drop GLOB]...\n"
+        "                      [--quiet]\n"
         "\n"
         "Convert safetensors weights into one .cmf file. SRC is a folder:\n"
         "  - a diffusers pipeline (model_index.json; transformer/, text_encoder/, vae/ ...,\n"
@@ -32,6 +33,9 @@ static void help(void) {
         "                           f32/f16/bf16): f32 f16 bf16 q8_row q8_2f q4_block q4_tiled (q4t) q4tp\n"
         "  --quant-rule GLOB=CODEC  codec for tensors whose full name matches GLOB (fnmatch);\n"
         "                           repeatable, the first matching rule wins\n"
+        "  --drop GLOB              leave out the tensors whose full name matches GLOB (parts a use\n"
+        "                           never reads, e.g. the VAE encoder for text to image); repeatable;\n"
+        "                           a pattern that matches nothing is an error\n"
         "  -q, --quiet              no progress bar and no summary\n"
         "  -h, --help               this text\n"
         "\n"
@@ -44,7 +48,8 @@ static void help(void) {
         "examples:\n"
         "  cortiq convert Qwen-Image-2.1/ -o qi21.cmf\n"
         "  cortiq convert Qwen-Image-2.1/ -o qi21-q4.cmf --quant-rule 'dit.*=q4tp'\n"
-        "  cortiq convert Qwen3-0.6B/ -o qwen3.cmf --quant q8_row --quant-rule '*embed_tokens*=f16'\n");
+        "  cortiq convert Qwen3-0.6B/ -o qwen3.cmf --quant q8_row --quant-rule '*embed_tokens*=f16'\n"
+        "  cortiq convert Qwen-Image-2.1/ -o qi21-t2i.cmf --drop 'vae.encoder.*' --drop 'vae.quant_conv.*'\n");
 }
 
 /* Two bars on one line in turn: writing the pack, then the writer's
@@ -77,6 +82,8 @@ static void summary(const char *out, const cq_convert_report *r) {
     char a[32], b[32];
     printf("wrote %s: %s %s, %zu tensors, %s (from %s of safetensors) in %.1f s\n", out, r->arch, r->layout,
            r->tensors, cq_fmt_bytes(r->file_size, a, sizeof a), cq_fmt_bytes(r->bytes_in, b, sizeof b), r->seconds);
+    if (r->dropped)
+        printf("  left out (--drop): %zu tensors, %s of safetensors\n", r->dropped, cq_fmt_bytes(r->dropped_bytes, a, sizeof a));
     printf("  %-9s %8s %12s  %s\n", "codec", "tensors", "bytes", "worst relative RMS error");
     for (int d = 0; d < CQ_DTYPE_COUNT; d++) {
         const cq_convert_codec_stat *c = &r->codec[d];
@@ -102,7 +109,8 @@ static void summary(const char *out, const cq_convert_report *r) {
 int cq_cmd_convert(int argc, char **argv) {
     const char *cmd = "convert", *src = NULL, *out = NULL;
     static cq_convert_rule rules[MAX_RULES];
-    size_t n_rules = 0;
+    static const char *drops[MAX_RULES];
+    size_t n_rules = 0, n_drops = 0;
     int quant = -1;
     bool quiet = false;
     for (int i = 1; i < argc; i++) {
@@ -124,6 +132,10 @@ int cq_cmd_convert(int argc, char **argv) {
             if (cq_convert_parse_rule(argv[i], &rules[n_rules]) != CQ_OK)
                 return cq_cli_usage_error(cmd, "%s", cq_last_error());
             n_rules++;
+        } else if (strcmp(a, "--drop") == 0) {
+            if (++i >= argc) return cq_cli_usage_error(cmd, "--drop needs a GLOB");
+            if (n_drops == MAX_RULES) return cq_cli_usage_error(cmd, "at most %d drop patterns", MAX_RULES);
+            drops[n_drops++] = argv[i];
         } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
             quiet = true;
         } else if (a[0] == '-' && a[1]) {
@@ -141,7 +153,7 @@ int cq_cmd_convert(int argc, char **argv) {
     bar_pair bars = {.conv = {.bytes = true}, .ver = {.bytes = true}};
     bool show_bar = !quiet && isatty(STDERR_FILENO);
     cq_progress_begin(&bars.conv, "converting", 0, !show_bar);
-    cq_convert_opts opts = {.quant = quant, .rules = rules, .n_rules = n_rules};
+    cq_convert_opts opts = {.quant = quant, .rules = rules, .n_rules = n_rules, .drop = drops, .n_drop = n_drops};
     if (show_bar) {
         opts.progress = on_progress;
         opts.progress_user = &bars;

@@ -4,6 +4,7 @@
  * mappings through the codec into the CMF writer, measuring each tensor's
  * quantization error as it goes. Only one tensor is ever held in memory.
  */
+#include <fnmatch.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -308,8 +309,15 @@ static uint64_t estimate_size(const cv_item *items, size_t n, size_t header_len,
     return total;
 }
 
+/* The drop glob `name` matches first, or -1. */
+static int dropped_by(const cq_convert_opts *opts, const char *name) {
+    for (size_t i = 0; i < opts->n_drop; i++)
+        if (fnmatch(opts->drop[i], name, 0) == 0) return (int)i;
+    return -1;
+}
+
 static cq_status plan(const cv_source *src, const cq_convert_opts *opts, cv_item **out_items, size_t *out_n,
-                      uint64_t *bytes_in) {
+                      uint64_t *bytes_in, cq_convert_report *rep) {
     size_t n = src->n_blob;
     for (size_t c = 0; c < src->n_comp; c++) n += cq_st_count(src->comp[c].st);
     cv_item *items = cq_calloc(n ? n : 1, sizeof *items);
@@ -323,30 +331,55 @@ static cq_status plan(const cv_source *src, const cq_convert_opts *opts, cv_item
         if (!(items[k].name = cq_strdup(src->blob[b].name))) return CQ_ERR_NOMEM;
         *out_n = k + 1;
     }
+    bool *used = cq_calloc(opts->n_drop ? opts->n_drop : 1, sizeof *used); /* drop globs that matched */
+    if (!used) return CQ_ERR_NOMEM;
     for (size_t c = 0; c < src->n_comp; c++) {
         const cv_comp *comp = &src->comp[c];
-        for (size_t i = 0; i < cq_st_count(comp->st); i++, k++) {
+        for (size_t i = 0; i < cq_st_count(comp->st); i++) {
             const cq_st_tensor *t = cq_st_at(comp->st, i);
             cv_item *it = &items[k];
             *it = (cv_item){.comp = comp, .t = t};
             size_t pl = strlen(comp->prefix), nl = strlen(t->name);
-            if (!(it->name = cq_malloc(pl + nl + 2))) return CQ_ERR_NOMEM;
+            if (!(it->name = cq_malloc(pl + nl + 2))) {
+                cq_free(used);
+                return CQ_ERR_NOMEM;
+            }
             snprintf(it->name, pl + nl + 2, "%s%s%s", comp->prefix, pl ? "." : "", t->name);
-            *out_n = k + 1;
+            const int drop = dropped_by(opts, it->name);
+            if (drop >= 0) { /* left out: the slot is reused by the next tensor */
+                used[drop] = true;
+                rep->dropped++;
+                rep->dropped_bytes += t->nbytes;
+                cq_free(it->name);
+                *it = (cv_item){0};
+                continue;
+            }
+            *out_n = ++k;
             for (int d = 0; d < t->ndim; d++)
-                if (t->shape[d] > UINT32_MAX)
+                if (t->shape[d] > UINT32_MAX) {
+                    cq_free(used);
                     return cq_fail(CQ_ERR_SHAPE, "tensor '%s': dimension %d is %llu, more than CMF's 32-bit limit",
                                    it->name, d, (unsigned long long)t->shape[d]);
+                }
             it->ch = cv_plan_tensor(opts, comp->role, it->name, t);
             if (it->ch.dtype == CQ_DTYPE_U8)
                 it->nbytes = t->nbytes;
             else {
                 cq_status s = cq_codec_nbytes(it->ch.dtype, t->ndim, t->shape, &it->nbytes);
-                if (s != CQ_OK) return cq_fail_prefix(s, "tensor '%s': ", it->name);
+                if (s != CQ_OK) {
+                    cq_free(used);
+                    return cq_fail_prefix(s, "tensor '%s': ", it->name);
+                }
             }
             *bytes_in += t->nbytes;
         }
     }
+    for (size_t i = 0; i < opts->n_drop; i++)
+        if (!used[i]) { /* a typo would otherwise keep what the user meant to leave out */
+            cq_free(used);
+            return cq_fail(CQ_ERR_INVALID_ARG, "convert: the drop pattern '%s' matches no tensor", opts->drop[i]);
+        }
+    cq_free(used);
     return CQ_OK;
 }
 
@@ -381,7 +414,7 @@ cq_status cq_convert(const char *src_path, const char *out, const cq_convert_opt
         snprintf(rep->arch, sizeof rep->arch, "%s", src.arch);
         snprintf(rep->layout, sizeof rep->layout, "%s",
                  src.layout == CV_PIPELINE ? "pipeline" : src.layout == CV_COMPONENT ? "component" : "llm");
-        s = plan(&src, &opts, &items, &n, &rep->bytes_in);
+        s = plan(&src, &opts, &items, &n, &rep->bytes_in, rep);
     }
     if (s == CQ_OK) {
         snprintf(rep->quant_type, sizeof rep->quant_type, "%s", dominant_quant(items, n));

@@ -55,6 +55,9 @@ typedef struct cq_convert_opts {
     int quant;                     /* a cq_dtype for 2-D weights, or -1 for the defaults */
     const cq_convert_rule *rules;  /* first match wins */
     size_t n_rules;
+    const char *const *drop;       /* fnmatch globs: weight tensors whose full name matches one are left out
+                                    * (each glob must match something); configs are always kept */
+    size_t n_drop;
     cq_progress_fn progress;       /* done/total in source bytes; non-zero return cancels */
     void *progress_user;
     cq_progress_fn verify_progress; /* the writer's read-back verification of the new file */
@@ -79,6 +82,8 @@ typedef struct cq_convert_report {
     char layout[16];           /* "pipeline", "component" or "llm" */
     char quant_type[16];       /* the header's quant_type */
     size_t tensors;            /* including the u8 config tensors */
+    size_t dropped;            /* tensors left out by opts.drop */
+    uint64_t dropped_bytes;    /* their source payload bytes */
     uint64_t bytes_in;         /* source payload bytes */
     uint64_t file_size;
     double seconds;

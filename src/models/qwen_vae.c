@@ -262,6 +262,9 @@ static int enc_pulled(uint64_t done, uint64_t total, void *user) {
 
 cq_status cq_qvae_encode(cq_qvae *v, const float *x, int H, int W, cq_qvae_layout layout, float *moments) {
     if (!v || !x || !moments) return cq_fail(CQ_ERR_INVALID_ARG, "vae: model, image and moments are required");
+    if (!v->cfg.has_encoder)
+        return cq_fail(CQ_ERR_UNSUPPORTED, "vae: this file holds no encoder (it was converted for decoding only), so "
+                                           "it cannot encode images");
     if (layout != CQ_QVAE_PLANAR && layout != CQ_QVAE_CHANNELS_LAST)
         return cq_fail(CQ_ERR_INVALID_ARG, "vae: unknown layout %d", (int)layout);
     const int F = v->cfg.spatial_factor, p = v->cfg.patch_size, Ci = v->cfg.image_channels, Cp = v->in_channels;

@@ -19,6 +19,7 @@
 #ifndef CQ_MODELS_QWEN_VAE_H
 #define CQ_MODELS_QWEN_VAE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "cortiq.h"
@@ -39,6 +40,7 @@ typedef struct cq_qvae_config {
     int base_dim, decoder_base_dim, num_res_blocks, n_levels;
     const float *latents_mean; /* [z_dim], f32 as the pipeline builds them */
     const float *latents_std;  /* [z_dim] */
+    bool has_encoder;          /* false: a decode-only file (the encoder and quant_conv left out) */
 } cq_qvae_config;
 
 /* Load from a CMF pack: tensors `<prefix><diffusers name>` and the config as
@@ -46,7 +48,9 @@ typedef struct cq_qvae_config {
  * Conv kernels may be in any codec the backend runs (f16 by default);
  * norm gammas and biases in any float codec (converted to f32 once). Only
  * the residual (2.1) structure is supported; anything else fails with
- * CQ_ERR_UNSUPPORTED naming the config field. */
+ * CQ_ERR_UNSUPPORTED naming the config field. The encoder (encoder.* and
+ * quant_conv) is optional, all or nothing: without it the model decodes and
+ * cq_qvae_encode fails with CQ_ERR_UNSUPPORTED. */
 cq_status cq_qvae_load(const cq_cmf *cmf, const char *prefix, cq_backend *be, cq_qvae **out);
 void cq_qvae_free(cq_qvae *v);
 const cq_qvae_config *cq_qvae_get_config(const cq_qvae *v);

@@ -336,12 +336,18 @@ static cq_status load_all(const loader *L, const qv_json *c) {
         de[i + 1] = c->base_dim * c->mult[i];
         dd[i + 1] = c->decoder_base_dim * c->mult[nl - 1 - i];
     }
-    char n[400];
-    /* encoder */
+    char n[400], full[512];
+    /* encoder: optional (text to image never encodes), but all of it or none */
+    const bool enc_in = find(L, "encoder.conv_in.weight", full, sizeof full) != NULL;
+    const bool quant = find(L, "quant_conv.weight", full, sizeof full) != NULL;
+    if (enc_in != quant)
+        return cq_fail(CQ_ERR_MISSING, "vae: the file has %s but not %s: the encoder is all or nothing",
+                       enc_in ? "encoder.conv_in" : "quant_conv", enc_in ? "quant_conv" : "encoder.conv_in");
+    v->cfg.has_encoder = enc_in;
     qv_coder *e = &v->enc;
-    e->n_levels = nl;
-    CQ_TRY(load_conv(L, "encoder.conv_in", c->in_channels, de[0], 3, &e->conv_in));
-    for (int i = 0; i < nl; i++) {
+    e->n_levels = enc_in ? nl : 0;
+    if (enc_in) CQ_TRY(load_conv(L, "encoder.conv_in", c->in_channels, de[0], 3, &e->conv_in));
+    for (int i = 0; enc_in && i < nl; i++) {
         qv_level *lv = &e->lv[i];
         bool last = i == nl - 1;
         lv->cin = de[i];
@@ -357,10 +363,12 @@ static cq_status load_all(const loader *L, const qv_json *c) {
         CQ_TRY(name_fmt(n, sizeof n, "encoder.down_blocks.%d", i));
         CQ_TRY(load_level(L, n, "downsampler", lv));
     }
-    CQ_TRY(load_mid(L, "encoder", de[nl], e, &e->attn_proj));
-    CQ_TRY(load_gamma(L, "encoder.norm_out.gamma", de[nl], &e->norm_out));
-    CQ_TRY(load_conv(L, "encoder.conv_out", de[nl], 2 * c->z_dim, 3, &e->conv_out));
-    CQ_TRY(load_conv(L, "quant_conv", 2 * c->z_dim, 2 * c->z_dim, 1, &v->quant));
+    if (enc_in) {
+        CQ_TRY(load_mid(L, "encoder", de[nl], e, &e->attn_proj));
+        CQ_TRY(load_gamma(L, "encoder.norm_out.gamma", de[nl], &e->norm_out));
+        CQ_TRY(load_conv(L, "encoder.conv_out", de[nl], 2 * c->z_dim, 3, &e->conv_out));
+        CQ_TRY(load_conv(L, "quant_conv", 2 * c->z_dim, 2 * c->z_dim, 1, &v->quant));
+    }
     /* decoder */
     qv_coder *d = &v->dec;
     d->n_levels = nl;

@@ -313,6 +313,61 @@ static void test_errors(void **state) {
     cq_qvae_free(NULL);
 }
 
+/* Converts vae_a with `drop` globs into a file of its own; the conversion's status. */
+static cq_status convert_dropping(const char *const *drop, size_t n_drop, const char *tag, char *out, size_t len) {
+    snprintf(out, len, "%s/vae_a.cmf", tu_tmpdir(tag));
+    cq_convert_opts opts = {.quant = CQ_DTYPE_F32, .drop = drop, .n_drop = n_drop};
+    cq_convert_report rep;
+    cq_status s = cq_convert(VAE_DIR "/vae_a", out, &opts, &rep);
+    if (s == CQ_OK) assert_true(rep.dropped > 0 && rep.dropped_bytes > 0);
+    cq_convert_report_free(&rep);
+    return s;
+}
+
+/* A decode-only file (convert --drop 'vae.encoder.*' --drop 'vae.quant_conv.*') decodes exactly as the whole
+ * model does and refuses to encode; half an encoder, and a drop pattern that matches nothing, are errors. */
+static void test_decoder_only(void **state) {
+    (void)state;
+    if (!g_have) skip();
+    fixture *f = &g_fx[0][0]; /* vae_a, f32 */
+    char path[1100];
+    static const char *const dec_only[] = {"vae.encoder.*", "vae.quant_conv.*"};
+    assert_int_equal(convert_dropping(dec_only, 2, "vae_dec_only", path, sizeof path), CQ_OK);
+    cq_cmf *cmf = NULL;
+    cq_qvae *v = NULL;
+    assert_int_equal(cq_cmf_open(path, &cmf), CQ_OK);
+    assert_int_equal(cq_qvae_load(cmf, "vae.", f->be, &v), CQ_OK);
+    assert_false(cq_qvae_get_config(v)->has_encoder);
+    assert_true(cq_qvae_get_config(f->vae)->has_encoder);
+    uint64_t zs[3];
+    float *z = golden(f, "z", "s", zs);
+    const cq_qvae_config *c = cq_qvae_get_config(v);
+    size_t n = (size_t)c->image_channels * zs[1] * zs[2] * (size_t)(c->spatial_factor * c->spatial_factor);
+    float *a = malloc(n * sizeof(float)), *b = malloc(n * sizeof(float));
+    assert_int_equal(cq_qvae_decode(f->vae, z, (int)zs[1], (int)zs[2], CQ_QVAE_PLANAR, a), CQ_OK);
+    assert_int_equal(cq_qvae_decode(v, z, (int)zs[1], (int)zs[2], CQ_QVAE_PLANAR, b), CQ_OK);
+    assert_memory_equal(a, b, n * sizeof(float));
+    assert_int_equal(cq_qvae_encode(v, a, 16, 16, CQ_QVAE_PLANAR, b), CQ_ERR_UNSUPPORTED);
+    assert_non_null(strstr(cq_last_error(), "no encoder"));
+    cq_qvae_free(v);
+    cq_cmf_close(cmf);
+    free(z);
+    free(a);
+    free(b);
+
+    static const char *const half[] = {"vae.quant_conv.*"};
+    assert_int_equal(convert_dropping(half, 1, "vae_half_enc", path, sizeof path), CQ_OK);
+    assert_int_equal(cq_cmf_open(path, &cmf), CQ_OK);
+    assert_int_equal(cq_qvae_load(cmf, "vae.", f->be, &v), CQ_ERR_MISSING);
+    assert_non_null(strstr(cq_last_error(), "all or nothing"));
+    assert_null(v);
+    cq_cmf_close(cmf);
+
+    static const char *const typo[] = {"vae.encoder.*", "vae.quantconv.*"};
+    assert_int_equal(convert_dropping(typo, 2, "vae_drop_typo", path, sizeof path), CQ_ERR_INVALID_ARG);
+    assert_non_null(strstr(cq_last_error(), "'vae.quantconv.*' matches no tensor"));
+}
+
 static int setup(void **state) {
     (void)state;
     g_have = have_golden();
@@ -476,7 +531,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_golden_f32), cmocka_unit_test(test_golden_f16),     cmocka_unit_test(test_bands),
         cmocka_unit_test(test_layouts_and_norm), cmocka_unit_test(test_errors), cmocka_unit_test(test_progress_and_edges),
-        cmocka_unit_test(test_config_errors),    cmocka_unit_test(test_ref_backend),
+        cmocka_unit_test(test_config_errors),    cmocka_unit_test(test_ref_backend),  cmocka_unit_test(test_decoder_only),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
