@@ -112,6 +112,17 @@ expect 0 "$CQ" convert "$SRC" -o "$W/r.cmf" --quant-rule 'dit.*=q4tp'
 has out "dit.odd.weight: q4tp -> q8_2f"
 expect 0 "$CQ" verify "$W/r.cmf"
 
+# ---- --drop leaves tensors out; a pattern that matches nothing is an error ----
+expect 0 "$CQ" convert "$SRC" -o "$W/d.cmf" --drop 'vae.decoder.*'
+has out "left out (--drop): "
+expect 0 "$CQ" info "$W/d.cmf" --tensors
+grep -q "^vae.decoder." "$W/out" && fail "--drop: vae.decoder.* still in the file"
+grep -q "^dit.proj.weight " "$W/out" || fail "--drop: dit.proj.weight went missing"
+expect 1 "$CQ" convert "$SRC" -o "$W/d2.cmf" --drop 'vae.nothing.*'
+has err "matches no tensor"
+[ -e "$W/d2.cmf" ] && fail "--drop typo: a file was written"
+expect 2 "$CQ" convert "$SRC" -o "$W/d2.cmf" --drop
+
 # ---- a lone component folder gets dit.* names ----
 expect 0 "$CQ" convert "$SRC/transformer" -o "$W/c.cmf" --quant f16
 expect 0 "$CQ" info "$W/c.cmf" --tensors
