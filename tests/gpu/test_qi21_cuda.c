@@ -151,45 +151,18 @@ static void test_golden_q4tp(void **state) {
 
 static const golden_case *find_case(const char *name) { return qg_find(&g_set, name); }
 
-/* Two caches alive at once, stepped in turn: each step equals the same step
- * on a cache of its own, bit for bit. */
+/* Two caches alive at once, stepped in turn (qi21_golden.c): each step equals the same step on a cache of
+ * its own, bit for bit. A cache's second step is recorded and the later ones replay it, so this also holds
+ * replays, with other timesteps in between, to direct steps. */
 static void test_two_caches(void **state) {
     (void)state;
     const golden_case *a = find_case("cond1"), *b = find_case("t2i_square");
-    assert_int_equal(a->model, b->model);
-    cq_qi21 *m = g_model[Q_F32][a->model];
-    size_t n = vel_len(a);
-    assert_int_equal(n, vel_len(b));
-    float *va = malloc(n * sizeof(float)), *vb = malloc(n * sizeof(float)), *v = malloc(n * sizeof(float));
-    assert_true(va && vb && v);
-    cq_qi21_cache *ca = NULL, *cb = NULL;
-    assert_int_equal(cq_qi21_prefill(m, &a->in.layout, a->in.ctx, a->in.cond, &ca), CQ_OK);
-    assert_int_equal(cq_qi21_step(m, ca, a->in.target, a->in.t, va), CQ_OK);
-    cq_qi21_cache_free(ca);
-    assert_int_equal(cq_qi21_prefill(m, &b->in.layout, b->in.ctx, b->in.cond, &cb), CQ_OK);
-    assert_int_equal(cq_qi21_step(m, cb, b->in.target, b->in.t, vb), CQ_OK);
-    cq_qi21_cache_free(cb);
-    assert_int_equal(cq_qi21_prefill(m, &a->in.layout, a->in.ctx, a->in.cond, &ca), CQ_OK);
-    assert_int_equal(cq_qi21_prefill(m, &b->in.layout, b->in.ctx, b->in.cond, &cb), CQ_OK);
     cq_backend_stats s0, s1;
     assert_int_equal(cq_backend_get_stats(g_be, &s0, false), CQ_OK);
-    for (int round = 0; round < 3; round++) {
-        assert_int_equal(cq_qi21_step(m, cb, b->in.target, 0.3f * (float)round, v), CQ_OK);
-        assert_int_equal(cq_qi21_step(m, ca, a->in.target, a->in.t, v), CQ_OK);
-        assert_memory_equal(v, va, n * sizeof(float));
-        assert_int_equal(cq_qi21_step(m, cb, b->in.target, b->in.t, v), CQ_OK);
-        assert_memory_equal(v, vb, n * sizeof(float));
-    }
-    /* 9 steps: per cache one direct, one recorded (and replayed), the rest replays */
+    qg_two_caches(g_model[Q_F32][a->model], a, b, vel_len(a), DEVICE_BOUND);
     assert_int_equal(cq_backend_get_stats(g_be, &s1, false), CQ_OK);
-    if (cq_backend_can_record(g_be)) assert_int_equal(s1.replays - s0.replays, 9 - 2);
-    assert_true(qg_rel_err(va, a->ref, n, a->ref_rms) <= DEVICE_BOUND);
-    assert_true(qg_rel_err(vb, b->ref, n, b->ref_rms) <= DEVICE_BOUND);
-    cq_qi21_cache_free(ca);
-    cq_qi21_cache_free(cb);
-    free(va);
-    free(vb);
-    free(v);
+    /* per cache: one direct step, one recorded (and replayed), the rest replays */
+    if (cq_backend_can_record(g_be)) assert_int_equal(s1.replays - s0.replays, 2 * (QG_TWO_CACHES_STEPS - 1));
 }
 
 static void test_no_allocation_in_step(void **state) {

@@ -51,4 +51,11 @@ void qg_free_cases(qg_set *s);
 /* The case named `name`; fails the running test when there is none. */
 const qg_case *qg_find(const qg_set *s, const char *name);
 
+/* Two prompts a and b of model m (velocity length n) with caches alive at once, stepped in turn at several
+ * timesteps: each step equals the same step on a cache of its own, bit for bit, and both are within `bound`
+ * (max|err| / RMS) of the reference. Fails the running test otherwise. Each of the two caches takes
+ * QG_TWO_CACHES_STEPS steps. */
+#define QG_TWO_CACHES_STEPS 6
+void qg_two_caches(cq_qi21 *m, const qg_case *a, const qg_case *b, size_t n, double bound);
+
 #endif

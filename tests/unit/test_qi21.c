@@ -150,41 +150,7 @@ static const golden_case *find_case(const char *name) { return qg_find(&g_set, n
 static void test_two_caches(void **state) {
     (void)state;
     const golden_case *a = find_case("cond1"), *b = find_case("t2i_square");
-    assert_int_equal(a->model, b->model);
-    assert_int_equal(a->in.n_target, b->in.n_target);
-    cq_qi21 *m = g_model[Q_F32][a->model];
-    size_t n = vel_len(a);
-    float *va = malloc(n * sizeof(float)), *vb = malloc(n * sizeof(float)), *v = malloc(n * sizeof(float));
-    assert_true(va && vb && v);
-    /* alone first */
-    cq_qi21_cache *ca = NULL, *cb = NULL;
-    assert_int_equal(cq_qi21_prefill(m, &a->in.layout, a->in.ctx, a->in.cond, &ca), CQ_OK);
-    assert_int_equal(cq_qi21_step(m, ca, a->in.target, a->in.t, va), CQ_OK);
-    cq_qi21_cache_free(ca);
-    assert_int_equal(cq_qi21_prefill(m, &b->in.layout, b->in.ctx, b->in.cond, &cb), CQ_OK);
-    assert_int_equal(cq_qi21_step(m, cb, b->in.target, b->in.t, vb), CQ_OK);
-    cq_qi21_cache_free(cb);
-    /* together, interleaved, other timesteps in between */
-    assert_int_equal(cq_qi21_prefill(m, &a->in.layout, a->in.ctx, a->in.cond, &ca), CQ_OK);
-    assert_int_equal(cq_qi21_prefill(m, &b->in.layout, b->in.ctx, b->in.cond, &cb), CQ_OK);
-    const float ts[3] = {0.9f, 0.05f, 0.0f};
-    for (int round = 0; round < 3; round++) {
-        assert_int_equal(cq_qi21_step(m, cb, b->in.target, ts[round], v), CQ_OK);
-        assert_int_equal(cq_qi21_step(m, ca, a->in.target, ts[2 - round], v), CQ_OK);
-        assert_int_equal(cq_qi21_step(m, ca, a->in.target, a->in.t, v), CQ_OK);
-        assert_memory_equal(v, va, n * sizeof(float)); /* deterministic: bit-identical */
-        assert_int_equal(cq_qi21_step(m, cb, b->in.target, b->in.t, v), CQ_OK);
-        assert_memory_equal(v, vb, n * sizeof(float));
-    }
-    assert_true(qg_rel_err(va, a->ref, n, a->ref_rms) <= F32_BOUND);
-    assert_true(qg_rel_err(vb, b->ref, n, b->ref_rms) <= F32_BOUND);
-    /* the two prompts really differ */
-    assert_true(qg_rel_err(va, vb, n, a->ref_rms) > 1e-2);
-    cq_qi21_cache_free(ca);
-    cq_qi21_cache_free(cb);
-    free(va);
-    free(vb);
-    free(v);
+    qg_two_caches(g_model[Q_F32][a->model], a, b, vel_len(a), F32_BOUND);
 }
 
 /* Steps at several t on one cache equal the uncached forward at each t. */
