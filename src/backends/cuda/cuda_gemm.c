@@ -99,7 +99,8 @@ static cq_status matmul_run(cq_cuda *c, const cqk_ctx *k, const cq_matmul_args *
 
     if (c->gemm_mode == 2 && c->cc_major == 9 && c->cc_minor == 0 && c->smem_optin >= cqk_gemm90_smem()) {
         /* Hopper, CORTIQ_CUDA_GEMM=wgmma: the product and the epilogue in one kernel (k_gemm90.cu); correct,
-         * but at ~270 TFLOP/s where cuBLASLt's product runs at 600-700, so not the default yet */
+         * and ahead on plain projections, but behind cuBLASLt plus the epilogue kernel on SwiGLU and on the
+         * long-K residual projection (docs/CUDA.md, Matmul), so not the default */
         cqk_gemm90 g = {.x = x.p, .ldx = x.ld, .xscale = x.scale, .w1 = w1.p, .ldw1 = w1.ld, .ws1 = w1.scale,
                         .rows1 = Nw, .scale = a->scale != 0.0f ? a->scale : 1.0f, .act = (int)a->act,
                         .accumulate = a->accumulate, .y = cq_cuda_ptr(a->y), .ydt = cq_cuda_kdt(a->y->dtype),

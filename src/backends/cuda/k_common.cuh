@@ -63,17 +63,54 @@ struct cqk_f16_t { uint16_t b; };
 struct cqk_bf16_t { uint16_t b; };
 
 template <typename T> struct cqk_io;
+/* ld2/st2 (ld4/st4): elements i .. i + 1 (i + 3) in one access; p + i aligned to two (four) elements */
 template <> struct cqk_io<float> {
+    static __device__ __forceinline__ float4 ld4(const float *p, int64_t i) { return *(const float4 *)(p + i); }
+    static __device__ __forceinline__ void st4(float *p, int64_t i, float4 v) { *(float4 *)(p + i) = v; }
     static __device__ __forceinline__ float ld(const float *p, int64_t i) { return p[i]; }
     static __device__ __forceinline__ void st(float *p, int64_t i, float v) { p[i] = v; }
+    static __device__ __forceinline__ float2 ld2(const float *p, int64_t i) { return *(const float2 *)(p + i); }
+    static __device__ __forceinline__ void st2(float *p, int64_t i, float a, float b) { *(float2 *)(p + i) = make_float2(a, b); }
 };
 template <> struct cqk_io<cqk_f16_t> {
+    static __device__ __forceinline__ float4 ld4(const cqk_f16_t *p, int64_t i) {
+        const uint2 u = *(const uint2 *)(p + i);
+        return make_float4(cqk_h2f((uint16_t)u.x), cqk_h2f((uint16_t)(u.x >> 16)), cqk_h2f((uint16_t)u.y),
+                           cqk_h2f((uint16_t)(u.y >> 16)));
+    }
+    static __device__ __forceinline__ void st4(cqk_f16_t *p, int64_t i, float4 v) {
+        *(uint2 *)(p + i) = make_uint2((uint32_t)cqk_f2h(v.x) | ((uint32_t)cqk_f2h(v.y) << 16),
+                                       (uint32_t)cqk_f2h(v.z) | ((uint32_t)cqk_f2h(v.w) << 16));
+    }
     static __device__ __forceinline__ float ld(const cqk_f16_t *p, int64_t i) { return cqk_h2f(p[i].b); }
     static __device__ __forceinline__ void st(cqk_f16_t *p, int64_t i, float v) { p[i].b = cqk_f2h(v); }
+    static __device__ __forceinline__ float2 ld2(const cqk_f16_t *p, int64_t i) {
+        const uint32_t u = *(const uint32_t *)(p + i);
+        return make_float2(cqk_h2f((uint16_t)u), cqk_h2f((uint16_t)(u >> 16)));
+    }
+    static __device__ __forceinline__ void st2(cqk_f16_t *p, int64_t i, float a, float b) {
+        *(uint32_t *)(p + i) = (uint32_t)cqk_f2h(a) | ((uint32_t)cqk_f2h(b) << 16);
+    }
 };
 template <> struct cqk_io<cqk_bf16_t> {
+    static __device__ __forceinline__ float4 ld4(const cqk_bf16_t *p, int64_t i) {
+        const uint2 u = *(const uint2 *)(p + i);
+        return make_float4(cqk_bf2f((uint16_t)u.x), cqk_bf2f((uint16_t)(u.x >> 16)), cqk_bf2f((uint16_t)u.y),
+                           cqk_bf2f((uint16_t)(u.y >> 16)));
+    }
+    static __device__ __forceinline__ void st4(cqk_bf16_t *p, int64_t i, float4 v) {
+        *(uint2 *)(p + i) = make_uint2((uint32_t)cqk_f2bf(v.x) | ((uint32_t)cqk_f2bf(v.y) << 16),
+                                       (uint32_t)cqk_f2bf(v.z) | ((uint32_t)cqk_f2bf(v.w) << 16));
+    }
     static __device__ __forceinline__ float ld(const cqk_bf16_t *p, int64_t i) { return cqk_bf2f(p[i].b); }
     static __device__ __forceinline__ void st(cqk_bf16_t *p, int64_t i, float v) { p[i].b = cqk_f2bf(v); }
+    static __device__ __forceinline__ float2 ld2(const cqk_bf16_t *p, int64_t i) {
+        const uint32_t u = *(const uint32_t *)(p + i);
+        return make_float2(cqk_bf2f((uint16_t)u), cqk_bf2f((uint16_t)(u >> 16)));
+    }
+    static __device__ __forceinline__ void st2(cqk_bf16_t *p, int64_t i, float a, float b) {
+        *(uint32_t *)(p + i) = (uint32_t)cqk_f2bf(a) | ((uint32_t)cqk_f2bf(b) << 16);
+    }
 };
 
 template <typename T> __device__ __forceinline__ float cqk_ld(const void *p, int64_t i) {

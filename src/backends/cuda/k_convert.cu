@@ -150,17 +150,39 @@ __global__ void __launch_bounds__(ROWS_THREADS) k_decode_f16rows(const uint8_t *
         plane[r * ld + k] = k < cols ? cqk_f2h(ldexpf(decode_one<CODEC>(p, rows, cols, r, k, lut), e)) : (uint16_t)0;
 }
 
-template <typename TX>
+/* The activation operand's staging, once per matmul on the hot path: one block per row. VEC (the row's
+ * columns, both pitches and both pointers in whole groups of four) reads and writes four values per access;
+ * the second pass reads the row again (from L2). Scaling by the power of two p = 2^e is exact, as ldexpf. */
+template <typename TX, bool VEC>
 __global__ void __launch_bounds__(ROWS_THREADS) k_stage_f16rows(uint16_t *y, int64_t ldy, float *rowscale, const void *x,
                                                                 int64_t ldx, int64_t cols) {
     __shared__ float sh[32];
     const int64_t r = blockIdx.x;
+    const TX *xr = (const TX *)x + r * ldx;
+    uint16_t *yr = y + r * ldy;
     float m = 0.0f;
-    for (int64_t k = threadIdx.x; k < cols; k += blockDim.x) m = fmaxf(m, mag(cqk_ld<TX>(x, r * ldx + k)));
+    if (VEC)
+        for (int64_t k = 4 * (int64_t)threadIdx.x; k < cols; k += 4 * (int64_t)blockDim.x) {
+            const float4 v = cqk_io<TX>::ld4(xr, k);
+            m = fmaxf(m, fmaxf(fmaxf(mag(v.x), mag(v.y)), fmaxf(mag(v.z), mag(v.w))));
+        }
+    else
+        for (int64_t k = threadIdx.x; k < cols; k += blockDim.x) m = fmaxf(m, mag(cqk_io<TX>::ld(xr, k)));
     const int e = row_exponent(block_absmax(m, sh));
+    const float p = ldexpf(1.0f, e); /* |e| <= 120: a normal f32 */
     if (threadIdx.x == 0) rowscale[r] = ldexpf(1.0f, -e);
-    for (int64_t k = threadIdx.x; k < ldy; k += blockDim.x)
-        y[r * ldy + k] = k < cols ? cqk_f2h(ldexpf(cqk_ld<TX>(x, r * ldx + k), e)) : (uint16_t)0;
+    if (VEC)
+        for (int64_t k = 4 * (int64_t)threadIdx.x; k < ldy; k += 4 * (int64_t)blockDim.x) {
+            uint2 o = make_uint2(0u, 0u); /* padding columns [cols, ldy) are zeros */
+            if (k < cols) {
+                const float4 v = cqk_io<TX>::ld4(xr, k);
+                o.x = (uint32_t)cqk_f2h(v.x * p) | ((uint32_t)cqk_f2h(v.y * p) << 16);
+                o.y = (uint32_t)cqk_f2h(v.z * p) | ((uint32_t)cqk_f2h(v.w * p) << 16);
+            }
+            *(uint2 *)(yr + k) = o;
+        }
+    else
+        for (int64_t k = threadIdx.x; k < ldy; k += blockDim.x) yr[k] = k < cols ? cqk_f2h(cqk_io<TX>::ld(xr, k) * p) : (uint16_t)0;
 }
 
 extern "C" cudaError_t cqk_stage_f16_rows(const cqk_ctx *c, uint16_t *y, int64_t ldy, float *rowscale, const void *x,
@@ -168,7 +190,10 @@ extern "C" cudaError_t cqk_stage_f16_rows(const cqk_ctx *c, uint16_t *y, int64_t
     if (rows <= 0 || cols <= 0) return cudaSuccess;
     if (rows > 0x7fffffff || ldy < cols) return cudaErrorInvalidValue;
     CQK_DISPATCH(xdt, TX, {
-        k_stage_f16rows<TX><<<(unsigned)rows, ROWS_THREADS, 0, c->stream>>>(y, ldy, rowscale, x, ldx, cols);
+        const bool vec = cols % 4 == 0 && ldx % 4 == 0 && ldy % 4 == 0 && (uintptr_t)x % (4 * sizeof(TX)) == 0 &&
+                         (uintptr_t)y % 8 == 0;
+        if (vec) k_stage_f16rows<TX, true><<<(unsigned)rows, ROWS_THREADS, 0, c->stream>>>(y, ldy, rowscale, x, ldx, cols);
+        else k_stage_f16rows<TX, false><<<(unsigned)rows, ROWS_THREADS, 0, c->stream>>>(y, ldy, rowscale, x, ldx, cols);
     });
     return cqk_launched();
 }

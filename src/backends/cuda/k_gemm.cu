@@ -17,43 +17,88 @@ __device__ __forceinline__ float gelu_tanh_f(float x) {
     return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
 }
 
-template <typename TY, int ACT>
-__global__ void k_epilogue(cqk_dev d, cqk_epilogue e) {
-    const int64_t n = e.M * e.N;
-    CQK_GRID_STRIDE(i, n) {
-        const int64_t m = i / e.N, j = i - m * e.N;
-        /* undo the operands' power-of-two row scales (exact), then the op's scale */
+/* one output: the operands' power-of-two row scales undone (exact), the op's scale, bias, activation */
+template <int ACT>
+__device__ __forceinline__ float epi_value(const cqk_epilogue &e, float a1, float a2, float xs, int64_t j) {
+    float v = e.scale * (a1 * xs * e.wscale1[j]) + (e.bias ? e.bias[j] : 0.0f);
+    if (ACT == CQK_ACT_GELU_TANH) v = gelu_tanh_f(v);
+    if (ACT == CQK_ACT_SILU) v = silu_f(v);
+    if (ACT == CQK_ACT_SWIGLU) v = silu_f(v) * (e.scale * (a2 * xs * e.wscale2[j]) + (e.bias2 ? e.bias2[j] : 0.0f));
+    return v;
+}
+
+/* Rows in blockIdx.y (grid-stride), columns across the threads of blockIdx.x: no division per element.
+ * VEC: four columns per thread in 16-byte (f32) / 8-byte (f16, bf16) accesses, when N, every pitch and
+ * every pointer keep groups of four aligned (the host checks); the arithmetic is the scalar path's. */
+template <typename TY, int ACT, bool VEC>
+__global__ void __launch_bounds__(256) k_epilogue(cqk_dev d, cqk_epilogue e) {
+    constexpr int W = VEC ? 4 : 1;
+    const int64_t j0 = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * W;
+    if (j0 >= e.N) return;
+    for (int64_t m = blockIdx.y; m < e.M; m += gridDim.y) {
         const float xs = e.xscale[m];
-        float v = e.scale * (e.acc1[m * e.ld1 + j] * xs * e.wscale1[j]) + (e.bias ? e.bias[j] : 0.0f);
-        if (ACT == CQK_ACT_GELU_TANH) v = gelu_tanh_f(v);
-        if (ACT == CQK_ACT_SILU) v = silu_f(v);
-        if (ACT == CQK_ACT_SWIGLU) {
-            const float u = e.scale * (e.acc2[m * e.ld2 + j] * xs * e.wscale2[j]) + (e.bias2 ? e.bias2[j] : 0.0f);
-            v = silu_f(v) * u;
+        const int64_t o = m * e.ldy + j0;
+        float v[W], a1[W], a2[W] = {}, old[W] = {};
+        if (VEC) {
+            const float4 t = *(const float4 *)(e.acc1 + m * e.ld1 + j0);
+            a1[0] = t.x, a1[1] = t.y, a1[2] = t.z, a1[3 % W] = t.w;
+            if (ACT == CQK_ACT_SWIGLU) {
+                const float4 u = *(const float4 *)(e.acc2 + m * e.ld2 + j0);
+                a2[0] = u.x, a2[1] = u.y, a2[2] = u.z, a2[3 % W] = u.w;
+            }
+            if (e.accumulate) {
+                const float4 y = cqk_io<TY>::ld4((const TY *)e.y, o);
+                old[0] = y.x, old[1] = y.y, old[2] = y.z, old[3 % W] = y.w;
+            }
+        } else {
+            a1[0] = e.acc1[m * e.ld1 + j0];
+            if (ACT == CQK_ACT_SWIGLU) a2[0] = e.acc2[m * e.ld2 + j0];
+            if (e.accumulate) old[0] = cqk_ld<TY>(e.y, o);
         }
-        const int64_t o = m * e.ldy + j;
-        if (e.accumulate) v = cqk_ld<TY>(e.y, o) + (e.gate ? e.gate[j] : 1.0f) * v;
-        cqk_check_value(d, v, i);
-        cqk_st<TY>(e.y, o, v);
+#pragma unroll
+        for (int q = 0; q < W; q++) {
+            v[q] = epi_value<ACT>(e, a1[q], a2[q], xs, j0 + q);
+            if (e.accumulate) v[q] = old[q] + (e.gate ? e.gate[j0 + q] : 1.0f) * v[q];
+            cqk_check_value(d, v[q], m * e.N + j0 + q);
+        }
+        if (VEC) cqk_io<TY>::st4((TY *)e.y, o, make_float4(v[0], v[1 % W], v[2 % W], v[3 % W]));
+        else cqk_st<TY>(e.y, o, v[0]);
     }
 }
 
+static bool al16(const void *p) { return (uintptr_t)p % 16 == 0; }
+
+/* the epilogue of activation A for the dtype TY in scope, vectorized when `vec` */
+#define EPI(A)                                                                           \
+    do {                                                                                 \
+        if (vec) k_epilogue<TY, A, true><<<grid, 256, 0, c->stream>>>(d, *e);            \
+        else k_epilogue<TY, A, false><<<grid, 256, 0, c->stream>>>(d, *e);               \
+    } while (0)
+
 extern "C" cudaError_t cqk_matmul_epilogue(const cqk_ctx *c, const cqk_epilogue *e) {
     if (e->M <= 0 || e->N <= 0) return cudaSuccess;
-    if (!e->xscale || !e->wscale1 || (e->act == CQK_ACT_SWIGLU && (!e->acc2 || !e->wscale2))) return cudaErrorInvalidValue;
-    unsigned b = cqk_blocks(e->M * e->N, 256);
+    const bool swiglu = e->act == CQK_ACT_SWIGLU;
+    if (!e->xscale || !e->wscale1 || (swiglu && (!e->acc2 || !e->wscale2))) return cudaErrorInvalidValue;
     cqk_dev d = cqk_dev_of(c);
     CQK_DISPATCH(e->ydt, TY, {
+        const bool vec = e->N % 4 == 0 && e->ld1 % 4 == 0 && e->ldy % 4 == 0 && al16(e->acc1) && al16(e->wscale1) &&
+                         (!e->bias || al16(e->bias)) && (!e->gate || al16(e->gate)) &&
+                         (uintptr_t)e->y % (4 * sizeof(TY)) == 0 &&
+                         (!swiglu || (e->ld2 % 4 == 0 && al16(e->acc2) && al16(e->wscale2) && (!e->bias2 || al16(e->bias2))));
+        const int64_t per = 256 * (vec ? 4 : 1), gx = (e->N + per - 1) / per;
+        if (gx > 0x7fffffff) return cudaErrorInvalidValue;
+        const dim3 grid((unsigned)gx, (unsigned)(e->M < 65535 ? e->M : 65535));
         switch (e->act) {
-        case CQK_ACT_NONE: k_epilogue<TY, CQK_ACT_NONE><<<b, 256, 0, c->stream>>>(d, *e); break;
-        case CQK_ACT_GELU_TANH: k_epilogue<TY, CQK_ACT_GELU_TANH><<<b, 256, 0, c->stream>>>(d, *e); break;
-        case CQK_ACT_SILU: k_epilogue<TY, CQK_ACT_SILU><<<b, 256, 0, c->stream>>>(d, *e); break;
-        case CQK_ACT_SWIGLU: k_epilogue<TY, CQK_ACT_SWIGLU><<<b, 256, 0, c->stream>>>(d, *e); break;
+        case CQK_ACT_NONE: EPI(CQK_ACT_NONE); break;
+        case CQK_ACT_GELU_TANH: EPI(CQK_ACT_GELU_TANH); break;
+        case CQK_ACT_SILU: EPI(CQK_ACT_SILU); break;
+        case CQK_ACT_SWIGLU: EPI(CQK_ACT_SWIGLU); break;
         default: return cudaErrorInvalidValue;
         }
     });
     return cqk_launched();
 }
+#undef EPI
 
 /* ---- CUDA-core GEMM ---------------------------------------------------------------- */
 /* 64x64 output tile per block of 16x16 threads, 4x4 outputs per thread, K in
