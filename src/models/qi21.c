@@ -654,12 +654,15 @@ static cq_status run_blocks(cq_qi21 *m, const qi21_pass *p) {
         cq_tensor *v = p->v_out ? &p->v_out[l] : &s->v;
         /* attention half */
         CQ_TRY(modulated_ln(m, p, &s->h, &s->x, 0));
+        /* prefill: only the last layer's keys/values are needed */
+        const bool kv_only = last && p->skip_last_mlp;
+        /* the three projections of h back to back: a backend may prepare h once for all three */
         CQ_TRY(cq_op_linear(be, k, &s->h, &L->k, NULL));
         CQ_TRY(cq_op_linear(be, v, &s->h, &L->v, NULL));
+        if (!kv_only) CQ_TRY(cq_op_linear(be, &s->q, &s->h, &L->q, NULL));
         CQ_TRY(cq_op_qk_norm_rope(be, k, c->n_heads, c->head_dim, &L->norm_k, c->eps, &s->cos_t, &s->sin_t,
                                   CQ_ROPE_INTERLEAVED, 0));
-        if (last && p->skip_last_mlp) break; /* prefill: only the last layer's keys/values are needed */
-        CQ_TRY(cq_op_linear(be, &s->q, &s->h, &L->q, NULL));
+        if (kv_only) break;
         CQ_TRY(cq_op_qk_norm_rope(be, &s->q, c->n_heads, c->head_dim, &L->norm_q, c->eps, &s->cos_t, &s->sin_t,
                                   CQ_ROPE_INTERLEAVED, 0));
         cq_attn_args at = {.o = &s->att, .q = &s->q, .k = k, .v = v,

@@ -10,6 +10,7 @@
  *    next sync / download with the op's name, and only once;
  *  - GEMM algorithm timing: once per new shape, the first call's output is
  *    the chosen algorithm's bit for bit, CORTIQ_CUDA_GEMM_TUNE=0 turns it off;
+ *  - a staged matmul input is reused only while nothing can have written it;
  *  - a steady loop of the denoiser's ops makes no device allocation;
  *  - the debugging fallbacks (CORTIQ_CUDA_GEMM=simt, CORTIQ_CUDA_ATTN=generic)
  *    agree with the fast paths;
@@ -269,6 +270,88 @@ static void test_gemm_tuning(void **state) {
     free(y1);
     free(y2);
     free(y0);
+    free(yr);
+}
+
+/* ---- the staged matmul input reused, and forgotten when it may have changed -----------------------
+ * The backend stages an activation x once for consecutive matmuls of the same x (cuda_gemm.c). Each step
+ * below changes x in one way the reuse must notice (another op in place, a matmul of another input
+ * writing into x, an upload) and then multiplies it again; every product is checked against the CPU
+ * running the same sequence, so a stale staging shows as a wrong product. */
+typedef struct reuse_bufs {
+    cq_tensor x, y, z, w1, w2, wsq;
+} reuse_bufs;
+
+static void reuse_make(cq_backend *be, reuse_bufs *b, const float *x, const float *z, const float *const *w,
+                       const uint64_t *wbytes, int64_t M, int64_t K, int64_t N) {
+    const uint64_t sh_n[2] = {(uint64_t)N, (uint64_t)K}, sh_k[2] = {(uint64_t)K, (uint64_t)K};
+    const uint64_t *shapes[3] = {sh_n, sh_n, sh_k};
+    cq_tensor *ws[3] = {&b->w1, &b->w2, &b->wsq};
+    for (int i = 0; i < 3; i++) {
+        cq_tensor_view v = view_of(CQ_DTYPE_F32, 2, shapes[i], (const uint8_t *)w[i], wbytes[i]);
+        assert_int_equal(cq_tensor_bind_weight(be, &v, ws[i]), CQ_OK);
+    }
+    assert_int_equal(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, M, K, &b->x), CQ_OK);
+    assert_int_equal(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, M, N, &b->y), CQ_OK);
+    assert_int_equal(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, M, K, &b->z), CQ_OK);
+    assert_int_equal(cq_tensor_upload(&b->x, x, sizeof(float) * (size_t)(M * K)), CQ_OK);
+    assert_int_equal(cq_tensor_upload(&b->z, z, sizeof(float) * (size_t)(M * K)), CQ_OK);
+}
+
+static void reuse_free(reuse_bufs *b) {
+    cq_tensor *all[6] = {&b->x, &b->y, &b->z, &b->w1, &b->w2, &b->wsq};
+    for (int i = 0; i < 6; i++) cq_tensor_free(all[i]);
+}
+
+/* step i of the sequence, then y downloaded into out */
+static void reuse_step(cq_backend *be, reuse_bufs *b, int i, const float *x2, int64_t M, int64_t K, int64_t N,
+                       float *out) {
+    cq_tensor *w = i % 2 ? &b->w2 : &b->w1;
+    switch (i) {
+    case 0: case 1: break;                                                         /* x as uploaded, twice */
+    case 2: assert_int_equal(cq_op_layernorm(be, &b->x, &b->x, NULL, NULL, 1e-6f), CQ_OK); break; /* in place */
+    case 3: assert_int_equal(cq_op_linear(be, &b->x, &b->z, &b->wsq, NULL), CQ_OK); break; /* x = z·Wsqᵀ */
+    case 4: assert_int_equal(cq_tensor_upload(&b->x, x2, sizeof(float) * (size_t)(M * K)), CQ_OK); break;
+    default: fail_msg("no step %d", i);
+    }
+    assert_int_equal(cq_op_linear(be, &b->y, &b->x, w, NULL), CQ_OK);
+    cq_status s = cq_tensor_download(&b->y, out, sizeof(float) * (size_t)(M * N));
+    if (s != CQ_OK) fail_msg("step %d on %s: %s", i, cq_backend_name(be), cq_last_error());
+}
+
+static void test_staged_input_reuse(void **state) {
+    (void)state;
+    const int64_t M = 300, K = 256, N = 200;
+    float *x = malloc(sizeof(float) * M * K), *x2 = malloc(sizeof(float) * M * K), *z = malloc(sizeof(float) * M * K);
+    float *w[3] = {malloc(sizeof(float) * N * K), malloc(sizeof(float) * N * K), malloc(sizeof(float) * K * K)};
+    const uint64_t wbytes[3] = {sizeof(float) * (uint64_t)(N * K), sizeof(float) * (uint64_t)(N * K),
+                                sizeof(float) * (uint64_t)(K * K)};
+    float *y = malloc(sizeof(float) * M * N), *yr = malloc(sizeof(float) * M * N);
+    tu_fill_normal(&g_rng, x, (size_t)(M * K), 3.0f);
+    tu_fill_normal(&g_rng, x2, (size_t)(M * K), 0.5f);
+    tu_fill_normal(&g_rng, w[0], (size_t)(N * K), 1.0f / sqrtf((float)K));
+    tu_fill_normal(&g_rng, w[1], (size_t)(N * K), 1.0f / sqrtf((float)K));
+    tu_fill_normal(&g_rng, w[2], (size_t)(K * K), 1.0f / sqrtf((float)K));
+    tu_fill_normal(&g_rng, z, (size_t)(M * K), 1.0f);
+    reuse_bufs b, r;
+    reuse_make(g_be, &b, x, z, (const float *const *)w, wbytes, M, K, N);
+    reuse_make(g_ref, &r, x, z, (const float *const *)w, wbytes, M, K, N);
+    static const char *const what[] = {"first product", "second product of the same x", "after an op in place",
+                                       "after a matmul into x", "after an upload"};
+    for (int i = 0; i < 5; i++) {
+        reuse_step(g_be, &b, i, x2, M, K, N, y);
+        reuse_step(g_ref, &r, i, x2, M, K, N, yr);
+        const double e = max_rel_err(y, yr, (size_t)(M * N));
+        print_message("staged input: %s: max|err| / max|ref| %.3e\n", what[i], e);
+        if (!(e <= 2.5e-3)) fail_msg("%s: error %.3e of max|ref| (a stale staging?)", what[i], e);
+    }
+    reuse_free(&b);
+    reuse_free(&r);
+    for (int i = 0; i < 3; i++) free(w[i]);
+    free(z);
+    free(x);
+    free(x2);
+    free(y);
     free(yr);
 }
 
@@ -643,6 +726,7 @@ int main(void) {
         cmocka_unit_test(test_weight_readback),
         cmocka_unit_test(test_f16_range_guard),
         cmocka_unit_test(test_gemm_tuning),
+        cmocka_unit_test(test_staged_input_reuse),
         cmocka_unit_test(test_deferred_errors),
         cmocka_unit_test(test_steady_state_allocates_nothing),
         cmocka_unit_test(test_fallbacks_agree),

@@ -79,6 +79,7 @@ cqk_ctx cq_cuda_op_begin(cq_cuda *c, cq_op op) {
     k.check = c->check >= 2 || (c->check == 1 && op == CQ_OP_MATMUL);
     c->op_log[c->seq & 255] = (unsigned char)op;
     c->seq++;
+    if (op != CQ_OP_MATMUL) c->staged_x.valid = false; /* any other op may write the staged matmul input */
     if (c->prof.on) {
         if (c->prof.n == CQ_CUDA_PROF_EVENTS) { /* all pairs used: wait for the last, fold them in */
             cudaEventSynchronize(c->prof.ev[2 * CQ_CUDA_PROF_EVENTS - 1]);

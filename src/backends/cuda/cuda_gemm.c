@@ -77,10 +77,25 @@ static cq_status operand_of(cq_cuda *c, const cqk_ctx *k, const cq_tensor *t, co
     }
     const int64_t ld = pitch8(K);
     void *dst = NULL, *sc = NULL;
+    const void *src = cq_cuda_ptr(t);
+    const int dt = cq_cuda_kdt(t->dtype);
+    const unsigned gen0 = c->scratch_gen;
     CQ_TRY(cq_cuda_scratch(c, slot, (size_t)rows * (size_t)ld * 2, &dst));
     CQ_TRY(cq_cuda_scratch(c, sslot, (size_t)rows * 4, &sc));
-    cudaError_t e = cqk_stage_f16_rows(k, dst, ld, sc, cq_cuda_ptr(t), cq_cuda_kdt(t->dtype), K, rows, K);
-    if (e != cudaSuccess) return cq_cuda_fail(e, "matmul", "staging an operand as scaled f16 rows");
+    /* x staged by an earlier matmul, with nothing written since (every other op, upload, recording and replay
+     * forgets it; a matmul whose output overlaps the source does too) and the same slots: reuse it */
+    const bool reuse = slot == CQ_CUDA_SLOT_X && c->staged_x.valid && c->staged_x.src == src &&
+                       c->staged_x.rows == rows && c->staged_x.cols == K && c->staged_x.dt == dt &&
+                       c->staged_x.gen == gen0 && c->scratch_gen == gen0;
+    if (!reuse) {
+        cudaError_t e = cqk_stage_f16_rows(k, dst, ld, sc, src, dt, K, rows, K);
+        if (e != cudaSuccess) return cq_cuda_fail(e, "matmul", "staging an operand as scaled f16 rows");
+        if (slot == CQ_CUDA_SLOT_X) {
+            c->staged_x.src = src, c->staged_x.rows = rows, c->staged_x.cols = K, c->staged_x.dt = dt;
+            c->staged_x.gen = c->scratch_gen;
+            c->staged_x.valid = true;
+        }
+    }
     out->p = dst;
     out->ld = ld;
     out->scale = sc;
@@ -148,10 +163,21 @@ static cq_status matmul_run(cq_cuda *c, const cqk_ctx *k, const cq_matmul_args *
     return CQ_OK;
 }
 
+/* [p, p + n) and [q, q + m) share a byte */
+static bool overlaps(const void *p, size_t n, const void *q, size_t m) {
+    const uintptr_t a = (uintptr_t)p, b = (uintptr_t)q;
+    return a < b + m && b < a + n;
+}
+
 cq_status cq_cuda_matmul(cq_backend *be, const cq_matmul_args *a) {
     cq_cuda *c = cq_cuda_of(be);
     cqk_ctx k = cq_cuda_op_begin(c, CQ_OP_MATMUL);
     cq_status s = matmul_run(c, &k, a);
+    if (s != CQ_OK) c->staged_x.valid = false;
+    else if (c->staged_x.valid &&
+             overlaps(cq_cuda_ptr(a->y), (size_t)cq_tensor_rows(a->y) * (size_t)cq_tensor_cols(a->y) * cq_act_dtype_size(a->y->dtype),
+                      c->staged_x.src, (size_t)c->staged_x.rows * (size_t)c->staged_x.cols * 4))
+        c->staged_x.valid = false; /* the output wrote over the staged source (4 bytes: the widest dtype) */
     cq_status e = cq_cuda_op_end(c, CQ_OP_MATMUL, cudaSuccess, "");
     return s != CQ_OK ? s : e;
 }

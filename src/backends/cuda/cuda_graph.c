@@ -47,6 +47,7 @@ cq_status cq_cuda_record_begin(cq_backend *be) {
                 "cudaStreamBeginCapture");
     c->recording = true;
     c->rec_seq0 = c->seq;
+    c->staged_x.valid = false; /* a recording must hold its own stagings: replays start from anything */
     return CQ_OK;
 }
 
@@ -58,6 +59,7 @@ cq_status cq_cuda_record_end(cq_backend *be, bool keep, void **handle) {
     cudaGraph_t g = NULL;
     cudaError_t e = cudaStreamEndCapture(c->stream, &g);
     c->recording = false;
+    c->staged_x.valid = false; /* the recorded stagings never ran */
     const unsigned n = c->seq - c->rec_seq0;
     if (e != cudaSuccess || !keep) {
         (void)cudaGetLastError();
@@ -98,6 +100,7 @@ cq_status cq_cuda_replay(cq_backend *be, void *handle) {
     if (r->scratch_gen != c->scratch_gen)
         return cq_fail(CQ_ERR_AGAIN, "cuda: the recording refers to scratch buffers that have since been replaced");
     cudaSetDevice(c->device);
+    c->staged_x.valid = false; /* the slot now holds the recording's last staging */
     CQ_CUDA_TRY(cudaGraphLaunch(r->exec, c->stream), "replay", "cudaGraphLaunch");
     for (unsigned i = 0; i < r->n_ops; i++) c->op_log[(c->seq + i) & 255] = r->ops[i];
     c->seq += r->n_ops;

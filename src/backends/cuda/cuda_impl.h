@@ -143,6 +143,15 @@ typedef struct cq_cuda {
     bool recording;      /* the stream is being captured */
     unsigned rec_seq0;   /* seq when the capture began */
     unsigned scratch_gen; /* bumped whenever a scratch slot is replaced by a bigger buffer */
+    /* what the matmul's x staging slot holds (cuda_gemm.c): the staged rows of `src`, reused by the next
+     * matmul of the same x (the 7B step's k, v and q projections) until anything may have written it */
+    struct {
+        const void *src;
+        int64_t rows, cols;
+        int dt;
+        unsigned gen;
+        bool valid;
+    } staged_x;
     uint64_t replays;    /* recordings replayed (cq_backend_stats) */
     cq_cuda_prof prof;
 } cq_cuda;

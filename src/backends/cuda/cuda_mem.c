@@ -220,6 +220,7 @@ cq_status cq_cuda_buf_upload(cq_backend *be, void *base, size_t offset, const vo
     cq_cuda *c = cq_cuda_of(be);
     if (c->recording) return cq_cuda_not_while_recording("an upload");
     cudaSetDevice(c->device);
+    c->staged_x.valid = false;
     CQ_CUDA_TRY(cudaMemcpyAsync((char *)base + offset, src, n, cudaMemcpyHostToDevice, c->stream), "upload",
                 "cudaMemcpyAsync");
     return CQ_OK;
@@ -239,6 +240,7 @@ cq_status cq_cuda_buf_download(cq_backend *be, const void *base, size_t offset, 
 cq_status cq_cuda_buf_zero(cq_backend *be, void *base, size_t offset, size_t n) {
     cq_cuda *c = cq_cuda_of(be);
     cudaSetDevice(c->device);
+    c->staged_x.valid = false;
     CQ_CUDA_TRY(cudaMemsetAsync((char *)base + offset, 0, n, c->stream), "zero", "cudaMemsetAsync");
     return CQ_OK;
 }

@@ -57,6 +57,8 @@ namespace {
 constexpr int BM = 128, BN = 256, BK = 64, ST = 4, NT = 384;
 constexpr int A_B = BM * BK * 2, B_B = BN * BK * 2, STAGE_B = A_B + B_B;
 constexpr int SMEM = 1024 + ST * STAGE_B;
+
+#if CQK_HAVE_WGMMA
 /* registers per thread after setmaxnreg: the copying warpgroup gives up what the two product warpgroups
  * (128 accumulators each) take; 128 x 56 + 256 x 224 fits the 384 x 168 a block gets at launch */
 constexpr int RP = 56, RC = 224;
@@ -64,7 +66,6 @@ constexpr int RP = 56, RC = 224;
  * W's tiles in L2 (4: +5% on the 7B MLP shape against plain row order, where W is streamed once per pair) */
 constexpr int GROUP = 4;
 
-#if CQK_HAVE_WGMMA
 __device__ __forceinline__ float silu_g(float x) { return x / (1.0f + expf(-x)); }
 __device__ __forceinline__ float gelu_tanh_g(float x) {
     return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
