@@ -717,7 +717,9 @@ static void test_qk_norm_rope(void **state) {
         /* N, H, D, rope_dim, mode, weight */
         {1, 1, 2, 0, CQ_ROPE_INTERLEAVED, 1}, {3, 2, 64, 0, CQ_ROPE_HALF, 1},  {17, 3, 128, 64, CQ_ROPE_INTERLEAVED, 1},
         {5, 4, 96, 32, CQ_ROPE_HALF, 0},      {65, 2, 16, 0, CQ_ROPE_NONE, 1}, {7, 1, 10, 6, CQ_ROPE_HALF, 1},
-        {63, 5, 34, 0, CQ_ROPE_INTERLEAVED, 0}};
+        {63, 5, 34, 0, CQ_ROPE_INTERLEAVED, 0},
+        /* the DiTs' case (head_dim 128, interleaved over the whole head), which has a fast path on the GPU */
+        {9, 3, 128, 0, CQ_ROPE_INTERLEAVED, 1}, {4, 2, 128, 128, CQ_ROPE_INTERLEAVED, 0}};
     for (size_t xi = 0; xi < CQ_ARRAY_LEN(k_acts); xi++)
         for (size_t i = 0; i < CQ_ARRAY_LEN(k); i++) {
             int64_t N = k[i][0], H = k[i][1], D = k[i][2], rd = k[i][3] ? k[i][3] : D;

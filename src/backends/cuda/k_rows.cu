@@ -38,24 +38,48 @@ __device__ double block_max(double v, double *sh) {
 }
 
 /* ---- LayerNorm: biased variance, eps inside the root, ·(1 + scale) + shift ------------- */
-template <typename T>
+/* VEC: four columns per access (cols, both pointers and the scale/shift vectors in whole groups of four);
+ * the sums then run over a different partition of the row, the arithmetic per element is the same. */
+template <typename T, bool VEC>
 __global__ void __launch_bounds__(ROW_THREADS) k_layernorm(void *y, const void *x, int64_t cols, const float *scale,
                                                            const float *shift, float eps) {
     __shared__ double sh[32];
     const int64_t o = (int64_t)blockIdx.x * cols;
+    const T *xr = (const T *)x + o;
+    T *yr = (T *)y + o;
+    constexpr int W = VEC ? 4 : 1;
+    const int64_t c0 = (int64_t)threadIdx.x * W, step = (int64_t)blockDim.x * W;
+    auto load = [&](int64_t c, double (&v)[W]) {
+        if (VEC) {
+            const float4 t = cqk_io<T>::ld4(xr, c);
+            v[0] = t.x, v[1 % W] = t.y, v[2 % W] = t.z, v[3 % W] = t.w;
+        } else {
+            v[0] = (double)cqk_io<T>::ld(xr, c);
+        }
+    };
     double s = 0.0;
-    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) s += (double)cqk_ld<T>(x, o + c);
-    const double mean = block_sum(s, sh) / (double)cols;
-    double v = 0.0;
-    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-        double d = (double)cqk_ld<T>(x, o + c) - mean;
-        v += d * d;
+    for (int64_t c = c0; c < cols; c += step) {
+        double v[W];
+        load(c, v);
+        for (int q = 0; q < W; q++) s += v[q];
     }
-    const double inv = 1.0 / sqrt(block_sum(v, sh) / (double)cols + (double)eps);
-    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-        double r = ((double)cqk_ld<T>(x, o + c) - mean) * inv * (1.0 + (scale ? (double)scale[c] : 0.0)) +
-                   (shift ? (double)shift[c] : 0.0);
-        cqk_st<T>(y, o + c, (float)r);
+    const double mean = block_sum(s, sh) / (double)cols;
+    double var = 0.0;
+    for (int64_t c = c0; c < cols; c += step) {
+        double v[W];
+        load(c, v);
+        for (int q = 0; q < W; q++) var += (v[q] - mean) * (v[q] - mean);
+    }
+    const double inv = 1.0 / sqrt(block_sum(var, sh) / (double)cols + (double)eps);
+    for (int64_t c = c0; c < cols; c += step) {
+        double v[W];
+        float r[4];
+        load(c, v);
+        for (int q = 0; q < W; q++)
+            r[q] = (float)((v[q] - mean) * inv * (1.0 + (scale ? (double)scale[c + q] : 0.0)) +
+                           (shift ? (double)shift[c + q] : 0.0));
+        if (VEC) cqk_io<T>::st4(yr, c, make_float4(r[0], r[1], r[2], r[3]));
+        else cqk_io<T>::st(yr, c, r[0]);
     }
 }
 
@@ -63,7 +87,12 @@ extern "C" cudaError_t cqk_layernorm(const cqk_ctx *c, void *y, const void *x, i
                                      const float *scale, const float *shift, float eps) {
     if (rows <= 0 || cols <= 0) return cudaSuccess;
     if (rows > 0x7fffffff) return cudaErrorInvalidValue;
-    CQK_DISPATCH(dt, T, { k_layernorm<T><<<(unsigned)rows, ROW_THREADS, 0, c->stream>>>(y, x, cols, scale, shift, eps); });
+    CQK_DISPATCH(dt, T, {
+        const bool vec = cols % 4 == 0 && (uintptr_t)x % (4 * sizeof(T)) == 0 && (uintptr_t)y % (4 * sizeof(T)) == 0 &&
+                         (uintptr_t)scale % 16 == 0 && (uintptr_t)shift % 16 == 0; /* NULL is aligned */
+        if (vec) k_layernorm<T, true><<<(unsigned)rows, ROW_THREADS, 0, c->stream>>>(y, x, cols, scale, shift, eps);
+        else k_layernorm<T, false><<<(unsigned)rows, ROW_THREADS, 0, c->stream>>>(y, x, cols, scale, shift, eps);
+    });
     return cqk_launched();
 }
 
@@ -144,6 +173,36 @@ __global__ void k_qk_norm_rope(void *t, int64_t N, int H, int D, const float *w,
     for (int d = tail + lane; d < D; d += 32) cqk_st<T>(t, base + d, (float)normed<T>(t, base, d, w, inv));
 }
 
+/* The common case of the DiTs (head_dim 128, interleaved RoPE over the whole head): each lane holds four
+ * consecutive values (two pairs) in registers from one 16- or 8-byte load and writes them back in one store;
+ * the same arithmetic as k_qk_norm_rope (the sum of squares over another partition of the head). */
+template <typename T>
+__global__ void k_qk_norm_rope128(void *t, int64_t N, int H, const float *w, float eps, const float *cos_t,
+                                  const float *sin_t) {
+    const int64_t gw = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    if (gw >= N * H) return; /* whole warps exit together */
+    const int64_t n = gw / H;
+    T *p = (T *)t + gw * 128;
+    const float4 f = cqk_io<T>::ld4(p, 4 * lane);
+    const double v[4] = {f.x, f.y, f.z, f.w};
+    double x[4] = {v[0], v[1], v[2], v[3]};
+    if (w) {
+        double ss = v[0] * v[0] + v[1] * v[1] + v[2] * v[2] + v[3] * v[3];
+        for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        const double inv = 1.0 / sqrt(ss / 128.0 + (double)eps);
+        for (int q = 0; q < 4; q++) x[q] = (double)(float)(v[q] * inv * (double)w[4 * lane + q]);
+    }
+    const float2 c2 = *(const float2 *)(cos_t + n * 64 + 2 * lane), s2 = *(const float2 *)(sin_t + n * 64 + 2 * lane);
+    const double cs[2] = {c2.x, c2.y}, sn[2] = {s2.x, s2.y};
+    float r[4];
+    for (int q = 0; q < 2; q++) {
+        r[2 * q] = (float)(x[2 * q] * cs[q] - x[2 * q + 1] * sn[q]);
+        r[2 * q + 1] = (float)(x[2 * q] * sn[q] + x[2 * q + 1] * cs[q]);
+    }
+    cqk_io<T>::st4(p, 4 * lane, make_float4(r[0], r[1], r[2], r[3]));
+}
+
 extern "C" cudaError_t cqk_qk_norm_rope(const cqk_ctx *c, void *t, int dt, int64_t N, int H, int D, const float *w,
                                         float eps, const float *cos_t, const float *sin_t, int mode, int rope_dim) {
     if (N <= 0 || H <= 0 || D <= 0) return cudaSuccess;
@@ -153,8 +212,12 @@ extern "C" cudaError_t cqk_qk_norm_rope(const cqk_ctx *c, void *t, int dt, int64
     const int64_t blocks = (threads + ROW_THREADS - 1) / ROW_THREADS;
     if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
     CQK_DISPATCH(dt, T, {
-        k_qk_norm_rope<T><<<(unsigned)blocks, ROW_THREADS, 0, c->stream>>>(t, N, H, D, w, eps, cos_t, sin_t, mode,
-                                                                           rope_dim);
+        if (D == 128 && mode == CQK_ROPE_INTERLEAVED && rope_dim == 128 && (uintptr_t)t % (4 * sizeof(T)) == 0 &&
+            (uintptr_t)cos_t % 8 == 0 && (uintptr_t)sin_t % 8 == 0)
+            k_qk_norm_rope128<T><<<(unsigned)blocks, ROW_THREADS, 0, c->stream>>>(t, N, H, w, eps, cos_t, sin_t);
+        else
+            k_qk_norm_rope<T><<<(unsigned)blocks, ROW_THREADS, 0, c->stream>>>(t, N, H, D, w, eps, cos_t, sin_t, mode,
+                                                                               rope_dim);
     });
     return cqk_launched();
 }
