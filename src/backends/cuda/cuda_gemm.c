@@ -16,8 +16,11 @@
  * write and read of the output (with the staging, about a quarter of the
  * GEMM time in the 7B step). cuBLASLt cannot take it over: the column scales
  * need its per-column alpha vector, for which cuBLASLt 13.0 has no f16
- * algorithm on an H200 (tried: the heuristic returns nothing). Fusing the
- * epilogue into a GEMM of our own on wgmma is the next tuning item.
+ * algorithm on an H200 (tried: the heuristic returns nothing); the GEMM of
+ * our own with the epilogue in registers (k_gemm90.cu) is not yet faster over
+ * the whole step, so the staging and the epilogue kernel are vectorized, and a
+ * staged x is reused by the next matmul of the same x while nothing can have
+ * written it (cq_cuda.staged_x).
  *
  * Row-major y [M, N] = x [M, K] · W [N, K]ᵀ is cuBLASLt's column-major
  * C [N, M] = op(A) · op(B) with A = W seen as K x N (transposed: TRANSA = T)

@@ -20,11 +20,14 @@
  * half of the 256 x 64 W tile both blocks of the pair use, multicast into both
  * (each block loads one half), all with the 128-byte swizzle wgmma reads
  * without bank conflicts and zeros past the ends; the bytes complete a stage's
- * full barrier. Warpgroups 1 and 2 each own 64 rows of the 128 x 256 output
- * tile: per K step 4 x wgmma.m64n256k16 (both operands from shared memory, f32
- * accumulators in registers: 128 per thread), one step kept in flight while
- * the next is issued; each warp then releases the stage in both blocks (the
- * empty barriers count the 16 warps of the pair). Four stages of 48 KiB.
+ * full barrier. Its warps 1-3 meanwhile put the tile's per-column factors in
+ * shared memory and prefetch a residual tile into L2. Warpgroups 1 and 2 each
+ * own 64 rows of the 128 x 256 output tile: per K step 4 x wgmma.m64n256k16
+ * (both operands from shared memory, f32 accumulators in registers: 128 per
+ * thread, setmaxnreg gives them the copying warpgroup's registers), one step
+ * kept in flight while the next is issued; each warp then releases the stage
+ * in both blocks (the empty barriers count the 16 warps of the pair). Four
+ * stages of 48 KiB. Clusters walk the column tiles of GROUP row pairs at a time.
  *
  * SwiGLU: the 256 W rows of a block are the gate rows [n0, n0 + 128) and the
  * matching up rows (of the fused [gate; up] weight, or of the second weight),
@@ -35,13 +38,14 @@
  * two paths differ only by the order of the f32 additions inside the product.
  *
  * Status: correct (test_ops_gpu_wgmma runs every matmul case of the op test
- * on it; test_qi21_cuda's goldens give the same 2.05e-3 with it), but slower
- * than cuBLASLt plus the epilogue kernel: 266-272 TFLOP/s on the 7B MLP
- * shape against 434, so it runs only with CORTIQ_CUDA_GEMM=wgmma. The first
- * version copied with cp.async from a whole warpgroup and ran at 265: the
- * copies (and L2 traffic, halved for W by the multicast) are not what holds
- * it back; the consumers' side is, and needs a profile (Nsight Compute) before
- * the next change.
+ * on it; test_qi21_cuda's goldens give the same 2.05e-3 with it). On the H200
+ * the products alone run at 744-754 TFLOP/s on the 7B MLP shape and the whole
+ * matmul at 583-597, ahead of cuBLASLt plus the epilogue kernel there (500-570),
+ * but behind it on SwiGLU and the residual projections, where the epilogue
+ * (not overlapped with any products: one block per SM) weighs more; so it runs
+ * only with CORTIQ_CUDA_GEMM=wgmma. docs/CUDA.md (Matmul) has the profile and
+ * the per-GEMM times; the next step is a persistent kernel whose consumer
+ * warpgroups alternate between products and epilogue.
  *
  * Machine code only for sm_90a; elsewhere the body is empty and the host never
  * launches it (cuda_gemm.c checks the device is compute capability 9.0).
