@@ -23,6 +23,8 @@ Stages
 Usage (torch + transformers + diffusers' source with the Qwen-Image-2.1 files; runs on one GPU in minutes):
     PYTHONPATH=ref/diffusers/src python3 tools/train_shapes.py --out out/shapes \
         --chat-template tests/fixtures/chat_templates/qwen3_vl.jinja [--smoke]
+        [--vae-base-dim 32] [--dit-layers 8 --dit-heads 4 --dit-head-dim 64 --dit-rope-axes 16,24,24]
+(the defaults are the shipped model's sizes)
 The parity reference of an exported folder alone (float32, TF32 off):
     PYTHONPATH=ref/diffusers/src python3 tools/train_shapes.py --out out/ref --render-reference out/shapes/pipeline
 """
@@ -209,7 +211,7 @@ def train_tokenizer(rng, out_dir, template):
 # ------------------------------------------------------------------------------------------------ VAE
 def train_vae(args, rng, device, bank, log):
     vae = AutoencoderKLQwenImage21(
-        base_dim=32, decoder_base_dim=32, z_dim=16, dim_mult=[1, 2, 2, 4, 4], num_res_blocks=1, attn_scales=[],
+        base_dim=args.vae_base_dim, decoder_base_dim=args.vae_base_dim, z_dim=16, dim_mult=[1, 2, 2, 4, 4], num_res_blocks=1, attn_scales=[],
         temperal_downsample=[False, True, True, True], in_channels=4, out_channels=4,
         latents_mean=[0.0] * 16, latents_std=[1.0] * 16).to(device)
     opt = torch.optim.AdamW(vae.parameters(), lr=args.vae_lr, weight_decay=0.0)
@@ -371,6 +373,12 @@ def main():
     ap.add_argument("--bank", type=int, default=64000, help="scenes drawn once and trained on")
     ap.add_argument("--vae-lr", type=float, default=4e-4)
     ap.add_argument("--dit-lr", type=float, default=3e-4)
+    ap.add_argument("--vae-base-dim", type=int, default=32, help="the VAE's base width (encoder and decoder)")
+    ap.add_argument("--dit-layers", type=int, default=8)
+    ap.add_argument("--dit-heads", type=int, default=4)
+    ap.add_argument("--dit-head-dim", type=int, default=64)
+    ap.add_argument("--dit-rope-axes", default="16,24,24",
+                    help="RoPE axes (frame, height, width) as a comma list; they sum to --dit-head-dim")
     ap.add_argument("--render-reference", metavar="PIPELINE_DIR",
                     help="train nothing: load an exported pipeline folder and render samples.png and "
                          "reference_outputs.npz into --out (float32, TF32 off; on the CPU with --cpu)")
@@ -381,6 +389,13 @@ def main():
         return
     if not args.chat_template:
         ap.error("--chat-template is required for training")
+    try:
+        axes = tuple(int(v) for v in args.dit_rope_axes.split(","))
+    except ValueError:
+        axes = ()
+    if len(axes) != 3 or sum(axes) != args.dit_head_dim or any(a % 2 for a in axes):
+        ap.error(f"--dit-rope-axes {args.dit_rope_axes}: three even sizes summing to --dit-head-dim "
+                 f"{args.dit_head_dim}")
     args.vae_steps = 3 if args.smoke else 0
     args.dit_steps = 3 if args.smoke else 0
     torch.manual_seed(args.seed)
@@ -409,9 +424,9 @@ def main():
     processor = Qwen3VLProcessor(image_processor=Qwen2VLImageProcessor(patch_size=16, merge_size=2),
                                  tokenizer=tok, video_processor=Qwen3VLVideoProcessor(), chat_template=template)
     te = build_text_encoder(tok, device)
-    tr = QwenImage21Transformer2DModel(patch_size=1, in_channels=16, out_channels=16, num_layers=8,
-                                       attention_head_dim=64, num_attention_heads=4, context_in_dim=128,
-                                       mlp_ratio=3, axes_dims_rope=(16, 24, 24), eps=1e-6,
+    tr = QwenImage21Transformer2DModel(patch_size=1, in_channels=16, out_channels=16, num_layers=args.dit_layers,
+                                       attention_head_dim=args.dit_head_dim, num_attention_heads=args.dit_heads,
+                                       context_in_dim=128, mlp_ratio=3, axes_dims_rope=axes, eps=1e-6,
                                        causal_condition=True).to(device)
     pipe = QwenImage21Pipeline(scheduler=FlowMatchEulerDiscreteScheduler(**SCHEDULER_CONFIG), vae=vae,
                                text_encoder=te, processor=processor, transformer=tr)
