@@ -462,39 +462,42 @@ static cq_status binop(cq_jparser *p, int op, uint32_t line, cq_jnode *l, cq_jno
     return CQ_OK;
 }
 
-static cq_status parse_pow(cq_jparser *p, cq_jnode **out) {
+/* One level of left-associative binary operators: operand (op operand)*, each op one of `ops`
+ * (Jinja's ** is left-associative too). */
+typedef struct jbinop {
+    int tok, op;
+} jbinop;
+typedef cq_status (*jlevel_fn)(cq_jparser *p, cq_jnode **out);
+
+static cq_status parse_binary_level(cq_jparser *p, jlevel_fn operand, const jbinop *ops, int n_ops, cq_jnode **out) {
     cq_jnode *l;
-    CQ_TRY(parse_unary(p, true, &l));
-    while (cq_jp_is_op(cq_jp_cur(p), CQ_JTO_POW)) {
-        uint32_t line = cq_jp_cur(p)->line;
+    CQ_TRY(operand(p, &l));
+    for (;;) {
+        const cq_jtok *t = cq_jp_cur(p);
+        int k = 0;
+        while (k < n_ops && !cq_jp_is_op(t, ops[k].tok)) k++;
+        if (k == n_ops) break;
+        uint32_t line = t->line;
         cq_jp_next(p);
         cq_jnode *r;
-        CQ_TRY(parse_unary(p, true, &r));
-        CQ_TRY(binop(p, CQ_JOP_POW, line, l, r, &l));
+        CQ_TRY(operand(p, &r));
+        CQ_TRY(binop(p, ops[k].op, line, l, r, &l));
     }
     *out = l;
     return CQ_OK;
 }
 
+static cq_status parse_unary_filtered(cq_jparser *p, cq_jnode **out) { return parse_unary(p, true, out); }
+
+static cq_status parse_pow(cq_jparser *p, cq_jnode **out) {
+    static const jbinop ops[] = {{CQ_JTO_POW, CQ_JOP_POW}};
+    return parse_binary_level(p, parse_unary_filtered, ops, 1, out);
+}
+
 static cq_status parse_math2(cq_jparser *p, cq_jnode **out) {
-    cq_jnode *l;
-    CQ_TRY(parse_pow(p, &l));
-    for (;;) {
-        const cq_jtok *t = cq_jp_cur(p);
-        int op;
-        if (cq_jp_is_op(t, CQ_JTO_MUL)) op = CQ_JOP_MUL;
-        else if (cq_jp_is_op(t, CQ_JTO_DIV)) op = CQ_JOP_DIV;
-        else if (cq_jp_is_op(t, CQ_JTO_FLOORDIV)) op = CQ_JOP_FLOORDIV;
-        else if (cq_jp_is_op(t, CQ_JTO_MOD)) op = CQ_JOP_MOD;
-        else break;
-        uint32_t line = t->line;
-        cq_jp_next(p);
-        cq_jnode *r;
-        CQ_TRY(parse_pow(p, &r));
-        CQ_TRY(binop(p, op, line, l, r, &l));
-    }
-    *out = l;
-    return CQ_OK;
+    static const jbinop ops[] = {{CQ_JTO_MUL, CQ_JOP_MUL}, {CQ_JTO_DIV, CQ_JOP_DIV}, {CQ_JTO_FLOORDIV, CQ_JOP_FLOORDIV},
+                                 {CQ_JTO_MOD, CQ_JOP_MOD}};
+    return parse_binary_level(p, parse_pow, ops, 4, out);
 }
 
 static cq_status parse_concat(cq_jparser *p, cq_jnode **out) {
@@ -522,22 +525,8 @@ static cq_status parse_concat(cq_jparser *p, cq_jnode **out) {
 }
 
 static cq_status parse_math1(cq_jparser *p, cq_jnode **out) {
-    cq_jnode *l;
-    CQ_TRY(parse_concat(p, &l));
-    for (;;) {
-        const cq_jtok *t = cq_jp_cur(p);
-        int op;
-        if (cq_jp_is_op(t, CQ_JTO_ADD)) op = CQ_JOP_ADD;
-        else if (cq_jp_is_op(t, CQ_JTO_SUB)) op = CQ_JOP_SUB;
-        else break;
-        uint32_t line = t->line;
-        cq_jp_next(p);
-        cq_jnode *r;
-        CQ_TRY(parse_concat(p, &r));
-        CQ_TRY(binop(p, op, line, l, r, &l));
-    }
-    *out = l;
-    return CQ_OK;
+    static const jbinop ops[] = {{CQ_JTO_ADD, CQ_JOP_ADD}, {CQ_JTO_SUB, CQ_JOP_SUB}};
+    return parse_binary_level(p, parse_concat, ops, 2, out);
 }
 
 static cq_status parse_compare(cq_jparser *p, cq_jnode **out) {
@@ -605,35 +594,25 @@ static cq_status parse_not(cq_jparser *p, cq_jnode **out) {
     return parse_compare(p, out);
 }
 
-static cq_status parse_and(cq_jparser *p, cq_jnode **out) {
+/* `operand (word operand)*` for the keyword operators and / or, left-associative */
+static cq_status parse_logic_level(cq_jparser *p, jlevel_fn operand, const char *word, int kind, cq_jnode **out) {
     cq_jnode *l;
-    CQ_TRY(parse_not(p, &l));
-    while (cq_jp_is_name(cq_jp_cur(p), "and")) {
-        cq_jnode *n = cq_jp_node(p, CQ_JN_AND, cq_jp_cur(p)->line);
+    CQ_TRY(operand(p, &l));
+    while (cq_jp_is_name(cq_jp_cur(p), word)) {
+        cq_jnode *n = cq_jp_node(p, kind, cq_jp_cur(p)->line);
         if (!n) return CQ_ERR_NOMEM;
         cq_jp_next(p);
         n->a = l;
-        CQ_TRY(parse_not(p, &n->b));
+        CQ_TRY(operand(p, &n->b));
         l = n;
     }
     *out = l;
     return CQ_OK;
 }
 
-static cq_status parse_or(cq_jparser *p, cq_jnode **out) {
-    cq_jnode *l;
-    CQ_TRY(parse_and(p, &l));
-    while (cq_jp_is_name(cq_jp_cur(p), "or")) {
-        cq_jnode *n = cq_jp_node(p, CQ_JN_OR, cq_jp_cur(p)->line);
-        if (!n) return CQ_ERR_NOMEM;
-        cq_jp_next(p);
-        n->a = l;
-        CQ_TRY(parse_and(p, &n->b));
-        l = n;
-    }
-    *out = l;
-    return CQ_OK;
-}
+static cq_status parse_and(cq_jparser *p, cq_jnode **out) { return parse_logic_level(p, parse_not, "and", CQ_JN_AND, out); }
+
+static cq_status parse_or(cq_jparser *p, cq_jnode **out) { return parse_logic_level(p, parse_and, "or", CQ_JN_OR, out); }
 
 static cq_status parse_condexpr(cq_jparser *p, cq_jnode **out) {
     uint32_t line = cq_jp_cur(p)->line;
