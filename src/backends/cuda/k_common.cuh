@@ -72,46 +72,37 @@ template <> struct cqk_io<float> {
     static __device__ __forceinline__ float2 ld2(const float *p, int64_t i) { return *(const float2 *)(p + i); }
     static __device__ __forceinline__ void st2(float *p, int64_t i, float a, float b) { *(float2 *)(p + i) = make_float2(a, b); }
 };
-template <> struct cqk_io<cqk_f16_t> {
-    static __device__ __forceinline__ float4 ld4(const cqk_f16_t *p, int64_t i) {
+/* the two 16-bit types share everything but their converters (C: dec(uint16_t) -> float, enc(float)) */
+template <typename T, typename C> struct cqk_io16 {
+    static __device__ __forceinline__ uint32_t pack(float a, float b) {
+        return (uint32_t)C::enc(a) | ((uint32_t)C::enc(b) << 16);
+    }
+    static __device__ __forceinline__ float2 unpack(uint32_t u) {
+        return make_float2(C::dec((uint16_t)u), C::dec((uint16_t)(u >> 16)));
+    }
+    static __device__ __forceinline__ float4 ld4(const T *p, int64_t i) {
         const uint2 u = *(const uint2 *)(p + i);
-        return make_float4(cqk_h2f((uint16_t)u.x), cqk_h2f((uint16_t)(u.x >> 16)), cqk_h2f((uint16_t)u.y),
-                           cqk_h2f((uint16_t)(u.y >> 16)));
+        const float2 lo = unpack(u.x), hi = unpack(u.y);
+        return make_float4(lo.x, lo.y, hi.x, hi.y);
     }
-    static __device__ __forceinline__ void st4(cqk_f16_t *p, int64_t i, float4 v) {
-        *(uint2 *)(p + i) = make_uint2((uint32_t)cqk_f2h(v.x) | ((uint32_t)cqk_f2h(v.y) << 16),
-                                       (uint32_t)cqk_f2h(v.z) | ((uint32_t)cqk_f2h(v.w) << 16));
+    static __device__ __forceinline__ void st4(T *p, int64_t i, float4 v) {
+        *(uint2 *)(p + i) = make_uint2(pack(v.x, v.y), pack(v.z, v.w));
     }
-    static __device__ __forceinline__ float ld(const cqk_f16_t *p, int64_t i) { return cqk_h2f(p[i].b); }
-    static __device__ __forceinline__ void st(cqk_f16_t *p, int64_t i, float v) { p[i].b = cqk_f2h(v); }
-    static __device__ __forceinline__ float2 ld2(const cqk_f16_t *p, int64_t i) {
-        const uint32_t u = *(const uint32_t *)(p + i);
-        return make_float2(cqk_h2f((uint16_t)u), cqk_h2f((uint16_t)(u >> 16)));
-    }
-    static __device__ __forceinline__ void st2(cqk_f16_t *p, int64_t i, float a, float b) {
-        *(uint32_t *)(p + i) = (uint32_t)cqk_f2h(a) | ((uint32_t)cqk_f2h(b) << 16);
-    }
+    static __device__ __forceinline__ float ld(const T *p, int64_t i) { return C::dec(p[i].b); }
+    static __device__ __forceinline__ void st(T *p, int64_t i, float v) { p[i].b = C::enc(v); }
+    static __device__ __forceinline__ float2 ld2(const T *p, int64_t i) { return unpack(*(const uint32_t *)(p + i)); }
+    static __device__ __forceinline__ void st2(T *p, int64_t i, float a, float b) { *(uint32_t *)(p + i) = pack(a, b); }
 };
-template <> struct cqk_io<cqk_bf16_t> {
-    static __device__ __forceinline__ float4 ld4(const cqk_bf16_t *p, int64_t i) {
-        const uint2 u = *(const uint2 *)(p + i);
-        return make_float4(cqk_bf2f((uint16_t)u.x), cqk_bf2f((uint16_t)(u.x >> 16)), cqk_bf2f((uint16_t)u.y),
-                           cqk_bf2f((uint16_t)(u.y >> 16)));
-    }
-    static __device__ __forceinline__ void st4(cqk_bf16_t *p, int64_t i, float4 v) {
-        *(uint2 *)(p + i) = make_uint2((uint32_t)cqk_f2bf(v.x) | ((uint32_t)cqk_f2bf(v.y) << 16),
-                                       (uint32_t)cqk_f2bf(v.z) | ((uint32_t)cqk_f2bf(v.w) << 16));
-    }
-    static __device__ __forceinline__ float ld(const cqk_bf16_t *p, int64_t i) { return cqk_bf2f(p[i].b); }
-    static __device__ __forceinline__ void st(cqk_bf16_t *p, int64_t i, float v) { p[i].b = cqk_f2bf(v); }
-    static __device__ __forceinline__ float2 ld2(const cqk_bf16_t *p, int64_t i) {
-        const uint32_t u = *(const uint32_t *)(p + i);
-        return make_float2(cqk_bf2f((uint16_t)u), cqk_bf2f((uint16_t)(u >> 16)));
-    }
-    static __device__ __forceinline__ void st2(cqk_bf16_t *p, int64_t i, float a, float b) {
-        *(uint32_t *)(p + i) = (uint32_t)cqk_f2bf(a) | ((uint32_t)cqk_f2bf(b) << 16);
-    }
+struct cqk_conv_f16 {
+    static __device__ __forceinline__ float dec(uint16_t h) { return cqk_h2f(h); }
+    static __device__ __forceinline__ uint16_t enc(float f) { return cqk_f2h(f); }
 };
+struct cqk_conv_bf16 {
+    static __device__ __forceinline__ float dec(uint16_t h) { return cqk_bf2f(h); }
+    static __device__ __forceinline__ uint16_t enc(float f) { return cqk_f2bf(f); }
+};
+template <> struct cqk_io<cqk_f16_t> : cqk_io16<cqk_f16_t, cqk_conv_f16> {};
+template <> struct cqk_io<cqk_bf16_t> : cqk_io16<cqk_bf16_t, cqk_conv_bf16> {};
 
 template <typename T> __device__ __forceinline__ float cqk_ld(const void *p, int64_t i) {
     return cqk_io<T>::ld((const T *)p, i);
