@@ -85,8 +85,8 @@ static cq_status operand_of(cq_cuda *c, const cqk_ctx *k, const cq_tensor *t, co
     const unsigned gen0 = c->scratch_gen;
     CQ_TRY(cq_cuda_scratch(c, slot, (size_t)rows * (size_t)ld * 2, &dst));
     CQ_TRY(cq_cuda_scratch(c, sslot, (size_t)rows * 4, &sc));
-    /* x staged by an earlier matmul, with nothing written since (every other op, upload, recording and replay
-     * forgets it; a matmul whose output overlaps the source does too) and the same slots: reuse it */
+    /* x staged by an earlier matmul, with nothing written since (every other op, upload, zeroing, recording and
+     * replay forgets it; a matmul's output never overlaps its x) and the same slots: reuse it */
     const bool reuse = slot == CQ_CUDA_SLOT_X && c->staged_x.valid && c->staged_x.src == src &&
                        c->staged_x.rows == rows && c->staged_x.cols == K && c->staged_x.dt == dt &&
                        c->staged_x.gen == gen0 && c->scratch_gen == gen0;
@@ -117,8 +117,8 @@ static cq_status matmul_run(cq_cuda *c, const cqk_ctx *k, const cq_matmul_args *
 
     if (c->gemm_mode == 2 && c->cc_major == 9 && c->cc_minor == 0 && c->smem_optin >= cqk_gemm90_smem()) {
         /* Hopper, CORTIQ_CUDA_GEMM=wgmma: the product and the epilogue in one kernel (k_gemm90.cu); correct,
-         * and ahead on plain projections, but behind cuBLASLt plus the epilogue kernel on SwiGLU and on the
-         * long-K residual projection (docs/CUDA.md, Matmul), so not the default */
+         * level with cuBLASLt plus the epilogue kernel on the MLP-shaped projection and behind it on the others
+         * (SwiGLU most: docs/CUDA.md, Matmul), so not the default */
         cqk_gemm90 g = {.x = x.p, .ldx = x.ld, .xscale = x.scale, .w1 = w1.p, .ldw1 = w1.ld, .ws1 = w1.scale,
                         .rows1 = Nw, .scale = a->scale != 0.0f ? a->scale : 1.0f, .act = (int)a->act,
                         .accumulate = a->accumulate, .y = cq_cuda_ptr(a->y), .ydt = cq_cuda_kdt(a->y->dtype),
@@ -166,21 +166,13 @@ static cq_status matmul_run(cq_cuda *c, const cqk_ctx *k, const cq_matmul_args *
     return CQ_OK;
 }
 
-/* [p, p + n) and [q, q + m) share a byte */
-static bool overlaps(const void *p, size_t n, const void *q, size_t m) {
-    const uintptr_t a = (uintptr_t)p, b = (uintptr_t)q;
-    return a < b + m && b < a + n;
-}
-
 cq_status cq_cuda_matmul(cq_backend *be, const cq_matmul_args *a) {
     cq_cuda *c = cq_cuda_of(be);
     cqk_ctx k = cq_cuda_op_begin(c, CQ_OP_MATMUL);
     cq_status s = matmul_run(c, &k, a);
+    /* after a matmul the slot holds this call's x, which its y cannot overlap (ops_front.c refuses that), so
+     * only a failed call (the staging may not have run) leaves it unknown */
     if (s != CQ_OK) c->staged_x.valid = false;
-    else if (c->staged_x.valid &&
-             overlaps(cq_cuda_ptr(a->y), (size_t)cq_tensor_rows(a->y) * (size_t)cq_tensor_cols(a->y) * cq_act_dtype_size(a->y->dtype),
-                      c->staged_x.src, (size_t)c->staged_x.rows * (size_t)c->staged_x.cols * 4))
-        c->staged_x.valid = false; /* the output wrote over the staged source (4 bytes: the widest dtype) */
     cq_status e = cq_cuda_op_end(c, CQ_OP_MATMUL, cudaSuccess, "");
     return s != CQ_OK ? s : e;
 }

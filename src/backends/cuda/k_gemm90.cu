@@ -40,8 +40,9 @@
  * Status: correct (test_ops_gpu_wgmma runs every matmul case of the op test
  * on it; test_qi21_cuda's goldens give the same 2.05e-3 with it). On the H200
  * the products alone run at 744-754 TFLOP/s on the 7B MLP shape and the whole
- * matmul at 583-597, ahead of cuBLASLt plus the epilogue kernel there (500-570),
- * but behind it on SwiGLU and the residual projections, where the epilogue
+ * matmul at 583-597, level with cuBLASLt plus the vectorized epilogue kernel
+ * there (570-581), but behind it on the 4096-column projections, SwiGLU and
+ * the residual projections, where the epilogue
  * (not overlapped with any products: one block per SM) weighs more; so it runs
  * only with CORTIQ_CUDA_GEMM=wgmma. docs/CUDA.md (Matmul) has the profile and
  * the per-GEMM times; the next step is a persistent kernel whose consumer
