@@ -15,6 +15,8 @@
  * combination must say so with CQ_ERR_UNSUPPORTED (checked too).
  *
  * CQ_TEST_OPS_BIG=1 runs the full cartesian sweep with larger shapes;
+ * CQ_TEST_OPS_TILES=1 adds matmuls with many output tiles per block of a
+ * persistent GPU GEMM (test_ops_gpu_wgmma);
  * CQ_TEST_OPS_FILTER=<cmocka pattern> runs only the matching tests;
  * CQ_TEST_OPS_THREADS=N gives every backend N threads (1 under qemu-user,
  * whose threads hang on some hosts).
@@ -92,6 +94,7 @@ static struct {
     int nbe;
     tu_rng rng;
     bool big;
+    bool tiles;
     long cases, compared, unsupported;
     double worst; /* worst error / limit ratio seen */
     char worst_label[200];
@@ -508,6 +511,15 @@ static void test_matmul(void **state) {
         for (size_t s = 0; s < CQ_ARRAY_LEN(pairs); s++)
             matmul_case(k_codecs[ci], CQ_DTYPE_BF16, s % 2 ? CQ_DTYPE_BF16 : CQ_DTYPE_F32, pairs[s].M, pairs[s].K,
                         pairs[s].N, (int)((s + ci) % MM_VARIANTS));
+    /* More output tiles than the device holds blocks at once, so each block of the persistent Hopper GEMM
+     * (k_gemm90.cu) walks several and its two warpgroups take turns; its ring of stages wraps across tiles
+     * (K = 192: 3 stages per tile) and inside them (K = 1000: 16). Every variant; f32 x and y, then bf16 x with y in bf16 and f32. */
+    static const mnk tiles[] = {{1500, 192, 4200}, {1100, 1000, 2300}};
+    if (g.tiles)
+        for (size_t s = 0; s < CQ_ARRAY_LEN(tiles); s++)
+            for (int v = 0; v < MM_VARIANTS; v++)
+                matmul_case(s ? CQ_DTYPE_BF16 : CQ_DTYPE_F32, s ? CQ_DTYPE_BF16 : CQ_DTYPE_F32,
+                            s && v % 2 ? CQ_DTYPE_BF16 : CQ_DTYPE_F32, tiles[s].M, tiles[s].K, tiles[s].N, v);
     if (g.big)
         for (size_t ci = 0; ci < CQ_ARRAY_LEN(k_codecs); ci++)
             for (size_t s = 0; s < CQ_ARRAY_LEN(bigs); s++)
@@ -1149,6 +1161,8 @@ static int setup(void **state) {
     tu_rng_seed(&g.rng, 20260601);
     const char *big = getenv("CQ_TEST_OPS_BIG");
     g.big = big && *big && *big != '0';
+    const char *tiles = getenv("CQ_TEST_OPS_TILES");
+    g.tiles = tiles && *tiles && *tiles != '0';
     if (cq_backend_ref_create(&g.ref) != CQ_OK) return -1;
     const char *only = getenv("CQ_TEST_OPS_BACKEND");
     if (only && *only) {

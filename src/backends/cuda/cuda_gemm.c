@@ -116,9 +116,9 @@ static cq_status matmul_run(cq_cuda *c, const cqk_ctx *k, const cq_matmul_args *
     if (swiglu && a->w2) CQ_TRY(operand_of(c, k, a->w2, "w2", N, K, CQ_CUDA_SLOT_W2, CQ_CUDA_SLOT_W2S, &w2));
 
     if (c->gemm_mode == 2 && c->cc_major == 9 && c->cc_minor == 0 && c->smem_optin >= cqk_gemm90_smem()) {
-        /* Hopper, CORTIQ_CUDA_GEMM=wgmma: the product and the epilogue in one kernel (k_gemm90.cu); correct,
-         * level with cuBLASLt plus the epilogue kernel on the MLP-shaped projection and behind it on the others
-         * (SwiGLU most: docs/CUDA.md, Matmul), so not the default */
+        /* Hopper, CORTIQ_CUDA_GEMM=wgmma: the product and the epilogue in one persistent kernel (k_gemm90.cu);
+         * correct, and about 6 % behind cuBLASLt plus the epilogue kernel over the 7B step (docs/CUDA.md, Matmul), so
+         * not the default */
         cqk_gemm90 g = {.x = x.p, .ldx = x.ld, .xscale = x.scale, .w1 = w1.p, .ldw1 = w1.ld, .ws1 = w1.scale,
                         .rows1 = Nw, .scale = a->scale != 0.0f ? a->scale : 1.0f, .act = (int)a->act,
                         .accumulate = a->accumulate, .y = cq_cuda_ptr(a->y), .ydt = cq_cuda_kdt(a->y->dtype),

@@ -14,39 +14,42 @@
  * [M, ldx] with a scale per row, W an f16 plane [rows, ldw] with a scale per
  * row; both K-contiguous, pitches multiples of 8, padding zeros.
  *
- * Block: 384 threads = three warpgroups, in clusters of two blocks on
- * neighbouring row tiles. Warpgroup 0's first thread copies with the tensor
- * memory accelerator: per 64-wide K step the block's 128 x 64 tile of x, and
- * half of the 256 x 64 W tile both blocks of the pair use, multicast into both
- * (each block loads one half), all with the 128-byte swizzle wgmma reads
- * without bank conflicts and zeros past the ends; the bytes complete a stage's
- * full barrier. Its warps 1-3 meanwhile put the tile's per-column factors in
- * shared memory and prefetch a residual tile into L2. Warpgroups 1 and 2 each
- * own 64 rows of the 128 x 256 output tile: per K step 4 x wgmma.m64n256k16
- * (both operands from shared memory, f32 accumulators in registers: 128 per
- * thread, setmaxnreg gives them the copying warpgroup's registers), one step
- * kept in flight while the next is issued; each warp then releases the stage
- * in both blocks (the empty barriers count the 16 warps of the pair). Four
- * stages of 48 KiB. Clusters walk the column tiles of GROUP row pairs at a time.
+ * Persistent: one block per SM, 384 threads = three warpgroups, in clusters of
+ * CLUSTER blocks on neighbouring row tiles; each cluster walks a sequence of
+ * tiles (clusters take turns over the tile list, `group` row groups at a time
+ * so that the tiles in flight share x and W in L2), every block of it the
+ * same columns on its own BM = 64 rows. Warpgroup 0's first thread copies with
+ * the tensor memory accelerator, tile after tile through one ring of five
+ * 40 KiB stages: per 64-wide K step the block's 64 x 64 tile of x, and its
+ * part of the 256 x 64 W tile multicast into every block of the cluster (each
+ * loads one part), all with the 128-byte swizzle wgmma reads without bank
+ * conflicts and zeros past the ends; the bytes complete a stage's full
+ * barrier. Warpgroups 1 and 2 take the block's tiles in turn (even and odd):
+ * per K step 4 x wgmma.m64n256k16 into 128 f32 accumulators per thread
+ * (setmaxnreg gives them the copying warpgroup's registers), one step in
+ * flight while the next is issued, each warp releasing the stage in every
+ * block once its products are done. The two pass a turn on a named barrier as
+ * soon as the last products of a tile are issued, so one runs its epilogue
+ * while the other's products keep the tensor cores busy (the "ping-pong").
+ * Warps 1-3 of warpgroup 0 put each tile's per-column factors in shared memory
+ * for the warpgroup that will finish it and prefetch its residual into L2.
  *
- * SwiGLU: the 256 W rows of a block are the gate rows [n0, n0 + 128) and the
+ * SwiGLU: the 256 W rows of a tile are the gate rows [n0, n0 + 128) and the
  * matching up rows (of the fused [gate; up] weight, or of the second weight),
- * so each thread holds gate and up of the same outputs and the block writes
- * 128 output columns.
+ * so each thread holds gate and up of the same outputs and a tile has 128
+ * output columns.
  *
  * The epilogue is cqk_matmul_epilogue's arithmetic in the same order, so the
  * two paths differ only by the order of the f32 additions inside the product.
  *
  * Status: correct (test_ops_gpu_wgmma runs every matmul case of the op test
- * on it; test_qi21_cuda's goldens give the same 2.05e-3 with it). On the H200
- * the products alone run at 744-754 TFLOP/s on the 7B MLP shape and the whole
- * matmul at 583-597, level with cuBLASLt plus the vectorized epilogue kernel
- * there (570-581), but behind it on the 4096-column projections, SwiGLU and
- * the residual projections, where the epilogue
- * (not overlapped with any products: one block per SM) weighs more; so it runs
- * only with CORTIQ_CUDA_GEMM=wgmma. docs/CUDA.md (Matmul) has the profile and
- * the per-GEMM times; the next step is a persistent kernel whose consumer
- * warpgroups alternate between products and epilogue.
+ * on it, with shapes of several tiles per block; test_qi21_cuda's goldens give
+ * the same 2.05e-3 with it). On the H200 it runs the 4-layer 1024^2 step in
+ * 16.8-17.3 ms (the previous, one tile per block and no turns: 19.4), against
+ * 15.7-16.6 with cuBLASLt plus the epilogue kernel: 0-6 % behind it per GEMM,
+ * though ahead on a plain MLP-shaped product (609-631 TFLOP/s against
+ * 597-607); so it runs only with CORTIQ_CUDA_GEMM=wgmma.
+ * docs/CUDA.md (Matmul) has the measurements.
  *
  * Machine code only for sm_90a; elsewhere the body is empty and the host never
  * launches it (cuda_gemm.c checks the device is compute capability 9.0).
@@ -59,7 +62,11 @@
 
 namespace {
 
-constexpr int BM = 128, BN = 256, BK = 64, ST = 4, NT = 384;
+constexpr int BM = 64, BN = 256, BK = 64, ST = 5, NT = 384;
+/* blocks per cluster (along the rows; W's tiles are multicast to all) and row groups per raster group: on the
+ * 7B step at 1024^2 (4 layers), clusters of 4 took 18.3 ms against 17.3 for 2; groups of 4 row groups 18.3 ms,
+ * of 8 17.3 and of 16 17.1 */
+constexpr int CLUSTER = 2, GROUP = 16;
 constexpr int A_B = BM * BK * 2, B_B = BN * BK * 2, STAGE_B = A_B + B_B;
 constexpr int SMEM = 1024 + ST * STAGE_B;
 
@@ -67,10 +74,6 @@ constexpr int SMEM = 1024 + ST * STAGE_B;
 /* registers per thread after setmaxnreg: the copying warpgroup gives up what the two product warpgroups
  * (128 accumulators each) take; 128 x 56 + 256 x 224 fits the 384 x 168 a block gets at launch */
 constexpr int RP = 56, RC = 224;
-/* raster: clusters walk the columns of GROUP row pairs before the next GROUP, so the blocks in flight share
- * W's tiles in L2 (4: +3-5% on the 7B MLP shape against plain row order, where W is streamed once per pair) */
-constexpr int GROUP = 4;
-
 __device__ __forceinline__ float silu_g(float x) { return x / (1.0f + expf(-x)); }
 __device__ __forceinline__ float gelu_tanh_g(float x) {
     return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
@@ -106,179 +109,220 @@ __device__ __forceinline__ void tma_load_mc(uint32_t dst, const CUtensorMap *m, 
 }
 #endif
 
-template <typename TY, int ACT>
+#if CQK_HAVE_WGMMA
+/* cluster tile ct -> row group p and column tile cl: the clusters walk the column tiles of `group` row groups
+ * before the next ones, so the tiles in flight at once share their x rows and W rows in L2 */
+__device__ __forceinline__ void tile_of(int64_t ct, int64_t rg, int64_t nc, int group, int64_t &p, int64_t &cl) {
+    const int64_t first = ct / ((int64_t)group * nc) * group, gs = rg - first < group ? rg - first : group;
+    const int64_t r = ct - first * nc;
+    p = first + r % gs, cl = r / gs;
+}
+#endif
+
+template <typename TY, int ACT, int CL>
 __global__ void __launch_bounds__(NT, 1)
-    k_gemm90(cqk_dev dv, cqk_gemm90 g, int pairs, const __grid_constant__ CUtensorMap tx, const __grid_constant__ CUtensorMap tw1,
-             const __grid_constant__ CUtensorMap tw2) {
+    k_gemm90(cqk_dev dv, cqk_gemm90 g, int pairs, int group, const __grid_constant__ CUtensorMap tx,
+             const __grid_constant__ CUtensorMap tw1, const __grid_constant__ CUtensorMap tw2) {
 #if CQK_HAVE_WGMMA
     extern __shared__ __align__(128) uint8_t gsm[];
-    __shared__ __align__(8) uint64_t bars[2 * ST + 1]; /* full, empty, the column factors */
-    /* the tile's per-column factors: W's row scales and biases (gate and up halves for SwiGLU), the gate */
-    __shared__ float cw1[BN], cb1[BN], cw2[BN / 2], cb2[BN / 2], cg[BN];
+    /* the ring's full and empty barriers; per product warpgroup, its column factors' full and empty */
+    __shared__ __align__(8) uint64_t bars[2 * ST + 4];
+    /* per product warpgroup, its tile's per-column factors: W's row scales and biases (gate and up halves for
+     * SwiGLU), the gate */
+    __shared__ float cw1[2][BN], cb1[2][BN], cg[2][BN], cw2[2][BN / 2], cb2[2][BN / 2];
     const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31;
-    const int cw = wg - 1; /* which product warpgroup (warpgroup 0 copies) */
     const bool swiglu = ACT == CQK_ACT_SWIGLU;
-    /* this cluster's tile: row pair pr, column tile cl, in GROUP order */
-    int64_t pr, cl;
-    {
-        const int64_t np = gridDim.y >> 1, gx = gridDim.x, L = (int64_t)(blockIdx.y >> 1) * gx + blockIdx.x;
-        const int64_t first = L / ((int64_t)GROUP * gx) * GROUP, gs = np - first < GROUP ? np - first : GROUP;
-        const int64_t r = L - first * gx;
-        pr = first + r % gs, cl = r / gs;
-    }
-    const int64_t m0 = (2 * pr + (blockIdx.y & 1)) * BM, n0 = cl * (swiglu ? BN / 2 : BN);
-    const uint32_t s0 = ((uint32_t)__cvta_generic_to_shared(gsm) + 1023u) & ~1023u;
-    const uint32_t bar0 = (uint32_t)__cvta_generic_to_shared(bars);
-    auto full = [&](int s) { return bar0 + 8u * (uint32_t)s; };
-    auto empty = [&](int s) { return bar0 + 8u * (uint32_t)(ST + s); };
-    const uint32_t colbar = bar0 + 8u * (uint32_t)(2 * ST);
+    const int bn = swiglu ? BN / 2 : BN; /* output columns per tile */
+    /* the tiles: row groups (CL row tiles, one per block of the cluster) by column tiles; cluster k of G takes
+     * the cluster tiles k, k + G, k + 2G, ..., every block of it the same sequence on its own rows */
+    const int64_t rg = ((g.M + BM - 1) / BM + CL - 1) / CL, nc = (g.N + bn - 1) / bn, T = rg * nc;
+    const int64_t G = gridDim.x / CL, kc = blockIdx.x / CL;
+    const int nt = kc < T ? (int)((T - kc + G - 1) / G) : 0;
     const int nk = (int)((g.K + BK - 1) / BK);
     uint32_t rank;
     asm("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+    auto tile = [&](int i, int64_t &m0, int64_t &n0) {
+        int64_t p, cl;
+        tile_of(kc + (int64_t)i * G, rg, nc, group, p, cl);
+        m0 = (p * CL + rank) * BM, n0 = cl * bn;
+    };
+    const uint32_t s0 = ((uint32_t)__cvta_generic_to_shared(gsm) + 1023u) & ~1023u;
+    const uint32_t bar0 = (uint32_t)__cvta_generic_to_shared(bars);
+    auto full = [&](uint32_t s) { return bar0 + 8u * s; };
+    auto empty = [&](uint32_t s) { return bar0 + 8u * (ST + s); };
+    auto colfull = [&](int b) { return bar0 + 8u * (uint32_t)(2 * ST + b); };
+    auto colempty = [&](int b) { return bar0 + 8u * (uint32_t)(2 * ST + 2 + b); };
     if (tid == 0) {
-        for (int s = 0; s < ST; s++) {
-            bar_init(full(s), 1);    /* the copying thread's arrive, plus the bytes */
-            bar_init(empty(s), 16);  /* 8 consumer warps of each block of the pair */
+        for (uint32_t s = 0; s < ST; s++) {
+            bar_init(full(s), 1);       /* the copying thread's arrive, plus the bytes */
+            bar_init(empty(s), 4 * CL); /* the 4 warps of the consuming warpgroup in each block of the cluster */
         }
-        bar_init(colbar, 96);        /* the threads of warps 1-3 */
+        for (int b = 0; b < 2; b++) {
+            bar_init(colfull(b), 96); /* the threads of warps 1-3 */
+            bar_init(colempty(b), 4); /* the consumer's warps */
+        }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
-    /* both blocks' barriers exist before either block's copies or arrivals reach them */
+    /* every block's barriers exist before any block's copies or arrivals reach them */
     asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
 
     if (wg == 0) {
         /* registers move from this warpgroup (copies and loads need few) to the two that hold accumulators */
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(RP) : "memory");
-        /* ---- the copies: one thread; x's tile for this block, and this block's half of W's tile sent to
-         * both blocks of the cluster ---- */
         if (tid == 0) {
-            const CUtensorMap *tb = swiglu && rank ? &tw2 : &tw1;
-            const int brow = (int)(swiglu ? n0 : n0 + (BN / 2) * rank);
-            for (int kt = 0; kt < nk; kt++) {
-                const int s = kt % ST;
-                /* both blocks' products of the tile this stage held are done (the multicast writes both) */
-                if (kt >= ST) bar_wait(empty(s), (uint32_t)(((kt / ST) - 1) & 1));
-                const uint32_t sa = s0 + (uint32_t)(s * STAGE_B), sb = sa + A_B;
-                bar_expect(full(s), (uint32_t)STAGE_B);
-                tma_load(sa, &tx, kt * BK, (int)m0, full(s));
-                tma_load_mc(sb + (uint32_t)(rank * (B_B / 2)), tb, kt * BK, brow, full(s), (uint16_t)3);
-            }
-        } else if (tid >= 32) {
-            /* ---- warps 1-3: the per-column factors of the epilogue, while the products run ---- */
-            for (int c = tid - 32; c < (swiglu ? BN / 2 : BN); c += 96) {
-                const int64_t j = n0 + c;
-                const bool in = j < g.N;
-                cw1[c] = in ? g.ws1[j] : 0.0f;
-                cb1[c] = in && g.bias ? g.bias[j] : 0.0f;
-                cg[c] = in && g.gate ? g.gate[j] : 1.0f;
-                if (swiglu) {
-                    cw2[c] = in ? g.ws2[j] : 0.0f;
-                    cb2[c] = in && g.bias2 ? g.bias2[j] : 0.0f;
+            /* ---- the copies, one thread, tile after tile through one ring: x's BM rows for this block, and
+             * this block's part of W's BN rows sent to every block of the cluster ---- */
+            const CUtensorMap *tb = swiglu && rank >= CL / 2 ? &tw2 : &tw1;
+            const int part = swiglu ? (int)(rank % (CL / 2)) : (int)rank;
+            uint32_t it = 0;
+            for (int i = 0; i < nt; i++) {
+                int64_t m0, n0;
+                tile(i, m0, n0);
+                const int brow = (int)(n0 + (int64_t)part * (BN / CL));
+                for (int kt = 0; kt < nk; kt++, it++) {
+                    const uint32_t s = it % ST;
+                    /* every block's products of what this stage held are done (the multicast writes all) */
+                    if (it >= ST) bar_wait(empty(s), ((it / ST) - 1) & 1);
+                    const uint32_t sa = s0 + s * STAGE_B, sb = sa + A_B;
+                    bar_expect(full(s), (uint32_t)STAGE_B);
+                    tma_load(sa, &tx, kt * BK, (int)m0, full(s));
+                    tma_load_mc(sb + rank * (B_B / CL), tb, kt * BK, brow, full(s), (uint16_t)((1u << CL) - 1));
                 }
             }
-            bar_arrive1(colbar);
-            if (g.accumulate) { /* the residual tile into L2 (kept there) for the epilogue */
-                constexpr int LINES = (BN * (int)sizeof(TY) + 127) / 128, PER = 128 / (int)sizeof(TY);
-                for (int q = tid - 32; q < BM * LINES; q += 96) {
-                    const int64_t m = m0 + q / LINES, j = n0 + (q % LINES) * PER;
-                    if (m < g.M && j < g.N)
-                        asm volatile("prefetch.global.L2::evict_last [%0];\n" ::"l"((const TY *)g.y + m * g.ldy + j));
+        } else if (tid >= 32) {
+            /* ---- warps 1-3: each tile's per-column factors for the warpgroup that will finish it (tile i goes
+             * to warpgroup 1 + (i & 1)), and its residual tile into L2, a tile ahead of that epilogue ---- */
+            for (int i = 0; i < nt; i++) {
+                const int b = i & 1, u = i >> 1;
+                int64_t m0, n0;
+                tile(i, m0, n0);
+                if (u > 0) bar_wait(colempty(b), (uint32_t)((u - 1) & 1));
+                for (int c = tid - 32; c < bn; c += 96) {
+                    const int64_t j = n0 + c;
+                    const bool in = j < g.N;
+                    cw1[b][c] = in ? g.ws1[j] : 0.0f;
+                    cb1[b][c] = in && g.bias ? g.bias[j] : 0.0f;
+                    cg[b][c] = in && g.gate ? g.gate[j] : 1.0f;
+                    if (swiglu) {
+                        cw2[b][c] = in ? g.ws2[j] : 0.0f;
+                        cb2[b][c] = in && g.bias2 ? g.bias2[j] : 0.0f;
+                    }
+                }
+                bar_arrive1(colfull(b));
+                if (g.accumulate) {
+                    constexpr int PER = 128 / (int)sizeof(TY);
+                    const int lines = (bn + PER - 1) / PER;
+                    for (int q = tid - 32; q < BM * lines; q += 96) {
+                        const int64_t m = m0 + q / lines, j = n0 + (q % lines) * PER;
+                        if (m < g.M && j < g.N)
+                            asm volatile("prefetch.global.L2::evict_last [%0];\n" ::"l"((const TY *)g.y + m * g.ldy + j));
+                    }
                 }
             }
         }
     } else {
-    /* ---- the products: warpgroup cw, rows cw * 64 .. + 63 of the tile ---- */
+    /* ---- the products and the epilogue: warpgroup cw takes the block's tiles cw, cw + 2, ...; the two take
+     * turns on the tensor cores (one's products while the other finishes its tile), passing the turn as soon as
+     * their last products of a tile are issued ---- */
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(RC) : "memory");
-    float acc[BN / 2];
-#pragma unroll
-    for (int i = 0; i < BN / 2; i++) acc[i] = 0.0f;
-    const uint32_t a_off = (uint32_t)(cw * 64 * 128);
-    for (int kt = 0; kt < nk; kt++) {
-        const int s = kt % ST;
-        bar_wait(full(s), (uint32_t)((kt / ST) & 1));
-        const uint32_t sa = s0 + (uint32_t)(s * STAGE_B) + a_off, sb = s0 + (uint32_t)(s * STAGE_B + A_B);
-        wg_fence();
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++) wgmma256(acc, sm90_desc(sa + 32u * kk, 16, 1024), sm90_desc(sb + 32u * kk, 16, 1024), kt > 0 || kk > 0);
-        wg_commit();
-        wg_wait<1>();
-        if (kt > 0) { /* the products of step kt - 1 are done: its stage may be refilled (in both blocks) */
-            __syncwarp();
-            if (lane == 0) {
-                bar_arrive1(empty((kt - 1) % ST));
-                bar_arrive_remote(empty((kt - 1) % ST), rank ^ 1);
-            }
-        }
-    }
-    wg_wait<0>();
-    keep(acc);
-
-    /* ---- the epilogue, as cqk_matmul_epilogue: per-column factors from shared memory (the loader warps
-     * put them there), the residual read ahead in chunks so its latency is paid a few times per thread
-     * rather than once per element, pairs of columns in one access ---- */
-    bar_wait(colbar, 0);
+    const int cw = wg - 1;
     const int g4 = lane >> 2, t4 = lane & 3, wq = (tid >> 5) & 3;
-    constexpr int NI = swiglu ? BN / 16 : BN / 8, CH = swiglu ? 4 : 8;
+    /* a stage's products are done in this warp: release it in every block of the cluster */
+    auto release = [&](uint32_t it) {
+        __syncwarp();
+        if (lane < CL) {
+            if ((uint32_t)lane == rank) bar_arrive1(empty(it % ST));
+            else bar_arrive_remote(empty(it % ST), (uint32_t)lane);
+        }
+    };
+    float acc[BN / 2];
+    for (int i = cw; i < nt; i += 2) {
+        int64_t m0, n0;
+        tile(i, m0, n0);
+        if (i > 0) turn_wait(1 + cw);
+        const uint32_t it0 = (uint32_t)i * (uint32_t)nk;
+        for (int kt = 0; kt < nk; kt++) {
+            const uint32_t it = it0 + (uint32_t)kt, s = it % ST;
+            bar_wait(full(s), (it / ST) & 1);
+            const uint32_t sa = s0 + s * STAGE_B, sb = sa + A_B;
+            wg_fence();
 #pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const int64_t m = m0 + cw * 64 + wq * 16 + g4 + 8 * r;
-        if (m >= g.M) continue;
-        const float xs = g.xscale[m];
-        TY *yrow = (TY *)g.y + m * g.ldy;
-        if (g.accumulate) /* this thread's part of the row into L2 ahead of the chunks below */
-            for (int64_t b = (int64_t)(4 * t4) * 32; b < (int64_t)(NI * 8) * (int64_t)sizeof(TY); b += 512)
-                if (n0 + b / (int64_t)sizeof(TY) < g.N)
-                    asm volatile("prefetch.global.L2 [%0];\n" ::"l"((const char *)(yrow + n0) + b));
+            for (int kk = 0; kk < 4; kk++)
+                wgmma256(acc, sm90_desc(sa + 32u * kk, 16, 1024), sm90_desc(sb + 32u * kk, 16, 1024), kt > 0 || kk > 0);
+            wg_commit();
+            wg_wait<1>();
+            if (kt > 0) release(it - 1); /* the products of step kt - 1 are done */
+        }
+        if (i + 1 < nt) turn_pass(2 - cw);
+        wg_wait<0>();
+        keep(acc);
+        release(it0 + (uint32_t)nk - 1);
+
+        /* ---- the epilogue, as cqk_matmul_epilogue: per-column factors from shared memory, the residual read
+         * in chunks so its latency is paid a few times per thread rather than once per element, pairs of
+         * columns in one access ---- */
+        bar_wait(colfull(cw), (uint32_t)((i >> 1) & 1));
+        constexpr int NI = swiglu ? BN / 16 : BN / 8, CH = swiglu ? 4 : 8;
 #pragma unroll
-        for (int i0 = 0; i0 < NI; i0 += CH) {
-            float2 old[CH];
-            if (g.accumulate) {
+        for (int r = 0; r < 2; r++) {
+            const int64_t m = m0 + wq * 16 + g4 + 8 * r;
+            if (m >= g.M) continue;
+            const float xs = g.xscale[m];
+            TY *yrow = (TY *)g.y + m * g.ldy;
+#pragma unroll
+            for (int i0 = 0; i0 < NI; i0 += CH) {
+                float2 old[CH];
+                if (g.accumulate) {
+#pragma unroll
+                    for (int ii = 0; ii < CH; ii++) {
+                        const int64_t j = n0 + 8 * (i0 + ii) + 2 * t4;
+                        if (pairs && j + 1 < g.N) old[ii] = cqk_io<TY>::ld2(yrow, j);
+                        else old[ii] = make_float2(j < g.N ? cqk_ld<TY>(yrow, j) : 0.0f, j + 1 < g.N ? cqk_ld<TY>(yrow, j + 1) : 0.0f);
+                    }
+                }
 #pragma unroll
                 for (int ii = 0; ii < CH; ii++) {
-                    const int64_t j = n0 + 8 * (i0 + ii) + 2 * t4;
-                    if (pairs && j + 1 < g.N) old[ii] = cqk_io<TY>::ld2(yrow, j);
-                    else old[ii] = make_float2(j < g.N ? cqk_ld<TY>(yrow, j) : 0.0f, j + 1 < g.N ? cqk_ld<TY>(yrow, j + 1) : 0.0f);
-                }
-            }
+                    const int i1 = i0 + ii, c0 = 8 * i1 + 2 * t4;
+                    const int64_t j0 = n0 + c0;
+                    float out[2];
 #pragma unroll
-            for (int ii = 0; ii < CH; ii++) {
-                const int i = i0 + ii, c0 = 8 * i + 2 * t4;
-                const int64_t j0 = n0 + c0;
-                float out[2];
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    const int c = c0 + e;
-                    float v = g.scale * (acc[4 * i + 2 * r + e] * xs * cw1[c]) + cb1[c];
-                    if (ACT == CQK_ACT_GELU_TANH) v = gelu_tanh_g(v);
-                    if (ACT == CQK_ACT_SILU) v = silu_g(v);
-                    if (swiglu) {
-                        const float u = g.scale * (acc[4 * (i + BN / 16) + 2 * r + e] * xs * cw2[c]) + cb2[c];
-                        v = silu_g(v) * u;
+                    for (int e = 0; e < 2; e++) {
+                        const int c = c0 + e;
+                        float v = g.scale * (acc[4 * i1 + 2 * r + e] * xs * cw1[cw][c]) + cb1[cw][c];
+                        if (ACT == CQK_ACT_GELU_TANH) v = gelu_tanh_g(v);
+                        if (ACT == CQK_ACT_SILU) v = silu_g(v);
+                        if (swiglu) {
+                            const float u = g.scale * (acc[4 * (i1 + BN / 16) + 2 * r + e] * xs * cw2[cw][c]) + cb2[cw][c];
+                            v = silu_g(v) * u;
+                        }
+                        if (g.accumulate) v = (e ? old[ii].y : old[ii].x) + cg[cw][c] * v;
+                        if (j0 + e < g.N) cqk_check_value(dv, v, m * g.N + j0 + e);
+                        out[e] = v;
                     }
-                    if (g.accumulate) v = (e ? old[ii].y : old[ii].x) + cg[c] * v;
-                    if (j0 + e < g.N) cqk_check_value(dv, v, m * g.N + j0 + e);
-                    out[e] = v;
-                }
-                if (pairs && j0 + 1 < g.N) cqk_io<TY>::st2(yrow, j0, out[0], out[1]);
-                else {
-                    if (j0 < g.N) cqk_st<TY>(yrow, j0, out[0]);
-                    if (j0 + 1 < g.N) cqk_st<TY>(yrow, j0 + 1, out[1]);
+                    if (pairs && j0 + 1 < g.N) cqk_io<TY>::st2(yrow, j0, out[0], out[1]);
+                    else {
+                        if (j0 < g.N) cqk_st<TY>(yrow, j0, out[0]);
+                        if (j0 + 1 < g.N) cqk_st<TY>(yrow, j0 + 1, out[1]);
+                    }
                 }
             }
         }
+        /* the factors may be replaced by those of this warpgroup's next tile */
+        __syncwarp();
+        if (lane == 0) bar_arrive1(colempty(cw));
     }
     } /* consumers */
-    /* no block leaves while its partner may still write its shared memory or arrive on its barriers */
+    /* no block leaves while another of its cluster may still write its shared memory or arrive on its barriers */
     asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
 #else
-    (void)dv, (void)g, (void)pairs, (void)tx, (void)tw1, (void)tw2;
+    (void)dv, (void)g, (void)pairs, (void)group, (void)tx, (void)tw1, (void)tw2;
 #endif
 }
 
 } // namespace
 
 /* dynamic shared memory, plus the static arrays and what the driver keeps */
-extern "C" size_t cqk_gemm90_smem(void) { return (size_t)SMEM + (2 * ST + 1) * 8 + 4 * BN * 4 + 128; }
+extern "C" size_t cqk_gemm90_smem(void) { return (size_t)SMEM + (2 * ST + 4) * 8 + 2 * 4 * BN * 4 + 128; }
 
 /* cuTensorMapEncodeTiled from the driver, found once through the runtime (no link against libcuda) */
 static PFN_cuTensorMapEncodeTiled_v12000 encode_fn(void) {
@@ -305,46 +349,68 @@ static bool tmap(CUtensorMap *m, const uint16_t *base, int64_t rows, int64_t ld,
               CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-extern "C" cudaError_t cqk_gemm90_run(const cqk_ctx *c, const cqk_gemm90 *g) {
-    if (g->M <= 0 || g->N <= 0) return cudaSuccess;
+/* clusters of CL blocks that fit on the device at once, for this kernel: the persistent grid */
+template <int CL> static int max_clusters(const void *kern, cudaLaunchConfig_t cfg) {
+    static int n = 0; /* the same for every instance: all need the same registers and shared memory */
+    if (n <= 0) {
+        cfg.gridDim = dim3(CL);
+        if (cudaOccupancyMaxActiveClusters(&n, kern, &cfg) != cudaSuccess || n <= 0) {
+            (void)cudaGetLastError();
+            int dev = 0, sms = 0;
+            if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+                return 0;
+            return sms / CL;
+        }
+    }
+    return n;
+}
+
+template <typename TY, int CL> static cudaError_t launch(const cqk_ctx *c, const cqk_gemm90 *g, int group) {
     const bool swiglu = g->act == CQK_ACT_SWIGLU;
-    if (!g->x || !g->w1 || !g->xscale || !g->ws1 || (swiglu && (!g->w2 || !g->ws2)) || g->K <= 0 ||
-        (g->ldx & 7) || (g->ldw1 & 7) || (swiglu && (g->ldw2 & 7)) || g->K > 0x7fffff00 || g->M > 0x7fffff00 ||
-        g->rows1 > 0x7fffff00)
-        return cudaErrorInvalidValue;
     const int64_t bn = swiglu ? BN / 2 : BN;
-    const int64_t gx = (g->N + bn - 1) / bn, gy = ((g->M + BM - 1) / BM + 1) / 2 * 2; /* pairs of row blocks */
-    if (gx > 0x7fffffff || gy > 65535) return cudaErrorInvalidValue;
+    const int64_t rg = ((g->M + BM - 1) / BM + CL - 1) / CL, T = rg * ((g->N + bn - 1) / bn);
     CUtensorMap tx, tw1, tw2;
-    if (!tmap(&tx, g->x, g->M, g->ldx, BM) || !tmap(&tw1, g->w1, swiglu ? g->N : g->rows1, g->ldw1, BN / 2) ||
-        !tmap(&tw2, swiglu ? g->w2 : g->w1, swiglu ? g->N : g->rows1, swiglu ? g->ldw2 : g->ldw1, BN / 2))
+    if (!tmap(&tx, g->x, g->M, g->ldx, BM) || !tmap(&tw1, g->w1, swiglu ? g->N : g->rows1, g->ldw1, BN / CL) ||
+        !tmap(&tw2, swiglu ? g->w2 : g->w1, swiglu ? g->N : g->rows1, swiglu ? g->ldw2 : g->ldw1, BN / CL))
         return cudaErrorNotSupported; /* the caller takes the other path */
-    cqk_dev d = cqk_dev_of(c);
+    void (*kern)(cqk_dev, cqk_gemm90, int, int, const CUtensorMap, const CUtensorMap, const CUtensorMap) = NULL;
+    switch (g->act) {
+    case CQK_ACT_NONE: kern = k_gemm90<TY, CQK_ACT_NONE, CL>; break;
+    case CQK_ACT_GELU_TANH: kern = k_gemm90<TY, CQK_ACT_GELU_TANH, CL>; break;
+    case CQK_ACT_SILU: kern = k_gemm90<TY, CQK_ACT_SILU, CL>; break;
+    case CQK_ACT_SWIGLU: kern = k_gemm90<TY, CQK_ACT_SWIGLU, CL>; break;
+    default: return cudaErrorInvalidValue;
+    }
+    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
+    if (e != cudaSuccess) return e;
     cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)gx, (unsigned)gy);
     cfg.blockDim = dim3(NT);
     cfg.dynamicSmemBytes = SMEM;
     cfg.stream = c->stream;
     cudaLaunchAttribute at[1];
     at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = 1, at[0].val.clusterDim.y = 2, at[0].val.clusterDim.z = 1;
+    at[0].val.clusterDim.x = CL, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
     cfg.attrs = at;
     cfg.numAttrs = 1;
-    CQK_DISPATCH(g->ydt, TY, {
-        void (*kern)(cqk_dev, cqk_gemm90, int, const CUtensorMap, const CUtensorMap, const CUtensorMap) = NULL;
-        switch (g->act) {
-        case CQK_ACT_NONE: kern = k_gemm90<TY, CQK_ACT_NONE>; break;
-        case CQK_ACT_GELU_TANH: kern = k_gemm90<TY, CQK_ACT_GELU_TANH>; break;
-        case CQK_ACT_SILU: kern = k_gemm90<TY, CQK_ACT_SILU>; break;
-        case CQK_ACT_SWIGLU: kern = k_gemm90<TY, CQK_ACT_SWIGLU>; break;
-        default: return cudaErrorInvalidValue;
-        }
-        cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
-        if (e != cudaSuccess) return e;
-        /* columns in pairs (one 8- or 4-byte access) when y's rows keep pairs aligned */
-        const int pairs = (g->ldy % 2 == 0) && ((uintptr_t)g->y % (2 * sizeof(TY)) == 0);
-        e = cudaLaunchKernelEx(&cfg, kern, d, *g, pairs, tx, tw1, tw2);
-        if (e != cudaSuccess) return e;
-    });
+    const int mc = max_clusters<CL>((const void *)kern, cfg);
+    if (mc <= 0) return cudaErrorNotSupported;
+    const int64_t nclus = T < mc ? T : mc;
+    cfg.gridDim = dim3((unsigned)(nclus * CL));
+    /* columns in pairs (one 8- or 4-byte access) when y's rows keep pairs aligned */
+    const int pairs = (g->ldy % 2 == 0) && ((uintptr_t)g->y % (2 * sizeof(TY)) == 0);
+    e = cudaLaunchKernelEx(&cfg, kern, cqk_dev_of(c), *g, pairs, group, tx, tw1, tw2);
+    if (e != cudaSuccess) return e;
     return cqk_launched();
+}
+
+extern "C" cudaError_t cqk_gemm90_run(const cqk_ctx *c, const cqk_gemm90 *g) {
+    if (g->M <= 0 || g->N <= 0) return cudaSuccess;
+    const bool swiglu = g->act == CQK_ACT_SWIGLU;
+    if (!g->x || !g->w1 || !g->xscale || !g->ws1 || (swiglu && (!g->w2 || !g->ws2)) || g->K <= 0 ||
+        (g->ldx & 7) || (g->ldw1 & 7) || (swiglu && (g->ldw2 & 7)) || g->K > 0x7fffff00 || g->M > 0x7fffff00 ||
+        g->rows1 > 0x7fffff00 || g->N > 0x7fffff00)
+        return cudaErrorInvalidValue;
+    cudaError_t e = cudaErrorInvalidValue;
+    CQK_DISPATCH(g->ydt, TY, { e = launch<TY, CLUSTER>(c, g, GROUP); });
+    return e;
 }

@@ -88,6 +88,10 @@ __device__ __forceinline__ void bar_wait(uint32_t b, uint32_t parity) {
                      : "r"(b), "r"(parity)
                      : "memory");
 }
+/* turns between two warpgroups on a named barrier (256 threads: the waiting warpgroup and the passing one):
+ * turn_wait returns once the partner has called turn_pass on the same id */
+__device__ __forceinline__ void turn_wait(int id) { asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory"); }
+__device__ __forceinline__ void turn_pass(int id) { asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory"); }
 #endif
 
 #endif /* CQ_CUDA_K_SM90_CUH */
