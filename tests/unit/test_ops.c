@@ -513,7 +513,8 @@ static void test_matmul(void **state) {
                         pairs[s].N, (int)((s + ci) % MM_VARIANTS));
     /* More output tiles than the device holds blocks at once, so each block of the persistent Hopper GEMM
      * (k_gemm90.cu) walks several and its two warpgroups take turns; its ring of stages wraps across tiles
-     * (K = 192: 3 stages per tile) and inside them (K = 1000: 16). Every variant; f32 x and y, then bf16 x with y in bf16 and f32. */
+     * (K = 192: 3 stages per tile) and inside them (K = 1000: 16). Every variant; f32 x and y, then bf16 x
+     * with y in bf16 and f32. */
     static const mnk tiles[] = {{1500, 192, 4200}, {1100, 1000, 2300}};
     if (g.tiles)
         for (size_t s = 0; s < CQ_ARRAY_LEN(tiles); s++)
