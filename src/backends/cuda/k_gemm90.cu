@@ -45,10 +45,10 @@
  * Status: correct (test_ops_gpu_wgmma runs every matmul case of the op test
  * on it, with shapes of several tiles per block; test_qi21_cuda's goldens give
  * the same 2.05e-3 with it). On the H200 it runs the 4-layer 1024^2 step in
- * 16.8-17.3 ms (the previous, one tile per block and no turns: 19.4), against
- * 15.7-16.6 with cuBLASLt plus the epilogue kernel: 0-6 % behind it per GEMM,
- * though ahead on a plain MLP-shaped product (609-631 TFLOP/s against
- * 597-607); so it runs only with CORTIQ_CUDA_GEMM=wgmma.
+ * 16.8-17.4 ms (the previous, one tile per block and no turns: 19.4), against
+ * 15.7-16.7 with cuBLASLt plus the epilogue kernel: 0-6 % behind it per GEMM,
+ * level on a plain MLP-shaped product (563-631 TFLOP/s against 586-607); so
+ * it runs only with CORTIQ_CUDA_GEMM=wgmma.
  * docs/CUDA.md (Matmul) has the measurements.
  *
  * Machine code only for sm_90a; elsewhere the body is empty and the host never
