@@ -85,8 +85,8 @@ static cq_status operand_of(cq_cuda *c, const cqk_ctx *k, const cq_tensor *t, co
     const unsigned gen0 = c->scratch_gen;
     CQ_TRY(cq_cuda_scratch(c, slot, (size_t)rows * (size_t)ld * 2, &dst));
     CQ_TRY(cq_cuda_scratch(c, sslot, (size_t)rows * 4, &sc));
-    /* x staged by an earlier matmul, with nothing written since (every other op, upload, zeroing, recording and
-     * replay forgets it; a matmul's output never overlaps its x) and the same slots: reuse it */
+    /* x staged by an earlier matmul, with nothing written since (every other op, upload, zeroing, allocation,
+     * recording and replay forgets it; a matmul's output never overlaps its x) and the same slots: reuse it */
     const bool reuse = slot == CQ_CUDA_SLOT_X && c->staged_x.valid && c->staged_x.src == src &&
                        c->staged_x.rows == rows && c->staged_x.cols == K && c->staged_x.dt == dt &&
                        c->staged_x.gen == gen0 && c->scratch_gen == gen0;

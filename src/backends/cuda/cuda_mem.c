@@ -115,6 +115,9 @@ cq_status cq_cuda_malloc(cq_cuda *c, size_t nbytes, void **out) {
     *out = NULL;
     if (nbytes > ((size_t)1 << 46)) return cq_fail(CQ_ERR_NOMEM, "cuda: a buffer of %zu bytes is beyond any device", nbytes);
     if (c->recording) return cq_cuda_not_while_recording("allocating device memory");
+    /* the block may be a freed one coming back at the address of a staged matmul input, and be filled without
+     * an op (a weight's upload and decode): forget the staging (a steady step allocates nothing) */
+    c->staged_x.valid = false;
     size_t size = size_class(nbytes ? nbytes : 1);
     cq_cuda_bucket *b = bucket_for(m, size, false);
     void *p = NULL;
