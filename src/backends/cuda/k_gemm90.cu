@@ -86,15 +86,6 @@ __device__ __forceinline__ void wgmma256(float (&d)[128], uint64_t da, uint64_t 
                  : "l"(da), "l"(db), "r"(accumulate));
 }
 
-/* arrive on the barrier at the same offset in block `cta` of the cluster. Default (CTA-scope) semantics:
- * the arrival only says this warp's products of a stage are done (wgmma.wait_group saw them complete), which
- * orders nothing else; .release.cluster made ptxas put a cluster-wide memory barrier before every arrival,
- * and the warps stalled there once per K step. */
-__device__ __forceinline__ void bar_arrive_remote(uint32_t b, uint32_t cta) {
-    asm volatile("{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\n"
-                 "mbarrier.arrive.shared::cluster.b64 _, [ra];\n}\n" ::"r"(b), "r"(cta)
-                 : "memory");
-}
 /* a box of the tensor map at (c0 = column, c1 = row) into dst, completing b with its bytes; rows and columns
  * past the tensor are zeros */
 __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap *m, int c0, int c1, uint32_t b) {
@@ -174,19 +165,20 @@ __global__ void __launch_bounds__(NT, 1)
              * this block's part of W's BN rows sent to every block of the cluster ---- */
             const CUtensorMap *tb = swiglu && rank >= CL / 2 ? &tw2 : &tw1;
             const int part = swiglu ? (int)(rank % (CL / 2)) : (int)rank;
-            uint32_t it = 0;
+            uint32_t s = 0, ph = 0; /* the stage and the phase of its barriers' current round */
+            bool wrapped = false;   /* every stage has been filled once */
             for (int i = 0; i < nt; i++) {
                 int64_t m0, n0;
                 tile(i, m0, n0);
                 const int brow = (int)(n0 + (int64_t)part * (BN / CL));
-                for (int kt = 0; kt < nk; kt++, it++) {
-                    const uint32_t s = it % ST;
+                for (int kt = 0; kt < nk; kt++) {
                     /* every block's products of what this stage held are done (the multicast writes all) */
-                    if (it >= ST) bar_wait(empty(s), ((it / ST) - 1) & 1);
+                    if (wrapped) bar_wait(empty(s), ph ^ 1);
                     const uint32_t sa = s0 + s * STAGE_B, sb = sa + A_B;
                     bar_expect(full(s), (uint32_t)STAGE_B);
                     tma_load(sa, &tx, kt * BK, (int)m0, full(s));
                     tma_load_mc(sb + rank * (B_B / CL), tb, kt * BK, brow, full(s), (uint16_t)((1u << CL) - 1));
+                    if (++s == ST) s = 0, ph ^= 1, wrapped = true;
                 }
             }
         } else if (tid >= 32) {
@@ -227,13 +219,24 @@ __global__ void __launch_bounds__(NT, 1)
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(RC) : "memory");
     const int cw = wg - 1;
     const int g4 = lane >> 2, t4 = lane & 3, wq = (tid >> 5) & 3;
-    /* a stage's products are done in this warp: release it in every block of the cluster */
-    auto release = [&](uint32_t it) {
+    /* The K loop keeps its bookkeeping to a few instructions per step: a product warp that spends longer
+     * than a step's products (~500 cycles) between two steps leaves the tensor cores idle, and the other
+     * warpgroup's epilogue, issuing from the same schedulers, makes every instruction here slower. So the
+     * stage and its phase advance by counting (no division by ST), the descriptors are the stage-0 ones
+     * plus an offset in their address field (16-byte units, no carry out of it: shared memory is below
+     * 256 KiB), and a lane's empty barrier in the cluster is found once. */
+    const uint32_t da0 = (uint32_t)sm90_desc(s0, 16, 1024), db0 = (uint32_t)sm90_desc(s0 + A_B, 16, 1024);
+    const uint32_t dhi = (uint32_t)(sm90_desc(s0, 16, 1024) >> 32);
+    uint32_t rempty = 0; /* lane l < CL: empty(0) of block l of the cluster, in the cluster's window */
+    if (lane < CL) asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(rempty) : "r"(empty(0)), "r"((uint32_t)lane));
+    /* a stage's products are done in this warp: release it in every block of the cluster. Default
+     * (CTA-scope) semantics: the arrival only says this warp's products of the stage are done
+     * (wgmma.wait_group saw them complete), which orders nothing else; .release.cluster made ptxas put a
+     * cluster-wide memory barrier before every arrival, and the warps stalled there once per K step. */
+    auto release = [&](uint32_t s) {
         __syncwarp();
-        if (lane < CL) {
-            if ((uint32_t)lane == rank) bar_arrive1(empty(it % ST));
-            else bar_arrive_remote(empty(it % ST), (uint32_t)lane);
-        }
+        if (lane < CL)
+            asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(rempty + 8u * s) : "memory");
     };
     float acc[BN / 2];
     for (int i = cw; i < nt; i += 2) {
@@ -241,22 +244,25 @@ __global__ void __launch_bounds__(NT, 1)
         tile(i, m0, n0);
         if (i > 0) turn_wait(1 + cw);
         const uint32_t it0 = (uint32_t)i * (uint32_t)nk;
+        uint32_t s = it0 % ST, ph = (it0 / ST) & 1, ps = 0;
         for (int kt = 0; kt < nk; kt++) {
-            const uint32_t it = it0 + (uint32_t)kt, s = it % ST;
-            bar_wait(full(s), (it / ST) & 1);
-            const uint32_t sa = s0 + s * STAGE_B, sb = sa + A_B;
+            bar_wait(full(s), ph);
+            const uint32_t o = s * (uint32_t)(STAGE_B >> 4);
             wg_fence();
 #pragma unroll
             for (int kk = 0; kk < 4; kk++)
-                wgmma256(acc, sm90_desc(sa + 32u * kk, 16, 1024), sm90_desc(sb + 32u * kk, 16, 1024), kt > 0 || kk > 0);
+                wgmma256(acc, ((uint64_t)dhi << 32) | (da0 + o + 2u * kk), ((uint64_t)dhi << 32) | (db0 + o + 2u * kk),
+                         kt > 0 || kk > 0);
             wg_commit();
             wg_wait<1>();
-            if (kt > 0) release(it - 1); /* the products of step kt - 1 are done */
+            if (kt > 0) release(ps); /* the products of step kt - 1 are done */
+            ps = s;
+            if (++s == ST) s = 0, ph ^= 1;
         }
         if (i + 1 < nt) turn_pass(2 - cw);
         wg_wait<0>();
         keep(acc);
-        release(it0 + (uint32_t)nk - 1);
+        release(ps);
 
         /* ---- the epilogue, as cqk_matmul_epilogue: per-column factors from shared memory, the residual read
          * in chunks so its latency is paid a few times per thread rather than once per element, pairs of
