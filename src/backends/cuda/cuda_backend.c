@@ -394,11 +394,11 @@ static cq_status cuda_init(cq_cuda *c, int device) {
     c->lt_ws_size = (size_t)32 << 20;
     CQ_TRY(cq_cuda_malloc(c, c->lt_ws_size, &c->lt_ws));
     static const char *const check_words[] = {"0", "1", "2"};
-    static const char *const gemm_words[] = {"auto", "simt", "wgmma"};
+    static const char *const gemm_words[] = {"auto", "simt", "wgmma", "cublaslt"};
     static const char *const onoff_words[] = {"0", "1"};
     static const char *const attn_words[] = {"auto", "generic", "wmma", "flash128", "flash64", "flash128w4", "wgmma"};
     c->check = env_choice("CORTIQ_CUDA_CHECK", check_words, 3, 1);
-    c->gemm_mode = env_choice("CORTIQ_CUDA_GEMM", gemm_words, 3, 0);
+    c->gemm_mode = env_choice("CORTIQ_CUDA_GEMM", gemm_words, 4, 0);
     /* off by default: no gain measured in the 7B step, and it makes the choice (the last bits) per process */
     c->gemm_tune = env_choice("CORTIQ_CUDA_GEMM_TUNE", onoff_words, 2, 0) == 1;
     c->attn_mode = env_choice("CORTIQ_CUDA_ATTN", attn_words, 7, 0);

@@ -16,10 +16,12 @@
  * write and read of the output (with the staging, about a quarter of the
  * GEMM time in the 7B step). cuBLASLt cannot take it over: the column scales
  * need its per-column alpha vector, for which cuBLASLt 13.0 has no f16
- * algorithm on an H200 (tried: the heuristic returns nothing); the GEMM of
- * our own with the epilogue in registers (k_gemm90.cu) is not yet faster over
- * the whole step, so the staging and the epilogue kernel are vectorized, and a
- * staged x is reused by the next matmul of the same x while nothing can have
+ * algorithm on an H200 (tried: the heuristic returns nothing). On compute
+ * capability 9.0 the GEMM of our own with the epilogue in registers
+ * (k_gemm90.cu) runs the SwiGLU matmuls, where it is faster; on the plain
+ * projections cuBLASLt's products are faster than its own by more than the
+ * round trip costs, so the staging and the epilogue kernel are vectorized, and
+ * a staged x is reused by the next matmul of the same x while nothing can have
  * written it (cq_cuda.staged_x).
  *
  * Row-major y [M, N] = x [M, K] · W [N, K]ᵀ is cuBLASLt's column-major
@@ -39,7 +41,7 @@
 /* D [M, N] (pitch ldd, F32 or BF16) = alpha · B Aᵀ + beta · D; A [N, K], B [M, K] f16. */
 static cq_status gemm(cq_cuda *c, const cqk_ctx *k, const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
                       void *D, int ddt, int64_t ldd, int64_t M, int64_t N, int64_t K, float alpha, float beta) {
-    if (c->gemm_mode != 1) {
+    if (c->gemm_mode != 1) { /* auto, wgmma (where k_gemm90 does not run) and cublaslt */
         const cq_cuda_gemm_call g = {.A = A, .B = B, .D = D, .lda = lda, .ldb = ldb, .ldd = ldd, .M = M, .N = N,
                                      .K = K, .ddt = ddt, .alpha = alpha, .beta = beta};
         bool done = false;
@@ -115,10 +117,12 @@ static cq_status matmul_run(cq_cuda *c, const cqk_ctx *k, const cq_matmul_args *
     CQ_TRY(operand_of(c, k, a->w, "w", Nw, K, CQ_CUDA_SLOT_W1, CQ_CUDA_SLOT_W1S, &w1));
     if (swiglu && a->w2) CQ_TRY(operand_of(c, k, a->w2, "w2", N, K, CQ_CUDA_SLOT_W2, CQ_CUDA_SLOT_W2S, &w2));
 
-    if (c->gemm_mode == 2 && c->cc_major == 9 && c->cc_minor == 0 && c->smem_optin >= cqk_gemm90_smem()) {
-        /* Hopper, CORTIQ_CUDA_GEMM=wgmma: the product and the epilogue in one persistent kernel (k_gemm90.cu);
-         * correct, and about 6 % behind cuBLASLt plus the epilogue kernel over the 7B step (docs/CUDA.md, Matmul), so
-         * not the default */
+    /* Hopper: the product and the epilogue in one persistent kernel (k_gemm90.cu) for SwiGLU by default, where
+     * it pairs the gate and up products in one pass (7B step at 1024^2: 1.18 ms against 1.26 for cuBLASLt's two
+     * GEMMs and the epilogue kernel); for every matmul with CORTIQ_CUDA_GEMM=wgmma (the plain projections are
+     * level to 5 % behind cuBLASLt plus the epilogue kernel: docs/CUDA.md, Matmul) */
+    const bool g90 = c->gemm_mode == 2 || (c->gemm_mode == 0 && swiglu);
+    if (g90 && c->cc_major == 9 && c->cc_minor == 0 && c->smem_optin >= cqk_gemm90_smem()) {
         cqk_gemm90 g = {.x = x.p, .ldx = x.ld, .xscale = x.scale, .w1 = w1.p, .ldw1 = w1.ld, .ws1 = w1.scale,
                         .rows1 = Nw, .scale = a->scale != 0.0f ? a->scale : 1.0f, .act = (int)a->act,
                         .accumulate = a->accumulate, .y = cq_cuda_ptr(a->y), .ydt = cq_cuda_kdt(a->y->dtype),

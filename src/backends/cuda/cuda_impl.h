@@ -131,8 +131,9 @@ typedef struct cq_cuda {
     cudaEvent_t tune_ev[CQ_CUDA_TUNE_EVENTS]; /* made at the first algorithm timing */
     /* knobs read from the environment at creation (docs/CUDA.md) */
     int check;           /* CORTIQ_CUDA_CHECK: 0 off, 1 matmul outputs (default), 2 every op's output */
-    int gemm_mode;       /* CORTIQ_CUDA_GEMM: 0 auto = cuBLASLt and the epilogue kernel, 1 the CUDA-core kernel
-                            only, 2 wgmma: k_gemm90.cu on compute capability 9.0 (cuBLASLt elsewhere) */
+    int gemm_mode;       /* CORTIQ_CUDA_GEMM: 0 auto = on compute capability 9.0 SwiGLU matmuls on k_gemm90.cu,
+                            the rest on cuBLASLt and the epilogue kernel; 1 the CUDA-core kernel only, 2 wgmma:
+                            every matmul on k_gemm90.cu on 9.0, 3 cublaslt: every matmul on cuBLASLt */
     bool gemm_tune;      /* CORTIQ_CUDA_GEMM_TUNE (default 0): a new plan times the heuristic's candidates */
     int attn_mode;       /* CORTIQ_CUDA_ATTN: 0 auto (6 on compute capability 9.0, else 5), 1 generic kernel
                             only, 2 the WMMA kernel, 3 flash128, 4 flash64, 5 flash128w4 (head_dim 128 block
