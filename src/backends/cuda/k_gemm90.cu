@@ -44,12 +44,17 @@
  *
  * Status: correct (test_ops_gpu_wgmma runs every matmul case of the op test
  * on it, with shapes of several tiles per block; test_qi21_cuda's goldens give
- * the same 2.05e-3 with it). On the H200 it runs the 4-layer 1024^2 step in
- * 16.8-17.4 ms (the previous, one tile per block and no turns: 19.4), against
- * 15.7-16.7 with cuBLASLt plus the epilogue kernel: 0-6 % behind it per GEMM,
- * level on a plain MLP-shaped product (563-631 TFLOP/s against 586-607); so
- * it runs only with CORTIQ_CUDA_GEMM=wgmma.
- * docs/CUDA.md (Matmul) has the measurements.
+ * the same 2.05e-3 with it). The K loop is kept to a few instructions per step
+ * (see the product warpgroups): it used to take as long as the step's products,
+ * so the other warpgroup's epilogue, issuing from the same schedulers, stretched
+ * them. On the H200 (1024^2 layer of the 7B step, each kernel alone at the
+ * GPU's own clocks) it runs SwiGLU in 1.18 ms against 1.26 for cuBLASLt's two
+ * GEMMs and the epilogue kernel, so it takes every SwiGLU matmul on compute
+ * capability 9.0. The plain projections stay on cuBLASLt plus the epilogue
+ * kernel: level on q/k/v (219 us against 221), behind on the attention output
+ * (242 against 234) and the MLP down projection (607 against 576).
+ * CORTIQ_CUDA_GEMM=wgmma runs every matmul here. docs/CUDA.md (Matmul) has the
+ * measurements.
  *
  * Machine code only for sm_90a; elsewhere the body is empty and the host never
  * launches it (cuda_gemm.c checks the device is compute capability 9.0).
