@@ -19,10 +19,10 @@
  * algorithm on an H200 (tried: the heuristic returns nothing). On compute
  * capability 9.0 the GEMM of our own with the epilogue in registers
  * (k_gemm90.cu) runs the SwiGLU matmuls, where it is faster; on the plain
- * projections cuBLASLt's products are faster than its own by more than the
- * round trip costs, so the staging and the epilogue kernel are vectorized, and
- * a staged x is reused by the next matmul of the same x while nothing can have
- * written it (cq_cuda.staged_x).
+ * projections cuBLASLt's products gain back what the round trip costs (level
+ * on q/k/v, ahead on the residual projections), so the staging and the
+ * epilogue kernel are vectorized, and a staged x is reused by the next matmul
+ * of the same x while nothing can have written it (cq_cuda.staged_x).
  *
  * Row-major y [M, N] = x [M, K] · W [N, K]ᵀ is cuBLASLt's column-major
  * C [N, M] = op(A) · op(B) with A = W seen as K x N (transposed: TRANSA = T)
