@@ -192,6 +192,8 @@ typedef struct cq_backend_stats {
     uint64_t weight_bytes; /* device bytes of bound weights */
     uint64_t device_allocs; /* allocations the device driver was asked for so far (cudaMalloc) */
     uint64_t replays;      /* recordings replayed so far */
+    uint64_t staged_reuses; /* matmul inputs a device backend took from an earlier staging (another matmul's
+                             * of the same x, or the producing op's side copy) instead of converting again */
     uint64_t device_total, device_free; /* the whole device, as the driver reports it */
     bool timed;            /* op_ms / op_calls are filled */
     double op_ms[CQ_OP_COUNT];

@@ -208,6 +208,7 @@ static cq_status cuda_stats(cq_backend *be, cq_backend_stats *out, bool reset) {
     out->weight_bytes = c->weight_bytes;
     out->device_allocs = c->mem.n_cuda_mallocs;
     out->replays = c->replays;
+    out->staged_reuses = c->staged_reuses;
     size_t fr = 0, tot = 0;
     if (cudaMemGetInfo(&fr, &tot) == cudaSuccess) {
         out->device_free = fr;
@@ -403,6 +404,7 @@ static cq_status cuda_init(cq_cuda *c, int device) {
     c->gemm_tune = env_choice("CORTIQ_CUDA_GEMM_TUNE", onoff_words, 2, 0) == 1;
     c->attn_mode = env_choice("CORTIQ_CUDA_ATTN", attn_words, 7, 0);
     c->sync_each_op = env_on("CORTIQ_CUDA_SYNC");
+    c->side_copies = env_choice("CORTIQ_CUDA_SIDE", onoff_words, 2, 1) == 1;
     c->graphs = env_choice("CORTIQ_CUDA_GRAPH", onoff_words, 2, 1) == 1;
     if (env_on("CORTIQ_CUDA_PROFILE")) CQ_TRY(prof_init(c));
     c->base.vt = &k_cuda_vtbl;

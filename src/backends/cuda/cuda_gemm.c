@@ -81,30 +81,38 @@ static cq_status operand_of(cq_cuda *c, const cqk_ctx *k, const cq_tensor *t, co
         return CQ_OK;
     }
     const int64_t ld = pitch8(K);
-    void *dst = NULL, *sc = NULL;
     const void *src = cq_cuda_ptr(t);
     const int dt = cq_cuda_kdt(t->dtype);
-    const unsigned gen0 = c->scratch_gen;
+    const bool is_x = slot == CQ_CUDA_SLOT_X;
+    /* x staged earlier (by a matmul of the same x or as its producer's side copy), with nothing written since:
+     * every other op, upload, zeroing, allocation, recording and replay forgets it, a matmul's output never
+     * overlaps its x, and a grown scratch slot changes the generation */
+    if (is_x && c->staged_x.valid && c->staged_x.src == src && c->staged_x.rows == rows && c->staged_x.cols == K &&
+        c->staged_x.dt == dt && c->staged_x.gen == c->scratch_gen) {
+        out->p = c->staged_x.p;
+        out->ld = c->staged_x.ld;
+        out->scale = c->staged_x.scale;
+        c->staged_reuses++;
+        return CQ_OK;
+    }
+    void *dst = NULL, *sc = NULL;
     CQ_TRY(cq_cuda_scratch(c, slot, (size_t)rows * (size_t)ld * 2, &dst));
     CQ_TRY(cq_cuda_scratch(c, sslot, (size_t)rows * 4, &sc));
-    /* x staged by an earlier matmul, with nothing written since (every other op, upload, zeroing, allocation,
-     * recording and replay forgets it; a matmul's output never overlaps its x) and the same slots: reuse it */
-    const bool reuse = slot == CQ_CUDA_SLOT_X && c->staged_x.valid && c->staged_x.src == src &&
-                       c->staged_x.rows == rows && c->staged_x.cols == K && c->staged_x.dt == dt &&
-                       c->staged_x.gen == gen0 && c->scratch_gen == gen0;
-    if (!reuse) {
-        cudaError_t e = cqk_stage_f16_rows(k, dst, ld, sc, src, dt, K, rows, K);
-        if (e != cudaSuccess) return cq_cuda_fail(e, "matmul", "staging an operand as scaled f16 rows");
-        if (slot == CQ_CUDA_SLOT_X) {
-            c->staged_x.src = src, c->staged_x.rows = rows, c->staged_x.cols = K, c->staged_x.dt = dt;
-            c->staged_x.gen = c->scratch_gen;
-            c->staged_x.valid = true;
-        }
-    }
+    cudaError_t e = cqk_stage_f16_rows(k, dst, ld, sc, src, dt, K, rows, K);
+    if (e != cudaSuccess) return cq_cuda_fail(e, "matmul", "staging an operand as scaled f16 rows");
+    if (is_x) cq_cuda_staged_set(c, src, rows, K, dt, dst, ld, sc);
     out->p = dst;
     out->ld = ld;
     out->scale = sc;
     return CQ_OK;
+}
+
+void cq_cuda_staged_set(cq_cuda *c, const void *src, int64_t rows, int64_t cols, int dt, const void *p, int64_t ld,
+                        const void *scale) {
+    c->staged_x.src = src, c->staged_x.rows = rows, c->staged_x.cols = cols, c->staged_x.dt = dt;
+    c->staged_x.p = p, c->staged_x.ld = ld, c->staged_x.scale = scale;
+    c->staged_x.gen = c->scratch_gen;
+    c->staged_x.valid = true;
 }
 
 /* ---- the op ---------------------------------------------------------------------------------------- */

@@ -144,15 +144,22 @@ typedef struct cq_cuda {
     bool recording;      /* the stream is being captured */
     unsigned rec_seq0;   /* seq when the capture began */
     unsigned scratch_gen; /* bumped whenever a scratch slot is replaced by a bigger buffer */
-    /* what the matmul's x staging slot holds (cuda_gemm.c): the staged rows of `src`, reused by the next
-     * matmul of the same x (the 7B step's k, v and q projections) until anything may have written it */
+    /* a staged matmul input (cuda_gemm.c): the scaled f16 rows of `src` (p, ld, scale) in the x slots, reused
+     * by the next matmul of the same x until anything may have written it. Written by a matmul's staging (the
+     * 7B step's k, v and q projections share one), or by the LayerNorm that produced src, as a side copy that
+     * spares the matmul the staging pass */
     struct {
         const void *src;
         int64_t rows, cols;
         int dt;
         unsigned gen;
         bool valid;
+        const uint16_t *p;
+        int64_t ld;
+        const float *scale;
     } staged_x;
+    bool side_copies;    /* CORTIQ_CUDA_SIDE (default 1): LayerNorm writes that side copy of an f32 output */
+    uint64_t staged_reuses; /* matmul inputs taken from staged_x (cq_backend_stats) */
     uint64_t replays;    /* recordings replayed (cq_backend_stats) */
     cq_cuda_prof prof;
 } cq_cuda;
@@ -186,6 +193,9 @@ void cq_cuda_free(cq_cuda *c, void *p);
 void cq_cuda_alloc_destroy(cq_cuda *c); /* after a device sync */
 /* Scratch of at least `bytes` for `slot`, kept until the backend is destroyed. */
 cq_status cq_cuda_scratch(cq_cuda *c, cq_cuda_slot slot, size_t bytes, void **out);
+/* Record src's staged rows (in scratch) for the next matmul whose x is src (cuda_gemm.c). */
+void cq_cuda_staged_set(cq_cuda *c, const void *src, int64_t rows, int64_t cols, int dt, const void *p, int64_t ld,
+                        const void *scale);
 
 cq_status cq_cuda_buf_alloc(cq_backend *be, size_t nbytes, void **base);
 void cq_cuda_buf_free(cq_backend *be, void *base);

@@ -61,6 +61,14 @@ typedef struct cqk_ctx {
     int check;        /* also scan this op's output for non-finite values */
 } cqk_ctx;
 
+/* A producer's side copy of its f32 output as the next matmul would stage it (below): f16 rows [rows, ld]
+ * scaled by powers of two, and their scales [rows]. */
+typedef struct cqk_side {
+    uint16_t *y;
+    int64_t ld;
+    float *scale;
+} cqk_side;
+
 /* ---- conversions, copies, weight decoding (k_convert.cu) ----------------- */
 /* y[i] = x[i] over n elements, converting between F32/F16/BF16 (I32 only to I32).
  * Rounding: round-to-nearest-even, overflow to inf, subnormals kept: the
@@ -178,8 +186,10 @@ size_t cqk_attention_flash90_scratch(const cqk_attn *a);
 size_t cqk_attention_flash90_smem(int stages);
 
 /* ---- row ops (k_rows.cu) -------------------------------------------------- */
+/* side (NULL: none; f32 y only, side->ld >= cols): y also written as the next matmul would
+ * stage it (cqk_stage_f16_rows), from the same values */
 cudaError_t cqk_layernorm(const cqk_ctx *c, void *y, const void *x, int dt, int64_t rows, int64_t cols,
-                          const float *scale, const float *shift, float eps);
+                          const float *scale, const float *shift, float eps, const cqk_side *side);
 cudaError_t cqk_rmsnorm(const cqk_ctx *c, void *y, const void *x, int dt, int64_t rows, int64_t cols, const float *w,
                         const float *bias, int zero_centered, float eps);
 enum { CQK_ROPE_NONE = 0, CQK_ROPE_INTERLEAVED = 1, CQK_ROPE_HALF = 2 };

@@ -84,7 +84,26 @@ cq_status cq_cuda_layernorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, co
                             const cq_tensor *shift, float eps) {
     OP_BEGIN(CQ_OP_LAYERNORM);
     int64_t R = cq_tensor_rows(x), C = cq_tensor_cols(x);
-    cudaError_t e = cqk_layernorm(&k, cq_cuda_ptr(y), cq_cuda_ptr(x), kdt(x), R, C, fptr(scale), fptr(shift), eps);
+    /* f32 rows that a matmul will read next (the DiT's modulated LayerNorm feeds the q/k/v and MLP
+     * projections): also written as that matmul would stage them, which spares it the staging pass */
+    cqk_side side = {.ld = (C + 7) / 8 * 8};
+    const size_t side_b = (size_t)R * (size_t)side.ld * 2, scale_b = (size_t)R * 4;
+    /* not where the slots would have to grow inside a recording (which cannot allocate): the matmul stages */
+    const bool with_side = c->side_copies && y->dtype == CQ_DTYPE_F32 && R > 0 && R <= 0x7fffffff &&
+                           (!c->recording || (c->scratch_cap[CQ_CUDA_SLOT_X] >= side_b &&
+                                              c->scratch_cap[CQ_CUDA_SLOT_XS] >= scale_b));
+    if (with_side) {
+        cq_status s = cq_cuda_scratch(c, CQ_CUDA_SLOT_X, side_b, (void **)&side.y);
+        if (s == CQ_OK) s = cq_cuda_scratch(c, CQ_CUDA_SLOT_XS, scale_b, (void **)&side.scale);
+        if (s != CQ_OK) {
+            cq_cuda_op_end(c, op_, cudaSuccess, "");
+            return s;
+        }
+    }
+    cudaError_t e = cqk_layernorm(&k, cq_cuda_ptr(y), cq_cuda_ptr(x), kdt(x), R, C, fptr(scale), fptr(shift), eps,
+                                  with_side ? &side : NULL);
+    if (e == cudaSuccess && with_side)
+        cq_cuda_staged_set(c, cq_cuda_ptr(y), R, C, CQK_F32, side.y, side.ld, side.scale);
     if (e == cudaSuccess && k.check) e = cqk_check_finite(&k, cq_cuda_ptr(y), kdt(y), R, C, C);
     OP_END(e, "the kernel");
 }

@@ -202,4 +202,31 @@ __device__ __forceinline__ float cqk_ex2(float x) {
     return y;
 }
 
+/* ---- scaled f16 rows (the matmul operands, cuda_kernels.h) ---------------------------------------- */
+/* The power-of-two exponent e that puts a row's absmax in [2^13, 2^14) once scaled by 2^e; 0 for a row of
+ * zeros or a non-finite absmax. |e| <= 120 keeps 2^-e a normal f32 (every finite absmax above 2^-106). */
+__device__ __forceinline__ int cqk_row_exponent(float absmax) {
+    if (!(absmax > 0.0f) || !isfinite(absmax)) return 0;
+    int x;
+    frexpf(absmax, &x); /* absmax in [2^(x-1), 2^x) */
+    const int e = 14 - x;
+    return e < -120 ? -120 : (e > 120 ? 120 : e);
+}
+
+/* |v| for an absmax, NaN counted as +inf so the row keeps e = 0. */
+__device__ __forceinline__ float cqk_mag(float v) { return isnan(v) ? INFINITY : fabsf(v); }
+
+/* Max over the block (<= 1024 threads); every thread gets the result. `sh` holds 32 floats and may be reused
+ * at once by the next call. */
+__device__ __forceinline__ float cqk_block_maxf(float v, float *sh) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    __syncthreads();
+    if (lane == 0) sh[wid] = v;
+    __syncthreads();
+    float t = lane < nw ? sh[lane] : 0.0f;
+    for (int o = 16; o > 0; o >>= 1) t = fmaxf(t, __shfl_xor_sync(0xffffffffu, t, o));
+    return t;
+}
+
 #endif /* CQ_CUDA_K_COMMON_CUH */

@@ -112,29 +112,6 @@ __device__ __forceinline__ float decode_one(const uint8_t *p, int64_t rows, int6
 /* ---- f16 rows with power-of-two scales (see cuda_kernels.h) ----------------------------- */
 enum { ROWS_THREADS = 256 };
 
-/* Exponent e with absmax * 2^e in [2^13, 2^14); 0 for a zero or non-finite row. */
-__device__ __forceinline__ int row_exponent(float absmax) {
-    if (!(absmax > 0.0f) || !isfinite(absmax)) return 0;
-    int x;
-    frexpf(absmax, &x); /* absmax in [2^(x-1), 2^x) */
-    int e = 14 - x;
-    /* 2^-e must stay a normal f32: |e| <= 120 covers every finite absmax above 2^-106 */
-    return e < -120 ? -120 : (e > 120 ? 120 : e);
-}
-
-__device__ float block_absmax(float v, float *sh) {
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
-    if (lane == 0) sh[wid] = v;
-    __syncthreads();
-    float t = lane < nw ? sh[lane] : 0.0f;
-    for (int o = 16; o > 0; o >>= 1) t = fmaxf(t, __shfl_xor_sync(0xffffffffu, t, o));
-    return t;
-}
-
-/* |v| for the absmax, NaN counted as +inf so the row keeps e = 0. */
-__device__ __forceinline__ float mag(float v) { return isnan(v) ? INFINITY : fabsf(v); }
-
 /* One block per row: the row's absmax, then the scaled f16 values. */
 template <int CODEC>
 __global__ void __launch_bounds__(ROWS_THREADS) k_decode_f16rows(const uint8_t *p, int64_t rows, int64_t cols,
@@ -143,8 +120,8 @@ __global__ void __launch_bounds__(ROWS_THREADS) k_decode_f16rows(const uint8_t *
     __shared__ float sh[32];
     const int64_t r = blockIdx.x;
     float m = 0.0f;
-    for (int64_t k = threadIdx.x; k < cols; k += blockDim.x) m = fmaxf(m, mag(decode_one<CODEC>(p, rows, cols, r, k, lut)));
-    const int e = row_exponent(block_absmax(m, sh));
+    for (int64_t k = threadIdx.x; k < cols; k += blockDim.x) m = fmaxf(m, cqk_mag(decode_one<CODEC>(p, rows, cols, r, k, lut)));
+    const int e = cqk_row_exponent(cqk_block_maxf(m, sh));
     if (threadIdx.x == 0) rowscale[r] = ldexpf(1.0f, -e);
     for (int64_t k = threadIdx.x; k < ld; k += blockDim.x)
         plane[r * ld + k] = k < cols ? cqk_f2h(ldexpf(decode_one<CODEC>(p, rows, cols, r, k, lut), e)) : (uint16_t)0;
@@ -164,11 +141,11 @@ __global__ void __launch_bounds__(ROWS_THREADS) k_stage_f16rows(uint16_t *y, int
     if (VEC)
         for (int64_t k = 4 * (int64_t)threadIdx.x; k < cols; k += 4 * (int64_t)blockDim.x) {
             const float4 v = cqk_io<TX>::ld4(xr, k);
-            m = fmaxf(m, fmaxf(fmaxf(mag(v.x), mag(v.y)), fmaxf(mag(v.z), mag(v.w))));
+            m = fmaxf(m, fmaxf(fmaxf(cqk_mag(v.x), cqk_mag(v.y)), fmaxf(cqk_mag(v.z), cqk_mag(v.w))));
         }
     else
-        for (int64_t k = threadIdx.x; k < cols; k += blockDim.x) m = fmaxf(m, mag(cqk_io<TX>::ld(xr, k)));
-    const int e = row_exponent(block_absmax(m, sh));
+        for (int64_t k = threadIdx.x; k < cols; k += blockDim.x) m = fmaxf(m, cqk_mag(cqk_io<TX>::ld(xr, k)));
+    const int e = cqk_row_exponent(cqk_block_maxf(m, sh));
     const float p = ldexpf(1.0f, e); /* |e| <= 120: a normal f32 */
     if (threadIdx.x == 0) rowscale[r] = ldexpf(1.0f, -e);
     if (VEC)

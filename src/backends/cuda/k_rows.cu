@@ -40,9 +40,12 @@ __device__ double block_max(double v, double *sh) {
 /* ---- LayerNorm: biased variance, eps inside the root, ·(1 + scale) + shift ------------- */
 /* VEC: four columns per access (cols, both pointers and the scale/shift vectors in whole groups of four);
  * the sums then run over a different partition of the row, the arithmetic per element is the same. */
-template <typename T, bool VEC>
+/* SIDE (f32 y only): the row is also written as the next matmul would stage it (cqk_stage_f16_rows: f16 scaled
+ * by 2^e into sd.y, 2^-e into sd.scale), from the same f32 values, so that matmul reads it instead of staging y
+ * again. */
+template <typename T, bool VEC, bool SIDE>
 __global__ void __launch_bounds__(ROW_THREADS) k_layernorm(void *y, const void *x, int64_t cols, const float *scale,
-                                                           const float *shift, float eps) {
+                                                           const float *shift, float eps, cqk_side sd) {
     __shared__ double sh[32];
     const int64_t o = (int64_t)blockIdx.x * cols;
     const T *xr = (const T *)x + o;
@@ -71,27 +74,62 @@ __global__ void __launch_bounds__(ROW_THREADS) k_layernorm(void *y, const void *
         for (int q = 0; q < W; q++) var += (v[q] - mean) * (v[q] - mean);
     }
     const double inv = 1.0 / sqrt(block_sum(var, sh) / (double)cols + (double)eps);
-    for (int64_t c = c0; c < cols; c += step) {
+    auto out = [&](int64_t c, float (&r)[4]) {
         double v[W];
-        float r[4];
         load(c, v);
         for (int q = 0; q < W; q++)
             r[q] = (float)((v[q] - mean) * inv * (1.0 + (scale ? (double)scale[c + q] : 0.0)) +
                            (shift ? (double)shift[c + q] : 0.0));
+    };
+    float m = 0.0f;
+    for (int64_t c = c0; c < cols; c += step) {
+        float r[4];
+        out(c, r);
         if (VEC) cqk_io<T>::st4(yr, c, make_float4(r[0], r[1], r[2], r[3]));
         else cqk_io<T>::st(yr, c, r[0]);
+        if (SIDE)
+            for (int q = 0; q < W; q++) m = fmaxf(m, cqk_mag(r[q]));
+    }
+    if (SIDE) {
+        /* y read back (this thread's own elements, in L1/L2; y may be x itself), as the staging kernel would */
+        __shared__ float shf[32];
+        const int e = cqk_row_exponent(cqk_block_maxf(m, shf));
+        const float p = ldexpf(1.0f, e);
+        if (threadIdx.x == 0) sd.scale[blockIdx.x] = ldexpf(1.0f, -e);
+        uint16_t *sr = sd.y + (int64_t)blockIdx.x * sd.ld;
+        for (int64_t c = c0; c < sd.ld; c += step) {
+            float r[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            if (c < cols) { /* padding columns [cols, ld) are zeros (cols % W == 0) */
+                if (VEC) {
+                    const float4 t = cqk_io<T>::ld4(yr, c);
+                    r[0] = t.x, r[1] = t.y, r[2] = t.z, r[3] = t.w;
+                } else {
+                    r[0] = cqk_io<T>::ld(yr, c);
+                }
+            }
+            if (VEC)
+                *(uint2 *)(sr + c) = make_uint2((uint32_t)cqk_f2h(r[0] * p) | ((uint32_t)cqk_f2h(r[1] * p) << 16),
+                                                (uint32_t)cqk_f2h(r[2] * p) | ((uint32_t)cqk_f2h(r[3] * p) << 16));
+            else
+                sr[c] = cqk_f2h(r[0] * p);
+        }
     }
 }
 
 extern "C" cudaError_t cqk_layernorm(const cqk_ctx *c, void *y, const void *x, int dt, int64_t rows, int64_t cols,
-                                     const float *scale, const float *shift, float eps) {
+                                     const float *scale, const float *shift, float eps, const cqk_side *side) {
     if (rows <= 0 || cols <= 0) return cudaSuccess;
     if (rows > 0x7fffffff) return cudaErrorInvalidValue;
+    const cqk_side s = side ? *side : cqk_side{};
+    if (side && (dt != CQK_F32 || s.ld < cols || (uintptr_t)s.y % 8)) return cudaErrorInvalidValue;
     CQK_DISPATCH(dt, T, {
         const bool vec = cols % 4 == 0 && (uintptr_t)x % (4 * sizeof(T)) == 0 && (uintptr_t)y % (4 * sizeof(T)) == 0 &&
                          (uintptr_t)scale % 16 == 0 && (uintptr_t)shift % 16 == 0; /* NULL is aligned */
-        if (vec) k_layernorm<T, true><<<(unsigned)rows, ROW_THREADS, 0, c->stream>>>(y, x, cols, scale, shift, eps);
-        else k_layernorm<T, false><<<(unsigned)rows, ROW_THREADS, 0, c->stream>>>(y, x, cols, scale, shift, eps);
+        const unsigned g = (unsigned)rows;
+        if (side && vec) k_layernorm<T, true, true><<<g, ROW_THREADS, 0, c->stream>>>(y, x, cols, scale, shift, eps, s);
+        else if (side) k_layernorm<T, false, true><<<g, ROW_THREADS, 0, c->stream>>>(y, x, cols, scale, shift, eps, s);
+        else if (vec) k_layernorm<T, true, false><<<g, ROW_THREADS, 0, c->stream>>>(y, x, cols, scale, shift, eps, s);
+        else k_layernorm<T, false, false><<<g, ROW_THREADS, 0, c->stream>>>(y, x, cols, scale, shift, eps, s);
     });
     return cqk_launched();
 }
