@@ -74,17 +74,14 @@ __global__ void __launch_bounds__(ROW_THREADS) k_layernorm(void *y, const void *
         for (int q = 0; q < W; q++) var += (v[q] - mean) * (v[q] - mean);
     }
     const double inv = 1.0 / sqrt(block_sum(var, sh) / (double)cols + (double)eps);
-    auto out = [&](int64_t c, float (&r)[4]) {
+    float m = 0.0f;
+    for (int64_t c = c0; c < cols; c += step) {
         double v[W];
+        float r[4];
         load(c, v);
         for (int q = 0; q < W; q++)
             r[q] = (float)((v[q] - mean) * inv * (1.0 + (scale ? (double)scale[c + q] : 0.0)) +
                            (shift ? (double)shift[c + q] : 0.0));
-    };
-    float m = 0.0f;
-    for (int64_t c = c0; c < cols; c += step) {
-        float r[4];
-        out(c, r);
         if (VEC) cqk_io<T>::st4(yr, c, make_float4(r[0], r[1], r[2], r[3]));
         else cqk_io<T>::st(yr, c, r[0]);
         if (SIDE)
