@@ -67,29 +67,41 @@ __host__ __device__ constexpr uint32_t swz(int rows, int r, int c) {
 
 
 /* ---- 1. K and V into swizzled bf16 tiles ------------------------------------------------------ */
-template <typename T>
-__global__ void k_flash90_pack(cqk_attn a, uint16_t *kb, uint16_t *vb, int64_t ntiles) {
-    const int64_t n = (int64_t)a.Hkv * ntiles * BKV * 16; /* 16-byte chunks per plane */
-    const int64_t kvw = (int64_t)a.Hkv * HD;
-    for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < n;
-         idx += (int64_t)gridDim.x * blockDim.x) {
-        const int c = (int)(idx & 15);
-        const int64_t key = (idx >> 4) % (ntiles * BKV);
-        const int kh = (int)((idx >> 4) / (ntiles * BKV));
-        uint32_t kw[4] = {0, 0, 0, 0}, vw[4] = {0, 0, 0, 0};
-        if (key < a.P + a.Nk) {
-            const void *ks = key < a.P ? a.kp : a.k, *vs = key < a.P ? a.vp : a.v;
-            const int64_t off = (key < a.P ? key : key - a.P) * kvw + (int64_t)kh * HD + c * 8;
+/* eight consecutive elements p[off .. off + 7] rounded to bf16 pairs (the backend's rounding); VEC: four
+ * elements per access, p + off aligned to four elements */
+template <typename T, bool VEC> __device__ __forceinline__ uint4 ld8_bf16(const void *p, int64_t off) {
+    float f[8];
+    if (VEC) {
+        const float4 lo = cqk_io<T>::ld4((const T *)p, off), hi = cqk_io<T>::ld4((const T *)p, off + 4);
+        f[0] = lo.x, f[1] = lo.y, f[2] = lo.z, f[3] = lo.w, f[4] = hi.x, f[5] = hi.y, f[6] = hi.z, f[7] = hi.w;
+    } else {
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                kw[e] = cqk_pack_bf16(cqk_ld<T>(ks, off + 2 * e), cqk_ld<T>(ks, off + 2 * e + 1));
-                vw[e] = cqk_pack_bf16(cqk_ld<T>(vs, off + 2 * e), cqk_ld<T>(vs, off + 2 * e + 1));
-            }
+        for (int e = 0; e < 8; e++) f[e] = cqk_ld<T>(p, off + e);
+    }
+    return make_uint4(cqk_pack_bf16(f[0], f[1]), cqk_pack_bf16(f[2], f[3]), cqk_pack_bf16(f[4], f[5]),
+                      cqk_pack_bf16(f[6], f[7]));
+}
+
+/* one thread per 16-byte chunk of a key's row in both planes; blockIdx.y is the kv head (the index is a
+ * shift and a mask: no division in the loop) */
+template <typename T, bool VEC>
+__global__ void k_flash90_pack(cqk_attn a, uint16_t *kb, uint16_t *vb, int64_t ntiles) {
+    const int kh = blockIdx.y;
+    const int64_t n = ntiles * BKV * 16, kvw = (int64_t)a.Hkv * HD, keys = a.P + a.Nk;
+    uint16_t *kt = kb + (int64_t)kh * ntiles * TILE_E, *vt = vb + (int64_t)kh * ntiles * TILE_E;
+    for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < n; idx += (int64_t)gridDim.x * blockDim.x) {
+        const int c = (int)(idx & 15);
+        const int64_t key = idx >> 4;
+        uint4 kw = make_uint4(0, 0, 0, 0), vw = kw;
+        if (key < keys) {
+            const bool pre = key < a.P;
+            const int64_t off = (pre ? key : key - a.P) * kvw + (int64_t)kh * HD + c * 8;
+            kw = ld8_bf16<T, VEC>(pre ? a.kp : a.k, off);
+            vw = ld8_bf16<T, VEC>(pre ? a.vp : a.v, off);
         }
-        const int64_t tile = (int64_t)kh * ntiles + key / BKV;
-        const int64_t dst = tile * TILE_E + swz(BKV, (int)(key % BKV), c) / 2;
-        *(uint4 *)(kb + dst) = make_uint4(kw[0], kw[1], kw[2], kw[3]);
-        *(uint4 *)(vb + dst) = make_uint4(vw[0], vw[1], vw[2], vw[3]);
+        const int64_t dst = (key / BKV) * TILE_E + swz(BKV, (int)(key % BKV), c) / 2;
+        *(uint4 *)(kt + dst) = kw;
+        *(uint4 *)(vt + dst) = vw;
     }
 }
 
@@ -128,7 +140,7 @@ __global__ void __launch_bounds__(NT, 1)
     __shared__ int blk_max;
     const int tid = threadIdx.x, wg = tid >> 7, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
     const int h = blockIdx.y, kh = h / (a.Hq / a.Hkv);
-    const int64_t q0 = (int64_t)blockIdx.x * BQ, qw = (int64_t)a.Hq * HD;
+    const int64_t q0 = (int64_t)blockIdx.x * BQ, qld = (int64_t)a.Hq * HD;
     const uint32_t sq = ((uint32_t)__cvta_generic_to_shared(fsm90) + 1023u) & ~1023u, skv = sq + Q_B;
     const uint32_t bar0 = (uint32_t)__cvta_generic_to_shared(bars);
     auto full_k = [&](int s) { return bar0 + 8u * (uint32_t)s; };
@@ -146,6 +158,10 @@ __global__ void __launch_bounds__(NT, 1)
         wmax = max(wmax, __shfl_xor_sync(0xffffffffu, wmax, o));
         wmin = min(wmin, __shfl_xor_sync(0xffffffffu, wmin, o));
     }
+    /* the first K/V tiles are on their way before Q is read: the ring's first ST stages hold tiles 0 .. ST - 1
+     * whatever this block's key range turns out to be (the pack has them all); stages the block does not walk
+     * are waited for before it exits */
+    const int pre = (int)min((int64_t)ST, ntiles_plane);
     if (tid == 0) {
         blk_max = 0;
         for (int s = 0; s < ST; s++) {
@@ -154,24 +170,32 @@ __global__ void __launch_bounds__(NT, 1)
             bar_init(empty(s), 8);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        for (int s = 0; s < pre; s++) {
+            bar_expect(full_k(s), TILE_B);
+            bulk_load(skv + (uint32_t)(s * 2 * TILE_B), kt + (int64_t)s * TILE_E, TILE_B, full_k(s));
+            bar_expect(full_v(s), TILE_B);
+            bulk_load(skv + (uint32_t)(s * 2 * TILE_B + TILE_B), vt + (int64_t)s * TILE_E, TILE_B, full_v(s));
+        }
     }
 
-    /* Q in bf16 (sign flipped for a negative scale) into its swizzled tile */
+    /* Q in bf16 (sign flipped for a negative scale) into its swizzled tile: every load first, then every
+     * store (the stores are asm with a memory clobber, which no load may cross) */
     const uint32_t qsign = a.scale < 0.0f ? 0x80008000u : 0u;
     const float sl2 = fabsf(a.scale) * 1.4426950408889634f;
-#pragma unroll 2
+    const bool qvec = !((uintptr_t)a.q & (uintptr_t)(sizeof(T) * 4 - 1));
+    uint4 qv[BQ * 16 / NT];
+#pragma unroll
     for (int i = 0; i < BQ * 16 / NT; i++) {
         const int c = tid + NT * i, r = c >> 4, ch = c & 15;
-        const int64_t row = q0 + r;
-        uint32_t w[4] = {0, 0, 0, 0};
-        if (row < a.Nq) {
-            const int64_t off = row * qw + (int64_t)h * HD + ch * 8;
+        const int64_t row = q0 + r, off = row * qld + (int64_t)h * HD + ch * 8;
+        qv[i] = make_uint4(0, 0, 0, 0);
+        if (row < a.Nq) qv[i] = qvec ? ld8_bf16<T, true>(a.q, off) : ld8_bf16<T, false>(a.q, off);
+    }
 #pragma unroll
-            for (int e = 0; e < 4; e++)
-                w[e] = cqk_pack_bf16(cqk_ld<T>(a.q, off + 2 * e), cqk_ld<T>(a.q, off + 2 * e + 1)) ^ qsign;
-        }
-        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sq + swz(BQ, r, ch)), "r"(w[0]), "r"(w[1]),
-                     "r"(w[2]), "r"(w[3])
+    for (int i = 0; i < BQ * 16 / NT; i++) {
+        const int c = tid + NT * i, r = c >> 4, ch = c & 15;
+        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sq + swz(BQ, r, ch)), "r"(qv[i].x ^ qsign),
+                     "r"(qv[i].y ^ qsign), "r"(qv[i].z ^ qsign), "r"(qv[i].w ^ qsign)
                      : "memory");
     }
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); /* Q, written by this thread, for wgmma */
@@ -186,13 +210,6 @@ __global__ void __launch_bounds__(NT, 1)
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
 
     if (n > 0) {
-        if (tid == 0)
-            for (int s = 0; s < ST && s < n; s++) {
-                bar_expect(full_k(s), TILE_B);
-                bulk_load(skv + (uint32_t)(s * 2 * TILE_B), kt + (int64_t)s * TILE_E, TILE_B, full_k(s));
-                bar_expect(full_v(s), TILE_B);
-                bulk_load(skv + (uint32_t)(s * 2 * TILE_B + TILE_B), vt + (int64_t)s * TILE_E, TILE_B, full_v(s));
-            }
         const int mine = 1 + wg, other = 2 - wg;
         const uint32_t qa = sq + (uint32_t)(wg * 64 * 128); /* this warpgroup's 64 rows in Q's panels */
         float s[64];
@@ -334,8 +351,14 @@ __global__ void __launch_bounds__(NT, 1)
         keep(p);
         release(n - 1);
     }
+    if (tid == 0) /* stages loaded up front that this block's keys never reached */
+        for (int st = n; st < pre; st++) {
+            bar_wait(full_k(st), 0);
+            bar_wait(full_v(st), 0);
+        }
 
-    /* O / l, rows g and g + 8 of this warp */
+    /* O / l, rows g and g + 8 of this warp: pairs of columns per store where y allows */
+    const bool ovec = !((uintptr_t)a.o & (uintptr_t)(sizeof(T) * 2 - 1));
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         float lr = r ? l1 : l0;
@@ -344,11 +367,16 @@ __global__ void __launch_bounds__(NT, 1)
         const float inv = lr > 0.0f ? 1.0f / lr : 0.0f;
         const int64_t row = q0 + lr0 + 8 * r;
         if (row < a.Nq) {
-            const int64_t base = row * qw + (int64_t)h * HD + 2 * t4;
+            const int64_t base = row * qld + (int64_t)h * HD + 2 * t4;
 #pragma unroll
             for (int i = 0; i < 16; i++) {
-                cqk_st<T>(a.o, base + 8 * i, o[4 * i + 2 * r] * inv);
-                cqk_st<T>(a.o, base + 8 * i + 1, o[4 * i + 2 * r + 1] * inv);
+                const float x0 = o[4 * i + 2 * r] * inv, x1 = o[4 * i + 2 * r + 1] * inv;
+                if (ovec) {
+                    cqk_io<T>::st2((T *)a.o, base + 8 * i, x0, x1);
+                } else {
+                    cqk_st<T>(a.o, base + 8 * i, x0);
+                    cqk_st<T>(a.o, base + 8 * i + 1, x1);
+                }
             }
         }
     }
@@ -390,9 +418,17 @@ extern "C" cudaError_t cqk_attention_flash90(const cqk_ctx *c, const cqk_attn *a
         return cudaErrorInvalidValue;
     const int64_t nt = tiles_of(a);
     uint16_t *kb = (uint16_t *)scratch, *vb = kb + (int64_t)a->Hkv * nt * TILE_E;
-    const int64_t n = (int64_t)a->Hkv * nt * BKV * 16;
-    const unsigned pb = (unsigned)(n + 255 < (int64_t)65535 * 256 ? (n + 255) / 256 : 65535);
-    if (n > 0) CQK_DISPATCH(a->dt, T, { k_flash90_pack<T><<<pb, 256, 0, c->stream>>>(*a, kb, vb, nt); });
+    const int64_t n = nt * BKV * 16; /* chunks per kv head */
+    const dim3 pg((unsigned)(n + 255 < (int64_t)65535 * 256 ? (n + 255) / 256 : 65535), (unsigned)a->Hkv);
+    /* four elements per load where every K/V pointer allows it (rows are Hkv x 128 elements, so only the
+     * base pointers can break the alignment) */
+    const uintptr_t al = a->dt == CQK_F32 ? 15 : 7;
+    const bool vec = !(((uintptr_t)a->k | (uintptr_t)a->v | (uintptr_t)a->kp | (uintptr_t)a->vp) & al);
+    if (n > 0)
+        CQK_DISPATCH(a->dt, T, {
+            if (vec) k_flash90_pack<T, true><<<pg, 256, 0, c->stream>>>(*a, kb, vb, nt);
+            else k_flash90_pack<T, false><<<pg, 256, 0, c->stream>>>(*a, kb, vb, nt);
+        });
     cudaError_t e = stages >= 3 ? run<3>(c, a, kb, vb, nt) : run<2>(c, a, kb, vb, nt);
     if (e != cudaSuccess) return e;
     return cqk_launched();
