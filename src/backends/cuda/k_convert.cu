@@ -162,6 +162,39 @@ __global__ void __launch_bounds__(ROWS_THREADS) k_stage_f16rows(uint16_t *y, int
         for (int64_t k = threadIdx.x; k < ldy; k += blockDim.x) yr[k] = k < cols ? cqk_f2h(cqk_io<TX>::ld(xr, k) * p) : (uint16_t)0;
 }
 
+/* The same for rows of at most 4·NC·ROWS_THREADS (padded) columns in whole groups of four (VEC's conditions):
+ * each thread keeps its NC groups in registers, so the row is read once, all of a thread's loads in flight
+ * together (the two-pass kernel reads a long row twice, the second time after the block's reduction). Same
+ * arithmetic, so the same bits. */
+template <typename TX, int NC>
+__global__ void __launch_bounds__(ROWS_THREADS) k_stage_f16rows_reg(uint16_t *y, int64_t ldy, float *rowscale,
+                                                                    const void *x, int64_t ldx, int64_t cols) {
+    __shared__ float sh[32];
+    const int64_t r = blockIdx.x;
+    const TX *xr = (const TX *)x + r * ldx;
+    uint16_t *yr = y + r * ldy;
+    float4 v[NC];
+    float m = 0.0f;
+#pragma unroll
+    for (int i = 0; i < NC; i++) {
+        const int64_t k = 4 * ((int64_t)threadIdx.x + (int64_t)i * ROWS_THREADS);
+        v[i] = k < cols ? cqk_io<TX>::ld4(xr, k) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        m = fmaxf(m, fmaxf(fmaxf(cqk_mag(v[i].x), cqk_mag(v[i].y)), fmaxf(cqk_mag(v[i].z), cqk_mag(v[i].w))));
+    }
+    const int e = cqk_row_exponent(cqk_block_maxf(m, sh));
+    const float p = ldexpf(1.0f, e);
+    if (threadIdx.x == 0) rowscale[r] = ldexpf(1.0f, -e);
+#pragma unroll
+    for (int i = 0; i < NC; i++) {
+        const int64_t k = 4 * ((int64_t)threadIdx.x + (int64_t)i * ROWS_THREADS);
+        if (k < ldy) { /* padding columns [cols, ldy) are zeros: v holds zeros there */
+            const uint2 o = make_uint2((uint32_t)cqk_f2h(v[i].x * p) | ((uint32_t)cqk_f2h(v[i].y * p) << 16),
+                                       (uint32_t)cqk_f2h(v[i].z * p) | ((uint32_t)cqk_f2h(v[i].w * p) << 16));
+            *(uint2 *)(yr + k) = o;
+        }
+    }
+}
+
 extern "C" cudaError_t cqk_stage_f16_rows(const cqk_ctx *c, uint16_t *y, int64_t ldy, float *rowscale, const void *x,
                                           int xdt, int64_t ldx, int64_t rows, int64_t cols) {
     if (rows <= 0 || cols <= 0) return cudaSuccess;
@@ -169,8 +202,17 @@ extern "C" cudaError_t cqk_stage_f16_rows(const cqk_ctx *c, uint16_t *y, int64_t
     CQK_DISPATCH(xdt, TX, {
         const bool vec = cols % 4 == 0 && ldx % 4 == 0 && ldy % 4 == 0 && (uintptr_t)x % (4 * sizeof(TX)) == 0 &&
                          (uintptr_t)y % 8 == 0;
-        if (vec) k_stage_f16rows<TX, true><<<(unsigned)rows, ROWS_THREADS, 0, c->stream>>>(y, ldy, rowscale, x, ldx, cols);
-        else k_stage_f16rows<TX, false><<<(unsigned)rows, ROWS_THREADS, 0, c->stream>>>(y, ldy, rowscale, x, ldx, cols);
+        const unsigned g = (unsigned)rows;
+        const int nc = !vec                            ? 0
+                       : ldy <= 4 * 4 * ROWS_THREADS  ? 4
+                       : ldy <= 4 * 12 * ROWS_THREADS ? 12
+                       : ldy <= 4 * 16 * ROWS_THREADS ? 16
+                                                      : 0;
+        if (nc == 4) k_stage_f16rows_reg<TX, 4><<<g, ROWS_THREADS, 0, c->stream>>>(y, ldy, rowscale, x, ldx, cols);
+        else if (nc == 12) k_stage_f16rows_reg<TX, 12><<<g, ROWS_THREADS, 0, c->stream>>>(y, ldy, rowscale, x, ldx, cols);
+        else if (nc == 16) k_stage_f16rows_reg<TX, 16><<<g, ROWS_THREADS, 0, c->stream>>>(y, ldy, rowscale, x, ldx, cols);
+        else if (vec) k_stage_f16rows<TX, true><<<g, ROWS_THREADS, 0, c->stream>>>(y, ldy, rowscale, x, ldx, cols);
+        else k_stage_f16rows<TX, false><<<g, ROWS_THREADS, 0, c->stream>>>(y, ldy, rowscale, x, ldx, cols);
     });
     return cqk_launched();
 }
