@@ -113,6 +113,69 @@ __global__ void __launch_bounds__(ROW_THREADS) k_layernorm(void *y, const void *
     }
 }
 
+/* The same LayerNorm for rows of at most 4·NC·ROW_THREADS columns in whole groups of four (VEC's conditions, and
+ * SIDE's pitch within that too): each thread keeps its NC groups in registers, so the row is read once with all
+ * of a thread's loads in flight together (the kernel above reads it in each of its three passes, each load
+ * waiting for the one before), and the side copy comes from the registers (the f32 values y got). Same
+ * partition and order of the sums, same formulas: the same bits. */
+template <typename T, int NC, bool SIDE>
+__global__ void __launch_bounds__(ROW_THREADS) k_layernorm_reg(void *y, const void *x, int64_t cols, const float *scale,
+                                                               const float *shift, float eps, cqk_side sd) {
+    __shared__ double sh[32];
+    const int64_t o = (int64_t)blockIdx.x * cols;
+    const T *xr = (const T *)x + o;
+    T *yr = (T *)y + o;
+    float4 v[NC];
+#pragma unroll
+    for (int i = 0; i < NC; i++) {
+        const int64_t c = 4 * ((int64_t)threadIdx.x + (int64_t)i * ROW_THREADS);
+        v[i] = c < cols ? cqk_io<T>::ld4(xr, c) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+    auto in_row = [&](int i) { return 4 * ((int64_t)threadIdx.x + (int64_t)i * ROW_THREADS) < cols; };
+    double s = 0.0;
+#pragma unroll
+    for (int i = 0; i < NC; i++)
+        if (in_row(i)) s += (double)v[i].x, s += (double)v[i].y, s += (double)v[i].z, s += (double)v[i].w;
+    const double mean = block_sum(s, sh) / (double)cols;
+    double var = 0.0;
+#pragma unroll
+    for (int i = 0; i < NC; i++)
+        if (in_row(i)) {
+            const double d[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
+            for (int q = 0; q < 4; q++) var += (d[q] - mean) * (d[q] - mean);
+        }
+    const double inv = 1.0 / sqrt(block_sum(var, sh) / (double)cols + (double)eps);
+    float m = 0.0f;
+#pragma unroll
+    for (int i = 0; i < NC; i++) {
+        const int64_t c = 4 * ((int64_t)threadIdx.x + (int64_t)i * ROW_THREADS);
+        if (c < cols) {
+            const double d[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
+            float r[4];
+            for (int q = 0; q < 4; q++)
+                r[q] = (float)((d[q] - mean) * inv * (1.0 + (scale ? (double)scale[c + q] : 0.0)) +
+                               (shift ? (double)shift[c + q] : 0.0));
+            cqk_io<T>::st4(yr, c, make_float4(r[0], r[1], r[2], r[3]));
+            v[i] = make_float4(r[0], r[1], r[2], r[3]); /* what y holds (SIDE: y is f32) */
+            if (SIDE) m = fmaxf(m, fmaxf(fmaxf(cqk_mag(r[0]), cqk_mag(r[1])), fmaxf(cqk_mag(r[2]), cqk_mag(r[3]))));
+        }
+    }
+    if (SIDE) {
+        __shared__ float shf[32];
+        const int e = cqk_row_exponent(cqk_block_maxf(m, shf));
+        const float p = ldexpf(1.0f, e);
+        if (threadIdx.x == 0) sd.scale[blockIdx.x] = ldexpf(1.0f, -e);
+        uint16_t *sr = sd.y + (int64_t)blockIdx.x * sd.ld;
+#pragma unroll
+        for (int i = 0; i < NC; i++) {
+            const int64_t c = 4 * ((int64_t)threadIdx.x + (int64_t)i * ROW_THREADS);
+            if (c < sd.ld) /* padding columns [cols, ld) are zeros: v holds zeros there */
+                *(uint2 *)(sr + c) = make_uint2((uint32_t)cqk_f2h(v[i].x * p) | ((uint32_t)cqk_f2h(v[i].y * p) << 16),
+                                                (uint32_t)cqk_f2h(v[i].z * p) | ((uint32_t)cqk_f2h(v[i].w * p) << 16));
+        }
+    }
+}
+
 extern "C" cudaError_t cqk_layernorm(const cqk_ctx *c, void *y, const void *x, int dt, int64_t rows, int64_t cols,
                                      const float *scale, const float *shift, float eps, const cqk_side *side) {
     if (rows <= 0 || cols <= 0) return cudaSuccess;
@@ -123,7 +186,13 @@ extern "C" cudaError_t cqk_layernorm(const cqk_ctx *c, void *y, const void *x, i
         const bool vec = cols % 4 == 0 && (uintptr_t)x % (4 * sizeof(T)) == 0 && (uintptr_t)y % (4 * sizeof(T)) == 0 &&
                          (uintptr_t)scale % 16 == 0 && (uintptr_t)shift % 16 == 0; /* NULL is aligned */
         const unsigned g = (unsigned)rows;
-        if (side && vec) k_layernorm<T, true, true><<<g, ROW_THREADS, 0, c->stream>>>(y, x, cols, scale, shift, eps, s);
+        const int64_t span = side ? s.ld : cols; /* columns a thread's groups must cover */
+        const int nc = !vec || (side && s.ld % 4) ? 0 : span <= 4 * 4 * ROW_THREADS ? 4 : span <= 4 * 12 * ROW_THREADS ? 12 : 0;
+        if (nc == 4 && side) k_layernorm_reg<T, 4, true><<<g, ROW_THREADS, 0, c->stream>>>(y, x, cols, scale, shift, eps, s);
+        else if (nc == 4) k_layernorm_reg<T, 4, false><<<g, ROW_THREADS, 0, c->stream>>>(y, x, cols, scale, shift, eps, s);
+        else if (nc == 12 && side) k_layernorm_reg<T, 12, true><<<g, ROW_THREADS, 0, c->stream>>>(y, x, cols, scale, shift, eps, s);
+        else if (nc == 12) k_layernorm_reg<T, 12, false><<<g, ROW_THREADS, 0, c->stream>>>(y, x, cols, scale, shift, eps, s);
+        else if (side && vec) k_layernorm<T, true, true><<<g, ROW_THREADS, 0, c->stream>>>(y, x, cols, scale, shift, eps, s);
         else if (side) k_layernorm<T, false, true><<<g, ROW_THREADS, 0, c->stream>>>(y, x, cols, scale, shift, eps, s);
         else if (vec) k_layernorm<T, true, false><<<g, ROW_THREADS, 0, c->stream>>>(y, x, cols, scale, shift, eps, s);
         else k_layernorm<T, false, false><<<g, ROW_THREADS, 0, c->stream>>>(y, x, cols, scale, shift, eps, s);
