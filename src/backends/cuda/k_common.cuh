@@ -229,4 +229,19 @@ __device__ __forceinline__ float cqk_block_maxf(float v, float *sh) {
     return t;
 }
 
+/* The scale of a staged row from its absmax m (this thread's part; the block reduces it): returns 2^e for the
+ * values, and thread 0 stores 2^-e at *rowscale. `sh` as cqk_block_maxf's. */
+__device__ __forceinline__ float cqk_row_scale(float m, float *sh, float *rowscale) {
+    const int e = cqk_row_exponent(cqk_block_maxf(m, sh));
+    const float p = ldexpf(1.0f, e); /* |e| <= 120: a normal f32; scaling by it is exact */
+    if (threadIdx.x == 0) *rowscale = ldexpf(1.0f, -e);
+    return p;
+}
+
+/* Four values scaled by the power of two p and rounded to f16, packed for one 8-byte store. */
+__device__ __forceinline__ uint2 cqk_f16x4_scaled(float a, float b, float c, float d, float p) {
+    return make_uint2((uint32_t)cqk_f2h(a * p) | ((uint32_t)cqk_f2h(b * p) << 16),
+                      (uint32_t)cqk_f2h(c * p) | ((uint32_t)cqk_f2h(d * p) << 16));
+}
+
 #endif /* CQ_CUDA_K_COMMON_CUH */

@@ -145,16 +145,13 @@ __global__ void __launch_bounds__(ROWS_THREADS) k_stage_f16rows(uint16_t *y, int
         }
     else
         for (int64_t k = threadIdx.x; k < cols; k += blockDim.x) m = fmaxf(m, cqk_mag(cqk_io<TX>::ld(xr, k)));
-    const int e = cqk_row_exponent(cqk_block_maxf(m, sh));
-    const float p = ldexpf(1.0f, e); /* |e| <= 120: a normal f32 */
-    if (threadIdx.x == 0) rowscale[r] = ldexpf(1.0f, -e);
+    const float p = cqk_row_scale(m, sh, rowscale + r);
     if (VEC)
         for (int64_t k = 4 * (int64_t)threadIdx.x; k < ldy; k += 4 * (int64_t)blockDim.x) {
             uint2 o = make_uint2(0u, 0u); /* padding columns [cols, ldy) are zeros */
             if (k < cols) {
                 const float4 v = cqk_io<TX>::ld4(xr, k);
-                o.x = (uint32_t)cqk_f2h(v.x * p) | ((uint32_t)cqk_f2h(v.y * p) << 16);
-                o.y = (uint32_t)cqk_f2h(v.z * p) | ((uint32_t)cqk_f2h(v.w * p) << 16);
+                o = cqk_f16x4_scaled(v.x, v.y, v.z, v.w, p);
             }
             *(uint2 *)(yr + k) = o;
         }
@@ -181,17 +178,12 @@ __global__ void __launch_bounds__(ROWS_THREADS) k_stage_f16rows_reg(uint16_t *y,
         v[i] = k < cols ? cqk_io<TX>::ld4(xr, k) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         m = fmaxf(m, fmaxf(fmaxf(cqk_mag(v[i].x), cqk_mag(v[i].y)), fmaxf(cqk_mag(v[i].z), cqk_mag(v[i].w))));
     }
-    const int e = cqk_row_exponent(cqk_block_maxf(m, sh));
-    const float p = ldexpf(1.0f, e);
-    if (threadIdx.x == 0) rowscale[r] = ldexpf(1.0f, -e);
+    const float p = cqk_row_scale(m, sh, rowscale + r);
 #pragma unroll
     for (int i = 0; i < NC; i++) {
         const int64_t k = 4 * ((int64_t)threadIdx.x + (int64_t)i * ROWS_THREADS);
-        if (k < ldy) { /* padding columns [cols, ldy) are zeros: v holds zeros there */
-            const uint2 o = make_uint2((uint32_t)cqk_f2h(v[i].x * p) | ((uint32_t)cqk_f2h(v[i].y * p) << 16),
-                                       (uint32_t)cqk_f2h(v[i].z * p) | ((uint32_t)cqk_f2h(v[i].w * p) << 16));
-            *(uint2 *)(yr + k) = o;
-        }
+        if (k < ldy) /* padding columns [cols, ldy) are zeros: v holds zeros there */
+            *(uint2 *)(yr + k) = cqk_f16x4_scaled(v[i].x, v[i].y, v[i].z, v[i].w, p);
     }
 }
 

@@ -90,9 +90,7 @@ __global__ void __launch_bounds__(ROW_THREADS) k_layernorm(void *y, const void *
     if (SIDE) {
         /* y read back (this thread's own elements, in L1/L2; y may be x itself), as the staging kernel would */
         __shared__ float shf[32];
-        const int e = cqk_row_exponent(cqk_block_maxf(m, shf));
-        const float p = ldexpf(1.0f, e);
-        if (threadIdx.x == 0) sd.scale[blockIdx.x] = ldexpf(1.0f, -e);
+        const float p = cqk_row_scale(m, shf, sd.scale + blockIdx.x);
         uint16_t *sr = sd.y + (int64_t)blockIdx.x * sd.ld;
         for (int64_t c = c0; c < sd.ld; c += step) {
             float r[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -105,8 +103,7 @@ __global__ void __launch_bounds__(ROW_THREADS) k_layernorm(void *y, const void *
                 }
             }
             if (VEC)
-                *(uint2 *)(sr + c) = make_uint2((uint32_t)cqk_f2h(r[0] * p) | ((uint32_t)cqk_f2h(r[1] * p) << 16),
-                                                (uint32_t)cqk_f2h(r[2] * p) | ((uint32_t)cqk_f2h(r[3] * p) << 16));
+                *(uint2 *)(sr + c) = cqk_f16x4_scaled(r[0], r[1], r[2], r[3], p);
             else
                 sr[c] = cqk_f2h(r[0] * p);
         }
@@ -162,16 +159,13 @@ __global__ void __launch_bounds__(ROW_THREADS) k_layernorm_reg(void *y, const vo
     }
     if (SIDE) {
         __shared__ float shf[32];
-        const int e = cqk_row_exponent(cqk_block_maxf(m, shf));
-        const float p = ldexpf(1.0f, e);
-        if (threadIdx.x == 0) sd.scale[blockIdx.x] = ldexpf(1.0f, -e);
+        const float p = cqk_row_scale(m, shf, sd.scale + blockIdx.x);
         uint16_t *sr = sd.y + (int64_t)blockIdx.x * sd.ld;
 #pragma unroll
         for (int i = 0; i < NC; i++) {
             const int64_t c = 4 * ((int64_t)threadIdx.x + (int64_t)i * ROW_THREADS);
             if (c < sd.ld) /* padding columns [cols, ld) are zeros: v holds zeros there */
-                *(uint2 *)(sr + c) = make_uint2((uint32_t)cqk_f2h(v[i].x * p) | ((uint32_t)cqk_f2h(v[i].y * p) << 16),
-                                                (uint32_t)cqk_f2h(v[i].z * p) | ((uint32_t)cqk_f2h(v[i].w * p) << 16));
+                *(uint2 *)(sr + c) = cqk_f16x4_scaled(v[i].x, v[i].y, v[i].z, v[i].w, p);
         }
     }
 }
