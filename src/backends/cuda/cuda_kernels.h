@@ -186,10 +186,11 @@ size_t cqk_attention_flash90_scratch(const cqk_attn *a);
 size_t cqk_attention_flash90_smem(int stages);
 
 /* ---- row ops (k_rows.cu) -------------------------------------------------- */
-/* side (NULL: none; f32 y only, side->ld >= cols): y also written as the next matmul would
- * stage it (cqk_stage_f16_rows), from the same values */
+/* side (NULL: none; f32 y only, side->ld >= cols, a multiple of 4): y also written as the next matmul would
+ * stage it (cqk_stage_f16_rows), from the same values, where the row fits the kernel that keeps it in
+ * registers (up to 12288 columns, aligned groups of four); *side_written (with side) says whether it was */
 cudaError_t cqk_layernorm(const cqk_ctx *c, void *y, const void *x, int dt, int64_t rows, int64_t cols,
-                          const float *scale, const float *shift, float eps, const cqk_side *side);
+                          const float *scale, const float *shift, float eps, const cqk_side *side, int *side_written);
 cudaError_t cqk_rmsnorm(const cqk_ctx *c, void *y, const void *x, int dt, int64_t rows, int64_t cols, const float *w,
                         const float *bias, int zero_centered, float eps);
 enum { CQK_ROPE_NONE = 0, CQK_ROPE_INTERLEAVED = 1, CQK_ROPE_HALF = 2 };

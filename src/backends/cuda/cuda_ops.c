@@ -100,9 +100,10 @@ cq_status cq_cuda_layernorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, co
             return s;
         }
     }
+    int written = 0; /* the kernel writes the copy only for rows it keeps in registers */
     cudaError_t e = cqk_layernorm(&k, cq_cuda_ptr(y), cq_cuda_ptr(x), kdt(x), R, C, fptr(scale), fptr(shift), eps,
-                                  with_side ? &side : NULL);
-    if (e == cudaSuccess && with_side)
+                                  with_side ? &side : NULL, &written);
+    if (e == cudaSuccess && written)
         cq_cuda_staged_set(c, cq_cuda_ptr(y), R, C, CQK_F32, side.y, side.ld, side.scale);
     if (e == cudaSuccess && k.check) e = cqk_check_finite(&k, cq_cuda_ptr(y), kdt(y), R, C, C);
     OP_END(e, "the kernel");

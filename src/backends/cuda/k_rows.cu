@@ -40,12 +40,9 @@ __device__ double block_max(double v, double *sh) {
 /* ---- LayerNorm: biased variance, eps inside the root, ·(1 + scale) + shift ------------- */
 /* VEC: four columns per access (cols, both pointers and the scale/shift vectors in whole groups of four);
  * the sums then run over a different partition of the row, the arithmetic per element is the same. */
-/* SIDE (f32 y only): the row is also written as the next matmul would stage it (cqk_stage_f16_rows: f16 scaled
- * by 2^e into sd.y, 2^-e into sd.scale), from the same f32 values, so that matmul reads it instead of staging y
- * again. */
-template <typename T, bool VEC, bool SIDE>
+template <typename T, bool VEC>
 __global__ void __launch_bounds__(ROW_THREADS) k_layernorm(void *y, const void *x, int64_t cols, const float *scale,
-                                                           const float *shift, float eps, cqk_side sd) {
+                                                           const float *shift, float eps) {
     __shared__ double sh[32];
     const int64_t o = (int64_t)blockIdx.x * cols;
     const T *xr = (const T *)x + o;
@@ -74,7 +71,6 @@ __global__ void __launch_bounds__(ROW_THREADS) k_layernorm(void *y, const void *
         for (int q = 0; q < W; q++) var += (v[q] - mean) * (v[q] - mean);
     }
     const double inv = 1.0 / sqrt(block_sum(var, sh) / (double)cols + (double)eps);
-    float m = 0.0f;
     for (int64_t c = c0; c < cols; c += step) {
         double v[W];
         float r[4];
@@ -84,37 +80,16 @@ __global__ void __launch_bounds__(ROW_THREADS) k_layernorm(void *y, const void *
                            (shift ? (double)shift[c + q] : 0.0));
         if (VEC) cqk_io<T>::st4(yr, c, make_float4(r[0], r[1], r[2], r[3]));
         else cqk_io<T>::st(yr, c, r[0]);
-        if (SIDE)
-            for (int q = 0; q < W; q++) m = fmaxf(m, cqk_mag(r[q]));
-    }
-    if (SIDE) {
-        /* y read back (this thread's own elements, in L1/L2; y may be x itself), as the staging kernel would */
-        __shared__ float shf[32];
-        const float p = cqk_row_scale(m, shf, sd.scale + blockIdx.x);
-        uint16_t *sr = sd.y + (int64_t)blockIdx.x * sd.ld;
-        for (int64_t c = c0; c < sd.ld; c += step) {
-            float r[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            if (c < cols) { /* padding columns [cols, ld) are zeros (cols % W == 0) */
-                if (VEC) {
-                    const float4 t = cqk_io<T>::ld4(yr, c);
-                    r[0] = t.x, r[1] = t.y, r[2] = t.z, r[3] = t.w;
-                } else {
-                    r[0] = cqk_io<T>::ld(yr, c);
-                }
-            }
-            if (VEC)
-                *(uint2 *)(sr + c) = cqk_f16x4_scaled(r[0], r[1], r[2], r[3], p);
-            else
-                sr[c] = cqk_f2h(r[0] * p);
-        }
     }
 }
 
 /* The same LayerNorm for rows of at most 4·NC·ROW_THREADS columns in whole groups of four (VEC's conditions, and
  * SIDE's pitch within that too): each thread keeps its NC groups in registers, so the row is read once with all
  * of a thread's loads in flight together (the kernel above reads it in each of its three passes, each load
- * waiting for the one before), and the side copy comes from the registers (the f32 values y got). Same
- * partition and order of the sums, same formulas: the same bits. */
+ * waiting for the one before). Same partition and order of the sums, same formulas: the same bits.
+ * SIDE (f32 y only): the row is also written as the next matmul would stage it (cqk_stage_f16_rows: f16 scaled
+ * by 2^e into sd.y, 2^-e into sd.scale), from the f32 values y got, so that matmul reads it instead of staging
+ * y again. Only this kernel writes the copy: other rows leave it to the matmul (cqk_layernorm says which). */
 template <typename T, int NC, bool SIDE>
 __global__ void __launch_bounds__(ROW_THREADS) k_layernorm_reg(void *y, const void *x, int64_t cols, const float *scale,
                                                                const float *shift, float eps, cqk_side sd) {
@@ -171,25 +146,27 @@ __global__ void __launch_bounds__(ROW_THREADS) k_layernorm_reg(void *y, const vo
 }
 
 extern "C" cudaError_t cqk_layernorm(const cqk_ctx *c, void *y, const void *x, int dt, int64_t rows, int64_t cols,
-                                     const float *scale, const float *shift, float eps, const cqk_side *side) {
+                                     const float *scale, const float *shift, float eps, const cqk_side *side,
+                                     int *side_written) {
+    if (side_written) *side_written = 0;
     if (rows <= 0 || cols <= 0) return cudaSuccess;
     if (rows > 0x7fffffff) return cudaErrorInvalidValue;
+    if (side && (!side_written || dt != CQK_F32 || side->ld < cols || side->ld % 4 || (uintptr_t)side->y % 8))
+        return cudaErrorInvalidValue;
     const cqk_side s = side ? *side : cqk_side{};
-    if (side && (dt != CQK_F32 || s.ld < cols || (uintptr_t)s.y % 8)) return cudaErrorInvalidValue;
     CQK_DISPATCH(dt, T, {
         const bool vec = cols % 4 == 0 && (uintptr_t)x % (4 * sizeof(T)) == 0 && (uintptr_t)y % (4 * sizeof(T)) == 0 &&
                          (uintptr_t)scale % 16 == 0 && (uintptr_t)shift % 16 == 0; /* NULL is aligned */
         const unsigned g = (unsigned)rows;
         const int64_t span = side ? s.ld : cols; /* columns a thread's groups must cover */
-        const int nc = !vec || (side && s.ld % 4) ? 0 : span <= 4 * 4 * ROW_THREADS ? 4 : span <= 4 * 12 * ROW_THREADS ? 12 : 0;
+        const int nc = !vec ? 0 : span <= 4 * 4 * ROW_THREADS ? 4 : span <= 4 * 12 * ROW_THREADS ? 12 : 0;
         if (nc == 4 && side) k_layernorm_reg<T, 4, true><<<g, ROW_THREADS, 0, c->stream>>>(y, x, cols, scale, shift, eps, s);
         else if (nc == 4) k_layernorm_reg<T, 4, false><<<g, ROW_THREADS, 0, c->stream>>>(y, x, cols, scale, shift, eps, s);
         else if (nc == 12 && side) k_layernorm_reg<T, 12, true><<<g, ROW_THREADS, 0, c->stream>>>(y, x, cols, scale, shift, eps, s);
         else if (nc == 12) k_layernorm_reg<T, 12, false><<<g, ROW_THREADS, 0, c->stream>>>(y, x, cols, scale, shift, eps, s);
-        else if (side && vec) k_layernorm<T, true, true><<<g, ROW_THREADS, 0, c->stream>>>(y, x, cols, scale, shift, eps, s);
-        else if (side) k_layernorm<T, false, true><<<g, ROW_THREADS, 0, c->stream>>>(y, x, cols, scale, shift, eps, s);
-        else if (vec) k_layernorm<T, true, false><<<g, ROW_THREADS, 0, c->stream>>>(y, x, cols, scale, shift, eps, s);
-        else k_layernorm<T, false, false><<<g, ROW_THREADS, 0, c->stream>>>(y, x, cols, scale, shift, eps, s);
+        else if (vec) k_layernorm<T, true><<<g, ROW_THREADS, 0, c->stream>>>(y, x, cols, scale, shift, eps);
+        else k_layernorm<T, false><<<g, ROW_THREADS, 0, c->stream>>>(y, x, cols, scale, shift, eps);
+        if (side && nc) *side_written = 1;
     });
     return cqk_launched();
 }
