@@ -511,6 +511,13 @@ static void test_matmul(void **state) {
         for (size_t s = 0; s < CQ_ARRAY_LEN(pairs); s++)
             matmul_case(k_codecs[ci], CQ_DTYPE_BF16, s % 2 ? CQ_DTYPE_BF16 : CQ_DTYPE_F32, pairs[s].M, pairs[s].K,
                         pairs[s].N, (int)((s + ci) % MM_VARIANTS));
+    /* Long rows of x: a device backend stages a row in registers up to 4096, 12288 and 16384 columns and reads
+     * longer ones twice (k_convert.cu): one shape in each range past 4096, f32 and bf16 x. */
+    static const mnk longs[] = {{3, 5000, 6}, {2, 13000, 5}, {2, 16500, 4}};
+    for (size_t s = 0; s < CQ_ARRAY_LEN(longs); s++)
+        for (size_t xi = 0; xi < 3; xi += 2)
+            matmul_case(s % 2 ? CQ_DTYPE_Q8_2F : CQ_DTYPE_F32, k_acts[xi], CQ_DTYPE_F32, longs[s].M, longs[s].K,
+                        longs[s].N, (int)((s + xi) % MM_VARIANTS));
     /* More output tiles than the device holds blocks at once, so each block of the persistent Hopper GEMM
      * (k_gemm90.cu) walks several and its two warpgroups take turns; its ring of stages wraps across tiles
      * (K = 192: 3 stages per tile) and inside them (K = 1000: 16). Every variant; f32 x and y, then bf16 x
