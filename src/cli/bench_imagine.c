@@ -49,27 +49,21 @@
 #define TE_MAX_POS 262144
 
 /* The VAE. */
-#define VAE_BASE 96
-#define VAE_DEC_BASE 144
-#define VAE_Z 64
-#define VAE_LEVELS 5
-#define VAE_RES 2
-#define VAE_IO 4
-static const int k_mult[VAE_LEVELS] = {1, 2, 4, 8, 8};
-static const bool k_tdown[VAE_LEVELS - 1] = {false, true, true, true};
 
 #define PROJECT_STEPS 40
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
 typedef struct bench_opts {
     int size, steps, threads, layers;
+    const char *backend;
     cq_dtype quant;
     const char *prompt, *tokenizer, *chat_template;
 } bench_opts;
 
 static void help(void) {
-    printf("usage: cortiq bench imagine [--size 256|512] [--steps N] [--quant q8_2f|q4tp] [--threads N]\n"
-           "                            [--prompt TEXT] [--tokenizer FILE] [--chat-template FILE] [--layers N]\n"
+    printf("usage: cortiq bench imagine [--size 256|512|1024|2048] [--steps N] [--quant q8_2f|q4tp]\n"
+           "                            [--threads N] [--backend cpu|cuda] [--prompt TEXT] [--tokenizer FILE]\n"
+           "                            [--chat-template FILE] [--layers N]\n"
            "\n"
            "Time Qwen-Image-2.1 text to image end to end at the released configuration with random\n"
            "weights: the Qwen3-VL-8B text tower (36 layers, 4096 wide), the 7B denoiser and the VAE\n"
@@ -84,11 +78,14 @@ static void help(void) {
            "(mapped weights included) and the file size.\n"
            "\n"
            "options:\n"
-           "  --size N             image side in pixels: 256 (default) or 512\n"
+           "  --size N             image side in pixels: 256 (default), 512, 1024 or 2048 (the last two\n"
+           "                       are for a GPU: a CPU step at 1024 takes tens of minutes)\n"
            "  --steps N            denoising steps actually run, 2..100 (default 2)\n"
            "  --quant C            denoiser codec: q8_2f (default) or q4tp; the text tower stays q8_2f\n"
            "                       and the VAE f16, as `cortiq convert` makes them\n"
            "  --threads N          worker threads (default: CORTIQ_THREADS or all cores)\n"
+           "  --backend B          cpu (default), cuda or cuda:N: every phase runs there (with cuda the\n"
+           "                       weights are uploaded and decoded on the device during the load)\n"
            "  --prompt TEXT        the prompt (default: a fixed 15-word one)\n"
            "  --tokenizer FILE     Qwen tokenizer.json, optionally gzip-compressed\n"
            "                       (default: %s/tokenizers/qwen3.json.gz)\n"
@@ -112,7 +109,8 @@ static int parse(int argc, char **argv, bench_opts *o, bool *done) {
             return 0;
         } else if (strcmp(a, "--size") == 0) {
             if (!cq_cli_parse_int(cmd, a, v, 1, 1 << 16, &n)) return 2;
-            if (n != 256 && n != 512) return cq_cli_usage_error(cmd, "--size must be 256 or 512");
+            if (n != 256 && n != 512 && n != 1024 && n != 2048)
+                return cq_cli_usage_error(cmd, "--size must be 256, 512, 1024 or 2048");
             o->size = (int)n;
             i++;
         } else if (strcmp(a, "--steps") == 0) {
@@ -128,6 +126,11 @@ static int parse(int argc, char **argv, bench_opts *o, bool *done) {
             if (d != CQ_DTYPE_Q8_2F && d != CQ_DTYPE_Q4TP)
                 return cq_cli_usage_error(cmd, "--quant must be q8_2f or q4tp");
             o->quant = (cq_dtype)d;
+            i++;
+        } else if (strcmp(a, "--backend") == 0) {
+            if (!v || (strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0 && strncmp(v, "cuda:", 5) != 0))
+                return cq_cli_usage_error(cmd, "--backend must be cpu, cuda or cuda:N");
+            o->backend = v;
             i++;
         } else if (strcmp(a, "--layers") == 0) {
             if (!cq_cli_parse_int(cmd, a, v, 1, CQ_BENCH_DIT_LAYERS, &n)) return 2;
@@ -227,92 +230,6 @@ static cq_status te_weights(cq_bench_pack *p, int layers) {
     return CQ_OK;
 }
 
-/* A conv kernel [cout, cin, k, k] in f16 and its f32 bias, as the VAE stores them. */
-static cq_status vae_conv(cq_bench_pack *p, const char *name, int cin, int cout, int k) {
-    uint64_t w[4] = {(uint64_t)cout, (uint64_t)cin, (uint64_t)k, (uint64_t)k};
-    CQ_TRY(cq_bench_pack_add(p, CQ_DTYPE_F16, 4, w, 0.0f, "%s.weight", name));
-    return cq_bench_pack_vector(p, (uint64_t)cout, 0.0f, "%s.bias", name);
-}
-
-/* An RMS-norm gamma [C, 1, 1(, 1)]. */
-static cq_status vae_gamma(cq_bench_pack *p, const char *name, int c, int ndim) {
-    uint64_t shape[4] = {(uint64_t)c, 1, 1, 1};
-    return cq_bench_pack_add(p, CQ_DTYPE_F32, ndim, shape, 1.0f, "%s", name);
-}
-
-static cq_status vae_res(cq_bench_pack *p, const char *name, int cin, int cout) {
-    char n[200];
-    snprintf(n, sizeof n, "%s.norm1.gamma", name);
-    CQ_TRY(vae_gamma(p, n, cin, 4));
-    snprintf(n, sizeof n, "%s.conv1", name);
-    CQ_TRY(vae_conv(p, n, cin, cout, 3));
-    snprintf(n, sizeof n, "%s.norm2.gamma", name);
-    CQ_TRY(vae_gamma(p, n, cout, 4));
-    snprintf(n, sizeof n, "%s.conv2", name);
-    CQ_TRY(vae_conv(p, n, cout, cout, 3));
-    snprintf(n, sizeof n, "%s.conv_shortcut", name);
-    return cin != cout ? vae_conv(p, n, cin, cout, 1) : CQ_OK;
-}
-
-static cq_status vae_mid(cq_bench_pack *p, const char *coder, int c) {
-    char n[200];
-    for (int i = 0; i < 2; i++) {
-        snprintf(n, sizeof n, "vae.%s.mid_block.resnets.%d", coder, i);
-        CQ_TRY(vae_res(p, n, c, c));
-    }
-    snprintf(n, sizeof n, "vae.%s.mid_block.attentions.0.norm.gamma", coder);
-    CQ_TRY(vae_gamma(p, n, c, 3));
-    snprintf(n, sizeof n, "vae.%s.mid_block.attentions.0.to_qkv", coder);
-    CQ_TRY(vae_conv(p, n, c, 3 * c, 1));
-    snprintf(n, sizeof n, "vae.%s.mid_block.attentions.0.proj", coder);
-    return vae_conv(p, n, c, c, 1);
-}
-
-/* Every tensor of AutoencoderKLQwenImage21 as converted (the temporal convs too, which a
- * single frame never runs, so the file has the real size). */
-static cq_status vae_weights(cq_bench_pack *p) {
-    int de[VAE_LEVELS + 1], dd[VAE_LEVELS + 1];
-    de[0] = VAE_BASE;
-    dd[0] = VAE_DEC_BASE * k_mult[VAE_LEVELS - 1];
-    for (int i = 0; i < VAE_LEVELS; i++) {
-        de[i + 1] = VAE_BASE * k_mult[i];
-        dd[i + 1] = VAE_DEC_BASE * k_mult[VAE_LEVELS - 1 - i];
-    }
-    char n[200];
-    CQ_TRY(vae_conv(p, "vae.encoder.conv_in", VAE_IO, de[0], 3));
-    for (int i = 0; i < VAE_LEVELS; i++) {
-        for (int j = 0; j < VAE_RES; j++) {
-            snprintf(n, sizeof n, "vae.encoder.down_blocks.%d.resnets.%d", i, j);
-            CQ_TRY(vae_res(p, n, j ? de[i + 1] : de[i], de[i + 1]));
-        }
-        if (i == VAE_LEVELS - 1) continue;
-        snprintf(n, sizeof n, "vae.encoder.down_blocks.%d.downsampler.resample.1", i);
-        CQ_TRY(vae_conv(p, n, de[i + 1], de[i + 1], 3));
-        snprintf(n, sizeof n, "vae.encoder.down_blocks.%d.downsampler.time_conv", i);
-        if (k_tdown[i]) CQ_TRY(vae_conv(p, n, de[i + 1], de[i + 1], 1));
-    }
-    CQ_TRY(vae_mid(p, "encoder", de[VAE_LEVELS]));
-    CQ_TRY(vae_gamma(p, "vae.encoder.norm_out.gamma", de[VAE_LEVELS], 4));
-    CQ_TRY(vae_conv(p, "vae.encoder.conv_out", de[VAE_LEVELS], 2 * VAE_Z, 3));
-    CQ_TRY(vae_conv(p, "vae.quant_conv", 2 * VAE_Z, 2 * VAE_Z, 1));
-    CQ_TRY(vae_conv(p, "vae.post_quant_conv", VAE_Z, VAE_Z, 1));
-    CQ_TRY(vae_conv(p, "vae.decoder.conv_in", VAE_Z, dd[0], 3));
-    CQ_TRY(vae_mid(p, "decoder", dd[0]));
-    for (int i = 0; i < VAE_LEVELS; i++) {
-        for (int j = 0; j < VAE_RES + 1; j++) {
-            snprintf(n, sizeof n, "vae.decoder.up_blocks.%d.resnets.%d", i, j);
-            CQ_TRY(vae_res(p, n, j ? dd[i + 1] : dd[i], dd[i + 1]));
-        }
-        if (i == VAE_LEVELS - 1) continue;
-        snprintf(n, sizeof n, "vae.decoder.up_blocks.%d.upsampler.resample.1", i);
-        CQ_TRY(vae_conv(p, n, dd[i + 1], dd[i + 1], 3));
-        snprintf(n, sizeof n, "vae.decoder.up_blocks.%d.upsampler.time_conv", i);
-        if (k_tdown[VAE_LEVELS - 2 - i]) CQ_TRY(vae_conv(p, n, dd[i + 1], 2 * dd[i + 1], 1));
-    }
-    CQ_TRY(vae_gamma(p, "vae.decoder.norm_out.gamma", dd[VAE_LEVELS], 4));
-    return vae_conv(p, "vae.decoder.conv_out", dd[VAE_LEVELS], VAE_IO, 3);
-}
-
 /* Qwen3-VL-8B's config.json (the vision part left out: text to image never runs it). */
 static const char k_te_config[] =
     "{\"architectures\": [\"Qwen3VLForConditionalGeneration\"], \"model_type\": \"qwen3_vl\", "
@@ -339,35 +256,6 @@ static const char k_pipeline_config[] =
     "\"vae\": [\"diffusers\", \"AutoencoderKLQwenImage21\"]}";
 
 /* The VAE config; the latent statistics (per-channel mean and std) are random too. */
-static char *vae_config(void) {
-    cJSON *j = cJSON_CreateObject(), *mean = cJSON_AddArrayToObject(j, "latents_mean"),
-          *std = cJSON_AddArrayToObject(j, "latents_std");
-    uint64_t rng = 777;
-    for (int i = 0; i < VAE_Z; i++) {
-        cJSON_AddItemToArray(mean, cJSON_CreateNumber(0.4 * cq_bench_rng_unit(&rng)));
-        cJSON_AddItemToArray(std, cJSON_CreateNumber(1.0 + 0.8 * cq_bench_rng_unit(&rng)));
-    }
-    cJSON_AddStringToObject(j, "_class_name", "AutoencoderKLQwenImage21");
-    cJSON_AddItemToObject(j, "attn_scales", cJSON_CreateArray());
-    cJSON_AddNumberToObject(j, "base_dim", VAE_BASE);
-    cJSON_AddNumberToObject(j, "decoder_base_dim", VAE_DEC_BASE);
-    cJSON_AddItemToObject(j, "dim_mult", cJSON_CreateIntArray(k_mult, VAE_LEVELS));
-    cJSON_AddNumberToObject(j, "dropout", 0.0);
-    cJSON_AddNumberToObject(j, "in_channels", VAE_IO);
-    cJSON_AddBoolToObject(j, "is_residual", true);
-    cJSON_AddNumberToObject(j, "num_res_blocks", VAE_RES);
-    cJSON_AddNumberToObject(j, "out_channels", VAE_IO);
-    cJSON_AddNullToObject(j, "patch_size");
-    cJSON_AddNumberToObject(j, "scale_factor_spatial", 16);
-    cJSON_AddNumberToObject(j, "scale_factor_temporal", 8);
-    cJSON *td = cJSON_AddArrayToObject(j, "temperal_downsample");
-    for (int i = 0; i < VAE_LEVELS - 1; i++) cJSON_AddItemToArray(td, cJSON_CreateBool(k_tdown[i]));
-    cJSON_AddNumberToObject(j, "z_dim", VAE_Z);
-    char *s = cJSON_PrintUnformatted(j); /* NULL when any allocation above failed */
-    cJSON_Delete(j);
-    return s;
-}
-
 /* The header as convert writes it for a pipeline: the denoiser's shape as arch, the chat bundle. */
 static char *header_json(cq_dtype quant, int dit_layers, const char *chat_template) {
     cJSON *h = cJSON_CreateObject(), *arch = cJSON_AddObjectToObject(h, "arch");
@@ -481,7 +369,7 @@ static int fail(bench_run *r, cq_status s, const char *what) {
 }
 
 int cq_bench_imagine(int argc, char **argv) {
-    bench_opts o = {.size = 256, .steps = 2, .quant = CQ_DTYPE_Q8_2F, .layers = 0,
+    bench_opts o = {.size = 256, .steps = 2, .quant = CQ_DTYPE_Q8_2F, .layers = 0, .backend = "cpu",
                     .prompt = "a red fox sitting in a snowy birch forest at dawn, soft golden light, detailed fur",
                     .tokenizer = CQ_BENCH_FIXTURES "/tokenizers/qwen3.json.gz",
                     .chat_template = CQ_BENCH_FIXTURES "/chat_templates/qwen3_vl.jinja"};
@@ -489,7 +377,10 @@ int cq_bench_imagine(int argc, char **argv) {
     int rc = parse(argc, argv, &o, &done);
     if (rc || done) return rc;
     bench_run r = {0};
-    cq_status s = read_input(o.tokenizer, "tokenizer", &r.tok, &r.tok_len);
+    /* the backend first: a missing GPU fails before gigabytes of weights are written */
+    cq_status s = cq_backend_create(o.backend, o.threads, &r.be);
+    if (s != CQ_OK) return fail(&r, s, "creating the backend");
+    s = read_input(o.tokenizer, "tokenizer", &r.tok, &r.tok_len);
     if (s == CQ_OK) s = read_input(o.chat_template, "chat template", &r.tmpl, &r.tmpl_len);
     if (s != CQ_OK) return fail(&r, s, "reading the inputs");
 
@@ -499,11 +390,11 @@ int cq_bench_imagine(int argc, char **argv) {
     uint64_t b_te = cq_bench_pack_bytes(&r.pack);
     if (s == CQ_OK) s = cq_bench_dit_weights(&r.pack, o.quant, dit_layers);
     uint64_t b_dit = cq_bench_pack_bytes(&r.pack) - b_te;
-    if (s == CQ_OK) s = vae_weights(&r.pack);
+    if (s == CQ_OK) s = cq_bench_vae_weights(&r.pack);
     uint64_t b_all = cq_bench_pack_bytes(&r.pack), b_vae = b_all - b_te - b_dit;
     char dit_cfg[512], te_cfg[sizeof k_te_config + 16];
     snprintf(te_cfg, sizeof te_cfg, k_te_config, te_layers);
-    r.vae_cfg = vae_config();
+    r.vae_cfg = cq_bench_vae_config();
     r.hdr = header_json(o.quant, dit_layers, r.tmpl);
     if (s == CQ_OK && (!r.vae_cfg || !r.hdr || cq_bench_dit_config(dit_cfg, sizeof dit_cfg, dit_layers) < 0))
         s = CQ_ERR_NOMEM;
@@ -554,10 +445,10 @@ int cq_bench_imagine(int argc, char **argv) {
     uint64_t peak_write = cq_bench_peak_rss();
     bool peak_reset = cq_bench_reset_peak_rss();
 
-    /* load */
-    s = cq_backend_create("cpu", o.threads, &r.be);
+    /* load (a device backend uploads and decodes asynchronously: waited for, so the load's time is its own) */
     mark m_l0 = mark_now();
-    if (s == CQ_OK) s = cq_qi21_pipe_load(r.cmf, r.be, &r.pipe);
+    s = cq_qi21_pipe_load(r.cmf, r.be, &r.pipe);
+    if (s == CQ_OK) s = cq_backend_sync(r.be);
     mark m_l1 = mark_now();
     int total = 0, rows = 0;
     if (s == CQ_OK) s = cq_qi21_pipe_prompt_tokens(r.pipe, o.prompt, &total, &rows);

@@ -20,6 +20,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "codec/codec.h"
 #include "format/cmf.h"
 
@@ -125,6 +127,125 @@ int cq_bench_dit_config(char *buf, size_t len, int layers) {
                      CQ_BENCH_DIT_CH, CQ_BENCH_DIT_CH, layers, CQ_BENCH_DIT_HEAD_DIM, CQ_BENCH_DIT_HEADS,
                      CQ_BENCH_DIT_CTX, CQ_BENCH_DIT_RATIO);
     return k < 0 || (size_t)k >= len ? -1 : k;
+}
+
+/* ---- the released Qwen-Image-2.1 VAE --------------------------------------------------- */
+static const int k_vae_mult[CQ_BENCH_VAE_LEVELS] = {1, 2, 4, 8, 8};
+static const bool k_vae_tdown[CQ_BENCH_VAE_LEVELS - 1] = {false, true, true, true};
+
+/* A conv kernel [cout, cin, k, k] in f16 and its f32 bias, as the VAE stores them. */
+static cq_status vae_conv(cq_bench_pack *p, const char *name, int cin, int cout, int k) {
+    uint64_t w[4] = {(uint64_t)cout, (uint64_t)cin, (uint64_t)k, (uint64_t)k};
+    CQ_TRY(cq_bench_pack_add(p, CQ_DTYPE_F16, 4, w, 0.0f, "%s.weight", name));
+    return cq_bench_pack_vector(p, (uint64_t)cout, 0.0f, "%s.bias", name);
+}
+
+/* An RMS-norm gamma [C, 1, 1(, 1)]. */
+static cq_status vae_gamma(cq_bench_pack *p, const char *name, int c, int ndim) {
+    uint64_t shape[4] = {(uint64_t)c, 1, 1, 1};
+    return cq_bench_pack_add(p, CQ_DTYPE_F32, ndim, shape, 1.0f, "%s", name);
+}
+
+static cq_status vae_res(cq_bench_pack *p, const char *name, int cin, int cout) {
+    char n[200];
+    snprintf(n, sizeof n, "%s.norm1.gamma", name);
+    CQ_TRY(vae_gamma(p, n, cin, 4));
+    snprintf(n, sizeof n, "%s.conv1", name);
+    CQ_TRY(vae_conv(p, n, cin, cout, 3));
+    snprintf(n, sizeof n, "%s.norm2.gamma", name);
+    CQ_TRY(vae_gamma(p, n, cout, 4));
+    snprintf(n, sizeof n, "%s.conv2", name);
+    CQ_TRY(vae_conv(p, n, cout, cout, 3));
+    snprintf(n, sizeof n, "%s.conv_shortcut", name);
+    return cin != cout ? vae_conv(p, n, cin, cout, 1) : CQ_OK;
+}
+
+static cq_status vae_mid(cq_bench_pack *p, const char *coder, int c) {
+    char n[200];
+    for (int i = 0; i < 2; i++) {
+        snprintf(n, sizeof n, "vae.%s.mid_block.resnets.%d", coder, i);
+        CQ_TRY(vae_res(p, n, c, c));
+    }
+    snprintf(n, sizeof n, "vae.%s.mid_block.attentions.0.norm.gamma", coder);
+    CQ_TRY(vae_gamma(p, n, c, 3));
+    snprintf(n, sizeof n, "vae.%s.mid_block.attentions.0.to_qkv", coder);
+    CQ_TRY(vae_conv(p, n, c, 3 * c, 1));
+    snprintf(n, sizeof n, "vae.%s.mid_block.attentions.0.proj", coder);
+    return vae_conv(p, n, c, c, 1);
+}
+
+/* Every tensor of AutoencoderKLQwenImage21 as converted (the temporal convs too, which a
+ * single frame never runs, so the file has the real size). */
+cq_status cq_bench_vae_weights(cq_bench_pack *p) {
+    int de[CQ_BENCH_VAE_LEVELS + 1], dd[CQ_BENCH_VAE_LEVELS + 1];
+    de[0] = CQ_BENCH_VAE_BASE;
+    dd[0] = CQ_BENCH_VAE_DEC_BASE * k_vae_mult[CQ_BENCH_VAE_LEVELS - 1];
+    for (int i = 0; i < CQ_BENCH_VAE_LEVELS; i++) {
+        de[i + 1] = CQ_BENCH_VAE_BASE * k_vae_mult[i];
+        dd[i + 1] = CQ_BENCH_VAE_DEC_BASE * k_vae_mult[CQ_BENCH_VAE_LEVELS - 1 - i];
+    }
+    char n[200];
+    CQ_TRY(vae_conv(p, "vae.encoder.conv_in", CQ_BENCH_VAE_IO, de[0], 3));
+    for (int i = 0; i < CQ_BENCH_VAE_LEVELS; i++) {
+        for (int j = 0; j < CQ_BENCH_VAE_RES; j++) {
+            snprintf(n, sizeof n, "vae.encoder.down_blocks.%d.resnets.%d", i, j);
+            CQ_TRY(vae_res(p, n, j ? de[i + 1] : de[i], de[i + 1]));
+        }
+        if (i == CQ_BENCH_VAE_LEVELS - 1) continue;
+        snprintf(n, sizeof n, "vae.encoder.down_blocks.%d.downsampler.resample.1", i);
+        CQ_TRY(vae_conv(p, n, de[i + 1], de[i + 1], 3));
+        snprintf(n, sizeof n, "vae.encoder.down_blocks.%d.downsampler.time_conv", i);
+        if (k_vae_tdown[i]) CQ_TRY(vae_conv(p, n, de[i + 1], de[i + 1], 1));
+    }
+    CQ_TRY(vae_mid(p, "encoder", de[CQ_BENCH_VAE_LEVELS]));
+    CQ_TRY(vae_gamma(p, "vae.encoder.norm_out.gamma", de[CQ_BENCH_VAE_LEVELS], 4));
+    CQ_TRY(vae_conv(p, "vae.encoder.conv_out", de[CQ_BENCH_VAE_LEVELS], 2 * CQ_BENCH_VAE_Z, 3));
+    CQ_TRY(vae_conv(p, "vae.quant_conv", 2 * CQ_BENCH_VAE_Z, 2 * CQ_BENCH_VAE_Z, 1));
+    CQ_TRY(vae_conv(p, "vae.post_quant_conv", CQ_BENCH_VAE_Z, CQ_BENCH_VAE_Z, 1));
+    CQ_TRY(vae_conv(p, "vae.decoder.conv_in", CQ_BENCH_VAE_Z, dd[0], 3));
+    CQ_TRY(vae_mid(p, "decoder", dd[0]));
+    for (int i = 0; i < CQ_BENCH_VAE_LEVELS; i++) {
+        for (int j = 0; j < CQ_BENCH_VAE_RES + 1; j++) {
+            snprintf(n, sizeof n, "vae.decoder.up_blocks.%d.resnets.%d", i, j);
+            CQ_TRY(vae_res(p, n, j ? dd[i + 1] : dd[i], dd[i + 1]));
+        }
+        if (i == CQ_BENCH_VAE_LEVELS - 1) continue;
+        snprintf(n, sizeof n, "vae.decoder.up_blocks.%d.upsampler.resample.1", i);
+        CQ_TRY(vae_conv(p, n, dd[i + 1], dd[i + 1], 3));
+        snprintf(n, sizeof n, "vae.decoder.up_blocks.%d.upsampler.time_conv", i);
+        if (k_vae_tdown[CQ_BENCH_VAE_LEVELS - 2 - i]) CQ_TRY(vae_conv(p, n, dd[i + 1], 2 * dd[i + 1], 1));
+    }
+    CQ_TRY(vae_gamma(p, "vae.decoder.norm_out.gamma", dd[CQ_BENCH_VAE_LEVELS], 4));
+    return vae_conv(p, "vae.decoder.conv_out", dd[CQ_BENCH_VAE_LEVELS], CQ_BENCH_VAE_IO, 3);
+}
+
+char *cq_bench_vae_config(void) {
+    cJSON *j = cJSON_CreateObject(), *mean = cJSON_AddArrayToObject(j, "latents_mean"),
+          *std = cJSON_AddArrayToObject(j, "latents_std");
+    uint64_t rng = 777;
+    for (int i = 0; i < CQ_BENCH_VAE_Z; i++) {
+        cJSON_AddItemToArray(mean, cJSON_CreateNumber(0.4 * cq_bench_rng_unit(&rng)));
+        cJSON_AddItemToArray(std, cJSON_CreateNumber(1.0 + 0.8 * cq_bench_rng_unit(&rng)));
+    }
+    cJSON_AddStringToObject(j, "_class_name", "AutoencoderKLQwenImage21");
+    cJSON_AddItemToObject(j, "attn_scales", cJSON_CreateArray());
+    cJSON_AddNumberToObject(j, "base_dim", CQ_BENCH_VAE_BASE);
+    cJSON_AddNumberToObject(j, "decoder_base_dim", CQ_BENCH_VAE_DEC_BASE);
+    cJSON_AddItemToObject(j, "dim_mult", cJSON_CreateIntArray(k_vae_mult, CQ_BENCH_VAE_LEVELS));
+    cJSON_AddNumberToObject(j, "dropout", 0.0);
+    cJSON_AddNumberToObject(j, "in_channels", CQ_BENCH_VAE_IO);
+    cJSON_AddBoolToObject(j, "is_residual", true);
+    cJSON_AddNumberToObject(j, "num_res_blocks", CQ_BENCH_VAE_RES);
+    cJSON_AddNumberToObject(j, "out_channels", CQ_BENCH_VAE_IO);
+    cJSON_AddNullToObject(j, "patch_size");
+    cJSON_AddNumberToObject(j, "scale_factor_spatial", 16);
+    cJSON_AddNumberToObject(j, "scale_factor_temporal", 8);
+    cJSON *td = cJSON_AddArrayToObject(j, "temperal_downsample");
+    for (int i = 0; i < CQ_BENCH_VAE_LEVELS - 1; i++) cJSON_AddItemToArray(td, cJSON_CreateBool(k_vae_tdown[i]));
+    cJSON_AddNumberToObject(j, "z_dim", CQ_BENCH_VAE_Z);
+    char *s = cJSON_PrintUnformatted(j); /* NULL when any allocation above failed */
+    cJSON_Delete(j);
+    return s;
 }
 
 /* ---- random payloads in the codec's layout ------------------------------------------------ */

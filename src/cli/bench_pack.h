@@ -64,6 +64,21 @@ cq_status cq_bench_dit_weights(cq_bench_pack *p, cq_dtype quant, int layers);
 /* Its config JSON (dit.config_json) with `layers` blocks; the length, or -1 when buf is too small. */
 int cq_bench_dit_config(char *buf, size_t len, int layers);
 
+/* ---- the released Qwen-Image-2.1 VAE (AutoencoderKLQwenImage21) ------------------------- */
+#define CQ_BENCH_VAE_BASE 96      /* base_dim (encoder) */
+#define CQ_BENCH_VAE_DEC_BASE 144 /* decoder_base_dim */
+#define CQ_BENCH_VAE_Z 64         /* z_dim */
+#define CQ_BENCH_VAE_LEVELS 5     /* dim_mult 1-2-4-8-8 */
+#define CQ_BENCH_VAE_RES 2        /* num_res_blocks */
+#define CQ_BENCH_VAE_IO 4         /* in/out channels (RGBA) */
+
+/* Its weights under "vae." as `cortiq convert` stores them (f16 kernels, f32 biases and gammas; the temporal
+ * convolutions too, which a single frame never runs, so the file has the real size). */
+cq_status cq_bench_vae_weights(cq_bench_pack *p);
+/* Its config JSON (vae.config_json), with random latent statistics; malloc'd by cJSON (cJSON_free), NULL when
+ * out of memory. */
+char *cq_bench_vae_config(void);
+
 /* ---- the temporary file ---------------------------------------------------------------- */
 typedef struct cq_bench_blob {
     const char *name; /* stored as a u8 tensor (configs) */

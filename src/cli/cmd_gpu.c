@@ -52,7 +52,7 @@ int cq_cmd_gpu(int argc, char **argv) {
         printf("backend used: %s — %s, %d logical cores%s\n", cq_backend_name(be), f->model, f->logical_cores,
                strcmp(dflt, "cpu") ? " (from CORTIQ_BACKEND)" : "");
         if (cq_cuda_built() && cq_cuda_device_count(NULL, 0) > 0)
-            printf("the GPU runs the Qwen-Image-2.1 text tower and denoiser (the VAE stays on the CPU): choose it "
+            printf("the GPU runs the whole Qwen-Image-2.1 pipeline (text tower, denoiser, VAE): choose it "
                    "with --backend cuda or CORTIQ_BACKEND=cuda\n");
     } else {
         printf("backend used: %s (from CORTIQ_BACKEND)\n", cq_backend_name(be));

@@ -31,7 +31,7 @@ static void usage(FILE *f) {
             "  --rgba                keep the alpha channel (default: composite over white, RGB)\n"
             "  --threads N           CPU threads (default: all cores, or CORTIQ_THREADS)\n"
             "  --backend NAME        cpu (default), ref or cuda[:N]; also CORTIQ_BACKEND (with cuda the text\n"
-            "                        tower and the denoiser run on the GPU, the VAE on the CPU)\n"
+            "                        tower, the denoiser and the VAE all run on the GPU)\n"
             "  -q, --quiet           no progress bar and no summary\n"
             "  -h, --help            this text\n\n"
             "The PNG carries the prompt, seed, steps, size, guidance and model in text chunks.\n\n"

@@ -34,7 +34,7 @@
 
 struct cq_qi21_pipe {
     cq_backend *be;
-    cq_backend *vae_be;    /* owned: a CPU backend for the VAE when `be` has no conv2d (the CUDA one), else NULL */
+    cq_backend *vae_be;    /* owned: a CPU backend for the VAE when `be` has no conv2d, else NULL */
     cq_tokenizer *tok;
     cq_qwen3 *te;
     cq_qi21 *dit;
@@ -107,8 +107,8 @@ cq_status cq_qi21_pipe_load(const cq_cmf *cmf, cq_backend *be, cq_qi21_pipe **ou
     if (s == CQ_OK) s = cq_tokenizer_load(tj, tl, &p->tok);
     if (s == CQ_OK) s = cq_qwen3_load(cmf, "te.", be, &p->te);
     if (s == CQ_OK) s = cq_qi21_load(cmf, "dit.", be, &p->dit);
-    /* A backend without the VAE's convolutions (CUDA so far) runs the text tower and the denoiser; the VAE
-     * then decodes on the CPU, where it streams row bands anyway. */
+    /* A backend without the VAE's convolutions runs the text tower and the denoiser; the VAE then decodes on
+     * the CPU, where it streams row bands anyway. */
     cq_backend *vb = be;
     if (s == CQ_OK && !cq_backend_supports(be, CQ_OP_CONV2D, CQ_DTYPE_F32, CQ_DTYPE_F32)) {
         s = cq_backend_cpu_create(0, CQ_CPU_AUTO, &p->vae_be);

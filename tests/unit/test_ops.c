@@ -603,6 +603,10 @@ static void test_attention(void **state) {
         attention_case(dt, 150, 18, 150, 2, 2, 128, VIS_NONE, 0.0f);
         attention_case(dt, 130, 0, 130, 2, 1, 128, VIS_BLOCK, 0.0f);
         attention_case(dt, 70, 40, 70, 1, 1, 128, VIS_RANDOM, 0.0f);
+        /* one head over all channels, as the VAE's mid-block attention (GPU: the generic kernel's wide heads) */
+        attention_case(dt, 40, 0, 40, 1, 1, 384, VIS_NONE, 0.0f);
+        attention_case(dt, 9, 3, 21, 2, 1, 1100, VIS_CAUSAL, 0.0f);
+        attention_case(dt, 5, 0, 7, 1, 1, 2048, VIS_NONE, 0.0f);
         if (g.big) {
             attention_case(dt, 257, 1000, 257, 4, 1, 128, VIS_CAUSAL, 0.0f);
             attention_case(dt, 1000, 0, 1000, 2, 2, 64, VIS_BLOCK, 0.0f);

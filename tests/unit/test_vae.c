@@ -26,13 +26,8 @@
 #include <sys/stat.h>
 
 #include "format/convert.h"
-#include "format/safetensors.h"
-#include "models/qwen_vae.h"
 #include "testutil.h"
-
-#define VAE_DIR CQ_SOURCE_DIR "/tests/golden/vae"
-
-static const char *const k_sizes[] = {"s", "m", "l"};
+#include "vae_golden.h"
 
 typedef struct fixture {
     char name[16];
@@ -46,31 +41,14 @@ typedef struct fixture {
 static fixture g_fx[2][2];
 static bool g_have;
 
-static bool have_golden(void) {
-    struct stat st;
-    return stat(VAE_DIR "/vae_a/golden.safetensors", &st) == 0 && stat(VAE_DIR "/vae_b/golden.safetensors", &st) == 0;
-}
-
-/* Convert tests/golden/vae/<name> with codec `quant` (-1: convert's defaults) and load it. */
+/* Convert tests/golden/vae/<name> with codec `quant` (-1: convert's defaults) and load it on the CPU. */
 static void open_fixture(fixture *f, const char *name, int quant) {
     memset(f, 0, sizeof *f);
     snprintf(f->name, sizeof f->name, "%s", name);
-    char src[1024], out[1200];
-    snprintf(src, sizeof src, "%s/%s", VAE_DIR, name);
-    char dir[64];
-    snprintf(dir, sizeof dir, "%s_%s", name, quant < 0 ? "default" : cq_dtype_name((cq_dtype)quant));
-    snprintf(out, sizeof out, "%s/%s.cmf", tu_tmpdir(dir), name);
-    cq_convert_opts opts = {.quant = quant};
-    cq_convert_report rep;
-    cq_status s = cq_convert(src, out, &opts, &rep);
-    cq_convert_report_free(&rep);
-    if (s != CQ_OK) fail_msg("convert %s: %s", name, cq_last_error());
-    if (cq_cmf_open(out, &f->cmf) != CQ_OK) fail_msg("open %s: %s", out, cq_last_error());
+    f->cmf = vg_convert(name, quant);
     assert_int_equal(cq_backend_cpu_create(2, CQ_CPU_AUTO, &f->be), CQ_OK);
     if (cq_qvae_load(f->cmf, "vae.", f->be, &f->vae) != CQ_OK) fail_msg("load %s: %s", name, cq_last_error());
-    char gpath[1100];
-    snprintf(gpath, sizeof gpath, "%s/golden.safetensors", src);
-    if (cq_st_open(gpath, &f->gold) != CQ_OK) fail_msg("open %s: %s", gpath, cq_last_error());
+    f->gold = vg_open_golden(name);
 }
 
 static void close_fixture(fixture *f) {
@@ -80,77 +58,19 @@ static void close_fixture(fixture *f) {
     cq_st_close(f->gold);
 }
 
-/* A golden tensor as f32 (malloc'd), with its shape. */
 static float *golden(const fixture *f, const char *what, const char *size, uint64_t shape[3]) {
-    char key[32];
-    snprintf(key, sizeof key, "%s_%s", what, size);
-    const cq_st_tensor *t = cq_st_find(f->gold, key);
-    if (!t || t->ndim != 3) fail_msg("%s: golden tensor %s missing or not 3-D", f->name, key);
-    float *v = malloc(sizeof(float) * (size_t)t->nelem);
-    assert_int_equal(cq_st_read_f32(t, 0, t->nelem, v), CQ_OK);
-    memcpy(shape, t->shape, 3 * sizeof(uint64_t));
-    return v;
+    return vg_tensor(f->gold, f->name, what, size, shape);
 }
 
-/* max |a - b| / RMS(b); *rms_err (optional) = RMS(a - b) / RMS(b) */
-static double rel_err2(const float *got, const float *ref, size_t n, double *rms_err) {
-    double ss = 0.0, se = 0.0, mx = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        if (!isfinite(got[i])) return INFINITY;
-        double d = fabs((double)got[i] - ref[i]);
-        ss += (double)ref[i] * ref[i];
-        se += d * d;
-        mx = fmax(mx, d);
-    }
-    if (rms_err) *rms_err = sqrt(se / ss);
-    return mx / sqrt(ss / (double)n);
-}
-
-static double rel_err(const float *got, const float *ref, size_t n) { return rel_err2(got, ref, n, NULL); }
-
-/* Decode and encode every size; returns the worst errors (max and RMS measures). */
-static void run_golden(fixture *f, double *worst_dec, double *worst_enc, double *worst_rms) {
-    const cq_qvae_config *c = cq_qvae_get_config(f->vae);
-    *worst_dec = *worst_enc = *worst_rms = 0.0;
-    for (size_t k = 0; k < CQ_ARRAY_LEN(k_sizes); k++) {
-        uint64_t zs[3], is[3], xs[3], ms[3];
-        float *z = golden(f, "z", k_sizes[k], zs), *img = golden(f, "image", k_sizes[k], is);
-        float *x = golden(f, "x", k_sizes[k], xs), *mom = golden(f, "moments", k_sizes[k], ms);
-        assert_int_equal(zs[0], (uint64_t)c->z_dim);
-        assert_int_equal(is[0], (uint64_t)c->image_channels);
-        assert_int_equal(is[1], zs[1] * (uint64_t)c->spatial_factor);
-        size_t n_img = (size_t)(is[0] * is[1] * is[2]), n_mom = (size_t)(ms[0] * ms[1] * ms[2]);
-        float *got = malloc(sizeof(float) * n_img), *gm = malloc(sizeof(float) * n_mom);
-        if (cq_qvae_decode(f->vae, z, (int)zs[1], (int)zs[2], CQ_QVAE_PLANAR, got) != CQ_OK)
-            fail_msg("%s decode %s: %s", f->name, k_sizes[k], cq_last_error());
-        double rd, re;
-        double ed = rel_err2(got, img, n_img, &rd);
-        if (cq_qvae_encode(f->vae, x, (int)xs[1], (int)xs[2], CQ_QVAE_PLANAR, gm) != CQ_OK)
-            fail_msg("%s encode %s: %s", f->name, k_sizes[k], cq_last_error());
-        double ee = rel_err2(gm, mom, n_mom, &re);
-        printf("  %s %s: decode %lldx%lld -> %lldx%lld max err/RMS %.3g (RMS err %.3g); encode %.3g (%.3g)\n",
-               f->name, k_sizes[k], (long long)zs[1], (long long)zs[2], (long long)is[1], (long long)is[2], ed, rd, ee,
-               re);
-        *worst_dec = fmax(*worst_dec, ed);
-        *worst_enc = fmax(*worst_enc, ee);
-        *worst_rms = fmax(*worst_rms, fmax(rd, re));
-        free(z);
-        free(img);
-        free(x);
-        free(mom);
-        free(got);
-        free(gm);
-    }
-}
+static double rel_err(const float *got, const float *ref, size_t n) { return vg_rel_err(got, ref, n, NULL); }
 
 static void test_golden_f32(void **state) {
     (void)state;
     if (!g_have) skip();
     for (int i = 0; i < 2; i++) {
         fixture *f = &g_fx[i][0];
-        double ed, ee, er;
-        run_golden(f, &ed, &ee, &er);
-        if (ed > 1e-4 || ee > 1e-4) fail_msg("%s (f32): decode %.3g, encode %.3g > 1e-4", f->name, ed, ee);
+        vg_result r = vg_run(f->vae, f->gold, f->name);
+        if (r.dec > 1e-4 || r.enc > 1e-4) fail_msg("%s (f32): decode %.3g, encode %.3g > 1e-4", f->name, r.dec, r.enc);
     }
 }
 
@@ -160,12 +80,11 @@ static void test_golden_f16(void **state) {
     if (!g_have) skip();
     for (int i = 0; i < 2; i++) {
         fixture *f = &g_fx[i][1];
-        double ed, ee, er;
-        run_golden(f, &ed, &ee, &er);
+        vg_result r = vg_run(f->vae, f->gold, f->name);
         printf("%s with convert's default (f16) weights: max err/RMS decode %.3g, encode %.3g; RMS err %.3g\n",
-               f->name, ed, ee, er);
-        if (ed > 2e-2 || ee > 2e-2 || er > 2e-3)
-            fail_msg("%s (f16): decode %.3g, encode %.3g (> 2e-2) or RMS err %.3g (> 2e-3)", f->name, ed, ee, er);
+               f->name, r.dec, r.enc, r.rms);
+        if (r.dec > 2e-2 || r.enc > 2e-2 || r.rms > 2e-3)
+            fail_msg("%s (f16): decode %.3g, encode %.3g (> 2e-2) or RMS err %.3g (> 2e-3)", f->name, r.dec, r.enc, r.rms);
     }
 }
 
@@ -318,7 +237,7 @@ static cq_status convert_dropping(const char *const *drop, size_t n_drop, const 
     snprintf(out, len, "%s/vae_a.cmf", tu_tmpdir(tag));
     cq_convert_opts opts = {.quant = CQ_DTYPE_F32, .drop = drop, .n_drop = n_drop};
     cq_convert_report rep;
-    cq_status s = cq_convert(VAE_DIR "/vae_a", out, &opts, &rep);
+    cq_status s = cq_convert(VG_DIR "/vae_a", out, &opts, &rep);
     if (s == CQ_OK) assert_true(rep.dropped > 0 && rep.dropped_bytes > 0);
     cq_convert_report_free(&rep);
     return s;
@@ -370,7 +289,7 @@ static void test_decoder_only(void **state) {
 
 static int setup(void **state) {
     (void)state;
-    g_have = have_golden();
+    g_have = vg_have();
     if (!g_have) {
         printf("tests/golden/vae is absent: skipping the VAE tests\n");
         return 0;
@@ -426,7 +345,7 @@ static void bad_config(const char *from, const char *to, cq_status want, const c
     char dir[1100], out[1200];
     snprintf(dir, sizeof dir, "%s", tu_tmpdir("vae_badcfg"));
     assert_int_equal(tu_system("cp '%s/vae_b/config.json' '%s/vae_b/diffusion_pytorch_model.safetensors' '%s/'",
-                               VAE_DIR, VAE_DIR, dir), 0);
+                               VG_DIR, VG_DIR, dir), 0);
     size_t len;
     uint8_t *raw = tu_read_file(tu_path(dir, "config.json"), &len);
     assert_non_null(raw);

@@ -182,9 +182,9 @@ static bool cuda_supports(const cq_backend *be, cq_op op, cq_dtype wdt, cq_dtype
     case CQ_OP_UPSAMPLE_NEAREST:
     case CQ_OP_PIXEL_SHUFFLE:
     case CQ_OP_PIXEL_UNSHUFFLE: return is_fl(xdt);
+    case CQ_OP_CONV2D: return is_fl(xdt) && cq_cuda_codec_supported(wdt);
     case CQ_OP_GROUPNORM:
-    case CQ_OP_CONV2D:
-    default: return false; /* not written yet: the VAE's ops */
+    default: return false; /* not written yet */
     }
 }
 
@@ -192,7 +192,8 @@ static cq_dtype cuda_op_precision(const cq_backend *be, cq_op op, cq_dtype wdt) 
     (void)be;
     (void)wdt;
     switch (op) {
-    case CQ_OP_MATMUL: return CQ_DTYPE_F16; /* f16 operands with power-of-two row scales */
+    case CQ_OP_MATMUL:
+    case CQ_OP_CONV2D: return CQ_DTYPE_F16; /* f16 operands with power-of-two row scales */
     case CQ_OP_ATTENTION: return CQ_DTYPE_BF16; /* bf16 Q/K/V/P on the tensor-core path */
     case CQ_OP_GET_ROWS: return CQ_DTYPE_F16;   /* weights are f16 planes (activation tables are exact) */
     default: return CQ_DTYPE_F32;
@@ -234,10 +235,6 @@ cq_status cq_cuda_groupnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, in
                             const cq_tensor *beta, float eps) {
     (void)be, (void)y, (void)x, (void)groups, (void)gamma, (void)beta, (void)eps;
     return cuda_unsupported("groupnorm");
-}
-cq_status cq_cuda_conv2d(cq_backend *be, const cq_conv2d_args *a) {
-    (void)be, (void)a;
-    return cuda_unsupported("conv2d");
 }
 
 /* ---- lifecycle --------------------------------------------------------------------------------------- */

@@ -188,3 +188,49 @@ cq_status cq_cuda_matmul(cq_backend *be, const cq_matmul_args *a) {
     cq_status e = cq_cuda_op_end(c, CQ_OP_MATMUL, cudaSuccess, "");
     return s != CQ_OK ? s : e;
 }
+
+/* ---- conv2d: the implicit matrix staged in bands of output pixels, then the matmul's GEMM and epilogue ------- */
+/* Output pixels per band: the staged band and its f32 products within CONV_BAND_BYTES each. */
+#define CONV_BAND_BYTES ((size_t)256 << 20)
+
+static cq_status conv2d_run(cq_cuda *c, const cqk_ctx *k, const cq_conv2d_args *a) {
+    const int64_t Cin = cq_tensor_cols(a->x), Cout = a->w->shape[0], K = Cin * a->kh * a->kw;
+    const int64_t Ho = ((int64_t)a->H + a->pad_t + a->pad_b - a->kh) / a->stride_y + 1;
+    const int64_t Wo = ((int64_t)a->W + a->pad_l + a->pad_r - a->kw) / a->stride_x + 1, M = Ho * Wo;
+    operand w;
+    CQ_TRY(operand_of(c, k, a->w, "w", Cout, K, CQ_CUDA_SLOT_W1, CQ_CUDA_SLOT_W1S, &w));
+    const int64_t ld = pitch8(K), ldacc = (Cout + 3) / 4 * 4;
+    const size_t row_bytes = (size_t)CQ_MAX(ld * 2, ldacc * 4);
+    const int64_t band = CQ_MAX((int64_t)1, CQ_MIN(M, (int64_t)(CONV_BAND_BYTES / row_bytes)));
+    uint16_t *xs = NULL;
+    float *sc = NULL, *acc = NULL;
+    CQ_TRY(cq_cuda_scratch(c, CQ_CUDA_SLOT_X, (size_t)band * (size_t)ld * 2, (void **)&xs));
+    CQ_TRY(cq_cuda_scratch(c, CQ_CUDA_SLOT_XS, (size_t)band * 4, (void **)&sc));
+    CQ_TRY(cq_cuda_scratch(c, CQ_CUDA_SLOT_ACC, (size_t)band * (size_t)ldacc * 4, (void **)&acc));
+    const cqk_im2col g = {.x = cq_cuda_ptr(a->x), .xdt = cq_cuda_kdt(a->x->dtype), .H = a->H, .W = a->W, .Cin = Cin,
+                          .Wo = Wo, .kh = a->kh, .kw = a->kw, .sy = a->stride_y, .sx = a->stride_x, .pad_t = a->pad_t,
+                          .pad_l = a->pad_l, .mode = (int)a->mode};
+    const int ydt = cq_cuda_kdt(a->y->dtype);
+    const size_t yes = cq_act_dtype_size(a->y->dtype);
+    for (int64_t m0 = 0; m0 < M; m0 += band) {
+        const int64_t n = CQ_MIN(band, M - m0);
+        cudaError_t e = cqk_stage_im2col_f16(k, xs, ld, sc, &g, m0, n);
+        if (e != cudaSuccess) return cq_cuda_fail(e, "conv2d", "staging the receptive fields as scaled f16 rows");
+        CQ_TRY(gemm(c, k, w.p, w.ld, xs, ld, acc, CQK_F32, ldacc, n, Cout, K, 1.0f, 0.0f));
+        cqk_epilogue ep = {.acc1 = acc, .ld1 = ldacc, .xscale = sc, .wscale1 = w.scale, .scale = 1.0f,
+                           .act = CQ_ACT_NONE, .y = (uint8_t *)cq_cuda_ptr(a->y) + (size_t)m0 * (size_t)Cout * yes,
+                           .ydt = ydt, .ldy = Cout, .M = n, .N = Cout};
+        ep.bias = a->bias ? (const float *)cq_cuda_ptr(a->bias) : NULL;
+        e = cqk_matmul_epilogue(k, &ep);
+        if (e != cudaSuccess) return cq_cuda_fail(e, "conv2d", "the epilogue kernel");
+    }
+    return CQ_OK;
+}
+
+cq_status cq_cuda_conv2d(cq_backend *be, const cq_conv2d_args *a) {
+    cq_cuda *c = cq_cuda_of(be);
+    cqk_ctx k = cq_cuda_op_begin(c, CQ_OP_CONV2D); /* forgets the staged matmul input: the band overwrites it */
+    cq_status s = conv2d_run(c, &k, a);
+    cq_status e = cq_cuda_op_end(c, CQ_OP_CONV2D, cudaSuccess, "");
+    return s != CQ_OK ? s : e;
+}

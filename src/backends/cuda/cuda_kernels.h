@@ -85,6 +85,16 @@ cudaError_t cqk_convert(const cqk_ctx *c, void *y, int ydt, const void *x, int x
 /* x [rows, cols] (pitch ldx, dtype xdt) -> y f16 [rows, ldy] + rowscale [rows]. */
 cudaError_t cqk_stage_f16_rows(const cqk_ctx *c, uint16_t *y, int64_t ldy, float *rowscale, const void *x, int xdt,
                                int64_t ldx, int64_t rows, int64_t cols);
+/* The same staging for a convolution's implicit matrix (im2col): row r is output pixel m = row0 + r of a
+ * conv2d (ops.h: x [H*W, Cin] channels-last, padding by mode), its columns the receptive field in the weight's
+ * PyTorch order, column ci*kh*kw + ky*kw + kx = x at (oy*sy + ky - pad_t, ox*sx + kx - pad_l), channel ci. */
+typedef struct cqk_im2col {
+    const void *x; int xdt;
+    int64_t H, W, Cin, Wo;
+    int kh, kw, sy, sx, pad_t, pad_l, mode; /* mode: 0 zeros, 1 replicate, 2 reflect (cq_pad_mode) */
+} cqk_im2col;
+cudaError_t cqk_stage_im2col_f16(const cqk_ctx *c, uint16_t *y, int64_t ldy, float *rowscale, const cqk_im2col *g,
+                                 int64_t row0, int64_t rows);
 /* Decode a raw CMF payload (device memory) of a [rows, cols] matrix view into
  * the f16 plane [rows, ld] + rowscale [rows] described above. The f32 value
  * of every element is computed exactly as the codec layer's decoder does
@@ -155,7 +165,8 @@ typedef struct cqk_attn {
     float scale;
     int causal;
 } cqk_attn;
-/* Any head_dim up to 256, any dtype: one warp per (query, head), f32 online softmax. */
+/* Any head_dim up to CQK_ATTN_GENERIC_MAX_D, any dtype: one warp per (query, head), f32 online softmax. */
+#define CQK_ATTN_GENERIC_MAX_D 2048
 cudaError_t cqk_attention_generic(const cqk_ctx *c, const cqk_attn *a);
 /* head_dim 128 on tensor cores (bf16 WMMA, f32 accumulation): 64 queries x 64
  * keys per step, online softmax in shared memory. Needs

@@ -20,9 +20,10 @@ static int kdt(const cq_tensor *t) { return cq_cuda_kdt(t->dtype); }
 /* ---- attention ----------------------------------------------------------------------------- */
 cq_status cq_cuda_attention(cq_backend *be, const cq_attn_args *a) {
     OP_BEGIN(CQ_OP_ATTENTION);
-    if (a->head_dim > 256) {
+    if (a->head_dim > CQK_ATTN_GENERIC_MAX_D) {
         cq_cuda_op_end(c, op_, cudaSuccess, "");
-        return cq_fail(CQ_ERR_UNSUPPORTED, "attention: head_dim %d on the cuda backend (it runs up to 256)", a->head_dim);
+        return cq_fail(CQ_ERR_UNSUPPORTED, "attention: head_dim %d on the cuda backend (it runs up to %d)", a->head_dim,
+                       CQK_ATTN_GENERIC_MAX_D);
     }
     cqk_attn p = {
         .q = cq_cuda_ptr(a->q),

@@ -7,7 +7,8 @@
  * h / (Hq / Hkv).
  *
  * Two kernels:
- *  - generic: any dtype, any head_dim up to 256; one warp per (query, head),
+ *  - generic: any dtype, any head_dim up to 2048 (the VAE's one head over all
+ *    its channels); one warp per (query, head),
  *    f32 online softmax, one key at a time. Simple and slow: the fallback and
  *    the oracle to compare the fast kernel with on the device
  *    (CORTIQ_CUDA_ATTN=generic).
@@ -85,7 +86,7 @@ __global__ void __launch_bounds__(128) k_attn_generic(cqk_attn a) {
 
 extern "C" cudaError_t cqk_attention_generic(const cqk_ctx *c, const cqk_attn *a) {
     if (a->Nq <= 0 || a->Hq <= 0) return cudaSuccess;
-    if (a->D < 1 || a->D > 256 || a->Hkv <= 0 || a->Hq % a->Hkv) return cudaErrorInvalidValue;
+    if (a->D < 1 || a->D > CQK_ATTN_GENERIC_MAX_D || a->Hkv <= 0 || a->Hq % a->Hkv) return cudaErrorInvalidValue;
     const int64_t blocks = (a->Nq * a->Hq * 32 + 127) / 128;
     if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
     const unsigned b = (unsigned)blocks;
@@ -93,7 +94,10 @@ extern "C" cudaError_t cqk_attention_generic(const cqk_ctx *c, const cqk_attn *a
         if (a->D <= 32) k_attn_generic<T, 1><<<b, 128, 0, c->stream>>>(*a);
         else if (a->D <= 64) k_attn_generic<T, 2><<<b, 128, 0, c->stream>>>(*a);
         else if (a->D <= 128) k_attn_generic<T, 4><<<b, 128, 0, c->stream>>>(*a);
-        else k_attn_generic<T, 8><<<b, 128, 0, c->stream>>>(*a);
+        else if (a->D <= 256) k_attn_generic<T, 8><<<b, 128, 0, c->stream>>>(*a);
+        else if (a->D <= 512) k_attn_generic<T, 16><<<b, 128, 0, c->stream>>>(*a);
+        else if (a->D <= 1024) k_attn_generic<T, 32><<<b, 128, 0, c->stream>>>(*a);
+        else k_attn_generic<T, 64><<<b, 128, 0, c->stream>>>(*a);
     });
     return cqk_launched();
 }

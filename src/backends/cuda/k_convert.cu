@@ -209,6 +209,79 @@ extern "C" cudaError_t cqk_stage_f16_rows(const cqk_ctx *c, uint16_t *y, int64_t
     return cqk_launched();
 }
 
+/* ---- a convolution's implicit matrix (im2col), staged as scaled f16 rows ---------------------------------- */
+/* Source coordinate of padded coordinate i in [0, n) (ref_elem.c's pad_index): -1 is a zero sample. */
+__device__ __forceinline__ int64_t pad_src(int64_t i, int64_t n, int mode) {
+    if (i >= 0 && i < n) return i;
+    if (mode == 1) return i < 0 ? 0 : n - 1;
+    if (mode == 2) return i < 0 ? -i : 2 * (n - 1) - i;
+    return -1;
+}
+
+/* x's element offset for tap t of output pixel (oy, ox), channel 0; -1 for a zero sample */
+__device__ __forceinline__ int64_t tap_base(const cqk_im2col &g, int64_t oy, int64_t ox, int t) {
+    const int ky = t / g.kw, kx = t - ky * g.kw;
+    const int64_t iy = pad_src(oy * g.sy + ky - g.pad_t, g.H, g.mode), ix = pad_src(ox * g.sx + kx - g.pad_l, g.W, g.mode);
+    return iy < 0 || ix < 0 ? -1 : (iy * g.W + ix) * g.Cin;
+}
+
+/* One block per output pixel. SMEM: the row is gathered once into shared memory (K floats), reading x with
+ * consecutive threads on consecutive channels of one tap, then written out in column order; otherwise (rows
+ * too long for it) each column is gathered twice, for the absmax and for the store. Same values, same scale
+ * rule as cqk_stage_f16_rows, so a convolution's operand equals the matmul staging of its im2col matrix. */
+template <typename TX, bool SMEM>
+__global__ void __launch_bounds__(ROWS_THREADS) k_stage_im2col(uint16_t *y, int64_t ldy, float *rowscale, cqk_im2col g,
+                                                               int64_t row0) {
+    extern __shared__ float gath[];
+    __shared__ float sh[32];
+    const int64_t r = blockIdx.x, m = row0 + r, oy = m / g.Wo, ox = m - oy * g.Wo;
+    const int khw = g.kh * g.kw;
+    const int64_t K = g.Cin * khw;
+    uint16_t *yr = y + r * ldy;
+    float mx = 0.0f;
+    if (SMEM) {
+        for (int t = 0; t < khw; t++) {
+            const int64_t b = tap_base(g, oy, ox, t);
+            for (int64_t ci = threadIdx.x; ci < g.Cin; ci += blockDim.x) {
+                const float v = b < 0 ? 0.0f : cqk_ld<TX>(g.x, b + ci);
+                gath[ci * khw + t] = v;
+                mx = fmaxf(mx, cqk_mag(v));
+            }
+        }
+    } else {
+        for (int64_t k = threadIdx.x; k < K; k += blockDim.x) {
+            const int64_t ci = k / khw, b = tap_base(g, oy, ox, (int)(k - ci * khw));
+            mx = fmaxf(mx, cqk_mag(b < 0 ? 0.0f : cqk_ld<TX>(g.x, b + ci)));
+        }
+    }
+    const float p = cqk_row_scale(mx, sh, rowscale + r); /* its barriers also publish gath */
+    for (int64_t k = threadIdx.x; k < ldy; k += blockDim.x) {
+        float v = 0.0f; /* padding columns [K, ldy) are zeros */
+        if (k < K) {
+            if (SMEM) v = gath[k];
+            else {
+                const int64_t ci = k / khw, b = tap_base(g, oy, ox, (int)(k - ci * khw));
+                v = b < 0 ? 0.0f : cqk_ld<TX>(g.x, b + ci);
+            }
+        }
+        yr[k] = cqk_f2h(v * p);
+    }
+}
+
+extern "C" cudaError_t cqk_stage_im2col_f16(const cqk_ctx *c, uint16_t *y, int64_t ldy, float *rowscale,
+                                            const cqk_im2col *g, int64_t row0, int64_t rows) {
+    if (rows <= 0) return cudaSuccess;
+    const int64_t K = g->Cin * g->kh * g->kw;
+    if (rows > 0x7fffffff || ldy < K || g->Wo < 1) return cudaErrorInvalidValue;
+    const unsigned b = (unsigned)rows;
+    const size_t smem = (size_t)K * sizeof(float);
+    CQK_DISPATCH(g->xdt, TX, {
+        if (smem <= 48 * 1024) k_stage_im2col<TX, true><<<b, ROWS_THREADS, smem, c->stream>>>(y, ldy, rowscale, *g, row0);
+        else k_stage_im2col<TX, false><<<b, ROWS_THREADS, 0, c->stream>>>(y, ldy, rowscale, *g, row0);
+    });
+    return cqk_launched();
+}
+
 /* Run-time weight codec -> the decoder's template instance, launched by LAUNCH(codec constant); q4tp needs
  * the exp2 table and whole 32-column groups. Returns cudaErrorInvalidValue for anything else. */
 #define CODEC_SWITCH(codec, lut, cols, LAUNCH)                        \

@@ -1,0 +1,208 @@
+/*
+ * bench_vae.c — `cortiq bench vae`: the Qwen-Image-2.1 VAE at its released
+ * configuration (AutoencoderKLQwenImage21: base 96/144, z 64, dim_mult
+ * 1-2-4-8-8, 2 residual blocks per level; f16 kernels as `cortiq convert`
+ * stores them) with random weights, decoding random latents into an image
+ * of the chosen size (and, with --encode, encoding an image back): the
+ * median of --repeat runs after a warm-up, on any backend.
+ *
+ * The weights are written to a temporary .cmf under $TMPDIR, mapped as a
+ * real model is, and the file removed at once (bench_pack.h), as the other
+ * model benchmarks do. tools/bench_peer_vae.py runs this next to diffusers'
+ * AutoencoderKLQwenImage21 on the same configuration.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "cli/bench_pack.h"
+#include "cli/cli.h"
+#include "models/qwen_vae.h"
+
+typedef struct bench_opts {
+    int size, repeat, threads;
+    bool encode;
+    const char *backend;
+} bench_opts;
+
+static void help(void) {
+    printf("usage: cortiq bench vae [--size 256|512|1024|2048] [--repeat N] [--encode] [--threads N]\n"
+           "                        [--backend cpu|cuda]\n"
+           "\n"
+           "Time the Qwen-Image-2.1 VAE at its released configuration (base 96/144, z 64, dim_mult\n"
+           "1-2-4-8-8, 2 residual blocks per level) with random weights, f16 kernels as `cortiq convert`\n"
+           "stores them: decoding random latents into a SIZE x SIZE image (and with --encode, encoding\n"
+           "an image of that size). The weights are written to a temporary .cmf under $TMPDIR (about\n"
+           "0.9 GB), mapped as a real model is, and removed as soon as they are mapped. Reports the median\n"
+           "of --repeat runs after a warm-up, megapixels per second, and the activations' peak.\n"
+           "\n"
+           "options:\n"
+           "  --size N      image side in pixels: 256, 512, 1024 (default) or 2048\n"
+           "  --repeat N    timed runs after the warm-up (default 5; 1 on the CPU)\n"
+           "  --encode      also time the encoder on an image of the same size\n"
+           "  --threads N   worker threads (default: CORTIQ_THREADS or all cores)\n"
+           "  --backend B   cpu (default), cuda or cuda:N\n"
+           "  -h, --help    this text\n");
+}
+
+static int parse(int argc, char **argv, bench_opts *o, bool *done) {
+    const char *cmd = "bench vae";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long n;
+        if (cq_cli_is_help(a)) {
+            help();
+            *done = true;
+            return 0;
+        } else if (strcmp(a, "--size") == 0) {
+            if (!cq_cli_parse_int(cmd, a, v, 1, 1 << 16, &n)) return 2;
+            if (n != 256 && n != 512 && n != 1024 && n != 2048)
+                return cq_cli_usage_error(cmd, "--size must be 256, 512, 1024 or 2048");
+            o->size = (int)n;
+            i++;
+        } else if (strcmp(a, "--repeat") == 0) {
+            if (!cq_cli_parse_int(cmd, a, v, 1, 1000, &n)) return 2;
+            o->repeat = (int)n;
+            i++;
+        } else if (strcmp(a, "--threads") == 0) {
+            if (!cq_cli_parse_int(cmd, a, v, 1, 4096, &n)) return 2;
+            o->threads = (int)n;
+            i++;
+        } else if (strcmp(a, "--encode") == 0) {
+            o->encode = true;
+        } else if (strcmp(a, "--backend") == 0) {
+            if (!v || (strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0 && strncmp(v, "cuda:", 5) != 0))
+                return cq_cli_usage_error(cmd, "--backend must be cpu, cuda or cuda:N");
+            o->backend = v;
+            i++;
+        } else {
+            return cq_cli_usage_error(cmd, "unknown argument '%s'", a);
+        }
+    }
+    return 0;
+}
+
+typedef struct bench_run {
+    cq_cmf *cmf;
+    cq_backend *be;
+    cq_qvae *vae;
+    float *z, *img, *mom;
+    double *t;
+} bench_run;
+
+static void run_free(bench_run *r) {
+    cq_qvae_free(r->vae);
+    cq_backend_free(r->be);
+    cq_cmf_close(r->cmf);
+    cq_free(r->z);
+    cq_free(r->img);
+    cq_free(r->mom);
+    cq_free(r->t);
+}
+
+static int fail(bench_run *r, cq_status s, const char *what) {
+    run_free(r);
+    return cq_cli_fail("bench vae", s, what);
+}
+
+static cq_status map_vae(cq_cmf **cmf, uint64_t *bytes) {
+    cq_bench_pack pk = {0};
+    char *cfg = cq_bench_vae_config();
+    cq_status s = cfg ? cq_bench_vae_weights(&pk) : CQ_ERR_NOMEM;
+    /* as `cortiq convert` writes a VAE-only pack: no transformer shape */
+    static const char hdr[] =
+        "{\"format\":\"cmf\",\"version\":2,\"arch\":{\"arch_name\":\"autoencoder_kl_qwen_image21\",\"hidden_size\":0,"
+        "\"intermediate_size\":0,\"num_layers\":0,\"num_attention_heads\":0,\"num_kv_heads\":0,\"head_dim\":0,"
+        "\"vocab_size\":0,\"max_position_embeddings\":0,\"rms_norm_eps\":1e-06,\"layer_types\":[]},"
+        "\"quant_type\":\"F16\",\"provenance\":{\"tool\":\"cortiq bench vae\"}}";
+    cq_bench_blob blob = {"vae.config_json", cfg, cfg ? strlen(cfg) : 0};
+    cq_bench_file f = {.tag = "vae", .header = hdr, .blobs = &blob, .n_blobs = 1, .weights = &pk};
+    *bytes = cq_bench_pack_bytes(&pk);
+    uint64_t file_bytes;
+    if (s == CQ_OK) s = cq_bench_pack_map(&f, cmf, &file_bytes);
+    cq_bench_pack_free(&pk);
+    cJSON_free(cfg);
+    return s;
+}
+
+/* Warm-up, then `repeat` timed runs of the decode (what = 0) or the encode (1); the median in *sec. */
+static cq_status time_runs(bench_run *r, int what, int h, int w, int repeat, double *sec) {
+    const int F = cq_qvae_get_config(r->vae)->spatial_factor;
+    for (int i = 0; i <= repeat; i++) {
+        double t0 = cq_now();
+        cq_status s = what == 0 ? cq_qvae_decode(r->vae, r->z, h, w, CQ_QVAE_PLANAR, r->img)
+                                : cq_qvae_encode(r->vae, r->img, h * F, w * F, CQ_QVAE_PLANAR, r->mom);
+        if (s != CQ_OK) return s;
+        if (i) r->t[i - 1] = cq_now() - t0;
+        else
+            fprintf(stderr, "  %s warm-up: %.3f s\n", what == 0 ? "decode" : "encode", cq_now() - t0);
+    }
+    *sec = cq_bench_median(r->t, repeat);
+    return CQ_OK;
+}
+
+int cq_bench_vae(int argc, char **argv) {
+    bench_opts o = {.size = 1024, .repeat = 0, .threads = 0, .backend = "cpu"};
+    bool done = false;
+    int rc = parse(argc, argv, &o, &done);
+    if (rc || done) return rc;
+    bench_run r = {0};
+    /* the backend first: a missing GPU fails before the weights are written */
+    cq_status s = cq_backend_create(o.backend, o.threads, &r.be);
+    if (s != CQ_OK) return fail(&r, s, "creating the backend");
+    const bool cpu = strncmp(cq_backend_name(r.be), "cpu", 3) == 0 || strcmp(cq_backend_name(r.be), "ref") == 0;
+    if (o.repeat == 0) o.repeat = cpu ? 1 : 5;
+    uint64_t wbytes;
+    double t0 = cq_now();
+    s = map_vae(&r.cmf, &wbytes);
+    if (s != CQ_OK) return fail(&r, s, "writing the temporary model");
+    double t_write = cq_now() - t0;
+    t0 = cq_now();
+    s = cq_qvae_load(r.cmf, "vae.", r.be, &r.vae);
+    if (s == CQ_OK) s = cq_backend_sync(r.be);
+    if (s != CQ_OK) return fail(&r, s, "loading the VAE");
+    double t_load = cq_now() - t0;
+    const cq_qvae_config *c = cq_qvae_get_config(r.vae);
+    const int F = c->spatial_factor, h = o.size / F, w = o.size / F;
+    char b1[32];
+    printf("Qwen-Image-2.1 VAE, released configuration, random weights: %s of f16 kernels; written and mapped in "
+           "%.1f s\nbackend %s; loaded in %.2f s\n",
+           cq_fmt_bytes(wbytes, b1, sizeof b1), t_write, cq_backend_name(r.be), t_load);
+    fflush(stdout);
+    const size_t nz = (size_t)c->z_dim * h * w, ni = (size_t)c->image_channels * o.size * o.size;
+    r.z = cq_mallocn(nz, sizeof(float));
+    r.img = cq_mallocn(ni, sizeof(float));
+    r.mom = cq_mallocn(2 * nz, sizeof(float));
+    r.t = cq_mallocn((size_t)o.repeat, sizeof(double));
+    if (!r.z || !r.img || !r.mom || !r.t) return fail(&r, CQ_ERR_NOMEM, "allocating the inputs");
+    uint64_t rng = 4242;
+    for (size_t i = 0; i < nz; i++) r.z[i] = 2.0f * cq_bench_rng_unit(&rng);
+    double dec = 0, enc = 0;
+    s = time_runs(&r, 0, h, w, o.repeat, &dec);
+    if (s != CQ_OK) return fail(&r, s, "decoding");
+    const size_t dpeak = cq_qvae_last_peak_bytes(r.vae);
+    for (size_t i = 0; i < ni; i++)
+        if (!isfinite(r.img[i])) return fail(&r, cq_fail(CQ_ERR_NUMERIC, "the image holds non-finite values"), "checking");
+    const double mpix = (double)o.size * o.size / 1e6;
+    printf("decode %lldx%lld latents -> %dx%d: %.4f s (median of %d), %.3g Mpixel/s; activations' peak %.2f GiB\n",
+           (long long)h, (long long)w, o.size, o.size, dec, o.repeat, mpix / dec, (double)dpeak / (1 << 30));
+    if (o.encode && c->has_encoder) {
+        s = time_runs(&r, 1, h, w, o.repeat, &enc);
+        if (s != CQ_OK) return fail(&r, s, "encoding");
+        printf("encode %dx%d -> %lldx%lld moments: %.4f s (median of %d), %.3g Mpixel/s; activations' peak %.2f GiB\n",
+               o.size, o.size, (long long)h, (long long)w, enc, o.repeat, mpix / enc,
+               (double)cq_qvae_last_peak_bytes(r.vae) / (1 << 30));
+    }
+    if (!cpu) {
+        cq_backend_stats st;
+        if (cq_backend_get_stats(r.be, &st, false) == CQ_OK && st.mem_peak)
+            printf("device memory: peak %.2f GiB (weights %.2f GiB)\n", (double)st.mem_peak / (1 << 30),
+                   (double)st.weight_bytes / (1 << 30));
+    }
+    run_free(&r);
+    return 0;
+}
