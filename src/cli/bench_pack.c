@@ -510,3 +510,19 @@ double cq_bench_median(double *v, int n) {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
+
+/* ---- the device's time per op (a backend timing its ops: CORTIQ_CUDA_PROFILE=1) -------- */
+void cq_bench_print_op_classes(const cq_backend_stats *st, int runs, const char *per) {
+    double gemm = st->op_ms[CQ_OP_MATMUL], attn = st->op_ms[CQ_OP_ATTENTION], conv = st->op_ms[CQ_OP_CONV2D], all = 0;
+    for (int i = 0; i < CQ_OP_COUNT; i++) all += st->op_ms[i];
+    double rows = all - gemm - attn - conv;
+    if (all <= 0 || runs <= 0) return;
+    printf("device time per %s by op class: GEMM %.2f ms (%.0f%%), ", per, gemm / runs, 100 * gemm / all);
+    if (conv > 0) printf("convolution %.2f ms (%.0f%%), ", conv / runs, 100 * conv / all);
+    printf("attention %.2f ms (%.0f%%), row ops %.2f ms (%.0f%%); sum %.2f ms (timing events add a little)\n",
+           attn / runs, 100 * attn / all, rows / runs, 100 * rows / all, all / runs);
+    for (int i = 0; i < CQ_OP_COUNT; i++)
+        if (st->op_calls[i])
+            printf("  %-16s %6ld calls/%s %9.3f ms/%s\n", cq_op_name((cq_op)i), st->op_calls[i] / runs, per,
+                   st->op_ms[i] / runs, per);
+}

@@ -20,6 +20,7 @@
 
 #include "base/base.h"
 #include "cortiq.h"
+#include "ops/ops.h"
 
 /* One tensor to generate. Matrices and kernels (q8_2f, q4tp: 2-D; f16: any
  * rank) get weights of standard deviation 1/sqrt(fan_in), fan_in being the
@@ -115,5 +116,9 @@ uint64_t cq_bench_rss(void);        /* resident bytes now; 0 when the system doe
 uint64_t cq_bench_ram(void);        /* physical memory of the machine; 0 when unknown */
 /* The median of v[0..n) (n >= 1; v is sorted in place). */
 double cq_bench_median(double *v, int n);
+
+/* The device time per op class and per op over `runs` runs ("step", "decode"), from a backend that times its
+ * ops (st->timed: CORTIQ_CUDA_PROFILE=1); nothing when it did not. */
+void cq_bench_print_op_classes(const cq_backend_stats *st, int runs, const char *per);
 
 #endif /* CQ_CLI_BENCH_PACK_H */

@@ -209,21 +209,6 @@ static cq_status matmul_ref(bench_run *r, int T, int repeat, double *sec) {
     return s;
 }
 
-/* Device time per op class over the timed steps (CORTIQ_CUDA_PROFILE=1). */
-static void print_op_classes(const cq_backend_stats *st, int steps) {
-    double gemm = st->op_ms[CQ_OP_MATMUL], attn = st->op_ms[CQ_OP_ATTENTION], all = 0;
-    for (int i = 0; i < CQ_OP_COUNT; i++) all += st->op_ms[i];
-    double rows = all - gemm - attn;
-    if (all <= 0 || steps <= 0) return;
-    printf("device time per step by op class: GEMM %.2f ms (%.0f%%), attention %.2f ms (%.0f%%), row ops %.2f ms (%.0f%%); "
-           "sum %.2f ms (timing events add a little)\n",
-           gemm / steps, 100 * gemm / all, attn / steps, 100 * attn / all, rows / steps, 100 * rows / all, all / steps);
-    for (int i = 0; i < CQ_OP_COUNT; i++)
-        if (st->op_calls[i])
-            printf("  %-16s %6ld calls/step %9.3f ms/step\n", cq_op_name((cq_op)i), st->op_calls[i] / steps,
-                   st->op_ms[i] / steps);
-}
-
 int cq_bench_qi21(int argc, char **argv) {
     bench_opts o = {.size = 256, .layers = B_LAYERS, .threads = 0, .repeat = 0, .quant = CQ_DTYPE_Q8_2F, .backend = "cpu"};
     bool done = false;
@@ -365,7 +350,7 @@ int cq_bench_qi21(int argc, char **argv) {
                cq_fmt_bytes(CQ_MAX(st.mem_peak, st0.mem_peak), b1, sizeof b1), cq_fmt_bytes(st.weight_bytes, b2, sizeof b2),
                cq_fmt_bytes(st.device_total - st.device_free, b3, sizeof b3), cq_fmt_bytes(st.device_total, b4, sizeof b4),
                o.repeat);
-        if (st.timed) print_op_classes(&st, o.repeat);
+        if (st.timed) cq_bench_print_op_classes(&st, o.repeat, "step");
     } else {
         printf("peak resident memory %.2f GiB (mapped weights included); median of %d runs after a warm-up\n",
                (double)cq_bench_peak_rss() / (1024.0 * 1024.0 * 1024.0), o.repeat);

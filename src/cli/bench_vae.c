@@ -44,7 +44,8 @@ static void help(void) {
            "  --repeat N    timed runs after the warm-up (default 5; 1 on the CPU)\n"
            "  --encode      also time the encoder on an image of the same size\n"
            "  --threads N   worker threads (default: CORTIQ_THREADS or all cores)\n"
-           "  --backend B   cpu (default), cuda or cuda:N\n"
+           "  --backend B   cpu (default), cuda or cuda:N; with cuda, CORTIQ_CUDA_PROFILE=1 adds the\n"
+           "                device time per op class and per op\n"
            "  -h, --help    this text\n");
 }
 
@@ -137,11 +138,18 @@ static cq_status time_runs(bench_run *r, int what, int h, int w, int repeat, dou
         cq_status s = what == 0 ? cq_qvae_decode(r->vae, r->z, h, w, CQ_QVAE_PLANAR, r->img)
                                 : cq_qvae_encode(r->vae, r->img, h * F, w * F, CQ_QVAE_PLANAR, r->mom);
         if (s != CQ_OK) return s;
-        if (i) r->t[i - 1] = cq_now() - t0;
-        else
-            fprintf(stderr, "  %s warm-up: %.3f s\n", what == 0 ? "decode" : "encode", cq_now() - t0);
+        if (i) {
+            r->t[i - 1] = cq_now() - t0;
+            continue;
+        }
+        fprintf(stderr, "  %s warm-up: %.3f s\n", what == 0 ? "decode" : "encode", cq_now() - t0);
+        cq_backend_stats st; /* the op times of the timed runs only */
+        CQ_TRY(cq_backend_get_stats(r->be, &st, true));
     }
     *sec = cq_bench_median(r->t, repeat);
+    cq_backend_stats st;
+    CQ_TRY(cq_backend_get_stats(r->be, &st, false));
+    if (st.timed) cq_bench_print_op_classes(&st, repeat, what == 0 ? "decode" : "encode");
     return CQ_OK;
 }
 

@@ -11,11 +11,15 @@
  *    about as much again, in quadrature;
  *  - convert's defaults (f16 weights): within the same bounds of the CPU
  *    backend running that file, which rounds only the weights;
- *  - decoding in bands of rows gives the whole-image result within 1e-5:
- *    every pixel sees the same inputs, scales and weights, but cuBLASLt picks
- *    its algorithm per shape, so a band's GEMM may sum its f32 products in
- *    another order (the CPU's dot-product path for narrow bands differs by
- *    ~1e-5 for the same reason; test_vae).
+ *  - decoding in bands of rows gives the whole-image result within the
+ *    device bounds above, and at least 10 times closer than the nearest
+ *    wrong answer the test knows (the same latents with one latent row
+ *    zeroed): every pixel sees the same inputs, scales and weights, but a
+ *    band changes the GEMMs' row counts, cuBLASLt picks its algorithm per
+ *    shape, and an f32 sum taken in another order can round a staged f16
+ *    operand of the next layer the other way, which later layers carry
+ *    (measured: 5e-3 of max|err| / RMS for bands of one latent row). The CPU
+ *    backend sums in a fixed order and holds 1e-6 there (test_vae).
  * Exits 77 (skipped) when the backend is not built or no GPU is present.
  */
 #include <limits.h>
@@ -132,7 +136,8 @@ static void test_default_vs_cpu(void **state) {
     }
 }
 
-/* Bands of 1 and 7 latent rows against the whole image, on the device. */
+/* Bands of 1 and 7 latent rows against the whole image, on the device; a decode of the latents with one row
+ * zeroed shows how far a banding mistake (a row lost or misplaced) would land. */
 static void test_bands(void **state) {
     (void)state;
     if (!g_have) skip();
@@ -145,13 +150,23 @@ static void test_bands(void **state) {
     assert_true(whole && band);
     cq_qvae_set_band_rows(v, INT_MAX);
     assert_int_equal(cq_qvae_decode(v, z, (int)zs[1], (int)zs[2], CQ_QVAE_PLANAR, whole), CQ_OK);
+    const size_t plane = (size_t)zs[1] * zs[2];
+    for (uint64_t ch = 0; ch < zs[0]; ch++) memset(z + ch * plane + (zs[1] / 2) * zs[2], 0, sizeof(float) * zs[2]);
+    assert_int_equal(cq_qvae_decode(v, z, (int)zs[1], (int)zs[2], CQ_QVAE_PLANAR, band), CQ_OK);
+    const double wrong = vg_rel_err(band, whole, n, NULL);
+    free(z);
+    z = vg_tensor(g_gold[1], k_names[1], "z", "l", zs);
     static const int rows[] = {1, 7};
     for (size_t r = 0; r < CQ_ARRAY_LEN(rows); r++) {
         cq_qvae_set_band_rows(v, rows[r]);
         assert_int_equal(cq_qvae_decode(v, z, (int)zs[1], (int)zs[2], CQ_QVAE_PLANAR, band), CQ_OK);
-        const double e = vg_rel_err(band, whole, n, NULL);
-        printf("  %s on %s, bands of %d rows against the whole image: %.3g\n", k_names[1], cq_backend_name(g_be), rows[r], e);
-        if (e > 1e-5) fail_msg("bands of %d rows: %.3g from the whole image (> 1e-5)", rows[r], e);
+        double rms;
+        const double e = vg_rel_err(band, whole, n, &rms);
+        printf("  %s on %s, bands of %d rows against the whole image: max err/RMS %.3g, RMS err %.3g (a zeroed latent "
+               "row: %.3g)\n", k_names[1], cq_backend_name(g_be), rows[r], e, rms, wrong);
+        if (e > DEVICE_MAX || rms > DEVICE_RMS || e * 10 > wrong)
+            fail_msg("bands of %d rows: %.3g / %.3g from the whole image (bounds %.0e / %.0e, and 1/10 of %.3g)",
+                     rows[r], e, rms, DEVICE_MAX, DEVICE_RMS, wrong);
     }
     cq_qvae_set_band_rows(v, 0);
     free(z);

@@ -172,6 +172,19 @@ extern "C" cudaError_t cqk_layernorm(const cqk_ctx *c, void *y, const void *x, i
 }
 
 /* ---- RMSNorm: x / rms · w (or · (w + 1)) + bias ------------------------------------------ */
+/* the normalised row from its sum of squares s (this thread's columns c0, c0 + step, ...) */
+template <typename T>
+__device__ __forceinline__ void rmsnorm_out(void *y, const void *x, int64_t o, int64_t cols, int64_t c0, int step,
+                                            double s, const float *w, const float *bias, int zero_centered, float eps) {
+    const double inv = 1.0 / sqrt(s / (double)cols + (double)eps);
+    for (int64_t c = c0; c < cols; c += step) {
+        double wc = 1.0;
+        if (w) wc = zero_centered ? 1.0 + (double)w[c] : (double)w[c];
+        double r = (double)cqk_ld<T>(x, o + c) * inv * wc + (bias ? (double)bias[c] : 0.0);
+        cqk_st<T>(y, o + c, (float)r);
+    }
+}
+
 template <typename T>
 __global__ void __launch_bounds__(ROW_THREADS) k_rmsnorm(void *y, const void *x, int64_t cols, const float *w,
                                                          const float *bias, int zero_centered, float eps) {
@@ -182,21 +195,39 @@ __global__ void __launch_bounds__(ROW_THREADS) k_rmsnorm(void *y, const void *x,
         double v = (double)cqk_ld<T>(x, o + c);
         s += v * v;
     }
-    const double inv = 1.0 / sqrt(block_sum(s, sh) / (double)cols + (double)eps);
-    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-        double wc = 1.0;
-        if (w) wc = zero_centered ? 1.0 + (double)w[c] : (double)w[c];
-        double r = (double)cqk_ld<T>(x, o + c) * inv * wc + (bias ? (double)bias[c] : 0.0);
-        cqk_st<T>(y, o + c, (float)r);
+    rmsnorm_out<T>(y, x, o, cols, threadIdx.x, blockDim.x, block_sum(s, sh), w, bias, zero_centered, eps);
+}
+
+/* Rows of at most RMS_WARP_COLS columns (the VAE's per-pixel norms over its channels: millions of short rows): a
+ * warp per row, eight rows per block, no block-wide barriers. Same formulas; the sum's partition differs. */
+enum { RMS_WARP_COLS = 2048 };
+template <typename T>
+__global__ void __launch_bounds__(ROW_THREADS) k_rmsnorm_warp(void *y, const void *x, int64_t rows, int64_t cols,
+                                                              const float *w, const float *bias, int zero_centered,
+                                                              float eps) {
+    const int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    if (r >= rows) return; /* whole warps */
+    const int64_t o = r * cols;
+    double s = 0.0;
+    for (int64_t c = lane; c < cols; c += 32) {
+        double v = (double)cqk_ld<T>(x, o + c);
+        s += v * v;
     }
+    for (int k = 16; k > 0; k >>= 1) s += __shfl_xor_sync(0xffffffffu, s, k);
+    rmsnorm_out<T>(y, x, o, cols, lane, 32, s, w, bias, zero_centered, eps);
 }
 
 extern "C" cudaError_t cqk_rmsnorm(const cqk_ctx *c, void *y, const void *x, int dt, int64_t rows, int64_t cols,
                                    const float *w, const float *bias, int zero_centered, float eps) {
     if (rows <= 0 || cols <= 0) return cudaSuccess;
     if (rows > 0x7fffffff) return cudaErrorInvalidValue;
+    const int64_t wblocks = (rows * 32 + ROW_THREADS - 1) / ROW_THREADS;
     CQK_DISPATCH(dt, T, {
-        k_rmsnorm<T><<<(unsigned)rows, ROW_THREADS, 0, c->stream>>>(y, x, cols, w, bias, zero_centered, eps);
+        if (cols <= RMS_WARP_COLS)
+            k_rmsnorm_warp<T><<<(unsigned)wblocks, ROW_THREADS, 0, c->stream>>>(y, x, rows, cols, w, bias, zero_centered, eps);
+        else
+            k_rmsnorm<T><<<(unsigned)rows, ROW_THREADS, 0, c->stream>>>(y, x, cols, w, bias, zero_centered, eps);
     });
     return cqk_launched();
 }
