@@ -663,6 +663,7 @@ typedef struct attn_case {
     int64_t Nq, P, Nk;
     int Hq, Hkv, vis;
     float scale;
+    int D; /* head_dim; 0 means 128 */
 } attn_case;
 
 static size_t act_size(cq_dtype dt) { return dt == CQ_DTYPE_F32 ? 4 : 2; }
@@ -681,7 +682,7 @@ static void act_upload(cq_backend *be, cq_dtype dt, int64_t rows, int64_t cols, 
 
 /* in[0..4]: q, k, v, k_prefix, v_prefix as f32; out: [Nq, Hq * 128] as f32 */
 static void attn_on(cq_backend *be, const attn_case *c, float *const *in, const int32_t *vis, float *out) {
-    const int D = 128;
+    const int D = c->D ? c->D : 128;
     cq_tensor t[5], tvis, to;
     memset(t, 0, sizeof t);
     memset(&tvis, 0, sizeof tvis);
@@ -723,11 +724,11 @@ static void attn_on(cq_backend *be, const attn_case *c, float *const *in, const 
 static void test_attention_kernels(void **state) {
     (void)state;
     static const attn_case cases[] = {
-        {CQ_DTYPE_F32, 300, 18, 300, 4, 2, AV_ALL, 0.0f},   {CQ_DTYPE_BF16, 200, 0, 200, 2, 2, AV_RANDOM, 0.0f},
-        {CQ_DTYPE_F16, 150, 40, 150, 3, 1, AV_CAUSAL, -0.07f}, {CQ_DTYPE_F32, 129, 64, 0, 2, 1, AV_BLOCK, 0.05f},
-        {CQ_DTYPE_BF16, 1, 5, 1, 1, 1, AV_ALL, 0.0f},
+        {CQ_DTYPE_F32, 300, 18, 300, 4, 2, AV_ALL, 0.0f, 128},     {CQ_DTYPE_BF16, 200, 0, 200, 2, 2, AV_RANDOM, 0.0f, 128},
+        {CQ_DTYPE_F16, 150, 40, 150, 3, 1, AV_CAUSAL, -0.07f, 128}, {CQ_DTYPE_F32, 129, 64, 0, 2, 1, AV_BLOCK, 0.05f, 128},
+        {CQ_DTYPE_BF16, 1, 5, 1, 1, 1, AV_ALL, 0.0f, 128},
         /* more key tiles than the wgmma kernel's ring holds, so stages are refilled */
-        {CQ_DTYPE_F32, 700, 18, 700, 2, 2, AV_ALL, 0.0f},   {CQ_DTYPE_BF16, 260, 30, 900, 2, 1, AV_RANDOM, 0.0f},
+        {CQ_DTYPE_F32, 700, 18, 700, 2, 2, AV_ALL, 0.0f, 128},     {CQ_DTYPE_BF16, 260, 30, 900, 2, 1, AV_RANDOM, 0.0f, 128},
     };
     static const char *const kinds[] = {"flash128", "flash64", "flash128w4", "wgmma", "wmma"};
     enum { NK = 5, WGMMA = 3 };
@@ -800,6 +801,45 @@ static void test_attention_kernels(void **state) {
     for (int k = 0; k < NK; k++) cq_backend_free(be[k]);
 }
 
+/* Heads wider than the flash kernels take go through GEMMs (cq_cuda_attention_gemm), in bands of queries whose
+ * scores fit 128 MiB: with 16400 keys a band is 2046 queries, so 2100 queries take two, and the shared kv head is
+ * staged once for both q heads. Checked against the generic kernel (f32 throughout, one key at a time) with the
+ * bound the flash kernels meet against the reference: the GEMM path rounds Q, K, V and P to f16. */
+static void test_attention_wide_bands(void **state) {
+    (void)state;
+    const attn_case c = {CQ_DTYPE_F32, 2100, 18, 16382, 2, 1, AV_ALL, 0.0f, 384};
+    cq_backend *gen;
+    setenv("CORTIQ_CUDA_ATTN", "generic", 1);
+    cq_status st = cq_backend_cuda_create(-1, &gen);
+    unsetenv("CORTIQ_CUDA_ATTN");
+    assert_int_equal(st, CQ_OK);
+    float *in[5];
+    const int64_t rows[5] = {c.Nq, c.Nk, c.Nk, c.P, c.P}, n = c.Nq * c.Hq * c.D;
+    for (int i = 0; i < 5; i++) {
+        const int64_t m = rows[i] * (i ? c.Hkv : c.Hq) * c.D;
+        in[i] = malloc(sizeof(float) * (size_t)m);
+        tu_fill_normal(&g_rng, in[i], (size_t)m, 1.0f);
+    }
+    float *ref = malloc(sizeof(float) * (size_t)n), *got = malloc(sizeof(float) * (size_t)n);
+    attn_on(gen, &c, in, NULL, ref);
+    attn_on(g_be, &c, in, NULL, got);
+    double scale = 0, worst = 0;
+    for (int64_t i = 0; i < n; i++) scale = fmax(scale, fabs(ref[i]));
+    for (int64_t i = 0; i < n; i++) {
+        const double d = fabs((double)got[i] - ref[i]), lim = 1.5e-2 * scale + (1.0 / 128) * fabs(ref[i]);
+        if (!(d <= lim))
+            fail_msg("wide attention, output %lld (query %lld) = %.7g, generic kernel %.7g (limit %.3g)", (long long)i,
+                     (long long)(i / (c.Hq * c.D)), got[i], ref[i], lim);
+        worst = fmax(worst, d / lim);
+    }
+    print_message("wide attention (head_dim %d, %lld queries, %lld keys, two bands): worst error/limit %.3f against "
+                  "the generic kernel\n", c.D, (long long)c.Nq, (long long)(c.P + c.Nk), worst);
+    for (int i = 0; i < 5; i++) free(in[i]);
+    free(ref);
+    free(got);
+    cq_backend_free(gen);
+}
+
 static int setup(void **state) {
     (void)state;
     tu_rng_seed(&g_rng, 20261201);
@@ -835,6 +875,7 @@ int main(void) {
         cmocka_unit_test(test_steady_state_allocates_nothing),
         cmocka_unit_test(test_fallbacks_agree),
         cmocka_unit_test(test_attention_kernels),
+        cmocka_unit_test(test_attention_wide_bands),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -607,6 +607,7 @@ static void test_attention(void **state) {
         attention_case(dt, 40, 0, 40, 1, 1, 384, VIS_NONE, 0.0f);
         attention_case(dt, 9, 3, 21, 2, 1, 1100, VIS_CAUSAL, 0.0f);
         attention_case(dt, 5, 0, 7, 1, 1, 2048, VIS_NONE, 0.0f);
+        attention_case(dt, 17, 5, 30, 4, 2, 320, VIS_NONE, 0.2f); /* prefix and shared kv heads, wide */
         if (g.big) {
             attention_case(dt, 257, 1000, 257, 4, 1, 128, VIS_CAUSAL, 0.0f);
             attention_case(dt, 1000, 0, 1000, 2, 2, 64, VIS_BLOCK, 0.0f);

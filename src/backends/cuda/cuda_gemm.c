@@ -75,6 +75,10 @@ static cq_status operand_of(cq_cuda *c, const cqk_ctx *k, const cq_tensor *t, co
                            "cuda matmul: weight '%s' was bound as [%lld, %lld] and is used as [%lld, %lld]; its plane has "
                            "one scale per bound row, so it cannot be reshaped", name, (long long)w->rows,
                            (long long)w->cols, (long long)rows, (long long)K);
+        if (w->taps > 1)
+            return cq_fail(CQ_ERR_UNSUPPORTED,
+                           "cuda matmul: weight '%s' is a convolution kernel [Cout, Cin, kh, kw] (its device plane is "
+                           "laid out for conv2d, tap by tap); to multiply by it, bind it as a 2-D tensor", name);
         out->p = w->plane;
         out->ld = w->ld;
         out->scale = w->rowscale;
@@ -197,8 +201,19 @@ static cq_status conv2d_run(cq_cuda *c, const cqk_ctx *k, const cq_conv2d_args *
     const int64_t Cin = cq_tensor_cols(a->x), Cout = a->w->shape[0], K = Cin * a->kh * a->kw;
     const int64_t Ho = ((int64_t)a->H + a->pad_t + a->pad_b - a->kh) / a->stride_y + 1;
     const int64_t Wo = ((int64_t)a->W + a->pad_l + a->pad_r - a->kw) / a->stride_x + 1, M = Ho * Wo;
+    /* a 4-D kernel bound on this backend has tap-major columns (cuda_weights.c), and so does every 1x1 kernel:
+     * the fast staging; a 2-D weight or an activation W keeps PyTorch's order */
+    const int khw = a->kh * a->kw;
+    const cq_cuda_weight *cw = (a->w->flags & CQ_TENSOR_WEIGHT) ? a->w->impl : NULL;
+    const bool taps = khw == 1 || (cw && cw->plane && cw->taps == khw && cw->rows == Cout && cw->cols == K);
     operand w;
-    CQ_TRY(operand_of(c, k, a->w, "w", Cout, K, CQ_CUDA_SLOT_W1, CQ_CUDA_SLOT_W1S, &w));
+    if (taps && khw > 1) {
+        w.p = cw->plane;
+        w.ld = cw->ld;
+        w.scale = cw->rowscale;
+    } else {
+        CQ_TRY(operand_of(c, k, a->w, "w", Cout, K, CQ_CUDA_SLOT_W1, CQ_CUDA_SLOT_W1S, &w));
+    }
     const int64_t ld = pitch8(K), ldacc = (Cout + 3) / 4 * 4;
     const size_t row_bytes = (size_t)CQ_MAX(ld * 2, ldacc * 4);
     const int64_t band = CQ_MAX((int64_t)1, CQ_MIN(M, (int64_t)(CONV_BAND_BYTES / row_bytes)));
@@ -214,7 +229,7 @@ static cq_status conv2d_run(cq_cuda *c, const cqk_ctx *k, const cq_conv2d_args *
     const size_t yes = cq_act_dtype_size(a->y->dtype);
     for (int64_t m0 = 0; m0 < M; m0 += band) {
         const int64_t n = CQ_MIN(band, M - m0);
-        cudaError_t e = cqk_stage_im2col_f16(k, xs, ld, sc, &g, m0, n);
+        cudaError_t e = cqk_stage_im2col_f16(k, xs, ld, sc, &g, m0, n, taps);
         if (e != cudaSuccess) return cq_cuda_fail(e, "conv2d", "staging the receptive fields as scaled f16 rows");
         CQ_TRY(gemm(c, k, w.p, w.ld, xs, ld, acc, CQK_F32, ldacc, n, Cout, K, 1.0f, 0.0f));
         cqk_epilogue ep = {.acc1 = acc, .ld1 = ldacc, .xscale = sc, .wscale1 = w.scale, .scale = 1.0f,
@@ -233,4 +248,83 @@ cq_status cq_cuda_conv2d(cq_backend *be, const cq_conv2d_args *a) {
     cq_status s = conv2d_run(c, &k, a);
     cq_status e = cq_cuda_op_end(c, CQ_OP_CONV2D, cudaSuccess, "");
     return s != CQ_OK ? s : e;
+}
+
+/* ---- attention through GEMMs: heads wider than the flash kernels take ---------------------------------- */
+/* Per head: K staged as scaled f16 rows [T, D] (prefix rows, then own), V transposed and staged [D, T]; then per
+ * band of queries S = Q·Kᵀ (f32, through the epilogue), softmax(S · scale) in place, P staged as scaled f16 rows and
+ * O = P·V written into the head's columns of o. Only without a visibility rule (vis, causal): every query sees all
+ * T keys. */
+#define ATTN_BAND_BYTES ((size_t)128 << 20) /* a band's f32 scores */
+
+static size_t elem_bytes(int dt) { return dt == CQK_F32 ? 4 : 2; }
+
+/* [T, D] rows of head `kh` (prefix rows, then own) from a's K or V planes into a contiguous buffer */
+static cudaError_t gather_head(cq_cuda *c, void *dst, const void *pre, const void *own, const cqk_attn *a, int kh) {
+    const size_t es = elem_bytes(a->dt), row = (size_t)a->D * es, pitch = (size_t)a->Hkv * row;
+    cudaError_t e = cudaSuccess;
+    if (a->P > 0)
+        e = cudaMemcpy2DAsync(dst, row, (const uint8_t *)pre + (size_t)kh * row, pitch, row, (size_t)a->P,
+                              cudaMemcpyDeviceToDevice, c->stream);
+    if (e == cudaSuccess && a->Nk > 0)
+        e = cudaMemcpy2DAsync((uint8_t *)dst + (size_t)a->P * row, row, (const uint8_t *)own + (size_t)kh * row, pitch,
+                              row, (size_t)a->Nk, cudaMemcpyDeviceToDevice, c->stream);
+    return e;
+}
+
+cq_status cq_cuda_attention_gemm(cq_cuda *c, const cqk_ctx *k, const cqk_attn *a) {
+    const int64_t T = a->P + a->Nk, D = a->D, ldD = pitch8(D), ldT = pitch8(T);
+    const int64_t ldacc = CQ_MAX((T + 3) / 4 * 4, (D + 3) / 4 * 4);
+    const size_t es = elem_bytes(a->dt);
+    const int64_t band = CQ_MAX((int64_t)1, CQ_MIN(a->Nq, (int64_t)(ATTN_BAND_BYTES / ((size_t)T * 4))));
+    uint16_t *xs, *ks, *vs;
+    float *xsc, *ksc, *vsc, *acc, *sc;
+    uint8_t *kv;
+    CQ_TRY(cq_cuda_scratch(c, CQ_CUDA_SLOT_X, (size_t)band * (size_t)CQ_MAX(ldD, ldT) * 2, (void **)&xs));
+    CQ_TRY(cq_cuda_scratch(c, CQ_CUDA_SLOT_XS, (size_t)band * 4, (void **)&xsc));
+    CQ_TRY(cq_cuda_scratch(c, CQ_CUDA_SLOT_W1, (size_t)T * (size_t)ldD * 2, (void **)&ks));
+    CQ_TRY(cq_cuda_scratch(c, CQ_CUDA_SLOT_W1S, (size_t)T * 4, (void **)&ksc));
+    CQ_TRY(cq_cuda_scratch(c, CQ_CUDA_SLOT_W2, (size_t)D * (size_t)ldT * 2, (void **)&vs));
+    CQ_TRY(cq_cuda_scratch(c, CQ_CUDA_SLOT_W2S, (size_t)D * 4, (void **)&vsc));
+    CQ_TRY(cq_cuda_scratch(c, CQ_CUDA_SLOT_ACC, (size_t)band * (size_t)ldacc * 4, (void **)&acc));
+    CQ_TRY(cq_cuda_scratch(c, CQ_CUDA_SLOT_STAGE, (size_t)band * (size_t)T * 4, (void **)&sc));
+    CQ_TRY(cq_cuda_scratch(c, CQ_CUDA_SLOT_KV, 2 * (size_t)T * (size_t)D * es, (void **)&kv));
+    const int64_t qw = (int64_t)a->Hq * D; /* q and o row pitch */
+    cudaError_t e = cudaSuccess;
+    const char *what = "";
+    for (int h = 0; h < a->Hq && e == cudaSuccess; h++) {
+        const int kh = h / (a->Hq / a->Hkv);
+        if (h == 0 || kh != (h - 1) / (a->Hq / a->Hkv)) { /* a new kv head: stage its K and Vᵀ */
+            uint8_t *vt = kv + (size_t)T * (size_t)D * es;
+            what = "staging the head's keys and values";
+            e = gather_head(c, kv, a->kp, a->k, a, kh);
+            if (e == cudaSuccess) e = cqk_stage_f16_rows(k, ks, ldD, ksc, kv, a->dt, D, T, D);
+            if (e == cudaSuccess) e = gather_head(c, kv, a->vp, a->v, a, kh);
+            if (e == cudaSuccess) e = cqk_transpose(k, vt, kv, a->dt, T, D);
+            if (e == cudaSuccess) e = cqk_stage_f16_rows(k, vs, ldT, vsc, vt, a->dt, T, D, T);
+        }
+        for (int64_t i0 = 0; i0 < a->Nq && e == cudaSuccess; i0 += band) {
+            const int64_t n = CQ_MIN(band, a->Nq - i0);
+            const uint8_t *q = (const uint8_t *)a->q + ((size_t)i0 * (size_t)qw + (size_t)h * (size_t)D) * es;
+            what = "staging the queries";
+            e = cqk_stage_f16_rows(k, xs, ldD, xsc, q, a->dt, qw, n, D);
+            if (e != cudaSuccess) break;
+            CQ_TRY(gemm(c, k, ks, ldD, xs, ldD, acc, CQK_F32, ldacc, n, T, D, 1.0f, 0.0f));
+            cqk_epilogue s = {.acc1 = acc, .ld1 = ldacc, .xscale = xsc, .wscale1 = ksc, .scale = 1.0f,
+                              .act = CQ_ACT_NONE, .y = sc, .ydt = CQK_F32, .ldy = T, .M = n, .N = T};
+            what = "the scores";
+            e = cqk_matmul_epilogue(k, &s);
+            if (e == cudaSuccess) e = cqk_softmax(k, sc, sc, CQK_F32, n, T, a->scale);
+            if (e == cudaSuccess) e = cqk_stage_f16_rows(k, xs, ldT, xsc, sc, CQK_F32, T, n, T);
+            if (e != cudaSuccess) break;
+            CQ_TRY(gemm(c, k, vs, ldT, xs, ldT, acc, CQK_F32, ldacc, n, D, T, 1.0f, 0.0f));
+            cqk_epilogue o = {.acc1 = acc, .ld1 = ldacc, .xscale = xsc, .wscale1 = vsc, .scale = 1.0f,
+                              .act = CQ_ACT_NONE, .y = (uint8_t *)a->o + ((size_t)i0 * (size_t)qw + (size_t)h * (size_t)D) * es,
+                              .ydt = a->dt, .ldy = qw, .M = n, .N = D};
+            what = "the output";
+            e = cqk_matmul_epilogue(k, &o);
+        }
+    }
+    if (e != cudaSuccess) return cq_cuda_fail(e, "attention", what);
+    return CQ_OK;
 }

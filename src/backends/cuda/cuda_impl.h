@@ -214,6 +214,7 @@ typedef struct cq_cuda_weight {
     uint16_t *plane;
     float *rowscale;
     int64_t rows, cols, ld;
+    int taps; /* > 1: a convolution kernel [Cout, Cin, kh, kw] whose plane is tap-major (kh*kw taps); else 1 */
     uint64_t bytes;
 } cq_cuda_weight;
 bool cq_cuda_codec_supported(cq_dtype dt);
@@ -231,6 +232,10 @@ cq_status cq_cuda_matmul(cq_backend *be, const cq_matmul_args *a);
 cq_status cq_cuda_lt_gemm(cq_cuda *c, const cq_cuda_gemm_call *g, bool *done);
 void cq_cuda_plans_destroy(cq_cuda *c); /* and the timing events; after a stream sync */
 cq_status cq_cuda_attention(cq_backend *be, const cq_attn_args *a);
+/* Attention as GEMMs (cuda_gemm.c): per head, the scores by cuBLASLt, softmax, the output by cuBLASLt, in bands of
+ * queries; for heads wider than the flash kernels take (the VAE's single head over all its channels), without a
+ * visibility rule (no vis, not causal) and outside recordings (it sizes scratch buffers). */
+cq_status cq_cuda_attention_gemm(cq_cuda *c, const cqk_ctx *k, const cqk_attn *a);
 /* recordings (cuda_graph.c) */
 bool cq_cuda_can_record(const cq_backend *be);
 cq_status cq_cuda_record_begin(cq_backend *be);

@@ -86,15 +86,21 @@ cudaError_t cqk_convert(const cqk_ctx *c, void *y, int ydt, const void *x, int x
 cudaError_t cqk_stage_f16_rows(const cqk_ctx *c, uint16_t *y, int64_t ldy, float *rowscale, const void *x, int xdt,
                                int64_t ldx, int64_t rows, int64_t cols);
 /* The same staging for a convolution's implicit matrix (im2col): row r is output pixel m = row0 + r of a
- * conv2d (ops.h: x [H*W, Cin] channels-last, padding by mode), its columns the receptive field in the weight's
- * PyTorch order, column ci*kh*kw + ky*kw + kx = x at (oy*sy + ky - pad_t, ox*sx + kx - pad_l), channel ci. */
+ * conv2d (ops.h: x [H*W, Cin] channels-last, padding by mode), its columns the receptive field: in the weight's
+ * PyTorch order, column ci*kh*kw + t = x at tap t = ky*kw + kx, i.e. (oy*sy + ky - pad_t, ox*sx + kx - pad_l),
+ * channel ci; or with taps_first, column t*Cin + ci (a kernel plane laid out by cqk_plane_taps_first; the input
+ * pixels are then copied whole, which is much faster). */
 typedef struct cqk_im2col {
     const void *x; int xdt;
     int64_t H, W, Cin, Wo;
     int kh, kw, sy, sx, pad_t, pad_l, mode; /* mode: 0 zeros, 1 replicate, 2 reflect (cq_pad_mode) */
 } cqk_im2col;
 cudaError_t cqk_stage_im2col_f16(const cqk_ctx *c, uint16_t *y, int64_t ldy, float *rowscale, const cqk_im2col *g,
-                                 int64_t row0, int64_t rows);
+                                 int64_t row0, int64_t rows, int taps_first);
+/* A convolution kernel's plane [rows, ld] with columns ci*taps + t (PyTorch's [Cout, Cin, kh, kw]) rewritten into
+ * dst with columns t*Cin + ci (Cin = cols / taps); padding columns zero. */
+cudaError_t cqk_plane_taps_first(const cqk_ctx *c, uint16_t *dst, const uint16_t *src, int64_t rows, int64_t cols,
+                                 int64_t ld, int taps);
 /* Decode a raw CMF payload (device memory) of a [rows, cols] matrix view into
  * the f16 plane [rows, ld] + rowscale [rows] described above. The f32 value
  * of every element is computed exactly as the codec layer's decoder does
@@ -106,9 +112,10 @@ cudaError_t cqk_decode_weight(const cqk_ctx *c, int codec, const uint8_t *raw, i
 /* The same decoders into f32 [rows, cols] (no rounding): the test hook. */
 cudaError_t cqk_decode_weight_f32(const cqk_ctx *c, int codec, const uint8_t *raw, int64_t rows, int64_t cols,
                                   float *out, const float *exp2_lut);
-/* y [rows, cols] (ydt) = plane [rows, ld] * rowscale: a weight read back as an activation. */
+/* y [rows, cols] (ydt) = plane [rows, ld] * rowscale: a weight read back as an activation; taps > 1: the plane is
+ * a convolution kernel's in tap-major order (cqk_plane_taps_first), read back in PyTorch's order. */
 cudaError_t cqk_plane_to_act(const cqk_ctx *c, void *y, int ydt, const uint16_t *plane, int64_t ld,
-                             const float *rowscale, int64_t rows, int64_t cols);
+                             const float *rowscale, int64_t rows, int64_t cols, int taps);
 /* Scan rows x cols (pitch ld) for NaN/Inf; the first one found is reported. */
 cudaError_t cqk_check_finite(const cqk_ctx *c, const void *y, int dt, int64_t rows, int64_t cols, int64_t ld);
 

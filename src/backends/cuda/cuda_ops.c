@@ -73,6 +73,15 @@ cq_status cq_cuda_attention(cq_backend *be, const cq_attn_args *a) {
             return s;
         }
         e = stages90 ? cqk_attention_flash90(&k, &p, kv, stages90) : cqk_attention_flash(&k, &p, kv, shape);
+    } else if (!wmma && a->head_dim > 256 && c->attn_mode != 1 && !p.vis && !p.causal && !c->recording &&
+               p.P + p.Nk > 0) {
+        /* wide heads on the tensor cores (the generic kernel walks the keys one at a time: 59.6 ms for the VAE's
+         * 1152-wide head over 4096 pixels) */
+        cq_status s = cq_cuda_attention_gemm(c, &k, &p);
+        e = s == CQ_OK && k.check ? cqk_check_finite(&k, p.o, p.dt, p.Nq, (int64_t)p.Hq * p.D, (int64_t)p.Hq * p.D)
+                                  : cudaSuccess;
+        cq_status s2 = cq_cuda_op_end(c, op_, e, "the non-finite check");
+        return s != CQ_OK ? s : s2;
     } else {
         e = wmma ? cqk_attention_d128(&k, &p) : cqk_attention_generic(&k, &p);
     }
@@ -173,7 +182,7 @@ cq_status cq_cuda_copy(cq_backend *be, cq_tensor *y, const cq_tensor *x) {
     const cq_cuda_weight *w = (x->flags & CQ_TENSOR_WEIGHT) ? x->impl : NULL;
     cudaError_t e;
     if (w && !w->raw) /* a weight kept as a plane, read back as an activation */
-        e = cqk_plane_to_act(&k, cq_cuda_ptr(y), kdt(y), w->plane, w->ld, w->rowscale, w->rows, w->cols);
+        e = cqk_plane_to_act(&k, cq_cuda_ptr(y), kdt(y), w->plane, w->ld, w->rowscale, w->rows, w->cols, w->taps);
     else /* an activation, or a 1-D weight whose payload is kept as it is */
         e = cqk_convert(&k, cq_cuda_ptr(y), kdt(y), cq_cuda_ptr(x), kdt(x), cq_tensor_nelem(x));
     OP_END(e, "the conversion");
@@ -205,6 +214,11 @@ cq_status cq_cuda_get_rows(cq_backend *be, cq_tensor *y, const cq_tensor *w, con
             cq_cuda_op_end(c, op_, cudaSuccess, "");
             return cq_fail(CQ_ERR_INTERNAL, "get_rows: the table has no device plane of shape [%lld, %lld]", (long long)V,
                            (long long)C);
+        }
+        if (cw->taps > 1) {
+            cq_cuda_op_end(c, op_, cudaSuccess, "");
+            return cq_fail(CQ_ERR_UNSUPPORTED, "get_rows: the table is a convolution kernel [Cout, Cin, kh, kw] (its "
+                                               "device plane is laid out for conv2d); bind it as a 2-D tensor");
         }
         src = cw->plane;
         wdt = CQK_F16;

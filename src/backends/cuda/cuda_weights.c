@@ -103,7 +103,23 @@ static cq_status bind(cq_cuda *c, const cq_tensor_view *v, const cq_tensor *t, c
     cqk_ctx k = cq_cuda_op_begin(c, CQ_OP_COPY);
     cudaError_t e = cqk_decode_weight(&k, (int)v->dtype, stage, w->rows, w->cols, w->plane, w->ld, w->rowscale,
                                       c->exp2_lut);
-    return cq_cuda_op_end(c, CQ_OP_COPY, e, "decoding the weight into its f16 plane");
+    CQ_TRY(cq_cuda_op_end(c, CQ_OP_COPY, e, "decoding the weight into its f16 plane"));
+    /* a convolution kernel: tap-major columns, so conv2d's receptive fields are whole input pixels in a row */
+    const int taps = t->ndim == 4 ? (int)(t->shape[2] * t->shape[3]) : 1;
+    if (taps <= 1) return CQ_OK;
+    uint16_t *tp = NULL;
+    CQ_TRY(cq_cuda_malloc(c, pb, (void **)&tp));
+    k = cq_cuda_op_begin(c, CQ_OP_COPY);
+    e = cqk_plane_taps_first(&k, tp, w->plane, w->rows, w->cols, w->ld, taps);
+    cq_status s = cq_cuda_op_end(c, CQ_OP_COPY, e, "laying the convolution kernel out tap by tap");
+    if (s != CQ_OK) {
+        cq_cuda_free(c, tp);
+        return s;
+    }
+    cq_cuda_free(c, w->plane); /* stream-ordered: the pool hands it out again only behind this work */
+    w->plane = tp;
+    w->taps = taps;
+    return CQ_OK;
 }
 
 cq_status cq_cuda_bind_weight(cq_backend *be, const cq_tensor_view *v, cq_tensor *t) {
@@ -113,6 +129,7 @@ cq_status cq_cuda_bind_weight(cq_backend *be, const cq_tensor_view *v, cq_tensor
     cq_cuda_weight *w = cq_calloc(1, sizeof *w);
     if (!w) return CQ_ERR_NOMEM;
     w->rows = t->ndim >= 2 ? t->shape[0] : 1;
+    w->taps = 1;
     w->cols = (int64_t)(v->nelem / (uint64_t)w->rows);
     w->ld = pitch8(w->cols);
     cq_status s = bind(c, v, t, w);

@@ -268,16 +268,70 @@ __global__ void __launch_bounds__(ROWS_THREADS) k_stage_im2col(uint16_t *y, int6
     }
 }
 
+/* Tap-major columns (t * Cin + ci, the layout cqk_plane_taps_first gives a kernel's plane): a row is its taps'
+ * input pixels one after the other, Cin contiguous channels each, so a warp per output pixel reads and writes whole
+ * runs (VEC: four channels per access, Cin a multiple of four). Eight pixels per block, no block barriers; the
+ * input pixels stay in L2 for the nine or so warps that read each. Same values and scale as the column-major
+ * kernel above, in another column order. */
+template <typename TX, bool VEC>
+__global__ void __launch_bounds__(ROWS_THREADS) k_stage_im2col_taps(uint16_t *y, int64_t ldy, float *rowscale,
+                                                                    cqk_im2col g, int64_t row0, int64_t rows) {
+    const int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    if (r >= rows) return; /* whole warps */
+    const int64_t m = row0 + r, oy = m / g.Wo, ox = m - oy * g.Wo;
+    const int khw = g.kh * g.kw;
+    const TX *x = (const TX *)g.x;
+    uint16_t *yr = y + r * ldy;
+    float mx = 0.0f;
+    for (int t = 0; t < khw; t++) {
+        const int64_t b = tap_base(g, oy, ox, t);
+        if (b < 0) continue;
+        if (VEC)
+            for (int64_t ci = 4 * lane; ci < g.Cin; ci += 128) {
+                const float4 v = cqk_io<TX>::ld4(x, b + ci);
+                mx = fmaxf(mx, fmaxf(fmaxf(cqk_mag(v.x), cqk_mag(v.y)), fmaxf(cqk_mag(v.z), cqk_mag(v.w))));
+            }
+        else
+            for (int64_t ci = lane; ci < g.Cin; ci += 32) mx = fmaxf(mx, cqk_mag(cqk_io<TX>::ld(x, b + ci)));
+    }
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    const int e = cqk_row_exponent(mx);
+    const float p = ldexpf(1.0f, e);
+    if (lane == 0) rowscale[r] = ldexpf(1.0f, -e);
+    for (int t = 0; t < khw; t++) {
+        const int64_t b = tap_base(g, oy, ox, t);
+        uint16_t *d = yr + (int64_t)t * g.Cin;
+        if (VEC)
+            for (int64_t ci = 4 * lane; ci < g.Cin; ci += 128) {
+                const float4 v = b < 0 ? make_float4(0.0f, 0.0f, 0.0f, 0.0f) : cqk_io<TX>::ld4(x, b + ci);
+                *(uint2 *)(d + ci) = cqk_f16x4_scaled(v.x, v.y, v.z, v.w, p);
+            }
+        else
+            for (int64_t ci = lane; ci < g.Cin; ci += 32) d[ci] = cqk_f2h((b < 0 ? 0.0f : cqk_io<TX>::ld(x, b + ci)) * p);
+    }
+    for (int64_t k = g.Cin * khw + lane; k < ldy; k += 32) yr[k] = 0; /* padding columns */
+}
+
 extern "C" cudaError_t cqk_stage_im2col_f16(const cqk_ctx *c, uint16_t *y, int64_t ldy, float *rowscale,
-                                            const cqk_im2col *g, int64_t row0, int64_t rows) {
+                                            const cqk_im2col *g, int64_t row0, int64_t rows, int taps_first) {
     if (rows <= 0) return cudaSuccess;
     const int64_t K = g->Cin * g->kh * g->kw;
     if (rows > 0x7fffffff || ldy < K || g->Wo < 1) return cudaErrorInvalidValue;
     const unsigned b = (unsigned)rows;
     const size_t smem = (size_t)K * sizeof(float);
     CQK_DISPATCH(g->xdt, TX, {
-        if (smem <= 48 * 1024) k_stage_im2col<TX, true><<<b, ROWS_THREADS, smem, c->stream>>>(y, ldy, rowscale, *g, row0);
-        else k_stage_im2col<TX, false><<<b, ROWS_THREADS, 0, c->stream>>>(y, ldy, rowscale, *g, row0);
+        if (taps_first) {
+            const unsigned wb = (unsigned)((rows * 32 + ROWS_THREADS - 1) / ROWS_THREADS);
+            const bool vec = g->Cin % 4 == 0 && ldy % 4 == 0 && (uintptr_t)g->x % (4 * sizeof(TX)) == 0 &&
+                             (uintptr_t)y % 8 == 0;
+            if (vec) k_stage_im2col_taps<TX, true><<<wb, ROWS_THREADS, 0, c->stream>>>(y, ldy, rowscale, *g, row0, rows);
+            else k_stage_im2col_taps<TX, false><<<wb, ROWS_THREADS, 0, c->stream>>>(y, ldy, rowscale, *g, row0, rows);
+        } else if (smem <= 48 * 1024) {
+            k_stage_im2col<TX, true><<<b, ROWS_THREADS, smem, c->stream>>>(y, ldy, rowscale, *g, row0);
+        } else {
+            k_stage_im2col<TX, false><<<b, ROWS_THREADS, 0, c->stream>>>(y, ldy, rowscale, *g, row0);
+        }
     });
     return cqk_launched();
 }
@@ -334,19 +388,38 @@ extern "C" cudaError_t cqk_decode_weight_f32(const cqk_ctx *c, int codec, const 
 /* ---- a plane read back as an activation ------------------------------------------------- */
 template <typename TY>
 __global__ void k_plane_to_act(void *y, const uint16_t *plane, int64_t ld, const float *rowscale, int64_t rows,
-                               int64_t cols) {
-    const int64_t n = rows * cols;
+                               int64_t cols, int taps) {
+    const int64_t n = rows * cols, cin = cols / taps;
     CQK_GRID_STRIDE(i, n) {
-        int64_t r = i / cols, k = i - r * cols;
-        cqk_st<TY>(y, i, cqk_h2f(plane[r * ld + k]) * rowscale[r]);
+        const int64_t r = i / cols, k = i - r * cols, ci = k / taps;
+        cqk_st<TY>(y, i, cqk_h2f(plane[r * ld + (k - ci * taps) * cin + ci]) * rowscale[r]);
     }
 }
 
 extern "C" cudaError_t cqk_plane_to_act(const cqk_ctx *c, void *y, int ydt, const uint16_t *plane, int64_t ld,
-                                        const float *rowscale, int64_t rows, int64_t cols) {
+                                        const float *rowscale, int64_t rows, int64_t cols, int taps) {
     if (rows <= 0 || cols <= 0) return cudaSuccess;
+    if (taps < 1 || cols % taps) return cudaErrorInvalidValue;
     unsigned b = cqk_blocks(rows * cols, 256);
-    CQK_DISPATCH(ydt, TY, { k_plane_to_act<TY><<<b, 256, 0, c->stream>>>(y, plane, ld, rowscale, rows, cols); });
+    CQK_DISPATCH(ydt, TY, { k_plane_to_act<TY><<<b, 256, 0, c->stream>>>(y, plane, ld, rowscale, rows, cols, taps); });
+    return cqk_launched();
+}
+
+/* ---- a convolution kernel's plane in tap-major column order ------------------------------------------ */
+__global__ void k_plane_taps_first(uint16_t *dst, const uint16_t *src, int64_t rows, int64_t cols, int64_t ld, int taps) {
+    const int64_t n = rows * ld, cin = cols / taps;
+    CQK_GRID_STRIDE(i, n) {
+        const int64_t r = i / ld, k = i - r * ld; /* k: the destination column, tap t = k / cin, channel ci */
+        const int64_t t = k / cin, ci = k - t * cin;
+        dst[i] = k < cols ? src[r * ld + ci * taps + t] : (uint16_t)0;
+    }
+}
+
+extern "C" cudaError_t cqk_plane_taps_first(const cqk_ctx *c, uint16_t *dst, const uint16_t *src, int64_t rows,
+                                            int64_t cols, int64_t ld, int taps) {
+    if (rows <= 0 || cols <= 0) return cudaSuccess;
+    if (taps < 1 || cols % taps || ld < cols) return cudaErrorInvalidValue;
+    k_plane_taps_first<<<cqk_blocks(rows * ld, 256), 256, 0, c->stream>>>(dst, src, rows, cols, ld, taps);
     return cqk_launched();
 }
 
