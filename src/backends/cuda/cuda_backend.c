@@ -182,9 +182,9 @@ static bool cuda_supports(const cq_backend *be, cq_op op, cq_dtype wdt, cq_dtype
     case CQ_OP_UPSAMPLE_NEAREST:
     case CQ_OP_PIXEL_SHUFFLE:
     case CQ_OP_PIXEL_UNSHUFFLE: return is_fl(xdt);
+    case CQ_OP_GROUPNORM: return is_fl(xdt);
     case CQ_OP_CONV2D: return is_fl(xdt) && cq_cuda_codec_supported(wdt);
-    case CQ_OP_GROUPNORM:
-    default: return false; /* not written yet */
+    default: return false;
     }
 }
 
@@ -226,15 +226,6 @@ static cq_status cuda_stats(cq_backend *be, cq_backend_stats *out, bool reset) {
         memset(c->prof.calls, 0, sizeof c->prof.calls);
     }
     return CQ_OK;
-}
-
-static cq_status cuda_unsupported(const char *op) {
-    return cq_fail(CQ_ERR_UNSUPPORTED, "cuda backend: %s is not implemented on the GPU yet", op);
-}
-cq_status cq_cuda_groupnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, int groups, const cq_tensor *gamma,
-                            const cq_tensor *beta, float eps) {
-    (void)be, (void)y, (void)x, (void)groups, (void)gamma, (void)beta, (void)eps;
-    return cuda_unsupported("groupnorm");
 }
 
 /* ---- lifecycle --------------------------------------------------------------------------------------- */

@@ -209,6 +209,11 @@ size_t cqk_attention_flash90_smem(int stages);
  * registers (up to 12288 columns, aligned groups of four); *side_written (with side) says whether it was */
 cudaError_t cqk_layernorm(const cqk_ctx *c, void *y, const void *x, int dt, int64_t rows, int64_t cols,
                           const float *scale, const float *shift, float eps, const cqk_side *side, int *side_written);
+/* GroupNorm (ops.h) over x [R, C]: `scratch` holds cqk_groupnorm_scratch(groups) bytes; deterministic (partial
+ * sums added in a fixed order), double sums as the reference. y may be x. */
+cudaError_t cqk_groupnorm(const cqk_ctx *c, void *y, const void *x, int dt, int64_t R, int64_t C, int groups,
+                          const float *gamma, const float *beta, float eps, void *scratch);
+size_t cqk_groupnorm_scratch(int groups);
 cudaError_t cqk_rmsnorm(const cqk_ctx *c, void *y, const void *x, int dt, int64_t rows, int64_t cols, const float *w,
                         const float *bias, int zero_centered, float eps);
 enum { CQK_ROPE_NONE = 0, CQK_ROPE_INTERLEAVED = 1, CQK_ROPE_HALF = 2 };

@@ -90,6 +90,20 @@ cq_status cq_cuda_attention(cq_backend *be, const cq_attn_args *a) {
 }
 
 /* ---- row ops -------------------------------------------------------------------------------- */
+cq_status cq_cuda_groupnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, int groups, const cq_tensor *gamma,
+                            const cq_tensor *beta, float eps) {
+    OP_BEGIN(CQ_OP_GROUPNORM);
+    void *scratch = NULL;
+    cq_status s = cq_cuda_scratch(c, CQ_CUDA_SLOT_ACC, cqk_groupnorm_scratch(groups), &scratch);
+    if (s != CQ_OK) {
+        cq_cuda_op_end(c, op_, cudaSuccess, "");
+        return s;
+    }
+    cudaError_t e = cqk_groupnorm(&k, cq_cuda_ptr(y), cq_cuda_ptr(x), kdt(x), cq_tensor_rows(x), cq_tensor_cols(x), groups,
+                                  fptr(gamma), fptr(beta), eps, scratch);
+    OP_END(e, "the kernels");
+}
+
 cq_status cq_cuda_layernorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *scale,
                             const cq_tensor *shift, float eps) {
     OP_BEGIN(CQ_OP_LAYERNORM);

@@ -232,6 +232,68 @@ extern "C" cudaError_t cqk_rmsnorm(const cqk_ctx *c, void *y, const void *x, int
     return cqk_launched();
 }
 
+/* ---- GroupNorm over channels-last rows: statistics of each group over every row ------------------------ *
+ * Deterministic in three passes plus two reductions: blocks (group, chunk of rows) write their partial sums
+ * into part[g][chunk] (double), one block per group adds them in order into the mean; the same for the squared
+ * deviations (the reference's two-pass variance); then every element is normalised. */
+enum { GN_CHUNKS = 128 };
+
+template <typename T, bool SQ>
+__global__ void __launch_bounds__(ROW_THREADS) k_groupnorm_part(const void *x, int64_t R, int64_t C, int64_t cg,
+                                                                const double *mean, double *part) {
+    __shared__ double sh[32];
+    const int g = blockIdx.x, ch = blockIdx.y;
+    const int64_t r0 = R * ch / GN_CHUNKS, r1 = R * (ch + 1) / GN_CHUNKS, n = (r1 - r0) * cg;
+    const double mu = SQ ? mean[g] : 0.0;
+    double s = 0.0;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+        const int64_t r = r0 + i / cg, c = (int64_t)g * cg + i % cg;
+        const double v = (double)cqk_ld<T>(x, r * C + c) - mu;
+        s += SQ ? v * v : v;
+    }
+    s = block_sum(s, sh);
+    if (threadIdx.x == 0) part[(int64_t)g * GN_CHUNKS + ch] = s;
+}
+
+/* out[g] = (sum of part[g][*], in order) / n, then for the variance pass 1 / sqrt(out + eps) */
+__global__ void k_groupnorm_reduce(const double *part, double *out, double n, int inv_root, float eps) {
+    if (threadIdx.x != 0) return;
+    double s = 0.0;
+    for (int i = 0; i < GN_CHUNKS; i++) s += part[(int64_t)blockIdx.x * GN_CHUNKS + i];
+    out[blockIdx.x] = inv_root ? 1.0 / sqrt(s / n + (double)eps) : s / n;
+}
+
+template <typename T>
+__global__ void k_groupnorm_apply(void *y, const void *x, int64_t R, int64_t C, int64_t cg, const double *mean,
+                                  const double *inv, const float *gamma, const float *beta) {
+    CQK_GRID_STRIDE(i, R * C) {
+        const int64_t c = i % C, g = c / cg;
+        const double v = ((double)cqk_ld<T>(x, i) - mean[g]) * inv[g] * (gamma ? (double)gamma[c] : 1.0) +
+                         (beta ? (double)beta[c] : 0.0);
+        cqk_st<T>(y, i, (float)v);
+    }
+}
+
+extern "C" size_t cqk_groupnorm_scratch(int groups) { return (size_t)groups * (GN_CHUNKS + 2) * sizeof(double); }
+
+extern "C" cudaError_t cqk_groupnorm(const cqk_ctx *c, void *y, const void *x, int dt, int64_t R, int64_t C, int groups,
+                                     const float *gamma, const float *beta, float eps, void *scratch) {
+    if (R <= 0 || C <= 0) return cudaSuccess;
+    if (groups < 1 || C % groups) return cudaErrorInvalidValue;
+    double *part = (double *)scratch, *mean = part + (int64_t)groups * GN_CHUNKS, *inv = mean + groups;
+    const int64_t cg = C / groups;
+    const double n = (double)R * (double)cg;
+    const dim3 pg((unsigned)groups, GN_CHUNKS);
+    CQK_DISPATCH(dt, T, {
+        k_groupnorm_part<T, false><<<pg, ROW_THREADS, 0, c->stream>>>(x, R, C, cg, mean, part);
+        k_groupnorm_reduce<<<groups, 32, 0, c->stream>>>(part, mean, n, 0, eps);
+        k_groupnorm_part<T, true><<<pg, ROW_THREADS, 0, c->stream>>>(x, R, C, cg, mean, part);
+        k_groupnorm_reduce<<<groups, 32, 0, c->stream>>>(part, inv, n, 1, eps);
+        k_groupnorm_apply<T><<<cqk_blocks(R * C, 256), 256, 0, c->stream>>>(y, x, R, C, cg, mean, inv, gamma, beta);
+    });
+    return cqk_launched();
+}
+
 /* ---- per-head RMSNorm + RoPE, in place ------------------------------------------------------
  * One warp per (row, head). Phase 1 reads the head to get its RMS; phase 2
  * rotates each pair (interleaved (2i, 2i+1) or half (i, i + rd/2)) and
