@@ -17,7 +17,6 @@ Usage (on the GPU machine; needs torch with CUDA and diffusers' source with the 
 """
 import argparse
 import re
-import statistics
 import subprocess
 import sys
 import time
@@ -28,6 +27,8 @@ from diffusers.models.transformers.transformer_qwenimage21 import (
     QwenImage21KVCache,
     QwenImage21Transformer2DModel,
 )
+
+from peer_timing import timed
 
 HEADS, HEAD_DIM, CTX, RATIO, CH, TEXT, TPROJ = 32, 128, 4096, 3, 64, 18, 256
 D = HEADS * HEAD_DIM
@@ -49,20 +50,6 @@ def inputs(side, device):
     mask = torch.zeros(1, TEXT + T // 4, dtype=torch.bool, device=device)
     mask[:, TEXT:] = True
     return hidden, ctx, [[(1, side, side)]], mask
-
-
-def timed(fn, repeat):
-    """Median seconds of `repeat` runs after one warm-up."""
-    fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeat):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        fn()
-        torch.cuda.synchronize()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def run_peer(model, side, repeat, label):

@@ -14,28 +14,14 @@ Usage (on the GPU machine; needs torch with CUDA and diffusers' source with the 
 """
 import argparse
 import re
-import statistics
 import subprocess
 import sys
-import time
 
 import torch
 
 from diffusers.models.autoencoders.autoencoder_kl_qwenimage21 import AutoencoderKLQwenImage21
 
-
-def timed(fn, repeat):
-    """Median seconds of `repeat` runs after one warm-up."""
-    fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeat):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        fn()
-        torch.cuda.synchronize()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+from peer_timing import timed
 
 
 def run_peer(model, dtype, size, repeat, encode, label):

@@ -54,8 +54,8 @@
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
 typedef struct bench_opts {
-    int size, steps, threads, layers;
-    const char *backend;
+    cq_bench_model_opts m;
+    int steps, layers;
     cq_dtype quant;
     const char *prompt, *tokenizer, *chat_template;
 } bench_opts;
@@ -103,34 +103,22 @@ static int parse(int argc, char **argv, bench_opts *o, bool *done) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         long n;
-        if (cq_cli_is_help(a)) {
+        int r = cq_bench_model_opt(cmd, argc, argv, &i, &o->m);
+        if (r) {
+            if (r != 1) return r;
+        } else if (cq_cli_is_help(a)) {
             help();
             *done = true;
             return 0;
-        } else if (strcmp(a, "--size") == 0) {
-            if (!cq_cli_parse_int(cmd, a, v, 1, 1 << 16, &n)) return 2;
-            if (n != 256 && n != 512 && n != 1024 && n != 2048)
-                return cq_cli_usage_error(cmd, "--size must be 256, 512, 1024 or 2048");
-            o->size = (int)n;
-            i++;
         } else if (strcmp(a, "--steps") == 0) {
             if (!cq_cli_parse_int(cmd, a, v, 2, 100, &n)) return 2;
             o->steps = (int)n;
-            i++;
-        } else if (strcmp(a, "--threads") == 0) {
-            if (!cq_cli_parse_int(cmd, a, v, 1, 4096, &n)) return 2;
-            o->threads = (int)n;
             i++;
         } else if (strcmp(a, "--quant") == 0) {
             int d = v ? cq_dtype_from_name(v) : -1;
             if (d != CQ_DTYPE_Q8_2F && d != CQ_DTYPE_Q4TP)
                 return cq_cli_usage_error(cmd, "--quant must be q8_2f or q4tp");
             o->quant = (cq_dtype)d;
-            i++;
-        } else if (strcmp(a, "--backend") == 0) {
-            if (!v || (strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0 && strncmp(v, "cuda:", 5) != 0))
-                return cq_cli_usage_error(cmd, "--backend must be cpu, cuda or cuda:N");
-            o->backend = v;
             i++;
         } else if (strcmp(a, "--layers") == 0) {
             if (!cq_cli_parse_int(cmd, a, v, 1, CQ_BENCH_DIT_LAYERS, &n)) return 2;
@@ -369,7 +357,7 @@ static int fail(bench_run *r, cq_status s, const char *what) {
 }
 
 int cq_bench_imagine(int argc, char **argv) {
-    bench_opts o = {.size = 256, .steps = 2, .quant = CQ_DTYPE_Q8_2F, .layers = 0, .backend = "cpu",
+    bench_opts o = {.m = {.size = 256, .backend = "cpu"}, .steps = 2, .quant = CQ_DTYPE_Q8_2F, .layers = 0,
                     .prompt = "a red fox sitting in a snowy birch forest at dawn, soft golden light, detailed fur",
                     .tokenizer = CQ_BENCH_FIXTURES "/tokenizers/qwen3.json.gz",
                     .chat_template = CQ_BENCH_FIXTURES "/chat_templates/qwen3_vl.jinja"};
@@ -378,7 +366,7 @@ int cq_bench_imagine(int argc, char **argv) {
     if (rc || done) return rc;
     bench_run r = {0};
     /* the backend first: a missing GPU fails before gigabytes of weights are written */
-    cq_status s = cq_backend_create(o.backend, o.threads, &r.be);
+    cq_status s = cq_backend_create(o.m.backend, o.m.threads, &r.be);
     if (s != CQ_OK) return fail(&r, s, "creating the backend");
     s = read_input(o.tokenizer, "tokenizer", &r.tok, &r.tok_len);
     if (s == CQ_OK) s = read_input(o.chat_template, "chat template", &r.tmpl, &r.tmpl_len);
@@ -453,7 +441,7 @@ int cq_bench_imagine(int argc, char **argv) {
     int total = 0, rows = 0;
     if (s == CQ_OK) s = cq_qi21_pipe_prompt_tokens(r.pipe, o.prompt, &total, &rows);
     if (s != CQ_OK) return fail(&r, s, "loading the pipeline");
-    int threads = o.threads > 0 ? o.threads : cq_default_threads();
+    int threads = o.m.threads > 0 ? o.m.threads : cq_default_threads();
     printf("backend %s, %d threads; prompt \"%s\": %d tokens, %d rows after the system turn\n", cq_backend_name(r.be),
            threads, o.prompt, total, rows);
     fflush(stdout);
@@ -463,7 +451,7 @@ int cq_bench_imagine(int argc, char **argv) {
     r.steps = cq_calloc((size_t)o.steps, sizeof *r.steps);
     if (!r.steps) return fail(&r, CQ_ERR_NOMEM, "generating");
     w.step = r.steps;
-    cq_qi21_gen_opts go = {.prompt = o.prompt, .width = o.size, .height = o.size, .steps = o.steps, .seed = 42,
+    cq_qi21_gen_opts go = {.prompt = o.prompt, .width = o.m.size, .height = o.m.size, .steps = o.steps, .seed = 42,
                            .guidance = 1.0, .on_step = on_step, .on_phase = on_phase, .user = &w};
     cq_qi21_result res;
     s = cq_qi21_pipe_generate(r.pipe, &go, &res);
@@ -488,13 +476,13 @@ int cq_bench_imagine(int argc, char **argv) {
     if (!st) return fail(&r, CQ_ERR_NOMEM, "reporting");
     for (int i = 0; i < o.steps; i++) {
         const mark *a = i ? &r.steps[i - 1] : &ph[CQ_QI21_PHASE_STEPS];
-        snprintf(label, sizeof label, "step %d/%d (%dx%d, %d tokens)", i + 1, o.steps, o.size, o.size, tokens);
+        snprintf(label, sizeof label, "step %d/%d (%dx%d, %d tokens)", i + 1, o.steps, o.m.size, o.m.size, tokens);
         row(label, a, &r.steps[i], threads);
         st[i] = r.steps[i].wall - a->wall;
     }
     snprintf(label, sizeof label, "%d steps", o.steps);
     row(label, &ph[CQ_QI21_PHASE_STEPS], &ph[CQ_QI21_PHASE_VAE], threads);
-    snprintf(label, sizeof label, "VAE decode (%dx%d)", o.size, o.size);
+    snprintf(label, sizeof label, "VAE decode (%dx%d)", o.m.size, o.m.size);
     row(label, &ph[CQ_QI21_PHASE_VAE], &ph[CQ_QI21_PHASE_DONE], threads);
     mark end = ph[CQ_QI21_PHASE_DONE];
     snprintf(label, sizeof label, "total, %d steps (load to image)", o.steps);

@@ -9,6 +9,7 @@
  * being written a signal handler removes it if the process is interrupted.
  */
 #include "cli/bench_pack.h"
+#include "cli/cli.h"
 
 #include <math.h>
 #include <signal.h>
@@ -525,4 +526,26 @@ void cq_bench_print_op_classes(const cq_backend_stats *st, int runs, const char 
         if (st->op_calls[i])
             printf("  %-16s %6ld calls/%s %9.3f ms/%s\n", cq_op_name((cq_op)i), st->op_calls[i] / runs, per,
                    st->op_ms[i] / runs, per);
+}
+
+int cq_bench_model_opt(const char *cmd, int argc, char **argv, int *i, cq_bench_model_opts *o) {
+    const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    long n;
+    if (strcmp(a, "--size") == 0) {
+        if (!cq_cli_parse_int(cmd, a, v, 1, 1 << 16, &n)) return 2;
+        if (n != 256 && n != 512 && n != 1024 && n != 2048)
+            return cq_cli_usage_error(cmd, "--size must be 256, 512, 1024 or 2048");
+        o->size = (int)n;
+    } else if (strcmp(a, "--threads") == 0) {
+        if (!cq_cli_parse_int(cmd, a, v, 1, 4096, &n)) return 2;
+        o->threads = (int)n;
+    } else if (strcmp(a, "--backend") == 0) {
+        if (!v || (strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0 && strncmp(v, "cuda:", 5) != 0))
+            return cq_cli_usage_error(cmd, "--backend must be cpu, cuda or cuda:N");
+        o->backend = v;
+    } else {
+        return 0;
+    }
+    (*i)++;
+    return 1;
 }

@@ -121,4 +121,14 @@ double cq_bench_median(double *v, int n);
  * ops (st->timed: CORTIQ_CUDA_PROFILE=1); nothing when it did not. */
 void cq_bench_print_op_classes(const cq_backend_stats *st, int runs, const char *per);
 
+/* ---- the options the model benchmarks share ------------------------------------------- */
+typedef struct cq_bench_model_opts {
+    int size;            /* --size: image side in pixels, 256, 512, 1024 or 2048 */
+    int threads;         /* --threads N (0: CORTIQ_THREADS or all cores) */
+    const char *backend; /* --backend cpu, cuda or cuda:N */
+} cq_bench_model_opts;
+/* One of them at argv[*i], its value consumed (*i advanced): 1; not one of them: 0; a bad value: the usage
+ * error printed, 2 (the exit code). */
+int cq_bench_model_opt(const char *cmd, int argc, char **argv, int *i, cq_bench_model_opts *o);
+
 #endif /* CQ_CLI_BENCH_PACK_H */

@@ -42,9 +42,9 @@
 #define B_TPROJ CQ_BENCH_DIT_TPROJ
 
 typedef struct bench_opts {
-    int size, layers, threads, repeat;
+    cq_bench_model_opts m;
+    int layers, repeat;
     cq_dtype quant;
-    const char *backend;
     bool gpu;
 } bench_opts;
 
@@ -82,23 +82,16 @@ static int parse(int argc, char **argv, bench_opts *o, bool *done) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         long n;
-        if (cq_cli_is_help(a)) {
+        int r = cq_bench_model_opt(cmd, argc, argv, &i, &o->m);
+        if (r) {
+            if (r != 1) return r;
+        } else if (cq_cli_is_help(a)) {
             help();
             *done = true;
             return 0;
-        } else if (strcmp(a, "--size") == 0) {
-            if (!cq_cli_parse_int(cmd, a, v, 256, B_MAX_SIDE, &n)) return 2;
-            if (n != 256 && n != 512 && n != 1024 && n != 2048)
-                return cq_cli_usage_error(cmd, "--size must be 256, 512, 1024 or 2048");
-            o->size = (int)n;
-            i++;
         } else if (strcmp(a, "--layers") == 0) {
             if (!cq_cli_parse_int(cmd, a, v, 1, B_LAYERS, &n)) return 2;
             o->layers = (int)n;
-            i++;
-        } else if (strcmp(a, "--threads") == 0) {
-            if (!cq_cli_parse_int(cmd, a, v, 1, 4096, &n)) return 2;
-            o->threads = (int)n;
             i++;
         } else if (strcmp(a, "--repeat") == 0) {
             if (!cq_cli_parse_int(cmd, a, v, 1, 100, &n)) return 2;
@@ -109,12 +102,6 @@ static int parse(int argc, char **argv, bench_opts *o, bool *done) {
             if (d != CQ_DTYPE_Q8_2F && d != CQ_DTYPE_Q4TP && d != CQ_DTYPE_BF16)
                 return cq_cli_usage_error(cmd, "--quant must be q8_2f, q4tp or bf16");
             o->quant = (cq_dtype)d;
-            i++;
-        } else if (strcmp(a, "--backend") == 0) {
-            if (!v || (strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0 && strncmp(v, "cuda:", 5) != 0))
-                return cq_cli_usage_error(cmd, "--backend must be cpu, cuda or cuda:N");
-            o->backend = v;
-            o->gpu = strncmp(v, "cuda", 4) == 0;
             i++;
         } else {
             return cq_cli_usage_error(cmd, "unknown argument '%s'", a);
@@ -210,12 +197,13 @@ static cq_status matmul_ref(bench_run *r, int T, int repeat, double *sec) {
 }
 
 int cq_bench_qi21(int argc, char **argv) {
-    bench_opts o = {.size = 256, .layers = B_LAYERS, .threads = 0, .repeat = 0, .quant = CQ_DTYPE_Q8_2F, .backend = "cpu"};
+    bench_opts o = {.m = {.size = 256, .backend = "cpu"}, .layers = B_LAYERS, .repeat = 0, .quant = CQ_DTYPE_Q8_2F};
     bool done = false;
     int rc = parse(argc, argv, &o, &done);
     if (rc || done) return rc;
+    o.gpu = strncmp(o.m.backend, "cuda", 4) == 0;
     if (o.repeat == 0) o.repeat = o.gpu ? 5 : 3;
-    const int side = o.size / 16, T = side * side; /* VAE /8, then 2x2 patches: 16 px per token */
+    const int side = o.m.size / 16, T = side * side; /* VAE /8, then 2x2 patches: 16 px per token */
 
     printf("Qwen-Image-2.1 denoiser, 7B shape (%d layers%s, %d heads x %d, context %d, mlp %d), random %s weights\n",
            o.layers, o.layers < B_LAYERS ? " of 32 built" : "", B_HEADS, B_HEAD_DIM, B_CTX,
@@ -223,7 +211,7 @@ int cq_bench_qi21(int argc, char **argv) {
     fflush(stdout);
     /* the backend first: a missing GPU fails before gigabytes of weights are written */
     bench_run r = {0};
-    cq_status s = cq_backend_create(o.backend, o.threads, &r.be);
+    cq_status s = cq_backend_create(o.m.backend, o.m.threads, &r.be);
     if (s != CQ_OK) return cq_cli_fail("bench qi21", s, "creating the backend");
     uint64_t wbytes;
     double t0 = cq_now();
@@ -269,7 +257,7 @@ int cq_bench_qi21(int argc, char **argv) {
                    cq_backend_name(r.be), t_load);
         else
             printf("backend %s, %d threads; model loaded (weights bound in place) in %.2f s\n", cq_backend_name(r.be),
-                   o.threads > 0 ? o.threads : cq_default_threads(), t_load);
+                   o.m.threads > 0 ? o.m.threads : cq_default_threads(), t_load);
         fflush(stdout);
     }
 
@@ -318,9 +306,9 @@ int cq_bench_qi21(int argc, char **argv) {
 
     double fs = flops_step(T, B_TEXT, o.layers), fp = flops_prefill(B_TEXT, o.layers);
     double fmm = 2.0 * T * D * D * B_RATIO;
-    int threads = o.threads > 0 ? o.threads : cq_default_threads();
+    int threads = o.m.threads > 0 ? o.m.threads : cq_default_threads();
     char label[64];
-    snprintf(label, sizeof label, "step (%dx%d px, %d tokens)", o.size, o.size, T);
+    snprintf(label, sizeof label, "step (%dx%d px, %d tokens)", o.m.size, o.m.size, T);
     if (o.gpu) {
         printf("%-30s %9s %10s %9s\n", "", "ms", "GFLOP", "TFLOP/s");
         printf("%-30s %9.2f %10.1f %9.1f\n", "prefill (18 text rows)", 1e3 * t_prefill, fp * 1e-9, fp * 1e-12 / t_prefill);

@@ -23,9 +23,9 @@
 #include "models/qwen_vae.h"
 
 typedef struct bench_opts {
-    int size, repeat, threads;
+    cq_bench_model_opts m;
+    int repeat;
     bool encode;
-    const char *backend;
 } bench_opts;
 
 static void help(void) {
@@ -55,31 +55,19 @@ static int parse(int argc, char **argv, bench_opts *o, bool *done) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         long n;
-        if (cq_cli_is_help(a)) {
+        int r = cq_bench_model_opt(cmd, argc, argv, &i, &o->m);
+        if (r) {
+            if (r != 1) return r;
+        } else if (cq_cli_is_help(a)) {
             help();
             *done = true;
             return 0;
-        } else if (strcmp(a, "--size") == 0) {
-            if (!cq_cli_parse_int(cmd, a, v, 1, 1 << 16, &n)) return 2;
-            if (n != 256 && n != 512 && n != 1024 && n != 2048)
-                return cq_cli_usage_error(cmd, "--size must be 256, 512, 1024 or 2048");
-            o->size = (int)n;
-            i++;
         } else if (strcmp(a, "--repeat") == 0) {
             if (!cq_cli_parse_int(cmd, a, v, 1, 1000, &n)) return 2;
             o->repeat = (int)n;
             i++;
-        } else if (strcmp(a, "--threads") == 0) {
-            if (!cq_cli_parse_int(cmd, a, v, 1, 4096, &n)) return 2;
-            o->threads = (int)n;
-            i++;
         } else if (strcmp(a, "--encode") == 0) {
             o->encode = true;
-        } else if (strcmp(a, "--backend") == 0) {
-            if (!v || (strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0 && strncmp(v, "cuda:", 5) != 0))
-                return cq_cli_usage_error(cmd, "--backend must be cpu, cuda or cuda:N");
-            o->backend = v;
-            i++;
         } else {
             return cq_cli_usage_error(cmd, "unknown argument '%s'", a);
         }
@@ -154,13 +142,13 @@ static cq_status time_runs(bench_run *r, int what, int h, int w, int repeat, dou
 }
 
 int cq_bench_vae(int argc, char **argv) {
-    bench_opts o = {.size = 1024, .repeat = 0, .threads = 0, .backend = "cpu"};
+    bench_opts o = {.m = {.size = 1024, .backend = "cpu"}};
     bool done = false;
     int rc = parse(argc, argv, &o, &done);
     if (rc || done) return rc;
     bench_run r = {0};
     /* the backend first: a missing GPU fails before the weights are written */
-    cq_status s = cq_backend_create(o.backend, o.threads, &r.be);
+    cq_status s = cq_backend_create(o.m.backend, o.m.threads, &r.be);
     if (s != CQ_OK) return fail(&r, s, "creating the backend");
     const bool cpu = strncmp(cq_backend_name(r.be), "cpu", 3) == 0 || strcmp(cq_backend_name(r.be), "ref") == 0;
     if (o.repeat == 0) o.repeat = cpu ? 1 : 5;
@@ -175,13 +163,13 @@ int cq_bench_vae(int argc, char **argv) {
     if (s != CQ_OK) return fail(&r, s, "loading the VAE");
     double t_load = cq_now() - t0;
     const cq_qvae_config *c = cq_qvae_get_config(r.vae);
-    const int F = c->spatial_factor, h = o.size / F, w = o.size / F;
+    const int F = c->spatial_factor, h = o.m.size / F, w = o.m.size / F;
     char b1[32];
     printf("Qwen-Image-2.1 VAE, released configuration, random weights: %s of f16 kernels; written and mapped in "
            "%.1f s\nbackend %s; loaded in %.2f s\n",
            cq_fmt_bytes(wbytes, b1, sizeof b1), t_write, cq_backend_name(r.be), t_load);
     fflush(stdout);
-    const size_t nz = (size_t)c->z_dim * h * w, ni = (size_t)c->image_channels * o.size * o.size;
+    const size_t nz = (size_t)c->z_dim * h * w, ni = (size_t)c->image_channels * o.m.size * o.m.size;
     r.z = cq_mallocn(nz, sizeof(float));
     r.img = cq_mallocn(ni, sizeof(float));
     r.mom = cq_mallocn(2 * nz, sizeof(float));
@@ -195,14 +183,14 @@ int cq_bench_vae(int argc, char **argv) {
     const size_t dpeak = cq_qvae_last_peak_bytes(r.vae);
     for (size_t i = 0; i < ni; i++)
         if (!isfinite(r.img[i])) return fail(&r, cq_fail(CQ_ERR_NUMERIC, "the image holds non-finite values"), "checking");
-    const double mpix = (double)o.size * o.size / 1e6;
+    const double mpix = (double)o.m.size * o.m.size / 1e6;
     printf("decode %lldx%lld latents -> %dx%d: %.4f s (median of %d), %.3g Mpixel/s; activations' peak %.2f GiB\n",
-           (long long)h, (long long)w, o.size, o.size, dec, o.repeat, mpix / dec, (double)dpeak / (1 << 30));
+           (long long)h, (long long)w, o.m.size, o.m.size, dec, o.repeat, mpix / dec, (double)dpeak / (1 << 30));
     if (o.encode && c->has_encoder) {
         s = time_runs(&r, 1, h, w, o.repeat, &enc);
         if (s != CQ_OK) return fail(&r, s, "encoding");
         printf("encode %dx%d -> %lldx%lld moments: %.4f s (median of %d), %.3g Mpixel/s; activations' peak %.2f GiB\n",
-               o.size, o.size, (long long)h, (long long)w, enc, o.repeat, mpix / enc,
+               o.m.size, o.m.size, (long long)h, (long long)w, enc, o.repeat, mpix / enc,
                (double)cq_qvae_last_peak_bytes(r.vae) / (1 << 30));
     }
     if (!cpu) {

@@ -28,8 +28,10 @@ has out "--steps"
 has out "q4tp"
 has out "TMPDIR"
 has out "qwen3.json.gz"
-expect 2 "$CQ" bench imagine --size 1024
-has err "256 or 512"
+expect 2 "$CQ" bench imagine --size 1000
+has err "256, 512, 1024 or 2048"
+expect 2 "$CQ" bench imagine --backend gpu
+has err "cpu, cuda or cuda:N"
 expect 2 "$CQ" bench imagine --size 25x
 has err "--size"
 expect 2 "$CQ" bench imagine --steps 1

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# bench_vae.sh — `cortiq bench vae` as a user meets it: the dispatcher's
+# list, --help, usage errors (exit 2), a temporary directory that cannot take
+# the model (exit 1, nothing left behind), and without a GPU a CUDA run that
+# fails before anything is written. The benchmark itself writes 0.7 GB and
+# decodes for seconds to minutes on a CPU: not run here (docs/PERFORMANCE.md).
+# Usage: bash bench_vae.sh <cortiq> <scratch-dir>
+set -u
+CQ=$1
+W=$2
+rm -rf "$W" && mkdir -p "$W"
+fails=0
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+expect() {
+    local want=$1
+    shift
+    "$@" >"$W/out" 2>"$W/err"
+    local rc=$?
+    [ "$rc" -eq "$want" ] || fail "'$*' exited $rc, expected $want; stderr: $(head -c 400 "$W/err")"
+}
+has() { grep -q -- "$2" "$W/$1" || fail "$1 of the last command lacks '$2': $(head -c 400 "$W/$1")"; }
+
+expect 0 "$CQ" bench --help
+has out "vae"
+expect 0 "$CQ" bench vae --help
+has out "--encode"
+has out "TMPDIR"
+has out "CORTIQ_CUDA_PROFILE"
+expect 2 "$CQ" bench vae --size 300
+has err "256, 512, 1024 or 2048"
+expect 2 "$CQ" bench vae --repeat 0
+has err "--repeat"
+expect 2 "$CQ" bench vae --threads 0
+has err "--threads"
+expect 2 "$CQ" bench vae --backend vulkan
+has err "cpu, cuda or cuda:N"
+expect 2 "$CQ" bench vae extra
+has err "unknown argument"
+
+# A directory that does not exist cannot take the temporary model: a clear failure, nothing written.
+TMPDIR="$W/no-such-dir" expect 1 "$CQ" bench vae --size 256
+has err "writing the temporary model"
+[ ! -e "$W/no-such-dir" ] || fail "the missing TMPDIR was created"
+"$CQ" gpu >"$W/gpu" 2>&1
+if ! grep -q "cuda:0 " "$W/gpu"; then
+    mkdir -p "$W/tmp"
+    TMPDIR="$W/tmp" expect 1 "$CQ" bench vae --backend cuda
+    has err "creating the backend"
+    [ -z "$(ls -A "$W/tmp")" ] || fail "files were left in TMPDIR: $(ls -A "$W/tmp")"
+fi
+
+if [ "$fails" -ne 0 ]; then
+    echo "$fails check(s) failed" >&2
+    exit 1
+fi
+echo "bench_vae: all checks passed"
