@@ -31,69 +31,11 @@
 #include "format/safetensors.h"
 #include "models/qwen3.h"
 #include "ops/ops.h"
+#include "qwen3_golden.h"
 
 #define TOL_REF 1e-4
 #define TOL_CACHE 1e-5
 #define GREEDY 32
-
-static const char *const k_cfgs[] = {"qwen3_a", "qwen3_b", "qwen3vl_a"};
-
-static const char *golden_dir(const char *cfg) {
-    static char p[1024];
-    snprintf(p, sizeof p, "%s/tests/golden/qwen3/%s", CQ_SOURCE_DIR, cfg);
-    return p;
-}
-
-/* Convert a golden folder to <tmp>/<cfg>.cmf (f32) and return the path. */
-static const char *convert_cfg(const char *cfg) {
-    static char out[1024];
-    const char *dir = tu_tmpdir(cfg);
-    snprintf(out, sizeof out, "%s/%s.cmf", dir, cfg);
-    cq_convert_opts opts = {.quant = CQ_DTYPE_F32};
-    cq_convert_report rep;
-    cq_status s = cq_convert(golden_dir(cfg), out, &opts, &rep);
-    cq_convert_report_free(&rep);
-    if (s != CQ_OK) fail_msg("convert %s: %s", cfg, cq_last_error());
-    return out;
-}
-
-static float *st_floats(const cq_st *st, const char *name, uint64_t want) {
-    const cq_st_tensor *t = cq_st_find(st, name);
-    if (!t) fail_msg("golden tensor %s missing", name);
-    if (t->nelem != want) fail_msg("golden tensor %s has %llu elements, expected %llu", name,
-                                   (unsigned long long)t->nelem, (unsigned long long)want);
-    float *v = malloc((size_t)want * sizeof(float));
-    assert_non_null(v);
-    assert_int_equal(cq_st_read_f32(t, 0, want, v), CQ_OK);
-    return v;
-}
-
-static int32_t *st_ids(const cq_st *st, const char *name, int *n) {
-    const cq_st_tensor *t = cq_st_find(st, name);
-    if (!t || t->dtype != CQ_ST_I32) fail_msg("golden tensor %s missing or not I32", name);
-    *n = (int)t->nelem;
-    int32_t *v = malloc((size_t)*n * sizeof(int32_t));
-    assert_non_null(v);
-    memcpy(v, t->data, (size_t)*n * sizeof(int32_t));
-    return v;
-}
-
-static double rel_err(const float *a, const float *ref, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - ref[i]);
-        if (!(d <= num)) num = d; /* NaN propagates as a failure */
-        if (fabs(ref[i]) > den) den = fabs(ref[i]);
-    }
-    return den > 0 ? num / den : num;
-}
-
-static int argmax(const float *v, int n) {
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (v[i] > v[best]) best = i;
-    return best;
-}
 
 typedef struct fixture {
     const char *cfg;
@@ -106,12 +48,12 @@ typedef struct fixture {
 static void fx_open(fixture *f, const char *cfg) {
     memset(f, 0, sizeof *f);
     f->cfg = cfg;
-    const char *path = convert_cfg(cfg);
+    const char *path = qw_convert(cfg);
     if (cq_cmf_open(path, &f->cmf) != CQ_OK) fail_msg("open %s: %s", path, cq_last_error());
     assert_int_equal(cq_backend_create(NULL, 0, &f->be), CQ_OK);
     if (cq_qwen3_load(f->cmf, "", f->be, &f->m) != CQ_OK) fail_msg("load %s: %s", cfg, cq_last_error());
     char g[1100];
-    snprintf(g, sizeof g, "%s/golden.safetensors", golden_dir(cfg));
+    snprintf(g, sizeof g, "%s/golden.safetensors", qw_golden_dir(cfg));
     if (cq_st_open(g, &f->gold) != CQ_OK) fail_msg("open %s: %s", g, cq_last_error());
 }
 
@@ -128,7 +70,7 @@ static void check_forward(fixture *f, const char *p) {
     char name[64];
     snprintf(name, sizeof name, "ids_%s", p);
     int T;
-    int32_t *ids = st_ids(f->gold, name, &T);
+    int32_t *ids = qw_ids(f->gold, name, &T);
     size_t H = (size_t)c->hidden, V = (size_t)c->vocab_size, L = (size_t)c->n_layers;
     float *all = malloc((L + 1) * T * H * sizeof(float)), *normed = malloc(T * H * sizeof(float));
     float *logits = malloc(T * V * sizeof(float)), *last = malloc(T * H * sizeof(float));
@@ -137,18 +79,18 @@ static void check_forward(fixture *f, const char *p) {
     if (cq_qwen3_forward(f->m, ids, T, &o) != CQ_OK) fail_msg("forward: %s", cq_last_error());
 
     snprintf(name, sizeof name, "hidden_%s", p);
-    float *gh = st_floats(f->gold, name, (L + 1) * T * H);
+    float *gh = qw_floats(f->gold, name, (L + 1) * T * H);
     for (size_t l = 0; l <= L; l++) {
-        double e = rel_err(all + l * T * H, gh + l * T * H, T * H);
+        double e = qw_rel_err(all + l * T * H, gh + l * T * H, T * H);
         printf("  %s prompt %s hidden[%zu]%s: rel %.3g\n", f->cfg, p, l, l == L ? " (pre-norm)" : "", e);
         if (!(e <= TOL_REF)) fail_msg("%s prompt %s: hidden state %zu off by %.3g (> %g)", f->cfg, p, l, e, TOL_REF);
     }
     snprintf(name, sizeof name, "normed_%s", p);
-    float *gn = st_floats(f->gold, name, T * H);
-    double en = rel_err(normed, gn, T * H);
+    float *gn = qw_floats(f->gold, name, T * H);
+    double en = qw_rel_err(normed, gn, T * H);
     snprintf(name, sizeof name, "logits_%s", p);
-    float *gl = st_floats(f->gold, name, T * V);
-    double el = rel_err(logits, gl, T * V);
+    float *gl = qw_floats(f->gold, name, T * V);
+    double el = qw_rel_err(logits, gl, T * V);
     printf("  %s prompt %s normed: rel %.3g  logits: rel %.3g\n", f->cfg, p, en, el);
     assert_true(en <= TOL_REF);
     assert_true(el <= TOL_REF);
@@ -174,8 +116,8 @@ static void check_forward(fixture *f, const char *p) {
 static void check_greedy(fixture *f, const char *ids_name, const char *greedy_name) {
     const cq_qwen3_config *c = cq_qwen3_get_config(f->m);
     int T, G;
-    int32_t *ids = st_ids(f->gold, ids_name, &T);
-    int32_t *want = st_ids(f->gold, greedy_name, &G);
+    int32_t *ids = qw_ids(f->gold, ids_name, &T);
+    int32_t *want = qw_ids(f->gold, greedy_name, &G);
     assert_int_equal(G, GREEDY);
     size_t V = (size_t)c->vocab_size;
     int32_t *seq = malloc((size_t)(T + G) * sizeof(int32_t));
@@ -187,7 +129,7 @@ static void check_greedy(fixture *f, const char *ids_name, const char *greedy_na
     assert_int_equal(cq_qwen3_cache_create(f->m, T + G, 7, &cache), CQ_OK);
     if (cq_qwen3_cache_feed(cache, ids, T, step) != CQ_OK) fail_msg("prefill: %s", cq_last_error());
     for (int i = 0; i < G; i++) {
-        seq[T + i] = argmax(step + (size_t)i * V, (int)V);
+        seq[T + i] = qw_argmax(step + (size_t)i * V, (int)V);
         if (seq[T + i] != want[i])
             fail_msg("%s %s: greedy token %d is %d, transformers chose %d", f->cfg, greedy_name, i, seq[T + i], want[i]);
         if (i + 1 < G) assert_int_equal(cq_qwen3_cache_feed(cache, &seq[T + i], 1, step + (size_t)(i + 1) * V), CQ_OK);
@@ -198,7 +140,7 @@ static void check_greedy(fixture *f, const char *ids_name, const char *greedy_na
     assert_int_equal(cq_qwen3_forward(f->m, seq, T + G - 1, &o), CQ_OK);
     double worst = 0;
     for (int i = 0; i < G; i++) {
-        double e = rel_err(step + (size_t)i * V, full + (size_t)(T - 1 + i) * V, V);
+        double e = qw_rel_err(step + (size_t)i * V, full + (size_t)(T - 1 + i) * V, V);
         if (e > worst) worst = e;
     }
     printf("  %s %s: %d greedy tokens identical; cache vs recompute rel %.3g\n", f->cfg, greedy_name, G, worst);
@@ -209,7 +151,7 @@ static void check_greedy(fixture *f, const char *ids_name, const char *greedy_na
     assert_non_null(again);
     assert_int_equal(cq_qwen3_cache_truncate(cache, T - 1), CQ_OK);
     assert_int_equal(cq_qwen3_cache_feed(cache, &seq[T - 1], 2, again), CQ_OK);
-    assert_true(rel_err(again, step + V, V) <= TOL_CACHE);
+    assert_true(qw_rel_err(again, step + V, V) <= TOL_CACHE);
     /* the cache refuses to overflow and keeps its state */
     assert_int_equal(cq_qwen3_cache_len(cache), T + 1);
     int32_t two[2] = {seq[0], seq[1]};
@@ -228,12 +170,12 @@ static void check_greedy(fixture *f, const char *ids_name, const char *greedy_na
 
 static void test_golden(void **state) {
     (void)state;
-    for (size_t i = 0; i < CQ_ARRAY_LEN(k_cfgs); i++) {
+    for (size_t i = 0; i < CQ_ARRAY_LEN(qw_cfgs); i++) {
         fixture f;
-        fx_open(&f, k_cfgs[i]);
+        fx_open(&f, qw_cfgs[i]);
         const cq_qwen3_config *c = cq_qwen3_get_config(f.m);
         assert_true(c->has_lm_head);
-        assert_int_equal(c->vl, strstr(k_cfgs[i], "vl") != NULL);
+        assert_int_equal(c->vl, strstr(qw_cfgs[i], "vl") != NULL);
         check_forward(&f, "a");
         check_forward(&f, "b");
         check_greedy(&f, "ids_a", "greedy_a");
@@ -305,9 +247,9 @@ static void test_prefix_and_layouts(void **state) {
     assert_true(c->mrope_interleaved);
     assert_true(c->rope_theta == 5000000.0);
     int T;
-    int32_t *ids = st_ids(f.gold, "ids_b", &T);
+    int32_t *ids = qw_ids(f.gold, "ids_b", &T);
     size_t V = (size_t)c->vocab_size;
-    float *gl = st_floats(f.gold, "logits_b", (size_t)T * V);
+    float *gl = qw_floats(f.gold, "logits_b", (size_t)T * V);
     const char *dir = tu_tmpdir("qwen3_repack");
     cq_status s;
 
@@ -315,7 +257,7 @@ static void test_prefix_and_layouts(void **state) {
     repack(f.cmf, tu_path(dir, "te.cmf"), "te.", NULL, NULL);
     float *lg = logits_of(tu_path(dir, "te.cmf"), "te.", ids, T, V, &s);
     if (s != CQ_OK) fail_msg("te. prefix: %s", cq_last_error());
-    assert_true(rel_err(lg, gl, (size_t)T * V) <= TOL_REF);
+    assert_true(qw_rel_err(lg, gl, (size_t)T * V) <= TOL_REF);
     free(lg);
 
     /* transformers 4.57's layout: rope_theta and rope_scaling in text_config */
@@ -329,7 +271,7 @@ static void test_prefix_and_layouts(void **state) {
     repack(f.cmf, tu_path(dir, "v457.cmf"), "", cfg457, NULL);
     lg = logits_of(tu_path(dir, "v457.cmf"), "", ids, T, V, &s);
     if (s != CQ_OK) fail_msg("4.57 config: %s", cq_last_error());
-    assert_true(rel_err(lg, gl, (size_t)T * V) <= TOL_REF);
+    assert_true(qw_rel_err(lg, gl, (size_t)T * V) <= TOL_REF);
     free(lg);
 
     /* the theta really is read: another theta changes the logits */
@@ -339,7 +281,7 @@ static void test_prefix_and_layouts(void **state) {
     repack(f.cmf, tu_path(dir, "theta.cmf"), "", other, NULL);
     lg = logits_of(tu_path(dir, "theta.cmf"), "", ids, T, V, &s);
     assert_int_equal(s, CQ_OK);
-    assert_true(rel_err(lg, gl, (size_t)T * V) > 1e-3);
+    assert_true(qw_rel_err(lg, gl, (size_t)T * V) > 1e-3);
     free(lg);
 
     /* scaled RoPE is refused by name */
@@ -381,26 +323,26 @@ static void test_quantized(void **state) {
     } cases[] = {{-1, 0.05}, {CQ_DTYPE_Q8_ROW, 0.05}, {CQ_DTYPE_BF16, 0.01}, {CQ_DTYPE_F16, 0.01},
                  {CQ_DTYPE_Q4TP, 0.5}};
     char gp[1100];
-    snprintf(gp, sizeof gp, "%s/golden.safetensors", golden_dir("qwen3_a"));
+    snprintf(gp, sizeof gp, "%s/golden.safetensors", qw_golden_dir("qwen3_a"));
     cq_st *gold;
     assert_int_equal(cq_st_open(gp, &gold), CQ_OK);
     int T;
-    int32_t *ids = st_ids(gold, "ids_b", &T);
+    int32_t *ids = qw_ids(gold, "ids_b", &T);
     size_t V = 384;
-    float *gl = st_floats(gold, "logits_b", (size_t)T * V);
+    float *gl = qw_floats(gold, "logits_b", (size_t)T * V);
     for (size_t i = 0; i < CQ_ARRAY_LEN(cases); i++) {
         const char *path = tu_path(tu_tmpdir("qwen3_quant"), "q.cmf");
         const char *name = cases[i].quant < 0 ? "default (q8_2f)" : cq_dtype_name((cq_dtype)cases[i].quant);
         cq_convert_opts opts = {.quant = cases[i].quant};
         cq_convert_report rep;
-        cq_status s = cq_convert(golden_dir("qwen3_a"), path, &opts, &rep);
+        cq_status s = cq_convert(qw_golden_dir("qwen3_a"), path, &opts, &rep);
         cq_convert_report_free(&rep);
         if (s != CQ_OK) fail_msg("convert: %s", cq_last_error());
         float *lg = logits_of(path, "", ids, T, V, &s);
         if (s != CQ_OK) fail_msg("run: %s", cq_last_error());
         float *lr = logits_on("ref", path, "", ids, T, V, &s);
         if (s != CQ_OK) fail_msg("run on ref: %s", cq_last_error());
-        double e = rel_err(lg, gl, (size_t)T * V), er = rel_err(lg, lr, (size_t)T * V);
+        double e = qw_rel_err(lg, gl, (size_t)T * V), er = qw_rel_err(lg, lr, (size_t)T * V);
         printf("  qwen3_a weights %s: logits rel %.3g vs transformers (f32), %.3g vs the ref backend\n", name, e, er);
         if (!(er <= TOL_REF)) fail_msg("%s: cpu and ref backends differ by %.3g", name, er);
         if (!(e > 0 && e <= cases[i].tol)) fail_msg("%s: logits off by %.3g (> %g)", name, e, cases[i].tol);
