@@ -297,6 +297,22 @@ static cq_status check_top(const cJSON *root) {
     return CQ_OK;
 }
 
+/* Every id a post-processor inserts names a token of the vocabulary (its ids are only range-checked while
+ * parsing, before the vocabulary is known). */
+static cq_status post_ids_known(const cq_tokenizer *t, const tok_post *p) {
+    if (!p) return CQ_OK;
+    for (int side = 0; side < 2; side++) {
+        const int32_t *ids = side ? p->after : p->before;
+        const size_t n = side ? p->n_after : p->n_before;
+        for (size_t i = 0; i < n; i++)
+            if (!cq_tokenizer_id_to_token(t, ids[i], NULL))
+                return cq_fail(CQ_ERR_PARSE, "tokenizer.json: post_processor inserts token id %d, which is not in the "
+                               "vocabulary (%zu ids)", ids[i], t->n_ids);
+    }
+    for (size_t i = 0; i < p->n_items; i++) CQ_TRY(post_ids_known(t, &p->items[i]));
+    return CQ_OK;
+}
+
 static cq_status load_tree(cq_tokenizer *t, const cJSON *root) {
     CQ_TRY(check_top(root));
     CQ_TRY(tok_norm_parse(cJSON_GetObjectItemCaseSensitive(root, "normalizer"), &t->normalizer));
@@ -306,6 +322,7 @@ static cq_status load_tree(cq_tokenizer *t, const cJSON *root) {
     CQ_TRY(load_model(t, tok_jget(root, "model")));
     CQ_TRY(load_added(t, tok_jget(root, "added_tokens")));
     CQ_TRY(build_id_table(t));
+    CQ_TRY(post_ids_known(t, t->post));
     CQ_TRY(tok_trie_build(&t->trie_raw, t, false));
     return tok_trie_build(&t->trie_norm, t, true);
 }

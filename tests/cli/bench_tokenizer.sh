@@ -7,17 +7,7 @@ set -u
 CQ=$1
 W=$2
 SRC_DIR=$(cd "$(dirname "$0")/../.." && pwd)
-rm -rf "$W" && mkdir -p "$W"
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-expect() {
-    local want=$1
-    shift
-    "$@" >"$W/out" 2>"$W/err"
-    local rc=$?
-    [ "$rc" -eq "$want" ] || fail "'$*' exited $rc, expected $want; stderr: $(head -c 400 "$W/err")"
-}
-has() { grep -q -- "$2" "$W/$1" || fail "$1 of the last command lacks '$2': $(head -c 400 "$W/$1")"; }
+. "$(dirname "$0")/common.bash"
 
 expect 0 "$CQ" bench --help
 has out "tokenizer"
@@ -38,8 +28,4 @@ printf 'hello world\n' >"$W/text.txt"
 expect 0 "$CQ" bench tokenizer "$SRC_DIR/tests/fixtures/tokenizers/qwen3.json.gz" "$W/text.txt" --seconds 0.05
 has out "^file "
 
-if [ "$fails" -ne 0 ]; then
-    echo "$fails check(s) failed"
-    exit 1
-fi
-echo "bench tokenizer: all checks passed"
+finish "bench tokenizer"

@@ -8,17 +8,7 @@
 set -u
 CQ=$1
 W=$2
-rm -rf "$W" && mkdir -p "$W"
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-expect() {
-    local want=$1
-    shift
-    "$@" >"$W/out" 2>"$W/err"
-    local rc=$?
-    [ "$rc" -eq "$want" ] || fail "'$*' exited $rc, expected $want; stderr: $(head -c 400 "$W/err")"
-}
-has() { grep -q -- "$2" "$W/$1" || fail "$1 of the last command lacks '$2': $(head -c 400 "$W/$1")"; }
+. "$(dirname "$0")/common.bash"
 
 expect 0 "$CQ" bench --help
 has out "vae"
@@ -49,8 +39,4 @@ if ! grep -q "cuda:0 " "$W/gpu"; then
     [ -z "$(ls -A "$W/tmp")" ] || fail "files were left in TMPDIR: $(ls -A "$W/tmp")"
 fi
 
-if [ "$fails" -ne 0 ]; then
-    echo "$fails check(s) failed" >&2
-    exit 1
-fi
-echo "bench_vae: all checks passed"
+finish "bench_vae"

@@ -7,19 +7,7 @@
 set -u
 CQ=$1
 W=$2
-rm -rf "$W" && mkdir -p "$W"
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-
-# expect CODE CMD... : run, keep stdout/stderr in $W/out, $W/err
-expect() {
-    local want=$1
-    shift
-    "$@" >"$W/out" 2>"$W/err"
-    local rc=$?
-    [ "$rc" -eq "$want" ] || fail "'$*' exited $rc, expected $want; stderr: $(head -c 400 "$W/err")"
-}
-has() { grep -q -- "$2" "$W/$1" || fail "$1 of the last command lacks '$2': $(head -c 400 "$W/$1")"; }
+. "$(dirname "$0")/common.bash"
 
 # ---- building safetensors files without any tool but bash ----
 le64() { for i in 0 1 2 3 4 5 6 7; do printf "\\x$(printf %02x $((($1 >> (8 * i)) & 255)))"; done; }
@@ -164,8 +152,4 @@ else
     fail "fixtures/pywriter not found"
 fi
 
-if [ "$fails" -ne 0 ]; then
-    echo "$fails check(s) failed" >&2
-    exit 1
-fi
-echo "all CLI checks passed"
+finish "convert, info and verify"

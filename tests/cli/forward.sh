@@ -11,18 +11,7 @@ CQ=$1
 W=$2
 GOLDEN=$(cd "$(dirname "$0")/../golden/qi21" && pwd)
 CASE=$GOLDEN/cases/cond2_adjacent.safetensors # model tiny_a: 4 text, two adjacent condition images, 4x6 target
-rm -rf "$W" && mkdir -p "$W"
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-
-expect() { # CODE CMD...: run, keep stdout/stderr in $W/out, $W/err
-    local want=$1
-    shift
-    "$@" >"$W/out" 2>"$W/err"
-    local rc=$?
-    [ "$rc" -eq "$want" ] || fail "'$*' exited $rc, expected $want; stderr: $(head -c 400 "$W/err")"
-}
-has() { grep -q -- "$2" "$W/$1" || fail "$1 of the last command lacks '$2': $(head -c 400 "$W/$1")"; }
+. "$(dirname "$0")/common.bash"
 
 # floats FILE NAME: the f32 values of tensor NAME of a safetensors file, one per line
 floats() {
@@ -91,8 +80,4 @@ has err "encoder_hidden_states"
 expect 1 "$CQ" forward "$W/tiny_a.cmf" --inputs "$W/tiny_a.cmf" --output "$W/x.safetensors"
 has err "tiny_a.cmf"
 
-if [ "$fails" -ne 0 ]; then
-    echo "$fails check(s) failed" >&2
-    exit 1
-fi
-echo "forward: all checks passed"
+finish "forward"

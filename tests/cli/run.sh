@@ -10,22 +10,13 @@
 set -u
 CQ=$1
 W=$2
-rm -rf "$W" && mkdir -p "$W"
+. "$(dirname "$0")/common.bash"
 HERE=$(cd "$(dirname "$0")" && pwd)
 SRC=$HERE/../golden/qwen3/qwen3_a
 G=$SRC/golden.safetensors
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
 
-expect() { # CODE CMD...: run with stdin from $W/in, keep stdout/stderr in $W/out, $W/err
-    local want=$1
-    shift
-    "$@" <"$W/in" >"$W/out" 2>"$W/err"
-    local rc=$?
-    [ "$rc" -eq "$want" ] || fail "'$*' exited $rc, expected $want; stderr: $(head -c 400 "$W/err")"
-}
-has() { grep -q -- "$2" "$W/$1" || fail "$1 of the last command lacks '$2': $(head -c 400 "$W/$1")"; }
 : >"$W/in"
+EXPECT_STDIN=$W/in
 
 # golden I32 tensor NAME as "id id id ..." (safetensors: u64 header length, JSON header, data)
 golden() {
@@ -114,8 +105,4 @@ s3=$(grep '^ids:' "$W/err")
 [ -n "$s1" ] && [ "$s1" = "$s2" ] || fail "seed 7 twice: '$s1' vs '$s2'"
 [ "$s1" != "$s3" ] || fail "seeds 7 and 8 gave the same sample: $s1"
 
-if [ "$fails" -ne 0 ]; then
-    echo "$fails check(s) failed" >&2
-    exit 1
-fi
-echo "run.sh: all checks passed"
+finish "run.sh"

@@ -238,6 +238,13 @@ static void test_load_errors(void **state) {
                       "{\"id\":\"<s>\",\"type_id\":0}},{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}],"
                       "\"special_tokens\":{}},\"model\":{\"type\":\"BPE\"," VOCAB ",\"merges\":[]}}",
                       CQ_ERR_PARSE, "'<s>' missing");
+    /* a special token whose id the vocabulary does not have (found by fuzz_tokenizer: encoding then produced an
+     * id outside the vocabulary) */
+    expect_load_error("{\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":"
+                      "{\"id\":\"<s>\",\"type_id\":0}},{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}],"
+                      "\"special_tokens\":{\"<s>\":{\"id\":\"<s>\",\"ids\":[99],\"tokens\":[\"<s>\"]}}},"
+                      "\"model\":{\"type\":\"BPE\"," VOCAB ",\"merges\":[]}}",
+                      CQ_ERR_PARSE, "token id 99, which is not in the vocabulary");
     expect_load_error("{\"added_tokens\":[{\"id\":3}],\"model\":{\"type\":\"BPE\"," VOCAB ",\"merges\":[]}}",
                       CQ_ERR_PARSE, "added_tokens[0].content");
     expect_load_error("{\"added_tokens\":{},\"model\":{\"type\":\"BPE\"," VOCAB ",\"merges\":[]}}",
