@@ -40,6 +40,7 @@ static void help(void) {
         "  --max-tokens N      at most N tokens per reply (default 512)\n"
         "  --ctx N             context length in tokens (default: the model's maximum, at most 4096)\n"
         "  --threads N         worker threads (default: CORTIQ_THREADS or all cores)\n"
+        "  --backend NAME      cpu (default), ref or cuda[:N]; also CORTIQ_BACKEND\n"
         "  --think, --no-think set the template's enable_thinking (Qwen3) to true / false\n"
         "  --raw               no chat template: the model continues the prompt text\n"
         "  --print-ids         after each reply print its token ids to stderr: \"ids: 1 2 3 [stop 7]\"\n"
@@ -58,7 +59,7 @@ static void help(void) {
 }
 
 typedef struct run_opts {
-    const char *model, *prompt, *system;
+    const char *model, *prompt, *system, *backend;
     bool chat, raw, print_ids, verbose, quiet, seed_given;
     int threads, max_tokens, ctx, thinking;
     cq_sampler_params sp;
@@ -131,6 +132,9 @@ static int parse(int argc, char **argv, run_opts *o) {
             if (!cq_cli_parse_int(cmd, a, v, 1, 4096, &n)) return 2;
             o->threads = (int)n;
             i++;
+        } else if (strcmp(a, "--backend") == 0) {
+            if (!v) return cq_cli_usage_error(cmd, "--backend needs a name");
+            o->backend = argv[++i];
         } else if (strcmp(a, "--think") == 0 || strcmp(a, "--no-think") == 0) {
             o->thinking = strcmp(a, "--think") == 0;
         } else if (strcmp(a, "--raw") == 0) {
@@ -252,7 +256,7 @@ int cq_cmd_run(int argc, char **argv) {
     turn_out t = {.o = &o};
     cq_status s = cq_cmf_open(o.model, &cmf);
     if (s != CQ_OK) return cq_cli_fail("run", s, o.model);
-    s = cq_backend_create(NULL, o.threads, &be);
+    s = cq_backend_create(o.backend, o.threads, &be);
     if (s == CQ_OK) {
         s = cq_qwen3_load(cmf, "", be, &m);
         if (s != CQ_OK) cq_fail_prefix(s, "%s: ", o.model);

@@ -52,13 +52,20 @@ expect 2 "$CQ" run "$M" --prompt hi --bogus
 expect 2 "$CQ" run "$M" --prompt hi --top-p 0
 expect 2 "$CQ" run "$M" --prompt hi --max-tokens 0
 expect 2 "$CQ" run "$M" --raw --chat
+expect 2 "$CQ" run "$M" --prompt hi --backend
+has err "--backend needs a name"
+expect 1 "$CQ" run "$M" --prompt hi --backend nosuch
+has err "nosuch"
 expect 1 "$CQ" run "$W/missing.cmf" --prompt hi
 printf 'not a cmf' >"$W/bad.cmf"
 expect 1 "$CQ" run "$W/bad.cmf" --prompt hi
 
 CHAT=(--system "You are a helpful assistant." --greedy --no-think --max-tokens 32 --print-ids)
 
-# ---- one shot: the golden conversation ----
+# ---- one shot: the golden conversation (on the backend chosen by name too) ----
+expect 0 "$CQ" run "$M" --prompt "Hello! How are you today?" "${CHAT[@]}" --backend ref
+got=$(grep '^ids:' "$W/err")
+[ "$got" = "$WANT_CHAT" ] || fail "greedy chat reply on the ref backend: got '$got', want '$WANT_CHAT'"
 expect 0 "$CQ" run "$M" --prompt "Hello! How are you today?" "${CHAT[@]}"
 got=$(grep '^ids:' "$W/err")
 [ "$got" = "$WANT_CHAT" ] || fail "greedy chat reply: got '$got', want '$WANT_CHAT'"
