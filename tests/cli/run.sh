@@ -66,6 +66,14 @@ CHAT=(--system "You are a helpful assistant." --greedy --no-think --max-tokens 3
 expect 0 "$CQ" run "$M" --prompt "Hello! How are you today?" "${CHAT[@]}" --backend ref
 got=$(grep '^ids:' "$W/err")
 [ "$got" = "$WANT_CHAT" ] || fail "greedy chat reply on the ref backend: got '$got', want '$WANT_CHAT'"
+# and on a GPU where there is one (test_qwen3_cuda bounds its logits; this tiny model's greedy choices all have
+# clear margins there)
+"$CQ" gpu >"$W/gpu" 2>&1
+if grep -q "cuda:0 " "$W/gpu"; then
+    expect 0 "$CQ" run "$M" --prompt "Hello! How are you today?" "${CHAT[@]}" --backend cuda
+    got=$(grep '^ids:' "$W/err")
+    [ "$got" = "$WANT_CHAT" ] || fail "greedy chat reply on the GPU: got '$got', want '$WANT_CHAT'"
+fi
 expect 0 "$CQ" run "$M" --prompt "Hello! How are you today?" "${CHAT[@]}"
 got=$(grep '^ids:' "$W/err")
 [ "$got" = "$WANT_CHAT" ] || fail "greedy chat reply: got '$got', want '$WANT_CHAT'"
