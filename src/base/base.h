@@ -142,4 +142,15 @@ void cq_progress_end(cq_progress *p);
 /* "12.3 MiB" style formatting into buf. */
 const char *cq_fmt_bytes(uint64_t n, char *buf, size_t len);
 
+/* ---- cancellation -------------------------------------------------------
+ * One process-wide flag that long work polls between units of work (steps,
+ * tensors, chunks) and answers with CQ_ERR_INTERRUPTED. Setting it is
+ * async-signal-safe, so a signal handler may call cq_cancel_request().
+ * cq_check_cancel() returns CQ_OK, or records "<what> interrupted" and returns
+ * CQ_ERR_INTERRUPTED once the flag is set. */
+void cq_cancel_request(void);
+void cq_cancel_clear(void);
+bool cq_cancel_requested(void);
+cq_status cq_check_cancel(const char *what);
+
 #endif /* CQ_BASE_H */
