@@ -37,4 +37,28 @@ bool cq_cli_is_help(const char *arg);
 /* Parse a positive integer option value; false (and an error printed) on junk. */
 bool cq_cli_parse_int(const char *cmd, const char *opt, const char *val, long lo, long hi, long *out);
 
+/* The text of `path` ("-": standard input), one final line ending removed;
+ * NULL after printing why (unreadable, over 4 MiB, a NUL byte). cq_free it. */
+char *cq_cli_read_text(const char *cmd, const char *path);
+
+/* What a pack holds (pack_kind.c). */
+typedef enum cq_cli_pack_kind {
+    CQ_PACK_UNKNOWN = 0,
+    CQ_PACK_IMAGE_PIPELINE, /* dit.*, te.*, vae.* with their configs */
+    CQ_PACK_LANGUAGE_MODEL, /* config_json + the LLM's tensors */
+    CQ_PACK_DENOISER,       /* dit.* alone */
+    CQ_PACK_AUTOENCODER,    /* vae.* alone */
+} cq_cli_pack_kind;
+cq_cli_pack_kind cq_cli_pack_classify(const cq_cmf *c);
+/* "a language model (arch qwen3), which `cortiq run` chats with" */
+const char *cq_cli_pack_describe(const cq_cmf *c, char *buf, size_t len);
+
+/* Signals (interrupt.c): route SIGINT/SIGTERM/SIGHUP to the library's
+ * cancellation flag (a second one removes live temporaries and exits). */
+void cq_cli_catch_signals(void);
+int cq_cli_signal(void);                /* the signal received, 0 for none */
+const char *cq_cli_signal_name(int sig);
+/* Print "cortiq <cmd>: interrupted by SIGINT; <what>" and return 128 + the signal. */
+int cq_cli_interrupted(const char *cmd, const char *what);
+
 #endif

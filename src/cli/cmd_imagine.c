@@ -3,25 +3,34 @@
  * image with a Qwen-Image-2.1 pack, the same picture the reference pipeline
  * draws for the same seed and settings.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/outfile.h"
 #include "cli/cli.h"
+#include "format/cmf.h"
 #include "ops/ops.h"
 #include "pipelines/png_write.h"
 #include "pipelines/qi21_pipe.h"
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: cortiq imagine PACK.cmf \"PROMPT\" [-o OUT.png] [options]\n\n"
+            "usage: cortiq imagine PACK.cmf \"PROMPT\" [-o OUT.png] [options]\n"
+            "       cortiq imagine PACK.cmf --prompt-file FILE|- [-o OUT.png] [options]\n\n"
             "Draw the prompt with a Qwen-Image-2.1 pipeline pack (made by `cortiq convert` of the\n"
             "diffusers pipeline folder). The same seed and settings give the same picture as diffusers'\n"
             "QwenImage21Pipeline run in float32.\n\n"
             "options:\n"
-            "  -o, --output FILE     PNG to write (default: out.png)\n"
+            "  -o, --output FILE     PNG to write (default: out.png); '-' writes it to standard output.\n"
+            "                        Only a .png name, and only a regular file (or a link to one) is\n"
+            "                        replaced, in one step once the picture is done; a directory,\n"
+            "                        device or FIFO is refused before any work\n"
+            "  --prompt-file FILE    read the prompt from FILE ('-': standard input; one final newline\n"
+            "                        is dropped) instead of the command line\n"
             "  --size WxH            image size in pixels, multiples of 32 (default: 1024x1024)\n"
-            "  --steps N             denoising steps, >= 2 (default: 40)\n"
+            "  --steps N             denoising steps, 2..1000 (default: 40)\n"
             "  --seed S              noise seed, 0..2^64-1 (default: 0)\n"
             "  --guidance G          true classifier-free guidance scale; used when > 1 together with\n"
             "                        --negative (default: 1, i.e. none, as the model is meant to be sampled)\n"
@@ -33,7 +42,12 @@ static void usage(FILE *f) {
             "  --backend NAME        cpu (default), ref or cuda[:N]; also CORTIQ_BACKEND (with cuda the text\n"
             "                        tower, the denoiser and the VAE all run on the GPU)\n"
             "  -q, --quiet           no progress bar and no summary\n"
+            "  --                    the end of the options (a prompt may then start with '-')\n"
             "  -h, --help            this text\n\n"
+            "Everything is checked before the model is loaded: the output path, the size and steps\n"
+            "against what the model can represent, the prompt's encoding and its length in tokens\n"
+            "against the model's limits. Ctrl-C (SIGINT, SIGTERM, SIGHUP) stops after the current\n"
+            "step and leaves nothing behind (exit 128 + the signal number, 130 for Ctrl-C).\n"
             "The PNG carries the prompt, seed, steps, size, guidance and model in text chunks.\n\n"
             "example:\n"
             "  cortiq imagine models/shapes.cmf \"a red circle on a blue background\" --size 256x256 \\\n"
@@ -65,152 +79,265 @@ static bool parse_size(const char *s, int *w, int *h) {
     return true;
 }
 
-int cq_cmd_imagine(int argc, char **argv) {
-    const char *cmd = "imagine", *model = NULL, *prompt = NULL, *out = "out.png", *negative = NULL;
-    const char *backend = NULL;
-    int width = 1024, height = 1024, steps = 40, threads = 0;
-    uint64_t seed = 0;
-    double guidance = 1.0;
-    bool rgba = false, quiet = false, bf16 = false;
+typedef struct imagine_args {
+    const char *model, *prompt, *prompt_file, *out, *negative, *backend;
+    int width, height, steps, threads;
+    uint64_t seed;
+    double guidance;
+    bool rgba, quiet, bf16;
+} imagine_args;
+
+static bool parse_seed(const char *val, uint64_t *out) {
+    if (!val || !*val || val[0] == '-' || val[0] == '+' || val[0] == ' ') return false;
+    char *end;
+    errno = 0;
+    const unsigned long long v = strtoull(val, &end, 10);
+    if (*end || errno == ERANGE) return false;
+    *out = (uint64_t)v;
+    return true;
+}
+
+/* 0: parsed; -1: --help printed; 2: usage error printed. */
+static int parse_args(int argc, char **argv, imagine_args *a) {
+    const char *cmd = "imagine";
+    *a = (imagine_args){.out = "out.png", .width = 1024, .height = 1024, .steps = 40, .guidance = 1.0};
+    bool opts_done = false;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
+        const char *o = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
         long n;
-        if (cq_cli_is_help(a)) {
+        if (opts_done || o[0] != '-' || !o[1]) {
+            if (!a->model) a->model = o;
+            else if (!a->prompt && !a->prompt_file) a->prompt = o;
+            else return cq_cli_usage_error(cmd, "unexpected argument '%s' (quote the prompt)", o);
+            continue;
+        }
+        if (!strcmp(o, "--")) {
+            opts_done = true;
+        } else if (cq_cli_is_help(o)) {
             usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
-            if (!val) return cq_cli_usage_error(cmd, "%s needs a file name", a);
-            out = val;
+            return -1;
+        } else if (!strcmp(o, "-o") || !strcmp(o, "--output")) {
+            if (!val || !*val) return cq_cli_usage_error(cmd, "%s needs a file name", o);
+            a->out = val;
             i++;
-        } else if (!strcmp(a, "--size")) {
-            if (!val || !parse_size(val, &width, &height))
-                return cq_cli_usage_error(cmd, "--size wants WxH, e.g. 1024x1024 (got '%s')", val ? val : "");
+        } else if (!strcmp(o, "--prompt-file")) {
+            if (!val || !*val) return cq_cli_usage_error(cmd, "--prompt-file needs a file name (or - for stdin)");
+            a->prompt_file = val;
             i++;
-        } else if (!strcmp(a, "--steps")) {
-            if (!cq_cli_parse_int(cmd, a, val, 2, 1000, &n)) return 2;
-            steps = (int)n;
+        } else if (!strcmp(o, "--size")) {
+            if (!val || !parse_size(val, &a->width, &a->height))
+                return cq_cli_usage_error(cmd, "--size wants WxH with sides of 1..16384, e.g. 1024x1024 (got '%s')",
+                                          val ? val : "");
             i++;
-        } else if (!strcmp(a, "--seed")) {
-            char *end;
-            if (!val || !*val || val[0] == '-') return cq_cli_usage_error(cmd, "--seed wants an integer in [0, 2^64-1]");
-            unsigned long long sv = strtoull(val, &end, 10);
-            if (*end) return cq_cli_usage_error(cmd, "--seed wants an integer in [0, 2^64-1], got '%s'", val);
-            seed = sv;
+        } else if (!strcmp(o, "--steps")) {
+            if (!cq_cli_parse_int(cmd, o, val, 2, 1000, &n)) return 2;
+            a->steps = (int)n;
             i++;
-        } else if (!strcmp(a, "--guidance")) {
+        } else if (!strcmp(o, "--seed")) {
+            if (!parse_seed(val, &a->seed))
+                return cq_cli_usage_error(cmd, "--seed wants an integer in [0, 2^64-1 = 18446744073709551615], got '%s'",
+                                          val ? val : "");
+            i++;
+        } else if (!strcmp(o, "--guidance")) {
             char *end;
             if (!val) return cq_cli_usage_error(cmd, "--guidance needs a value");
-            guidance = strtod(val, &end);
-            if (*end || !(guidance >= 0 && guidance <= 100))
+            a->guidance = strtod(val, &end);
+            if (!*val || *end || !(a->guidance >= 0 && a->guidance <= 100))
                 return cq_cli_usage_error(cmd, "--guidance wants a number in [0, 100], got '%s'", val);
             i++;
-        } else if (!strcmp(a, "--negative")) {
+        } else if (!strcmp(o, "--negative")) {
             if (!val) return cq_cli_usage_error(cmd, "--negative needs a prompt");
-            negative = val;
+            a->negative = val;
             i++;
-        } else if (!strcmp(a, "--noise-dtype")) {
+        } else if (!strcmp(o, "--noise-dtype")) {
             if (!val || (strcmp(val, "f32") && strcmp(val, "bf16")))
                 return cq_cli_usage_error(cmd, "--noise-dtype wants f32 or bf16");
-            bf16 = !strcmp(val, "bf16");
+            a->bf16 = !strcmp(val, "bf16");
             i++;
-        } else if (!strcmp(a, "--threads")) {
-            if (!cq_cli_parse_int(cmd, a, val, 1, 4096, &n)) return 2;
-            threads = (int)n;
+        } else if (!strcmp(o, "--threads")) {
+            if (!cq_cli_parse_int(cmd, o, val, 1, 4096, &n)) return 2;
+            a->threads = (int)n;
             i++;
-        } else if (!strcmp(a, "--backend")) {
+        } else if (!strcmp(o, "--backend")) {
             if (!val) return cq_cli_usage_error(cmd, "--backend needs a name");
-            backend = val;
+            a->backend = val;
             i++;
-        } else if (!strcmp(a, "--rgba")) {
-            rgba = true;
-        } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
-            quiet = true;
-        } else if (a[0] == '-' && a[1]) {
-            return cq_cli_usage_error(cmd, "unknown option '%s'", a);
-        } else if (!model) {
-            model = a;
-        } else if (!prompt) {
-            prompt = a;
+        } else if (!strcmp(o, "--rgba")) {
+            a->rgba = true;
+        } else if (!strcmp(o, "-q") || !strcmp(o, "--quiet")) {
+            a->quiet = true;
         } else {
-            return cq_cli_usage_error(cmd, "unexpected argument '%s' (quote the prompt)", a);
+            return cq_cli_usage_error(cmd, "unknown option '%s' (a prompt that starts with '-' goes after --)", o);
         }
     }
-    if (!model || !prompt) {
+    if (!a->model || (!a->prompt && !a->prompt_file)) {
         usage(stderr);
         return 2;
     }
-    if (width % 32 || height % 32) {
-        int w2 = width / 32 * 32, h2 = height / 32 * 32;
+    if (a->prompt && a->prompt_file)
+        return cq_cli_usage_error(cmd, "give the prompt either as an argument or with --prompt-file, not both");
+    if (strcmp(a->out, "-") != 0 && !cq_path_has_ext(a->out, ".png"))
+        return cq_cli_usage_error(cmd,
+                                  "-o %s: cortiq imagine writes PNG files only; name the output *.png (or - for "
+                                  "standard output)",
+                                  a->out);
+    if (a->width % 32 || a->height % 32) {
+        int w2 = a->width / 32 * 32, h2 = a->height / 32 * 32;
         return cq_cli_usage_error(cmd,
                                   "--size %dx%d: width and height must be multiples of 32 (each 2x2 group of 16-pixel "
                                   "latent tokens is one slot of the model's sequence); the reference pipeline would "
                                   "silently draw %dx%d",
-                                  width, height, w2 ? w2 : 32, h2 ? h2 : 32);
+                                  a->width, a->height, w2 ? w2 : 32, h2 ? h2 : 32);
     }
+    return 0;
+}
+
+/* The pack must be an image pipeline of an architecture imagine draws with. */
+static cq_status check_pack(const cq_cmf *cmf, const char *path) {
+    char what[256];
+    if (cq_cli_pack_classify(cmf) != CQ_PACK_IMAGE_PIPELINE)
+        return cq_fail(CQ_ERR_UNSUPPORTED, "'%s' holds %s, not a text-to-image pipeline", path,
+                       cq_cli_pack_describe(cmf, what, sizeof what));
+    cq_cmf_info info;
+    CQ_TRY(cq_cmf_get_info(cmf, &info));
+    if (!info.arch_name || strcmp(info.arch_name, "qwen_image21") != 0)
+        return cq_fail(CQ_ERR_UNSUPPORTED, "'%s' is a pipeline of arch '%s'; cortiq imagine draws with: qwen_image21",
+                       path, info.arch_name ? info.arch_name : "(none)");
+    return CQ_OK;
+}
+
+static int finish_interrupted(const char *cmd, const step_ui *ui, bool quiet, bool to_stdout) {
+    if (!quiet && ui->bar.tty && ui->bar.total && ui->bar.done < ui->bar.total) fputc('\n', stderr);
+    char what[160];
+    if (ui->bar.done > 0 && ui->bar.done < ui->bar.total)
+        snprintf(what, sizeof what, "stopped after step %llu of %llu; %s", (unsigned long long)ui->bar.done,
+                 (unsigned long long)ui->bar.total, to_stdout ? "nothing was written" : "no file was written");
+    else
+        snprintf(what, sizeof what, "%s", to_stdout ? "nothing was written" : "no file was written");
+    return cq_cli_interrupted(cmd, what);
+}
+
+int cq_cmd_imagine(int argc, char **argv) {
+    const char *cmd = "imagine";
+    imagine_args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc) return rc < 0 ? 0 : rc;
+    char *prompt_buf = NULL;
+    if (a.prompt_file) {
+        if (!(prompt_buf = cq_cli_read_text(cmd, a.prompt_file))) return 1;
+        a.prompt = prompt_buf;
+    }
+    /* what the PNG's text chunks must hold, checked now rather than after the picture */
+    cq_status s = cq_png_check_text("prompt", a.prompt);
+    if (s == CQ_OK && a.negative) s = cq_png_check_text("negative", a.negative);
+    if (s != CQ_OK) {
+        cq_free(prompt_buf);
+        return cq_cli_usage_error(cmd, "%s", cq_last_error());
+    }
+    cq_cli_catch_signals();
+
+    /* the output first: a bad path fails now, not after the work */
+    cq_outfile out;
+    const cq_outfile_opts oo = {.format = "PNG", .allow_stdout = true};
+    s = cq_outfile_open(a.out, &oo, &out);
+    if (s != CQ_OK) {
+        cq_free(prompt_buf);
+        return cq_cli_fail(cmd, s, NULL);
+    }
+    const bool to_stdout = out.to_stdout;
 
     double t_load = cq_now();
     cq_cmf *cmf = NULL;
     cq_backend *be = NULL;
     cq_qi21_pipe *pipe = NULL;
-    cq_status s = cq_cmf_open(model, &cmf);
-    if (s != CQ_OK) return cq_cli_fail(cmd, s, model);
-    s = cq_backend_create(backend, threads, &be);
-    if (s == CQ_OK) s = cq_qi21_pipe_load(cmf, be, &pipe);
+    step_ui ui = {0};
+    cq_qi21_result r = {0};
+    bool have_result = false;
+    cq_qi21_gen_opts o = {.prompt = a.prompt, .negative = a.negative, .width = a.width, .height = a.height,
+                          .steps = a.steps, .seed = a.seed, .guidance = a.guidance, .noise_bf16 = a.bf16,
+                          .on_step = on_step, .user = &ui};
+    s = cq_cmf_open(a.model, &cmf);
     if (s != CQ_OK) {
-        cq_cli_fail(cmd, s, "loading the pipeline");
-        cq_backend_free(be);
-        cq_cmf_close(cmf);
-        return 1;
+        rc = cq_cli_fail(cmd, s, a.model);
+        goto done;
+    }
+    if ((s = check_pack(cmf, a.model)) != CQ_OK) {
+        rc = cq_cli_fail(cmd, s, NULL);
+        goto done;
+    }
+    if ((s = cq_qi21_pipe_open(cmf, &pipe)) != CQ_OK) {
+        rc = cq_cli_fail(cmd, s, a.model);
+        goto done;
+    }
+    /* size, steps, schedule and prompt lengths against the model, before any weight is read */
+    if ((s = cq_qi21_pipe_check(pipe, &o)) != CQ_OK) {
+        rc = cq_cli_usage_error(cmd, "%s", cq_last_error());
+        goto done;
+    }
+    s = cq_backend_create(a.backend, a.threads, &be);
+    if (s == CQ_OK) s = cq_qi21_pipe_load_weights(pipe, be);
+    if (s != CQ_OK) {
+        rc = cq_cli_fail(cmd, s, "loading the pipeline");
+        goto done;
     }
     t_load = cq_now() - t_load;
 
-    step_ui ui = {0};
-    cq_progress_begin(&ui.bar, "denoising", (uint64_t)steps, quiet);
-    cq_qi21_gen_opts o = {.prompt = prompt, .negative = negative, .width = width, .height = height, .steps = steps,
-                          .seed = seed, .guidance = guidance, .noise_bf16 = bf16, .on_step = on_step, .user = &ui};
-    cq_qi21_result r;
+    cq_progress_begin(&ui.bar, "denoising", (uint64_t)a.steps, a.quiet);
     s = cq_qi21_pipe_generate(pipe, &o, &r);
-    if (s != CQ_OK && !quiet && ui.bar.tty && ui.bar.done < ui.bar.total) fputc('\n', stderr);
-
-    int rc = 0;
+    have_result = s == CQ_OK;
+    if (s == CQ_ERR_INTERRUPTED || cq_cli_signal()) {
+        rc = finish_interrupted(cmd, &ui, a.quiet, to_stdout);
+        goto done;
+    }
+    if (s != CQ_OK && !a.quiet && ui.bar.tty && ui.bar.done < ui.bar.total) fputc('\n', stderr);
     if (s != CQ_OK) {
         rc = cq_cli_fail(cmd, s, "generating");
-    } else {
+        goto done;
+    }
+    {
         cq_image8 img = {0};
-        int oc = rgba && r.channels == 4 ? 4 : 3;
+        int oc = a.rgba && r.channels == 4 ? 4 : 3;
         double t_png = cq_now();
         s = cq_png_from_planar(r.image, r.channels, r.width, r.height, oc, &img);
         char sz[32], sd[32], st[16], gd[32];
-        snprintf(sz, sizeof sz, "%dx%d", width, height);
-        snprintf(sd, sizeof sd, "%llu", (unsigned long long)seed);
-        snprintf(st, sizeof st, "%d", steps);
-        snprintf(gd, sizeof gd, "%g", guidance);
-        const char *base = strrchr(model, '/');
-        base = base ? base + 1 : model;
-        cq_png_text texts[8] = {{"prompt", (char *)prompt}, {"seed", sd}, {"steps", st}, {"size", sz},
+        snprintf(sz, sizeof sz, "%dx%d", a.width, a.height);
+        snprintf(sd, sizeof sd, "%llu", (unsigned long long)a.seed);
+        snprintf(st, sizeof st, "%d", a.steps);
+        snprintf(gd, sizeof gd, "%g", a.guidance);
+        const char *base = strrchr(a.model, '/');
+        base = base ? base + 1 : a.model;
+        cq_png_text texts[8] = {{"prompt", (char *)a.prompt}, {"seed", sd}, {"steps", st}, {"size", sz},
                                 {"guidance", gd}, {"model", (char *)base}, {"software", "cortiq"}};
         size_t nt = 7;
-        if (negative) texts[nt++] = (cq_png_text){"negative", (char *)negative};
-        if (s == CQ_OK) s = cq_png_write(out, img.pixels, img.width, img.height, img.channels, texts, nt);
+        if (a.negative) texts[nt++] = (cq_png_text){"negative", (char *)a.negative};
+        if (s == CQ_OK) s = cq_png_write_out(&out, img.pixels, img.width, img.height, img.channels, texts, nt);
+        if (s == CQ_OK && cq_cli_signal()) s = cq_fail(CQ_ERR_INTERRUPTED, "interrupted while writing");
+        if (s == CQ_OK) s = cq_outfile_commit(&out);
         cq_image8_free(&img);
         t_png = cq_now() - t_png;
-        if (s != CQ_OK) {
-            rc = cq_cli_fail(cmd, s, out);
-        } else if (!quiet) {
+        if (s == CQ_ERR_INTERRUPTED) {
+            rc = finish_interrupted(cmd, &ui, a.quiet, to_stdout);
+        } else if (s != CQ_OK) {
+            rc = cq_cli_fail(cmd, s, NULL);
+        } else if (!a.quiet) {
             double total = t_load + r.t.text + r.t.prefill + r.t.steps + r.t.vae + t_png;
             fprintf(stderr,
                     "wrote %s (%dx%d, %s, seed %llu, %d steps%s)\n"
                     "time: load %.2fs, text %.2fs, prefill %.2fs, steps %.2fs (%.3fs/step), vae %.2fs, png %.2fs; "
                     "total %.2fs on %s\n",
-                    out, width, height, oc == 4 ? "RGBA" : "RGB", (unsigned long long)seed, steps,
-                    guidance > 1 && negative ? ", true CFG" : "", t_load, r.t.text, r.t.prefill, r.t.steps,
-                    r.t.steps / steps, r.t.vae, t_png, total, cq_backend_name(be));
+                    to_stdout ? "the PNG to standard output" : a.out, a.width, a.height, oc == 4 ? "RGBA" : "RGB",
+                    (unsigned long long)a.seed, a.steps, a.guidance > 1 && a.negative ? ", true CFG" : "", t_load,
+                    r.t.text, r.t.prefill, r.t.steps, r.t.steps / a.steps, r.t.vae, t_png, total,
+                    cq_backend_name(be));
         }
-        cq_qi21_result_free(&r);
     }
+done:
+    cq_outfile_abort(&out); /* nothing once committed */
+    if (have_result) cq_qi21_result_free(&r);
     cq_qi21_pipe_free(pipe);
     cq_backend_free(be);
     cq_cmf_close(cmf);
+    cq_free(prompt_buf);
     return rc;
 }

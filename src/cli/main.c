@@ -39,8 +39,10 @@ static void usage(FILE *f) {
 }
 
 int cq_cli_fail(const char *cmd, cq_status s, const char *what) {
+    if (s == CQ_ERR_INTERRUPTED && cq_cli_signal()) return cq_cli_interrupted(cmd, cq_last_error());
     const char *msg = cq_last_error();
-    fprintf(stderr, "cortiq %s: error: %s%s%s (%s)\n", cmd, what ? what : "", (what && *msg) ? ": " : "", msg,
+    if (what && *what && *msg && strstr(msg, what)) what = NULL; /* the message names it already (a path, say) */
+    fprintf(stderr, "cortiq %s: error: %s%s%s (%s)\n", cmd, what ? what : "", (what && *what && *msg) ? ": " : "", msg,
             cq_status_str(s));
     return 1;
 }

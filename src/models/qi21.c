@@ -147,7 +147,7 @@ static int json_int(const cJSON *o, const char *key, int def) {
     return (int)it->valuedouble;
 }
 
-static cq_status parse_config(const cq_cmf *cmf, const char *prefix, cq_qi21_config *c) {
+cq_status cq_qi21_parse_config(const cq_cmf *cmf, const char *prefix, cq_qi21_config *c) {
     const cq_tensor_view *v = find(cmf, prefix, "config_json");
     if (!v) return cq_fail(CQ_ERR_MISSING, "qi21: '%sconfig_json' is missing (convert the model with `cortiq convert`)", prefix);
     if (v->dtype != CQ_DTYPE_U8) return cq_fail(CQ_ERR_DTYPE, "qi21: '%sconfig_json' is not a u8 tensor", prefix);
@@ -220,7 +220,7 @@ cq_status cq_qi21_load(const cq_cmf *cmf, const char *prefix, cq_backend *be, cq
     cq_qi21 *m = cq_calloc(1, sizeof *m);
     if (!m) return CQ_ERR_NOMEM;
     m->be = be;
-    cq_status s = parse_config(cmf, prefix, &m->cfg);
+    cq_status s = cq_qi21_parse_config(cmf, prefix, &m->cfg);
     const cq_qi21_config *c = &m->cfg;
     int64_t D = c->inner, M = c->mlp_hidden;
     if (s == CQ_OK) m->layers = cq_calloc((size_t)c->num_layers, sizeof *m->layers);
@@ -295,6 +295,9 @@ void cq_qi21_free(cq_qi21 *m) {
 }
 
 const cq_qi21_config *cq_qi21_get_config(const cq_qi21 *m) { return &m->cfg; }
+
+int cq_qi21_max_side(void) { return QI21_MAX_SIDE; }
+int cq_qi21_max_position(void) { return QI21_MAX_POS - 1; }
 
 /* ------------------------------------------------------------------------ */
 /* Layout: joint-sequence structure, positions and visibility               */

@@ -50,6 +50,13 @@ typedef struct cq_qi21_layout {
  * as the u8 tensor `<prefix>config_json` (prefix "dit." in a pipeline pack). */
 cq_status cq_qi21_load(const cq_cmf *cmf, const char *prefix, cq_backend *be, cq_qi21 **out);
 void cq_qi21_free(cq_qi21 *m);
+/* The config alone (no weights), as cq_qi21_load reads it. */
+cq_status cq_qi21_parse_config(const cq_cmf *cmf, const char *prefix, cq_qi21_config *c);
+/* The reference's tables: an image side of at most cq_qi21_max_side() latent
+ * tokens, RoPE frame positions up to cq_qi21_max_position() (text rows take
+ * one position each, an image its longer side). */
+int cq_qi21_max_side(void);
+int cq_qi21_max_position(void);
 const cq_qi21_config *cq_qi21_get_config(const cq_qi21 *m);
 
 /* Number of encoder rows (vlm positions before the target's slots), target

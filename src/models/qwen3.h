@@ -56,6 +56,8 @@ typedef struct cq_qwen3_cache cq_qwen3_cache;
  * them. A model without a head still runs (hidden states only). The config
  * may be a Qwen3 config.json or a Qwen3-VL one (text_config; rope in
  * transformers 5's rope_parameters or 4.x's rope_theta + rope_scaling). */
+/* The config alone (no weights), as cq_qwen3_load reads it from `<prefix>config_json`. */
+cq_status cq_qwen3_parse_config(const cq_cmf *cmf, const char *prefix, cq_qwen3_config *cfg);
 cq_status cq_qwen3_load(const cq_cmf *cmf, const char *prefix, cq_backend *be, cq_qwen3 **out);
 void cq_qwen3_free(cq_qwen3 *m);
 const cq_qwen3_config *cq_qwen3_get_config(const cq_qwen3 *m);

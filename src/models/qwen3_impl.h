@@ -27,6 +27,5 @@ struct cq_qwen3 {
 };
 
 /* Parse `<prefix>config_json` into cfg (qwen3_load.c). */
-cq_status cq_qwen3_parse_config(const cq_cmf *cmf, const char *prefix, cq_qwen3_config *cfg);
 
 #endif /* CQ_MODELS_QWEN3_IMPL_H */

@@ -421,6 +421,7 @@ static cq_status compute(vs_graph *g, vs_node *n, cq_tensor *y, int64_t p, int64
 
 /* ---- evaluation ------------------------------------------------------------------------- */
 cq_status vs_ensure(vs_graph *g, int id, int64_t b) {
+    CQ_TRY(cq_check_cancel("the VAE decode")); /* polled per node and band: an atomic load */
     vs_node *n = &g->n[id];
     if (b > n->H) b = n->H;
     if (b <= n->hi) return CQ_OK;

@@ -10,9 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "base/base.h"
+#include "base/outfile.h"
 #include "pipelines/png_write.h"
 
 #ifdef CQ_HAVE_PNG
@@ -103,6 +103,15 @@ cq_status cq_png_write(const char *path, const uint8_t *pixels, int width, int h
     (void)pixels, (void)width, (void)height, (void)channels, (void)texts, (void)n_texts;
     return cq_fail(CQ_ERR_UNSUPPORTED, "png: cannot write '%s': built without libpng", path ? path : "");
 }
+cq_status cq_png_write_out(struct cq_outfile *f, const uint8_t *pixels, int width, int height, int channels,
+                           const cq_png_text *texts, size_t n_texts) {
+    (void)f, (void)pixels, (void)width, (void)height, (void)channels, (void)texts, (void)n_texts;
+    return cq_fail(CQ_ERR_UNSUPPORTED, "png: built without libpng");
+}
+cq_status cq_png_check_text(const char *key, const char *value) {
+    (void)key, (void)value;
+    return cq_fail(CQ_ERR_UNSUPPORTED, "png: built without libpng");
+}
 cq_status cq_png_read(const char *path, bool force_rgba, cq_image8 *out) {
     (void)force_rgba, (void)out;
     return cq_fail(CQ_ERR_UNSUPPORTED, "png: cannot read '%s': built without libpng", path ? path : "");
@@ -178,16 +187,25 @@ static bool is_keyword(const char *k) {
 }
 
 typedef struct png_writer {
-    FILE *f;
+    cq_outfile *f;
+    cq_status io;     /* the first write error, kept past libpng's longjmp */
     const uint8_t *pixels;
     int width, height, channels;
     png_text *text;
     int n_text;
 } png_writer;
 
-static int write_png_rows(png_structp png, png_infop info, const png_writer *w) {
+static void on_png_write(png_structp png, png_bytep data, size_t n) {
+    png_writer *w = png_get_io_ptr(png);
+    if (w->io == CQ_OK) w->io = cq_outfile_write(w->f, data, n);
+    if (w->io != CQ_OK) png_error(png, "write failed");
+}
+
+static void on_png_flush(png_structp png) { (void)png; }
+
+static int write_png_rows(png_structp png, png_infop info, png_writer *w) {
     if (setjmp(png_jmpbuf(png))) return -1;
-    png_init_io(png, w->f);
+    png_set_write_fn(png, w, on_png_write, on_png_flush);
     png_set_IHDR(png, info, (png_uint_32)w->width, (png_uint_32)w->height, 8,
                  w->channels == 4 ? PNG_COLOR_TYPE_RGB_ALPHA : PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
                  PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
@@ -199,9 +217,31 @@ static int write_png_rows(png_structp png, png_infop info, const png_writer *w) 
     return 0;
 }
 
-cq_status cq_png_write(const char *path, const uint8_t *pixels, int width, int height, int channels,
-                       const cq_png_text *texts, size_t n_texts) {
-    if (!path || !*path || !pixels) return cq_fail(CQ_ERR_INVALID_ARG, "png: no path or pixels");
+cq_status cq_png_check_text(const char *k, const char *v) {
+    if (!k || !is_keyword(k)) return cq_fail(CQ_ERR_INVALID_ARG, "png: bad text keyword '%s'", k ? k : "(null)");
+    if (!v) return CQ_OK;
+    const size_t n = strlen(v);
+    if (n > CQ_PNG_MAX_TEXT)
+        return cq_fail(CQ_ERR_INVALID_ARG, "the %s is %zu bytes; a PNG text chunk holds at most %u", k, n,
+                       CQ_PNG_MAX_TEXT);
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char c = (unsigned char)v[i];
+        if (c < 0x20 && c != '\n' && c != '\t')
+            return cq_fail(CQ_ERR_INVALID_ARG,
+                           "the %s has a control character (0x%02x at byte %zu); PNG text holds only printable "
+                           "text, tabs and newlines",
+                           k, c, i + 1);
+        if (c == 0x7f)
+            return cq_fail(CQ_ERR_INVALID_ARG, "the %s has a control character (0x7f at byte %zu); PNG text holds "
+                           "only printable text, tabs and newlines", k, i + 1);
+    }
+    if (!is_ascii_text(v) && !is_utf8(v)) return cq_fail(CQ_ERR_INVALID_ARG, "the %s is not valid UTF-8", k);
+    return CQ_OK;
+}
+
+cq_status cq_png_write_out(cq_outfile *f, const uint8_t *pixels, int width, int height, int channels,
+                           const cq_png_text *texts, size_t n_texts) {
+    if (!f || !pixels) return cq_fail(CQ_ERR_INVALID_ARG, "png: no output or pixels");
     if (channels != 3 && channels != 4) return cq_fail(CQ_ERR_INVALID_ARG, "png: %d channels (need 3 or 4)", channels);
     if (width < 1 || height < 1 || width > CQ_PNG_MAX_SIDE || height > CQ_PNG_MAX_SIDE)
         return cq_fail(CQ_ERR_INVALID_ARG, "png: image size %dx%d out of range", width, height);
@@ -211,12 +251,9 @@ cq_status cq_png_write(const char *path, const uint8_t *pixels, int width, int h
     memset(text, 0, sizeof text);
     for (size_t i = 0; i < n_texts; i++) {
         const char *k = texts[i].key, *v = texts[i].value;
-        if (!k || !is_keyword(k)) return cq_fail(CQ_ERR_INVALID_ARG, "png: bad text keyword '%s'", k ? k : "(null)");
+        CQ_TRY(cq_png_check_text(k, v));
         if (!v) v = "";
-        if (strlen(v) > CQ_PNG_MAX_TEXT)
-            return cq_fail(CQ_ERR_INVALID_ARG, "png: text '%s' is longer than %u bytes", k, CQ_PNG_MAX_TEXT);
         const bool ascii = is_ascii_text(v);
-        if (!ascii && !is_utf8(v)) return cq_fail(CQ_ERR_INVALID_ARG, "png: text '%s' is not valid UTF-8", k);
         text[i].compression = ascii ? PNG_TEXT_COMPRESSION_NONE : PNG_ITXT_COMPRESSION_NONE;
         text[i].key = (png_charp)k;
         text[i].text = (png_charp)v;
@@ -226,35 +263,28 @@ cq_status cq_png_write(const char *path, const uint8_t *pixels, int width, int h
         text[i].lang_key = (png_charp) "";
     }
 
-    char *tmp = cq_malloc(strlen(path) + 32);
-    if (!tmp) return CQ_ERR_NOMEM;
-    snprintf(tmp, strlen(path) + 32, "%s.tmp-%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        cq_status s = cq_fail(CQ_ERR_IO, "png: cannot create '%s': %s", tmp, strerror(errno));
-        cq_free(tmp);
-        return s;
-    }
     png_err err = {{0}};
     png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &err, on_png_error, on_png_warning);
     png_infop info = png ? png_create_info_struct(png) : NULL;
+    png_writer w = {f, CQ_OK, pixels, width, height, channels, text, (int)n_texts};
     int rc = -1;
-    if (png && info) {
-        const png_writer w = {f, pixels, width, height, channels, text, (int)n_texts};
-        rc = write_png_rows(png, info, &w);
-    } else {
-        snprintf(err.msg, sizeof err.msg, "cannot create the libpng writer");
-    }
+    if (png && info) rc = write_png_rows(png, info, &w);
+    else snprintf(err.msg, sizeof err.msg, "cannot create the libpng writer");
     png_destroy_write_struct(png ? &png : NULL, info ? &info : NULL);
-    const bool io_bad = fflush(f) != 0 || ferror(f);
-    const bool close_bad = fclose(f) != 0;
-    cq_status s = CQ_OK;
-    if (rc != 0) s = cq_fail(CQ_ERR_IO, "png: writing '%s': %s", path, err.msg);
-    else if (io_bad || close_bad) s = cq_fail(CQ_ERR_IO, "png: writing '%s': %s", tmp, strerror(errno));
-    else if (rename(tmp, path) != 0)
-        s = cq_fail(CQ_ERR_IO, "png: cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
-    if (s != CQ_OK) remove(tmp);
-    cq_free(tmp);
+    if (w.io != CQ_OK) return w.io; /* the outfile's message names the path */
+    if (rc != 0) return cq_fail(CQ_ERR_IO, "png: writing '%s': %s", f->target, err.msg);
+    return CQ_OK;
+}
+
+cq_status cq_png_write(const char *path, const uint8_t *pixels, int width, int height, int channels,
+                       const cq_png_text *texts, size_t n_texts) {
+    if (!path || !*path || !pixels) return cq_fail(CQ_ERR_INVALID_ARG, "png: no path or pixels");
+    cq_outfile f;
+    const cq_outfile_opts o = {.format = "PNG", .allow_stdout = true};
+    CQ_TRY(cq_outfile_open(path, &o, &f));
+    cq_status s = cq_png_write_out(&f, pixels, width, height, channels, texts, n_texts);
+    if (s == CQ_OK) return cq_outfile_commit(&f);
+    cq_outfile_abort(&f);
     return s;
 }
 

@@ -60,11 +60,21 @@ uint8_t cq_png_over_white(uint8_t c, uint8_t a);
 cq_status cq_png_from_planar(const float *planes, int channels, int width, int height, int out_channels,
                              cq_image8 *out);
 
-/* Write an 8-bit RGB or RGBA PNG to path: first to "path.tmp-<pid>", then
- * renamed over path, so a reader never sees half a file. Text values that are
- * plain ASCII go into tEXt chunks, others (UTF-8 prompts) into iTXt. */
+/* Write an 8-bit RGB or RGBA PNG to path through cq_outfile (base/outfile.h):
+ * only a regular file (or "-", standard output) is written, through a
+ * temporary renamed over it, so a reader never sees half a file and nothing
+ * but a file is ever replaced. Text values that are plain ASCII go into tEXt
+ * chunks, others (UTF-8 prompts) into iTXt. */
 cq_status cq_png_write(const char *path, const uint8_t *pixels, int width, int height, int channels,
                        const cq_png_text *texts, size_t n_texts);
+/* The same into an outfile the caller opened (before its work) and commits. */
+struct cq_outfile;
+cq_status cq_png_write_out(struct cq_outfile *f, const uint8_t *pixels, int width, int height, int channels,
+                           const cq_png_text *texts, size_t n_texts);
+/* Whether a text chunk can hold (key, value): the checks cq_png_write makes,
+ * for callers that check before their work. The message says what is wrong
+ * (a control character and where, bad UTF-8, too long). */
+cq_status cq_png_check_text(const char *key, const char *value);
 
 /* Read a PNG (any bit depth / colour type) as 8-bit RGB, or RGBA when the file
  * has alpha (or force_rgba), with its text chunks. Rejects truncated or

@@ -33,6 +33,9 @@
 #define QI21_SYSTEM_PROMPT "Comprehend and analyze the provided prompt."
 
 struct cq_qi21_pipe {
+    const cq_cmf *cmf;
+    cq_qi21_config dcfg;   /* the denoiser's and the text tower's configs, read at open */
+    cq_qwen3_config tcfg;
     cq_backend *be;
     cq_backend *vae_be;    /* owned: a CPU backend for the VAE when `be` has no conv2d, else NULL */
     cq_tokenizer *tok;
@@ -95,17 +98,40 @@ static cq_status load_scheduler(cq_qi21_pipe *p, const cq_cmf *cmf) {
     return cq_flow_config_parse((const char *)v->data, (size_t)v->nbytes, &p->sched);
 }
 
-cq_status cq_qi21_pipe_load(const cq_cmf *cmf, cq_backend *be, cq_qi21_pipe **out) {
+cq_status cq_qi21_pipe_open(const cq_cmf *cmf, cq_qi21_pipe **out) {
     *out = NULL;
     cq_qi21_pipe *p = cq_calloc(1, sizeof *p);
     if (!p) return CQ_ERR_NOMEM;
-    p->be = be;
+    p->cmf = cmf;
     size_t tl = 0;
     const uint8_t *tj = cq_cmf_tokenizer_json(cmf, &tl);
     cq_status s = CQ_OK;
     if (!tj) s = cq_fail(CQ_ERR_MISSING, "qi21 pipeline: the file has no tokenizer section");
     if (s == CQ_OK) s = cq_tokenizer_load(tj, tl, &p->tok);
-    if (s == CQ_OK) s = cq_qwen3_load(cmf, "te.", be, &p->te);
+    if (s == CQ_OK) s = cq_qwen3_parse_config(cmf, "te.", &p->tcfg);
+    if (s == CQ_OK) s = cq_qi21_parse_config(cmf, "dit.", &p->dcfg);
+    if (s == CQ_OK) s = load_scheduler(p, cmf);
+    if (s == CQ_OK) s = drop_count(p, cmf);
+    if (s == CQ_OK) {
+        p->image_pad_id = cq_tokenizer_token_to_id(p->tok, "<|image_pad|>", 13);
+        if (p->dcfg.context_in_dim != p->tcfg.hidden)
+            s = cq_fail(CQ_ERR_SHAPE, "qi21 pipeline: the denoiser reads %d-wide text rows but the text tower is %d wide",
+                        p->dcfg.context_in_dim, p->tcfg.hidden);
+    }
+    if (s != CQ_OK) {
+        cq_qi21_pipe_free(p);
+        return s;
+    }
+    *out = p;
+    return CQ_OK;
+}
+
+cq_status cq_qi21_pipe_load_weights(cq_qi21_pipe *p, cq_backend *be) {
+    if (!p || !be) return cq_fail(CQ_ERR_INVALID_ARG, "qi21 pipeline: no pipeline or backend");
+    if (p->te) return cq_fail(CQ_ERR_INVALID_ARG, "qi21 pipeline: the weights are already loaded");
+    const cq_cmf *cmf = p->cmf;
+    p->be = be;
+    cq_status s = cq_qwen3_load(cmf, "te.", be, &p->te);
     if (s == CQ_OK) s = cq_qi21_load(cmf, "dit.", be, &p->dit);
     /* A backend without the VAE's convolutions runs the text tower and the denoiser; the VAE then decodes on
      * the CPU, where it streams row bands anyway. */
@@ -119,20 +145,31 @@ cq_status cq_qi21_pipe_load(const cq_cmf *cmf, cq_backend *be, cq_qi21_pipe **ou
         }
     }
     if (s == CQ_OK) s = cq_qvae_load(cmf, "vae.", vb, &p->vae);
-    if (s == CQ_OK) s = load_scheduler(p, cmf);
-    if (s == CQ_OK) s = drop_count(p, cmf);
     if (s == CQ_OK) {
-        p->image_pad_id = cq_tokenizer_token_to_id(p->tok, "<|image_pad|>", 13);
         const cq_qi21_config *dc = cq_qi21_get_config(p->dit);
-        const cq_qwen3_config *tc = cq_qwen3_get_config(p->te);
         const cq_qvae_config *vc = cq_qvae_get_config(p->vae);
-        if (dc->context_in_dim != tc->hidden)
-            s = cq_fail(CQ_ERR_SHAPE, "qi21 pipeline: the denoiser reads %d-wide text rows but the text tower is %d wide",
-                        dc->context_in_dim, tc->hidden);
-        else if (dc->in_channels != vc->z_dim || dc->out_channels != vc->z_dim)
+        if (dc->in_channels != vc->z_dim || dc->out_channels != vc->z_dim)
             s = cq_fail(CQ_ERR_SHAPE, "qi21 pipeline: the denoiser has %d/%d latent channels, the VAE %d",
                         dc->in_channels, dc->out_channels, vc->z_dim);
     }
+    if (s != CQ_OK) {
+        cq_qvae_free(p->vae);
+        cq_backend_free(p->vae_be);
+        cq_qi21_free(p->dit);
+        cq_qwen3_free(p->te);
+        p->vae = NULL;
+        p->vae_be = NULL;
+        p->dit = NULL;
+        p->te = NULL;
+    }
+    return s;
+}
+
+cq_status cq_qi21_pipe_load(const cq_cmf *cmf, cq_backend *be, cq_qi21_pipe **out) {
+    *out = NULL;
+    cq_qi21_pipe *p;
+    CQ_TRY(cq_qi21_pipe_open(cmf, &p));
+    cq_status s = cq_qi21_pipe_load_weights(p, be);
     if (s != CQ_OK) {
         cq_qi21_pipe_free(p);
         return s;
@@ -192,6 +229,7 @@ cq_status cq_qi21_pipe_prompt_tokens(cq_qi21_pipe *p, const char *prompt, int *t
 cq_status cq_qi21_pipe_encode_prompt(cq_qi21_pipe *p, const char *prompt, float **embeds, int *n_rows) {
     *embeds = NULL;
     *n_rows = 0;
+    if (!p->te) return cq_fail(CQ_ERR_INVALID_ARG, "qi21 pipeline: the weights are not loaded");
     cq_tokens ids = {0};
     CQ_TRY(tokenize_prompt(p, prompt, &ids));
     const cq_qwen3_config *tc = cq_qwen3_get_config(p->te);
@@ -212,6 +250,104 @@ cq_status cq_qi21_pipe_encode_prompt(cq_qi21_pipe *p, const char *prompt, float 
     memmove(all, all + (size_t)p->drop_idx * tc->hidden, (size_t)rows * tc->hidden * sizeof(float));
     *embeds = all;
     *n_rows = rows;
+    return CQ_OK;
+}
+
+/* The first byte where `s` stops being UTF-8, or -1. */
+static long utf8_error_at(const char *s) {
+    const unsigned char *p = (const unsigned char *)s, *b = p;
+    while (*p) {
+        if (*p < 0x80) {
+            p++;
+            continue;
+        }
+        int n;
+        uint32_t cp;
+        if ((*p & 0xe0) == 0xc0) n = 1, cp = *p & 0x1fu;
+        else if ((*p & 0xf0) == 0xe0) n = 2, cp = *p & 0x0fu;
+        else if ((*p & 0xf8) == 0xf0) n = 3, cp = *p & 0x07u;
+        else return (long)(p - b);
+        const unsigned char *q = p + 1;
+        for (int i = 0; i < n; i++, q++) {
+            if ((*q & 0xc0) != 0x80) return (long)(p - b);
+            cp = (cp << 6) | (*q & 0x3fu);
+        }
+        if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) || cp > 0x10ffff ||
+            (cp >= 0xd800 && cp <= 0xdfff))
+            return (long)(p - b);
+        p = q;
+    }
+    return -1;
+}
+
+static cq_status check_prompt(cq_qi21_pipe *p, const char *what, const char *prompt, int width, int height, int lat_h,
+                              int lat_w) {
+    const long bad = prompt ? utf8_error_at(prompt) : -1;
+    if (bad >= 0)
+        return cq_fail(CQ_ERR_INVALID_ARG, "the %s is not valid UTF-8 (byte %ld of %zu)", what, bad + 1, strlen(prompt));
+    cq_tokens ids = {0};
+    cq_status s = tokenize_prompt(p, prompt, &ids);
+    if (s != CQ_OK) return cq_fail_prefix(s, "the %s: ", what);
+    const int total = (int)ids.n, rows = total - p->drop_idx;
+    cq_tokens_free(&ids);
+    if (p->tcfg.max_positions > 0 && total > p->tcfg.max_positions)
+        return cq_fail(CQ_ERR_INVALID_ARG,
+                       "the %s is too long: with the pipeline's template it is %d tokens, and the text encoder reads "
+                       "at most %d (its max_position_embeddings)",
+                       what, total, p->tcfg.max_positions);
+    /* RoPE: each text row takes one frame position, the image its longer side (cq_qi21_layout_sizes) */
+    const int side = lat_h > lat_w ? lat_h : lat_w, room = cq_qi21_max_position() - side;
+    if (rows > room)
+        return cq_fail(CQ_ERR_INVALID_ARG,
+                       "the %s is too long: with the pipeline's template it takes %d positions of the denoiser's "
+                       "sequence, and at %dx%d there is room for %d (its RoPE table ends at position %d; the image "
+                       "takes %d)",
+                       what, rows, width, height, room < 0 ? 0 : room, cq_qi21_max_position(), side);
+    return CQ_OK;
+}
+
+/* Largest square side (a multiple of 32, at most `side`) whose schedule is finite, or 0. */
+static int largest_schedulable_side(const cq_flow_config *c, int steps, int side) {
+    for (int s = side / 32 * 32; s >= 32; s -= 32) {
+        cq_flow_schedule sch = {0};
+        const int64_t t = (int64_t)(s / 16) * (s / 16);
+        const bool ok = cq_flow_schedule_make(c, steps, t, &sch) == CQ_OK;
+        cq_flow_schedule_free(&sch);
+        if (ok) return s;
+    }
+    cq_clear_error();
+    return 0;
+}
+
+cq_status cq_qi21_pipe_check(cq_qi21_pipe *p, const cq_qi21_gen_opts *o) {
+    if (!p || !o) return cq_fail(CQ_ERR_INVALID_ARG, "qi21 pipeline: no pipeline or options");
+    int lat_w, lat_h;
+    CQ_TRY(cq_qwen21_latent_grid(o->width, o->height, &lat_w, &lat_h));
+    if (lat_w > cq_qi21_max_side() || lat_h > cq_qi21_max_side())
+        return cq_fail(CQ_ERR_INVALID_ARG, "image size %dx%d: the denoiser's position tables allow sides up to %d pixels",
+                       o->width, o->height, cq_qi21_max_side() * 16);
+    if (o->steps < 2 || o->steps > 1000)
+        return cq_fail(CQ_ERR_INVALID_ARG, "steps must be in [2, 1000] (got %d): the reference schedule is not finite for "
+                       "one step", o->steps);
+    if (!(o->guidance >= 0.0 && o->guidance <= 100.0))
+        return cq_fail(CQ_ERR_INVALID_ARG, "guidance %g is out of range [0, 100]", o->guidance);
+    const int64_t T = (int64_t)lat_h * lat_w;
+    cq_flow_schedule sch = {0};
+    cq_status s = cq_flow_schedule_make(&p->sched, o->steps, T, &sch);
+    cq_flow_schedule_free(&sch);
+    if (s == CQ_ERR_NUMERIC) {
+        const double mu = cq_flow_mu(&p->sched, T);
+        const int best = largest_schedulable_side(&p->sched, o->steps, o->width > o->height ? o->width : o->height);
+        return cq_fail(CQ_ERR_INVALID_ARG,
+                       "image size %dx%d (%lld latent tokens) is beyond what this model's scheduler can represent: "
+                       "its dynamic shift (mu %.1f) rounds every sigma to 1 in float32, so the schedule is not finite; "
+                       "the largest square size it schedules at %d steps is %dx%d",
+                       o->width, o->height, (long long)T, mu, o->steps, best, best);
+    }
+    CQ_TRY(s);
+    CQ_TRY(check_prompt(p, "prompt", o->prompt, o->width, o->height, lat_h, lat_w));
+    if (o->negative && o->guidance > 1.0)
+        CQ_TRY(check_prompt(p, "negative prompt", o->negative, o->width, o->height, lat_h, lat_w));
     return CQ_OK;
 }
 
@@ -255,13 +391,11 @@ void cq_qi21_result_free(cq_qi21_result *r) {
 
 cq_status cq_qi21_pipe_generate(cq_qi21_pipe *p, const cq_qi21_gen_opts *o, cq_qi21_result *res) {
     memset(res, 0, sizeof *res);
+    if (!p || !p->dit) return cq_fail(CQ_ERR_INVALID_ARG, "qi21 pipeline: the weights are not loaded");
+    CQ_TRY(cq_qi21_pipe_check(p, o));
+    CQ_TRY(cq_check_cancel("image generation"));
     int lat_w, lat_h;
     CQ_TRY(cq_qwen21_latent_grid(o->width, o->height, &lat_w, &lat_h));
-    if (o->steps < 2 || o->steps > 1000)
-        return cq_fail(CQ_ERR_INVALID_ARG, "steps must be in [2, 1000] (got %d): the reference schedule is not finite for "
-                       "one step", o->steps);
-    if (!(o->guidance >= 0.0 && o->guidance <= 100.0))
-        return cq_fail(CQ_ERR_INVALID_ARG, "guidance %g is out of range [0, 100]", o->guidance);
     const cq_qi21_config *dc = cq_qi21_get_config(p->dit);
     const cq_qvae_config *vc = cq_qvae_get_config(p->vae);
     const int C = dc->in_channels, T = lat_h * lat_w;
@@ -306,6 +440,8 @@ cq_status cq_qi21_pipe_generate(cq_qi21_pipe *p, const cq_qi21_gen_opts *o, cq_q
         if (s == CQ_OK) cq_flow_euler_step(x, v, (size_t)T * C, sch.sigmas[i], sch.sigmas[i + 1]);
         if (s == CQ_OK && o->on_step && o->on_step(i + 1, sch.steps, o->user))
             s = cq_fail(CQ_ERR_INTERRUPTED, "cancelled after step %d", i + 1);
+        if (s == CQ_OK && cq_cancel_requested())
+            s = cq_fail(CQ_ERR_INTERRUPTED, "interrupted after step %d of %d", i + 1, sch.steps);
     }
     t_steps = cq_now() - t_steps;
     /* latents -> the VAE's space: unpack to [C][h][w], then * std + mean per channel */

@@ -68,6 +68,17 @@ typedef struct cq_qi21_result {
     cq_qi21_timings t;
 } cq_qi21_result;
 
+/* Two stages, so every check runs before any weight is read:
+ *  - open: the tokenizer, the denoiser's and the text tower's configs, the
+ *    scheduler and the template's system turn (no weights; milliseconds);
+ *  - check: everything generate would refuse (size, steps, guidance, the
+ *    schedule, each prompt's encoding and length against the model's real
+ *    limits), with messages that give the limit;
+ *  - load_weights: the text tower, denoiser and VAE on `be`.
+ * cq_qi21_pipe_load is open + load_weights. The cmf must outlive the pipe. */
+cq_status cq_qi21_pipe_open(const cq_cmf *cmf, cq_qi21_pipe **out);
+cq_status cq_qi21_pipe_check(cq_qi21_pipe *p, const cq_qi21_gen_opts *o);
+cq_status cq_qi21_pipe_load_weights(cq_qi21_pipe *p, cq_backend *be);
 cq_status cq_qi21_pipe_load(const cq_cmf *cmf, cq_backend *be, cq_qi21_pipe **out);
 void cq_qi21_pipe_free(cq_qi21_pipe *p);
 
