@@ -355,14 +355,16 @@ cq_status cq_outfile_pwrite(cq_outfile *f, const void *data, size_t len, uint64_
 }
 
 static void fsync_dir(const char *path) {
-    char *dir = dir_of(path);
-    if (!dir) return;
+    char dir[PATH_MAX]; /* no allocation: this runs after the rename succeeded */
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == path) snprintf(dir, sizeof dir, "/");
+    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
     const int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd >= 0) {
         (void)fsync(fd); /* best effort: some file systems refuse directory fsync */
         close(fd);
     }
-    cq_free(dir);
 }
 
 cq_status cq_outfile_commit(cq_outfile *f) {

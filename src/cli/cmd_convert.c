@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/outfile.h"
 #include "cli/cli.h"
 #include "format/convert.h"
 
@@ -148,6 +149,9 @@ int cq_cmd_convert(int argc, char **argv) {
     }
     if (!src) return cq_cli_usage_error(cmd, "missing the source folder");
     if (!out) return cq_cli_usage_error(cmd, "missing -o OUT.cmf");
+    if (!cq_path_has_ext(out, ".cmf"))
+        return cq_cli_usage_error(cmd, "-o %s: convert writes CMF files; name the output *.cmf", out);
+    cq_cli_catch_signals();
 
     /* The bar is for people watching; piped runs stay clean. */
     bar_pair bars = {.conv = {.bytes = true}, .ver = {.bytes = true}};
@@ -166,7 +170,9 @@ int cq_cmd_convert(int argc, char **argv) {
     else if (show_bar && s == CQ_OK) cq_progress_end(&bars.conv);
     else if (show_bar) fputc('\n', stderr);
     int rc = 0;
-    if (s != CQ_OK) {
+    if (s == CQ_ERR_INTERRUPTED && cq_cli_signal()) {
+        rc = cq_cli_interrupted(cmd, "the partial output was removed; nothing was written");
+    } else if (s != CQ_OK) {
         char what[4200];
         snprintf(what, sizeof what, "converting %s", src);
         rc = cq_cli_fail(cmd, s, what);

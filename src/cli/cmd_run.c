@@ -192,7 +192,7 @@ static int on_token(void *user, int32_t id, const char *text, size_t len) {
         fflush(stdout);
     }
     if (t->n < t->cap) t->ids[t->n++] = id;
-    return 0;
+    return cq_cancel_requested() ? 1 : 0; /* Ctrl-C: the reply stops here */
 }
 
 static void report(const run_opts *o, const cq_chat_stats *st, const turn_out *t) {
@@ -216,6 +216,7 @@ static int one_turn(cq_chat *chat, cq_sampler *smp, const run_opts *o, const cha
     cq_status s = cq_chat_turn(chat, msg, smp, o->max_tokens, on_token, t, &st);
     fputc('\n', stdout);
     fflush(stdout);
+    if (cq_cli_signal()) return cq_cli_interrupted("run", "the reply was cut short");
     if (s != CQ_OK) return cq_cli_fail("run", s, "generation");
     report(o, &st, t);
     return 0;
@@ -240,6 +241,7 @@ static int chat_loop(cq_chat *chat, cq_sampler *smp, const run_opts *o, turn_out
         if (rc) break;
     }
     free(line); /* getline's buffer comes from malloc */
+    if (!rc && cq_cli_signal()) rc = cq_cli_interrupted("run", "the conversation ended");
     return rc;
 }
 
@@ -256,6 +258,14 @@ int cq_cmd_run(int argc, char **argv) {
     turn_out t = {.o = &o};
     cq_status s = cq_cmf_open(o.model, &cmf);
     if (s != CQ_OK) return cq_cli_fail("run", s, o.model);
+    if (cq_cli_pack_classify(cmf) != CQ_PACK_LANGUAGE_MODEL) {
+        char what[256];
+        fprintf(stderr, "cortiq run: error: '%s' holds %s, not a language model\n", o.model,
+                cq_cli_pack_describe(cmf, what, sizeof what));
+        cq_cmf_close(cmf);
+        return 1;
+    }
+    cq_cli_catch_signals();
     s = cq_backend_create(o.backend, o.threads, &be);
     if (s == CQ_OK) {
         s = cq_qwen3_load(cmf, "", be, &m);

@@ -47,6 +47,7 @@ int cq_cmd_verify(int argc, char **argv) {
         }
     }
     if (!path) return cq_cli_usage_error(cmd, "missing the .cmf file");
+    cq_cli_catch_signals();
     cq_cmf *cmf;
     cq_status s = cq_cmf_open(path, &cmf);
     if (s != CQ_OK) return cq_cli_fail(cmd, s, strstr(cq_last_error(), path) ? NULL : path);

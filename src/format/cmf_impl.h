@@ -6,6 +6,7 @@
 #define CQ_FORMAT_CMF_IMPL_H
 
 #include "codec/codec.h"
+#include "base/outfile.h"
 #include "format/cmf.h"
 
 struct cq_cmf {
@@ -49,8 +50,10 @@ struct cq_cmf {
 #define CQ_CMF_WRITER_DATA_OFF CQ_CMF_DATA_ALIGN
 
 struct cq_cmf_writer {
-    char *path, *tmp;
-    int fd;
+    cq_outfile out;  /* the target and its temporary (base/outfile.h) */
+    char *path;      /* the target as given */
+    const char *tmp; /* out.tmp while the temporary exists */
+    int fd;          /* out.fd */
     bool failed, finished;
 
     /* buffered, append-only stream; the next byte goes to file offset

@@ -43,6 +43,7 @@ static bool hash_span(vctx *v, const uint8_t *p, uint64_t len, uint64_t *out) {
         len -= n;
         v->done += n;
         if (v->progress && v->progress(v->done, v->total, v->user)) return false;
+        if (cq_cancel_requested()) return false;
     }
     *out = cq_hash64_final(&st);
     return true;
@@ -63,7 +64,9 @@ static bool parse_hex64(const char *s, uint64_t *out) {
     return true;
 }
 
-static cq_status interrupted(void) { return cq_fail(CQ_ERR_INTERRUPTED, "verify cancelled"); }
+static cq_status interrupted(void) {
+    return cq_fail(CQ_ERR_INTERRUPTED, cq_cancel_requested() ? "verification interrupted" : "verify cancelled");
+}
 
 cq_status cq_cmf_verify(const cq_cmf *c, size_t *problems, cq_progress_fn progress, void *user) {
     if (problems) *problems = 0;

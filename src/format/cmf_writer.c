@@ -11,17 +11,17 @@
  * navigate only through the envelope, and the public Python reader does
  * too, so both layouts read everywhere.
  *
- * Safety: everything goes to "<path>.tmp-<pid>-<n>" beside the target; on
- * finish the file is fsync'd, re-opened and fully verified, and only then
- * renamed to the final name (and the directory fsync'd). A writer freed
- * before finish, or one that failed, removes its temporary file, so no
- * partial file is ever left under the final name. Memory is the directory
+ * Safety: the target goes through cq_outfile (base/outfile.h): only a
+ * regular file (or a link to one) is replaced, everything is written to an
+ * O_EXCL temporary beside it; on finish the file is fsync'd, re-opened and
+ * fully verified, and only then renamed over the target (and the directory
+ * fsync'd). A writer freed before finish, or one that failed, removes its
+ * temporary file, so no partial file is ever left under the final name. Memory is the directory
  * and the header, never the model.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -31,7 +31,6 @@
 #include "format/cmf_impl.h"
 #include "format/jsonutil.h"
 
-static atomic_uint g_tmp_counter;
 static const uint8_t k_zeros[4096];
 
 /* Poison the writer after a failure that left it inconsistent. */
@@ -54,9 +53,11 @@ cq_status cq_cmf_writer_pwrite(cq_cmf_writer *w, const void *data, size_t len, u
         ssize_t n = pwrite(w->fd, p, len, (off_t)pos);
         if (n < 0) {
             if (errno == EINTR) continue;
-            return cq_fail(CQ_ERR_IO, "writing '%s' at offset %" PRIu64 ": %s", w->tmp, pos, strerror(errno));
+            const int e = errno;
+            return cq_fail(CQ_ERR_IO, "writing '%s' at offset %" PRIu64 ": %s", w->path, pos,
+                           e == ENOSPC ? "no space left on the device" : strerror(e));
         }
-        if (n == 0) return cq_fail(CQ_ERR_IO, "writing '%s': no progress at offset %" PRIu64, w->tmp, pos);
+        if (n == 0) return cq_fail(CQ_ERR_IO, "writing '%s': no progress at offset %" PRIu64, w->path, pos);
         p += n;
         len -= (size_t)n;
         pos += (uint64_t)n;
@@ -102,26 +103,22 @@ cq_status cq_cmf_writer_create(const char *path, cq_cmf_writer **out) {
     cq_cmf_writer *w = cq_calloc(1, sizeof *w);
     if (!w) return CQ_ERR_NOMEM;
     w->fd = -1;
-    size_t plen = strlen(path), tlen = plen + 48;
+    w->out.fd = -1;
+    w->out.slot = -1;
     w->path = cq_strdup(path);
-    w->tmp = cq_malloc(tlen);
     w->buf = cq_malloc(CQ_CMF_WRITER_BUF);
-    if (!w->path || !w->tmp || !w->buf) {
+    if (!w->path || !w->buf) {
         cq_cmf_writer_free(w);
         return CQ_ERR_NOMEM;
     }
-    for (int attempt = 0; attempt < 64; attempt++) {
-        snprintf(w->tmp, tlen, "%s.tmp-%ld-%u", path, (long)getpid(), atomic_fetch_add(&g_tmp_counter, 1));
-        w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (w->fd >= 0 || errno != EEXIST) break;
-    }
-    if (w->fd < 0) {
-        cq_status s = cq_fail(CQ_ERR_IO, "cannot create '%s': %s", w->tmp, strerror(errno));
-        cq_free(w->tmp);
-        w->tmp = NULL; /* nothing to remove */
+    const cq_outfile_opts o = {.format = "CMF"};
+    cq_status s = cq_outfile_open(path, &o, &w->out);
+    if (s != CQ_OK) {
         cq_cmf_writer_free(w);
         return s;
     }
+    w->fd = w->out.fd;
+    w->tmp = w->out.tmp;
     w->buf_pos = CQ_CMF_WRITER_DATA_OFF;
     *out = w;
     return CQ_OK;
@@ -129,10 +126,8 @@ cq_status cq_cmf_writer_create(const char *path, cq_cmf_writer **out) {
 
 void cq_cmf_writer_free(cq_cmf_writer *w) {
     if (!w) return;
-    if (w->fd >= 0) close(w->fd);
-    if (w->tmp && !w->finished) unlink(w->tmp);
+    cq_outfile_abort(&w->out); /* closes and removes the temporary unless finished */
     cq_free(w->path);
-    cq_free(w->tmp);
     cq_free(w->buf);
     cJSON_Delete(w->header);
     cq_free(w->vocab);

@@ -72,18 +72,6 @@ static cq_status build_dir(const cq_cmf_writer *w, uint8_t **out, size_t *len) {
     return CQ_OK;
 }
 
-static void fsync_parent_dir(const char *path) {
-    char copy[4096]; /* no allocation: this runs after the rename succeeded */
-    size_t n = strlen(path);
-    if (n >= sizeof copy) return;
-    memcpy(copy, path, n + 1);
-    int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        (void)fsync(fd); /* best effort: some file systems refuse directory fsync */
-        close(fd);
-    }
-}
-
 /* Lay out and write everything after the last tensor, then the envelope. */
 static cq_status write_tail(cq_cmf_writer *w) {
     CQ_TRY(set_section_hashes(w));
@@ -151,28 +139,21 @@ cq_status cq_cmf_writer_finish(cq_cmf_writer *w) {
 
     cq_status s = write_tail(w);
     if (s != CQ_OK) return cq_cmf_writer_poison(w, s);
-    if (fsync(w->fd) != 0) {
-        s = cq_fail(CQ_ERR_IO, "fsync '%s': %s", w->tmp, strerror(errno));
-        return cq_cmf_writer_poison(w, s);
-    }
-    int fd = w->fd;
-    w->fd = -1;
-    if (close(fd) != 0) return cq_cmf_writer_poison(w, cq_fail(CQ_ERR_IO, "close '%s': %s", w->tmp, strerror(errno)));
-
-    /* Read back what is on disk, exactly as a reader will. */
+    /* Read back what is on disk, exactly as a reader will (the pages written
+     * through the descriptor are what the mapping sees). */
     cq_cmf *c = NULL;
     s = cq_cmf_open(w->tmp, &c);
     if (s == CQ_OK) s = cq_cmf_verify(c, NULL, w->progress, w->progress_user);
     cq_cmf_close(c);
     if (s != CQ_OK) {
-        cq_fail_prefix(s, "the written file did not read back: ");
+        if (s != CQ_ERR_INTERRUPTED) cq_fail_prefix(s, "the written file did not read back: ");
         return cq_cmf_writer_poison(w, s);
     }
-    if (rename(w->tmp, w->path) != 0) {
-        s = cq_fail(CQ_ERR_IO, "cannot rename '%s' to '%s': %s", w->tmp, w->path, strerror(errno));
-        return cq_cmf_writer_poison(w, s);
-    }
+    /* fsync, rename over the target, fsync the directory */
+    s = cq_outfile_commit(&w->out);
+    w->fd = -1;
+    w->tmp = NULL;
+    if (s != CQ_OK) return cq_cmf_writer_poison(w, s);
     w->finished = true;
-    fsync_parent_dir(w->path);
     return CQ_OK;
 }

@@ -335,6 +335,7 @@ static cq_status plan(const cv_source *src, const cq_convert_opts *opts, cv_item
     if (!used) return CQ_ERR_NOMEM;
     for (size_t c = 0; c < src->n_comp; c++) {
         const cv_comp *comp = &src->comp[c];
+        size_t kept = 0;
         for (size_t i = 0; i < cq_st_count(comp->st); i++) {
             const cq_st_tensor *t = cq_st_at(comp->st, i);
             cv_item *it = &items[k];
@@ -355,6 +356,7 @@ static cq_status plan(const cv_source *src, const cq_convert_opts *opts, cv_item
                 continue;
             }
             *out_n = ++k;
+            kept++;
             for (int d = 0; d < t->ndim; d++)
                 if (t->shape[d] > UINT32_MAX) {
                     cq_free(used);
@@ -372,6 +374,14 @@ static cq_status plan(const cv_source *src, const cq_convert_opts *opts, cv_item
                 }
             }
             *bytes_in += t->nbytes;
+        }
+        if (kept == 0 && cq_st_count(comp->st) > 0) { /* a pack that cannot run is no conversion */
+            cq_free(used);
+            return cq_fail(CQ_ERR_INVALID_ARG,
+                           "convert: --drop leaves %s%s%s without any of its %zu tensors; drop fewer (a pack needs "
+                           "the weights of each component it holds)",
+                           *comp->prefix ? "the component '" : "the model", comp->prefix, *comp->prefix ? "'" : "",
+                           cq_st_count(comp->st));
         }
     }
     for (size_t i = 0; i < opts->n_drop; i++)
@@ -425,7 +435,10 @@ cq_status cq_convert(const char *src_path, const char *out, const cq_convert_opt
     if (s == CQ_OK) s = cq_cmf_writer_set_header(run.w, header, strlen(header));
     if (s == CQ_OK && tok_len) s = cq_cmf_writer_set_tokenizer(run.w, tok, tok_len);
     run.total = rep->bytes_in;
-    for (size_t i = 0; s == CQ_OK && i < n; i++) s = write_item(&run, &items[i]);
+    for (size_t i = 0; s == CQ_OK && i < n; i++) {
+        s = cq_check_cancel("the conversion");
+        if (s == CQ_OK) s = write_item(&run, &items[i]);
+    }
     if (s == CQ_OK && opts.verify_progress) cq_cmf_writer_set_progress(run.w, opts.verify_progress, opts.verify_user);
     if (s == CQ_OK) s = cq_cmf_writer_finish(run.w);
     cq_cmf_writer_free(run.w); /* removes the temporary file unless finished */

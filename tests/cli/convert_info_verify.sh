@@ -101,11 +101,26 @@ has out "dit.odd.weight: q4tp -> q8_2f"
 expect 0 "$CQ" verify "$W/r.cmf"
 
 # ---- --drop leaves tensors out; a pattern that matches nothing is an error ----
-expect 0 "$CQ" convert "$SRC" -o "$W/d.cmf" --drop 'vae.decoder.*'
+expect 0 "$CQ" convert "$SRC" -o "$W/d.cmf" --drop 'dit.odd.*'
 has out "left out (--drop): "
 expect 0 "$CQ" info "$W/d.cmf" --tensors
-grep -q "^vae.decoder." "$W/out" && fail "--drop: vae.decoder.* still in the file"
+grep -q "^dit.odd." "$W/out" && fail "--drop: dit.odd.* still in the file"
 grep -q "^dit.proj.weight " "$W/out" || fail "--drop: dit.proj.weight went missing"
+# a component left without any weights is no pack: refused, nothing written
+expect 1 "$CQ" convert "$SRC" -o "$W/d3.cmf" --drop 'vae.decoder.*'
+has err "leaves the component 'vae' without any of its 1 tensors"
+expect 1 "$CQ" convert "$SRC" -o "$W/d3.cmf" --drop '*'
+has err "without any of its"
+[ -e "$W/d3.cmf" ] && fail "--drop '*': a file was written"
+ls -A "$W" | grep -q cortiq- && fail "--drop: a temporary was left behind"
+# the output must be a .cmf file, never standard output or a device
+expect 2 "$CQ" convert "$SRC" -o "$W/d3.bin"
+has err "name the output \\*.cmf"
+expect 2 "$CQ" convert "$SRC" -o -
+mkfifo "$W/fifo.cmf"
+expect 1 timeout 10 "$CQ" convert "$SRC" -o "$W/fifo.cmf"
+has err "is a FIFO (named pipe), not a file cortiq will replace"
+[ -p "$W/fifo.cmf" ] || fail "convert replaced a FIFO"
 expect 1 "$CQ" convert "$SRC" -o "$W/d2.cmf" --drop 'vae.nothing.*'
 has err "matches no tensor"
 [ -e "$W/d2.cmf" ] && fail "--drop typo: a file was written"
