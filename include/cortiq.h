@@ -120,6 +120,15 @@ typedef struct cq_tensor_view {
     uint64_t hash;           /* hash64 recorded in the directory */
 } cq_tensor_view;
 
+/* Cancellation: ask the long work in progress anywhere in the process
+ * (conversion, verification, image generation, text generation) to stop at
+ * its next unit of work (a tensor, 64 MiB of hashing, a step, a token); it
+ * then fails with CQ_ERR_INTERRUPTED and removes what it had half written.
+ * Async-signal-safe: a SIGINT handler may call it. Clear the flag before
+ * starting new work. */
+void cq_cancel_request(void);
+void cq_cancel_clear(void);
+
 /* Feature bits of the envelope's required_features field. */
 #define CQ_FEATURE_TENSOR_DIR   0x01u
 #define CQ_FEATURE_BINARY_MASKS 0x02u

@@ -148,9 +148,7 @@ const char *cq_fmt_bytes(uint64_t n, char *buf, size_t len);
  * async-signal-safe, so a signal handler may call cq_cancel_request().
  * cq_check_cancel() returns CQ_OK, or records "<what> interrupted" and returns
  * CQ_ERR_INTERRUPTED once the flag is set. */
-void cq_cancel_request(void);
-void cq_cancel_clear(void);
-bool cq_cancel_requested(void);
+bool cq_cancel_requested(void); /* cq_cancel_request / cq_cancel_clear: cortiq.h */
 cq_status cq_check_cancel(const char *what);
 
 #endif /* CQ_BASE_H */
