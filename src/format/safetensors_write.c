@@ -2,7 +2,8 @@
  * safetensors_write.c — a small safetensors writer: tensors are collected
  * (copied) and written in insertion order, the header padded with spaces to
  * a multiple of 8 bytes so the data buffer starts aligned, the file written
- * under a temporary name and renamed into place.
+ * through cq_outfile (base/outfile.h): a temporary beside the target,
+ * renamed into place; only a regular file is ever replaced.
  */
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -10,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/outfile.h"
 #include "codec/codec.h"
 #include "format/safetensors.h"
 
@@ -249,39 +251,23 @@ cq_status cq_st_writer_save(const cq_st_writer *w, const char *path) {
     char *h;
     size_t hl;
     CQ_TRY(build_header(w, &h, &hl));
-    size_t pl = strlen(path);
-    char *tmp = cq_malloc(pl + 5);
-    if (!tmp) {
+    uint64_t total = 8 + hl;
+    for (size_t i = 0; i < w->n; i++) total += w->t[i].nbytes;
+    cq_outfile f;
+    const cq_outfile_opts o = {.format = "safetensors", .size_hint = total};
+    cq_status s = cq_outfile_open(path, &o, &f);
+    if (s != CQ_OK) {
         cq_free(h);
-        return CQ_ERR_NOMEM;
-    }
-    memcpy(tmp, path, pl);
-    memcpy(tmp + pl, ".tmp", 5);
-    cq_status s = CQ_OK;
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        s = cq_fail(CQ_ERR_IO, "%s: %s", tmp, strerror(errno));
-        goto out;
+        return s;
     }
     uint8_t len8[8];
     cq_wr64(len8, hl);
-    bool ok = fwrite(len8, 1, 8, f) == 8 && fwrite(h, 1, hl, f) == hl;
-    for (size_t i = 0; ok && i < w->n; i++)
-        ok = w->t[i].nbytes == 0 || fwrite(w->t[i].data, 1, (size_t)w->t[i].nbytes, f) == w->t[i].nbytes;
-    ok = fflush(f) == 0 && ok;
-    ok = fsync(fileno(f)) == 0 && ok;
-    if (fclose(f) != 0) ok = false;
-    if (!ok) {
-        s = cq_fail(CQ_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
-        unlink(tmp);
-        goto out;
-    }
-    if (rename(tmp, path) != 0) {
-        s = cq_fail(CQ_ERR_IO, "rename %s -> %s: %s", tmp, path, strerror(errno));
-        unlink(tmp);
-    }
-out:
-    cq_free(tmp);
+    s = cq_outfile_write(&f, len8, 8);
+    if (s == CQ_OK) s = cq_outfile_write(&f, h, hl);
+    for (size_t i = 0; s == CQ_OK && i < w->n; i++)
+        if (w->t[i].nbytes) s = cq_outfile_write(&f, w->t[i].data, (size_t)w->t[i].nbytes);
+    if (s == CQ_OK) s = cq_outfile_commit(&f);
+    else cq_outfile_abort(&f);
     cq_free(h);
     return s;
 }
