@@ -142,6 +142,11 @@ void cq_progress_end(cq_progress *p);
 /* "12.3 MiB" style formatting into buf. */
 const char *cq_fmt_bytes(uint64_t n, char *buf, size_t len);
 
+/* ---- text ---------------------------------------------------------------
+ * The byte offset where a NUL-terminated string stops being UTF-8 (an
+ * invalid, overlong or surrogate sequence), or -1 when all of it is. */
+long cq_utf8_invalid_at(const char *s);
+
 /* ---- cancellation -------------------------------------------------------
  * One process-wide flag that long work polls between units of work (steps,
  * tensors, chunks) and answers with CQ_ERR_INTERRUPTED. Setting it is

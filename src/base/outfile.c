@@ -319,11 +319,13 @@ static cq_status io_error(const cq_outfile *f, int e) {
     return cq_fail(CQ_ERR_IO, "writing '%s': %s", f->target, strerror(e));
 }
 
-cq_status cq_outfile_write(cq_outfile *f, const void *data, size_t len) {
-    if (!f || f->fd < 0) return cq_fail(CQ_ERR_INVALID_ARG, "cq_outfile_write: the file is not open");
+#define CQ_OUT_APPEND UINT64_MAX
+
+/* write() (off == CQ_OUT_APPEND) or pwrite() until every byte is out. */
+static cq_status write_all(cq_outfile *f, const void *data, size_t len, uint64_t off) {
     const uint8_t *p = data;
     while (len) {
-        const ssize_t n = write(f->fd, p, len);
+        const ssize_t n = off == CQ_OUT_APPEND ? write(f->fd, p, len) : pwrite(f->fd, p, len, (off_t)off);
         if (n < 0) {
             if (errno == EINTR) continue;
             return io_error(f, errno);
@@ -331,27 +333,22 @@ cq_status cq_outfile_write(cq_outfile *f, const void *data, size_t len) {
         if (n == 0) return cq_fail(CQ_ERR_IO, "writing '%s': no progress", f->target);
         p += n;
         len -= (size_t)n;
-        f->written += (uint64_t)n;
+        if (off == CQ_OUT_APPEND) f->written += (uint64_t)n;
+        else off += (uint64_t)n;
     }
     return CQ_OK;
+}
+
+cq_status cq_outfile_write(cq_outfile *f, const void *data, size_t len) {
+    if (!f || f->fd < 0) return cq_fail(CQ_ERR_INVALID_ARG, "cq_outfile_write: the file is not open");
+    return write_all(f, data, len, CQ_OUT_APPEND);
 }
 
 cq_status cq_outfile_pwrite(cq_outfile *f, const void *data, size_t len, uint64_t off) {
     if (!f || f->fd < 0) return cq_fail(CQ_ERR_INVALID_ARG, "cq_outfile_pwrite: the file is not open");
     if (f->to_stdout) return cq_fail(CQ_ERR_INVALID_ARG, "cq_outfile_pwrite: standard output cannot seek");
-    const uint8_t *p = data;
-    while (len) {
-        const ssize_t n = pwrite(f->fd, p, len, (off_t)off);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            return io_error(f, errno);
-        }
-        if (n == 0) return cq_fail(CQ_ERR_IO, "writing '%s': no progress", f->target);
-        p += n;
-        len -= (size_t)n;
-        off += (uint64_t)n;
-    }
-    return CQ_OK;
+    if (off >= (uint64_t)INT64_MAX) return cq_fail(CQ_ERR_INVALID_ARG, "cq_outfile_pwrite: offset out of range");
+    return write_all(f, data, len, off);
 }
 
 static void fsync_dir(const char *path) {

@@ -48,21 +48,7 @@ cq_status cq_cmf_writer_usable(const cq_cmf_writer *w, const char *what) {
 
 /* ---- raw I/O -------------------------------------------------------------- */
 cq_status cq_cmf_writer_pwrite(cq_cmf_writer *w, const void *data, size_t len, uint64_t pos) {
-    const uint8_t *p = data;
-    while (len) {
-        ssize_t n = pwrite(w->fd, p, len, (off_t)pos);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            const int e = errno;
-            return cq_fail(CQ_ERR_IO, "writing '%s' at offset %" PRIu64 ": %s", w->path, pos,
-                           e == ENOSPC ? "no space left on the device" : strerror(e));
-        }
-        if (n == 0) return cq_fail(CQ_ERR_IO, "writing '%s': no progress at offset %" PRIu64, w->path, pos);
-        p += n;
-        len -= (size_t)n;
-        pos += (uint64_t)n;
-    }
-    return CQ_OK;
+    return cq_outfile_pwrite(&w->out, data, len, pos);
 }
 
 cq_status cq_cmf_writer_flush(cq_cmf_writer *w) {

@@ -148,32 +148,6 @@ static bool is_ascii_text(const char *s) {
     return true;
 }
 
-static bool is_utf8(const char *s) {
-    const unsigned char *p = (const unsigned char *)s;
-    while (*p) {
-        if (*p < 0x80) {
-            if (*p < 0x20 && *p != '\n' && *p != '\t') return false;
-            p++;
-            continue;
-        }
-        int n;
-        uint32_t cp;
-        if ((*p & 0xe0) == 0xc0) n = 1, cp = *p & 0x1fu;
-        else if ((*p & 0xf0) == 0xe0) n = 2, cp = *p & 0x0fu;
-        else if ((*p & 0xf8) == 0xf0) n = 3, cp = *p & 0x07u;
-        else return false;
-        p++;
-        for (int i = 0; i < n; i++, p++) {
-            if ((*p & 0xc0) != 0x80) return false;
-            cp = (cp << 6) | (*p & 0x3fu);
-        }
-        if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) || cp > 0x10ffff ||
-            (cp >= 0xd800 && cp <= 0xdfff))
-            return false;
-    }
-    return true;
-}
-
 /* PNG keywords: 1-79 printable Latin-1 characters, no leading, trailing or
  * doubled spaces. We allow the ASCII subset. */
 static bool is_keyword(const char *k) {
@@ -235,7 +209,8 @@ cq_status cq_png_check_text(const char *k, const char *v) {
             return cq_fail(CQ_ERR_INVALID_ARG, "the %s has a control character (0x7f at byte %zu); PNG text holds "
                            "only printable text, tabs and newlines", k, i + 1);
     }
-    if (!is_ascii_text(v) && !is_utf8(v)) return cq_fail(CQ_ERR_INVALID_ARG, "the %s is not valid UTF-8", k);
+    const long bad = is_ascii_text(v) ? -1 : cq_utf8_invalid_at(v);
+    if (bad >= 0) return cq_fail(CQ_ERR_INVALID_ARG, "the %s is not valid UTF-8 (byte %ld of %zu)", k, bad + 1, n);
     return CQ_OK;
 }
 

@@ -253,36 +253,9 @@ cq_status cq_qi21_pipe_encode_prompt(cq_qi21_pipe *p, const char *prompt, float 
     return CQ_OK;
 }
 
-/* The first byte where `s` stops being UTF-8, or -1. */
-static long utf8_error_at(const char *s) {
-    const unsigned char *p = (const unsigned char *)s, *b = p;
-    while (*p) {
-        if (*p < 0x80) {
-            p++;
-            continue;
-        }
-        int n;
-        uint32_t cp;
-        if ((*p & 0xe0) == 0xc0) n = 1, cp = *p & 0x1fu;
-        else if ((*p & 0xf0) == 0xe0) n = 2, cp = *p & 0x0fu;
-        else if ((*p & 0xf8) == 0xf0) n = 3, cp = *p & 0x07u;
-        else return (long)(p - b);
-        const unsigned char *q = p + 1;
-        for (int i = 0; i < n; i++, q++) {
-            if ((*q & 0xc0) != 0x80) return (long)(p - b);
-            cp = (cp << 6) | (*q & 0x3fu);
-        }
-        if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) || cp > 0x10ffff ||
-            (cp >= 0xd800 && cp <= 0xdfff))
-            return (long)(p - b);
-        p = q;
-    }
-    return -1;
-}
-
 static cq_status check_prompt(cq_qi21_pipe *p, const char *what, const char *prompt, int width, int height, int lat_h,
                               int lat_w) {
-    const long bad = prompt ? utf8_error_at(prompt) : -1;
+    const long bad = prompt ? cq_utf8_invalid_at(prompt) : -1;
     if (bad >= 0)
         return cq_fail(CQ_ERR_INVALID_ARG, "the %s is not valid UTF-8 (byte %ld of %zu)", what, bad + 1, strlen(prompt));
     cq_tokens ids = {0};
