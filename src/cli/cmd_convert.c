@@ -174,7 +174,7 @@ int cq_cmd_convert(int argc, char **argv) {
         rc = cq_cli_interrupted(cmd, "the partial output was removed; nothing was written");
     } else if (s != CQ_OK) {
         char what[4200];
-        snprintf(what, sizeof what, "converting %s", src);
+        snprintf(what, sizeof what, "converting%s%s", strstr(cq_last_error(), src) ? "" : " ", strstr(cq_last_error(), src) ? "" : src);
         rc = cq_cli_fail(cmd, s, what);
     } else if (!quiet) {
         summary(out, &rep);
