@@ -1,16 +1,22 @@
 # Shortcuts over CMake. `make test` is the one command that builds and runs
 # every test; `make run` draws a picture with the model shipped in models/.
+# CUDA=OFF (or ON, AUTO) sets the CUDA backend for release, test, asan and run:
+# AUTO, CMake's default, builds it when nvcc is found, which makes the first
+# build several times longer (README, Build). Unset, a build directory keeps
+# what it was configured with.
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 BUILD ?= build
 CMAKE ?= cmake
 FUZZ_SECONDS ?= 30
+CUDA ?=
+CUDA_FLAG = $(if $(CUDA),-DCORTIQ_CUDA=$(CUDA))
 
 .PHONY: all release test asan fuzz run bench clean header-check test-gpu cross-arm64
 
 all: release
 
 release:
-	@$(CMAKE) -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@$(CMAKE) -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CUDA_FLAG) >/dev/null
 	@$(CMAKE) --build $(BUILD) -j $(JOBS)
 
 test: release
@@ -18,7 +24,7 @@ test: release
 
 # AddressSanitizer + UndefinedBehaviorSanitizer build and the same tests.
 asan:
-	@$(CMAKE) -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCORTIQ_SANITIZE=ON >/dev/null
+	@$(CMAKE) -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCORTIQ_SANITIZE=ON $(CUDA_FLAG) >/dev/null
 	@$(CMAKE) --build build-asan -j $(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		ctest --output-on-failure -j $(JOBS) -LE 'gpu|slow'

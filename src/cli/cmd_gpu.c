@@ -2,7 +2,10 @@
  * cmd_gpu.c — `cortiq gpu`: the GPU devices this build can run on (name,
  * memory, compute capability) and the backend a command would pick. The CPU
  * stays the default until the CUDA backend runs every op the pipelines need;
- * this command says how to choose CUDA where it is usable.
+ * this command says how to choose CUDA where it is usable. It is the one
+ * command that loads the CUDA driver and cuBLASLt without being asked to run
+ * on the GPU (elsewhere they load when a CUDA backend is created), so it also
+ * says whether cuBLASLt loads.
  */
 #include <stdio.h>
 #include <string.h>
@@ -29,6 +32,9 @@ static void list_cuda(void) {
                cq_fmt_bytes(g.mem_total, tot, sizeof tot), cq_fmt_bytes(g.mem_free, fr, sizeof fr), g.cc_major,
                g.cc_minor, g.sm_count, g.cc_major < 8 ? " — too old for this backend (needs 8.0)" : "");
     }
+    char lt[1024] = "";
+    bool lt_ok = cq_cuda_load_cublaslt(lt, sizeof lt);
+    printf("  cuBLASLt: %s%s\n", lt_ok ? "" : "not loadable: ", lt);
 }
 
 int cq_cmd_gpu(int argc, char **argv) {

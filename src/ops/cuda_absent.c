@@ -20,6 +20,11 @@ int cq_cuda_device_count(char *why, size_t why_len) {
     return 0;
 }
 
+bool cq_cuda_load_cublaslt(char *what, size_t what_len) {
+    if (what && what_len) snprintf(what, what_len, "%s", k_not_built);
+    return false;
+}
+
 cq_status cq_cuda_device_info(int device, cq_gpu_info *out) {
     (void)device;
     (void)out;

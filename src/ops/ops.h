@@ -242,6 +242,10 @@ bool cq_cuda_built(void);
 /* CUDA devices visible to this process; 0 when the backend is not built,
  * there is no driver or no device, with the reason in `why` (may be NULL). */
 int cq_cuda_device_count(char *why, size_t why_len);
+/* Whether the backend's cuBLASLt loads: the library is opened by the first
+ * CUDA backend created, or by this call, never when the program starts.
+ * `what` (may be NULL) gets the file and its version, or why it does not load. */
+bool cq_cuda_load_cublaslt(char *what, size_t what_len);
 cq_status cq_cuda_device_info(int device, cq_gpu_info *out);
 /* Test support: decode a weight payload on the device to f32 (before the
  * bf16 rounding of the device planes) and copy it to out[n] (n = nelem), so

@@ -250,7 +250,7 @@ static void cuda_destroy(cq_backend *be) {
     }
     cq_free(c->prof.op);
     cq_cuda_plans_destroy(c);
-    if (c->lt) cublasLtDestroy(c->lt);
+    if (c->lt) cq_lt.cublasLtDestroy(c->lt);
     if (c->exp2_lut) cq_cuda_free(c, c->exp2_lut);
     for (int i = 0; i < CQ_CUDA_SLOT_COUNT; i++)
         if (c->scratch[i]) cq_cuda_free(c, c->scratch[i]);
@@ -325,6 +325,18 @@ int cq_cuda_device_count(char *why, size_t why_len) {
     return n;
 }
 
+bool cq_cuda_load_cublaslt(char *what, size_t what_len) {
+    const char *path = NULL;
+    cq_status s = cq_cuda_lt_load(&path);
+    if (what && what_len) {
+        if (s == CQ_OK)
+            snprintf(what, what_len, "%s (version %zu)", path, cq_lt.cublasLtGetVersion());
+        else
+            snprintf(what, what_len, "%s", cq_last_error());
+    }
+    return s == CQ_OK;
+}
+
 cq_status cq_cuda_device_info(int device, cq_gpu_info *out) {
     if (!out) return cq_fail(CQ_ERR_INVALID_ARG, "cq_cuda_device_info: out is NULL");
     memset(out, 0, sizeof *out);
@@ -376,9 +388,9 @@ static cq_status cuda_init(cq_cuda *c, int device) {
     CQ_CUDA_TRY(cudaMemsetAsync(c->dstatus, 0, sizeof *c->dstatus, c->stream), "backend", "clearing the status word");
     CQ_CUDA_TRY(cudaMallocHost((void **)&c->hstatus, sizeof *c->hstatus), "backend", "allocating pinned memory");
     memset(c->hstatus, 0, sizeof *c->hstatus);
-    cublasStatus_t bs = cublasLtCreate(&c->lt);
+    cublasStatus_t bs = cq_lt.cublasLtCreate(&c->lt);
     if (bs != CUBLAS_STATUS_SUCCESS)
-        return cq_fail(CQ_ERR_INTERNAL, "cuda backend: cublasLtCreate failed: %s", cublasLtGetStatusString(bs));
+        return cq_fail(CQ_ERR_INTERNAL, "cuda backend: cublasLtCreate failed: %s", cq_lt.cublasLtGetStatusString(bs));
     /* cuBLASLt's workspace: NVIDIA's recommendation for Hopper; plans take only algorithms that fit */
     c->lt_ws_size = (size_t)32 << 20;
     CQ_TRY(cq_cuda_malloc(c, c->lt_ws_size, &c->lt_ws));
@@ -417,6 +429,8 @@ cq_status cq_backend_cuda_create(int device, cq_backend **out) {
     if (device < 0 || device >= n)
         return cq_fail(CQ_ERR_UNSUPPORTED, "cuda backend: device %d does not exist (%d device%s visible)", device, n,
                        n == 1 ? "" : "s");
+    /* cuBLASLt is loaded here, by the first backend (cuda_lt_load.c), not when the program starts */
+    CQ_TRY(cq_cuda_lt_load(NULL));
     cq_cuda *c = cq_calloc(1, sizeof *c);
     if (!c) return CQ_ERR_NOMEM;
     c->device = -1;

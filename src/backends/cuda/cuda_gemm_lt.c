@@ -38,10 +38,10 @@
 #define TUNE_MARGIN 0.98f
 
 static void plan_release(cq_cuda_plan *p) {
-    if (p->a) cublasLtMatrixLayoutDestroy(p->a);
-    if (p->b) cublasLtMatrixLayoutDestroy(p->b);
-    if (p->d) cublasLtMatrixLayoutDestroy(p->d);
-    if (p->op) cublasLtMatmulDescDestroy(p->op);
+    if (p->a) cq_lt.cublasLtMatrixLayoutDestroy(p->a);
+    if (p->b) cq_lt.cublasLtMatrixLayoutDestroy(p->b);
+    if (p->d) cq_lt.cublasLtMatrixLayoutDestroy(p->d);
+    if (p->op) cq_lt.cublasLtMatmulDescDestroy(p->op);
     memset(p, 0, sizeof *p);
 }
 
@@ -63,13 +63,13 @@ static unsigned ptr_align(const void *p) {
 
 static cq_status lt_check(cublasStatus_t s, const char *what) {
     if (s == CUBLAS_STATUS_SUCCESS) return CQ_OK;
-    return cq_fail(CQ_ERR_INTERNAL, "cuda matmul: %s failed: %s", what, cublasLtGetStatusString(s));
+    return cq_fail(CQ_ERR_INTERNAL, "cuda matmul: %s failed: %s", what, cq_lt.cublasLtGetStatusString(s));
 }
 
 static cublasStatus_t lt_run(cq_cuda *c, const cq_cuda_plan *p, const cublasLtMatmulAlgo_t *algo,
                              const cq_cuda_gemm_call *g) {
-    return cublasLtMatmul(c->lt, p->op, &g->alpha, g->A, p->a, g->B, p->b, &g->beta, g->D, p->d, g->D, p->d, algo,
-                          c->lt_ws, c->lt_ws_size, c->stream);
+    return cq_lt.cublasLtMatmul(c->lt, p->op, &g->alpha, g->A, p->a, g->B, p->b, &g->beta, g->D, p->d, g->D, p->d,
+                                algo, c->lt_ws, c->lt_ws_size, c->stream);
 }
 
 /* "algo 21 tile 31 stages 22 split-k 1 cluster 2" for the debug log. */
@@ -78,11 +78,11 @@ static void algo_name(const cublasLtMatmulAlgo_t *a, char *buf, size_t n) {
     uint32_t tile = 0, stages = 0;
     uint16_t cluster = 0;
     size_t w;
-    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &w);
-    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, &w);
-    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages, &w);
-    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof splitk, &w);
-    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster, sizeof cluster, &w);
+    cq_lt.cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &w);
+    cq_lt.cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, &w);
+    cq_lt.cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages, &w);
+    cq_lt.cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof splitk, &w);
+    cq_lt.cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster, sizeof cluster, &w);
     snprintf(buf, n, "algo %d tile %u stages %u split-k %d cluster %u", (int)id, tile, stages, (int)splitk,
              (unsigned)cluster);
 }
@@ -159,24 +159,31 @@ static cq_status plan_make(cq_cuda *c, cq_cuda_plan *p, const cq_cuda_gemm_call 
     cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
     cudaDataType_t dt = p->ddt == CQK_BF16 ? CUDA_R_16BF : CUDA_R_32F;
     cublasLtPointerMode_t pm = CUBLASLT_POINTER_MODE_HOST; /* alpha/beta by value: nothing to keep alive */
-    CQ_TRY(lt_check(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate"));
-    CQ_TRY(lt_check(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "TRANSA"));
-    CQ_TRY(lt_check(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "TRANSB"));
-    CQ_TRY(lt_check(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_POINTER_MODE, &pm, sizeof pm), "POINTER_MODE"));
-    CQ_TRY(lt_check(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16F, (uint64_t)p->K, (uint64_t)p->N, p->lda), "layout A"));
-    CQ_TRY(lt_check(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16F, (uint64_t)p->K, (uint64_t)p->M, p->ldb), "layout B"));
-    CQ_TRY(lt_check(cublasLtMatrixLayoutCreate(&p->d, dt, (uint64_t)p->N, (uint64_t)p->M, p->ldd), "layout D"));
+    CQ_TRY(lt_check(cq_lt.cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+                    "cublasLtMatmulDescCreate"));
+    CQ_TRY(lt_check(cq_lt.cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta),
+                    "TRANSA"));
+    CQ_TRY(lt_check(cq_lt.cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb),
+                    "TRANSB"));
+    CQ_TRY(lt_check(cq_lt.cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_POINTER_MODE, &pm, sizeof pm),
+                    "POINTER_MODE"));
+    CQ_TRY(lt_check(cq_lt.cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16F, (uint64_t)p->K, (uint64_t)p->N, p->lda),
+                    "layout A"));
+    CQ_TRY(lt_check(cq_lt.cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16F, (uint64_t)p->K, (uint64_t)p->M, p->ldb),
+                    "layout B"));
+    CQ_TRY(lt_check(cq_lt.cublasLtMatrixLayoutCreate(&p->d, dt, (uint64_t)p->N, (uint64_t)p->M, p->ldd),
+                    "layout D"));
     cublasLtMatmulPreference_t pref = NULL;
-    CQ_TRY(lt_check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate"));
+    CQ_TRY(lt_check(cq_lt.cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate"));
     /* 32 MiB (cuda_backend.c) is NVIDIA's recommended cuBLAS workspace on
      * Hopper; the heuristic offers only candidates that fit in it */
     uint64_t ws = c->lt_ws_size;
     uint32_t al = p->align;
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof al);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof al);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al);
+    cq_lt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    cq_lt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al);
+    cq_lt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof al);
+    cq_lt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof al);
+    cq_lt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al);
     /* Split-K reductions: not INPLACE, whose parts meet in the output under
      * counters in the workspace with no documented order (a plan must give the
      * same bits every call); with a bf16 output not OUTPUT_TYPE either, which
@@ -184,14 +191,14 @@ static cq_status plan_make(cq_cuda *c, cq_cuda_plan *p, const cq_cuda_gemm_call 
      * (scheme NONE) always pass the mask. */
     uint32_t rm = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
     if (p->ddt == CQK_F32) rm |= CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &rm, sizeof rm);
+    cq_lt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &rm, sizeof rm);
     cublasLtMatmulHeuristicResult_t res[CQ_CUDA_TUNE_ALGOS];
     int n = 0;
     const bool timed = c->gemm_tune && !p->beta_nonzero;
     memset(res, 0, sizeof res);
-    cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(c->lt, p->op, p->a, p->b, p->d, p->d, pref,
-                                                      timed ? CQ_CUDA_TUNE_ALGOS : 1, res, &n);
-    cublasLtMatmulPreferenceDestroy(pref);
+    cublasStatus_t s = cq_lt.cublasLtMatmulAlgoGetHeuristic(c->lt, p->op, p->a, p->b, p->d, p->d, pref,
+                                                            timed ? CQ_CUDA_TUNE_ALGOS : 1, res, &n);
+    cq_lt.cublasLtMatmulPreferenceDestroy(pref);
     if (s != CUBLAS_STATUS_SUCCESS) n = 0;
     int kept = 0; /* the usable results, in the heuristic's order */
     for (int i = 0; i < n && i < CQ_CUDA_TUNE_ALGOS; i++)
@@ -259,7 +266,7 @@ cq_status cq_cuda_lt_gemm(cq_cuda *c, const cq_cuda_gemm_call *g, bool *done) {
     cublasStatus_t s = lt_run(c, p, &p->algo, g);
     if (s != CUBLAS_STATUS_SUCCESS)
         return cq_fail(CQ_ERR_INTERNAL, "cuda matmul: cublasLtMatmul failed: %s (M=%lld N=%lld K=%lld)",
-                       cublasLtGetStatusString(s), (long long)g->M, (long long)g->N, (long long)g->K);
+                       cq_lt.cublasLtGetStatusString(s), (long long)g->M, (long long)g->N, (long long)g->K);
     *done = true;
     return CQ_OK;
 }

@@ -10,6 +10,7 @@
  *    device into bf16 planes), release, the q4tp exp2 table.
  *  - cuda_gemm.c: the matmul op: operand staging, the GEMMs, the epilogue kernel.
  *  - cuda_gemm_lt.c: cuBLASLt plans per shape, the algorithm chosen by timing.
+ *  - cuda_lt_load.c: cuBLASLt opened at the first backend's creation, cq_lt.
  *  - cuda_ops.c: the other ops (argument marshalling to the kernels).
  *  - cuda_kernels.h + k_*.cu: the kernels.
  *
@@ -30,6 +31,39 @@
 
 #include "backends/cuda/cuda_kernels.h"
 #include "ops/backend.h"
+
+/* ---- cuBLASLt, loaded at run time (cuda_lt_load.c) ------------------------------------------
+ * Nothing links cuBLASLt: its functions are called through cq_lt, one pointer
+ * each, typed from cublasLt.h's own prototypes, so a call through the table is
+ * checked like a direct call (and a direct call would not link). cq_lt is
+ * filled once, by the first successful cq_cuda_lt_load(), and only read after
+ * that; every caller sits behind a backend whose creation loaded it. */
+#define CQ_CUBLASLT_FUNCS(X)                 \
+    X(cublasLtGetVersion)                    \
+    X(cublasLtGetStatusString)               \
+    X(cublasLtCreate)                        \
+    X(cublasLtDestroy)                       \
+    X(cublasLtMatmul)                        \
+    X(cublasLtMatmulAlgoConfigGetAttribute)  \
+    X(cublasLtMatmulAlgoGetHeuristic)        \
+    X(cublasLtMatmulDescCreate)              \
+    X(cublasLtMatmulDescDestroy)             \
+    X(cublasLtMatmulDescSetAttribute)        \
+    X(cublasLtMatmulPreferenceCreate)        \
+    X(cublasLtMatmulPreferenceDestroy)       \
+    X(cublasLtMatmulPreferenceSetAttribute)  \
+    X(cublasLtMatrixLayoutCreate)            \
+    X(cublasLtMatrixLayoutDestroy)
+typedef struct cq_cuda_lt_api {
+#define CQ_CUBLASLT_MEMBER(f) __typeof__(&f) f;
+    CQ_CUBLASLT_FUNCS(CQ_CUBLASLT_MEMBER)
+#undef CQ_CUBLASLT_MEMBER
+} cq_cuda_lt_api;
+extern cq_cuda_lt_api cq_lt;
+/* Load cuBLASLt (once per process; later calls return the first outcome).
+ * CQ_ERR_UNSUPPORTED with a message saying which library could not be loaded
+ * and why; on success *path (when not NULL) is the file loaded. */
+cq_status cq_cuda_lt_load(const char **path);
 
 /* ---- allocator --------------------------------------------------------------------- */
 typedef struct cq_cuda_bucket { /* free blocks of one rounded size */
