@@ -32,6 +32,8 @@ static void usage(FILE *f) {
             "  --threads N           CPU threads (default: all cores, or CORTIQ_THREADS)\n"
             "  --backend NAME        cpu (default), ref or cuda[:N]; also CORTIQ_BACKEND (with cuda the text\n"
             "                        tower, the denoiser and the VAE all run on the GPU)\n"
+            "  --no-verify           do not check each tensor's hash when it is first read (the header and\n"
+            "                        directory hashes are still checked; `cortiq verify` checks everything)\n"
             "  -q, --quiet           no progress bar and no summary\n"
             "  -h, --help            this text\n\n"
             "The PNG carries the prompt, seed, steps, size, guidance and model in text chunks.\n\n"
@@ -71,7 +73,7 @@ int cq_cmd_imagine(int argc, char **argv) {
     int width = 1024, height = 1024, steps = 40, threads = 0;
     uint64_t seed = 0;
     double guidance = 1.0;
-    bool rgba = false, quiet = false, bf16 = false;
+    bool rgba = false, quiet = false, bf16 = false, no_verify = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -124,6 +126,8 @@ int cq_cmd_imagine(int argc, char **argv) {
             i++;
         } else if (!strcmp(a, "--rgba")) {
             rgba = true;
+        } else if (!strcmp(a, "--no-verify")) {
+            no_verify = true;
         } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
             quiet = true;
         } else if (a[0] == '-' && a[1]) {
@@ -153,7 +157,8 @@ int cq_cmd_imagine(int argc, char **argv) {
     cq_cmf *cmf = NULL;
     cq_backend *be = NULL;
     cq_qi21_pipe *pipe = NULL;
-    cq_status s = cq_cmf_open(model, &cmf);
+    cq_cmf_open_opts oo = {.no_verify = no_verify, .threads = threads};
+    cq_status s = cq_cmf_open_ex(model, &oo, &cmf);
     if (s != CQ_OK) return cq_cli_fail(cmd, s, model);
     s = cq_backend_create(backend, threads, &be);
     if (s == CQ_OK) s = cq_qi21_pipe_load(cmf, be, &pipe);
