@@ -13,6 +13,7 @@
 #ifndef CORTIQ_H
 #define CORTIQ_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -118,6 +119,9 @@ typedef struct cq_tensor_view {
     uint64_t nbytes;
     uint64_t file_offset;    /* absolute offset of the payload in the file */
     uint64_t hash;           /* hash64 recorded in the directory */
+    const cq_cmf *owner;     /* the container the view belongs to; NULL for a view the caller built
+                              * (such views are never hash-checked) */
+    size_t index;            /* its position in owner's directory (cq_cmf_tensor_at) */
 } cq_tensor_view;
 
 /* Cancellation: ask the long work in progress anywhere in the process
@@ -139,11 +143,43 @@ void cq_cancel_clear(void);
 #define CQ_FEATURE_SKILL_FILE   0x40u
 
 /* Open and validate a file (mmap, read-only). Fails with a status and a
- * message naming the bad field or tensor; never reads past the mapping. */
+ * message naming the bad field or tensor; never reads past the mapping.
+ * Integrity, by default (see cq_cmf_open_opts):
+ *  - at open, the envelope's header and directory hash64 (when non-zero) and
+ *    the masks / tokenizer / index hashes listed in header.section_hashes
+ *    must match, else CQ_ERR_HASH naming the section;
+ *  - each tensor's hash64 is checked the first time its bytes are read for
+ *    decoding or upload (cq_cmf_check_tensor), once per container. */
 cq_status cq_cmf_open(const char *path, cq_cmf **out);
 /* Open from a caller-owned buffer, which must outlive the handle. */
 cq_status cq_cmf_open_memory(const void *buf, size_t len, cq_cmf **out);
+
+/* Options of cq_cmf_open_ex. A zeroed struct (or NULL) is cq_cmf_open's
+ * behaviour: every check on. */
+typedef struct cq_cmf_open_opts {
+    /* Do not hash tensor payloads when first read, nor the masks, tokenizer
+     * and index sections at open. The header and directory hashes are still
+     * checked (they cost microseconds and catch moved tensors). */
+    bool no_verify;
+    /* Do not check the envelope's header and directory hashes either, so a
+     * damaged file opens as far as its structure allows: for `cortiq verify`
+     * (which reports every mismatch itself) and for fuzzers. */
+    bool no_envelope_hashes;
+    /* Threads that hash a large tensor: 0 = CORTIQ_THREADS or all cores,
+     * 1 = the calling thread only. Created on first need, kept until close. */
+    int threads;
+} cq_cmf_open_opts;
+cq_status cq_cmf_open_ex(const char *path, const cq_cmf_open_opts *opts, cq_cmf **out);
+cq_status cq_cmf_open_memory_ex(const void *buf, size_t len, const cq_cmf_open_opts *opts, cq_cmf **out);
 void cq_cmf_close(cq_cmf *cmf);
+
+/* Check a tensor's payload against the hash64 its directory record holds.
+ * The first call for a tensor hashes it (large ones on several threads);
+ * later calls return at once. Thread-safe. CQ_OK for a view without an
+ * owner and for a container opened with no_verify; CQ_ERR_HASH naming the
+ * tensor when the bytes do not match. Binding, dequantizing and uploading a
+ * tensor call this; call it before reading t->data yourself. */
+cq_status cq_cmf_check_tensor(const cq_tensor_view *t);
 
 size_t cq_cmf_tensor_count(const cq_cmf *cmf);
 const cq_tensor_view *cq_cmf_tensor_at(const cq_cmf *cmf, size_t i);
@@ -186,7 +222,8 @@ typedef int (*cq_progress_fn)(uint64_t done, uint64_t total, void *user);
  * otherwise. `problems` (optional) receives the number of mismatches. */
 cq_status cq_cmf_verify(const cq_cmf *cmf, size_t *problems, cq_progress_fn progress, void *user);
 
-/* Dequantize one whole tensor into f32 (nelem floats). */
+/* Dequantize one whole tensor into f32 (nelem floats); checks its hash
+ * first (cq_cmf_check_tensor). */
 cq_status cq_cmf_dequantize(const cq_tensor_view *t, float *out, size_t out_len);
 
 /* The format's 64-bit integrity hash. */

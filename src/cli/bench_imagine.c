@@ -86,6 +86,8 @@ static void help(void) {
            "  --threads N          worker threads (default: CORTIQ_THREADS or all cores)\n"
            "  --backend B          cpu (default), cuda or cuda:N: every phase runs there (with cuda the\n"
            "                       weights are uploaded and decoded on the device during the load)\n"
+           "  --no-verify          load without checking each tensor's hash (the load's time with and\n"
+           "                       without it is what the check costs)\n"
            "  --prompt TEXT        the prompt (default: a fixed 15-word one)\n"
            "  --tokenizer FILE     Qwen tokenizer.json, optionally gzip-compressed\n"
            "                       (default: %s/tokenizers/qwen3.json.gz)\n"
@@ -418,7 +420,8 @@ int cq_bench_imagine(int argc, char **argv) {
                              {"pipeline.config_json", k_pipeline_config, sizeof k_pipeline_config - 1},
                              {"scheduler.config_json", k_scheduler_config, sizeof k_scheduler_config - 1}};
     cq_bench_file f = {.tag = "imagine", .header = r.hdr, .tokenizer = r.tok, .tokenizer_len = r.tok_len,
-                       .blobs = blobs, .n_blobs = CQ_ARRAY_LEN(blobs), .weights = &r.pack};
+                       .blobs = blobs, .n_blobs = CQ_ARRAY_LEN(blobs), .weights = &r.pack,
+                       .no_verify = o.m.no_verify, .threads = o.m.threads};
     uint64_t file_bytes;
     mark m_w0 = mark_now();
     s = cq_bench_pack_map(&f, &r.cmf, &file_bytes);

@@ -459,7 +459,8 @@ cq_status cq_bench_pack_map(const cq_bench_file *f, cq_cmf **out, uint64_t *file
     if (s == CQ_OK) {
         struct stat st;
         if (stat(path, &st) == 0) *file_bytes = (uint64_t)st.st_size;
-        s = cq_cmf_open(path, out);
+        cq_cmf_open_opts oo = {.no_verify = f->no_verify, .threads = f->threads};
+        s = cq_cmf_open_ex(path, &oo, out);
     }
     unlink(path); /* the mapping keeps the data; nothing is left behind */
     reprieve();
@@ -543,6 +544,9 @@ int cq_bench_model_opt(const char *cmd, int argc, char **argv, int *i, cq_bench_
         if (!v || (strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0 && strncmp(v, "cuda:", 5) != 0))
             return cq_cli_usage_error(cmd, "--backend must be cpu, cuda or cuda:N");
         o->backend = v;
+    } else if (strcmp(a, "--no-verify") == 0) {
+        o->no_verify = true;
+        return 1; /* takes no value */
     } else {
         return 0;
     }

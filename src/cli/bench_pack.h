@@ -96,10 +96,13 @@ typedef struct cq_bench_file {
     size_t n_blobs;
     const cq_bench_pack *weights;
     uint64_t seed;           /* of the weights' generator */
+    bool no_verify;          /* open without the per-tensor hash check (--no-verify) */
+    int threads;             /* hashing threads of the open (cq_cmf_open_opts.threads) */
 } cq_bench_file;
 
 /* Write the file (after checking the free space under $TMPDIR, default
- * /tmp), re-open it as a model is opened (mapped) and remove it: the mapping
+ * /tmp), re-open it as a model is opened (mapped; each tensor's hash checked
+ * when the model binds it, unless no_verify) and remove it: the mapping
  * keeps the data and nothing stays on disk. A progress bar on stderr follows
  * the writing. *file_bytes receives the size the file had. */
 cq_status cq_bench_pack_map(const cq_bench_file *f, cq_cmf **out, uint64_t *file_bytes);
@@ -126,9 +129,13 @@ typedef struct cq_bench_model_opts {
     int size;            /* --size: image side in pixels, 256, 512, 1024 or 2048 */
     int threads;         /* --threads N (0: CORTIQ_THREADS or all cores) */
     const char *backend; /* --backend cpu, cuda or cuda:N */
+    bool no_verify;      /* --no-verify: load without checking each tensor's hash */
 } cq_bench_model_opts;
 /* One of them at argv[*i], its value consumed (*i advanced): 1; not one of them: 0; a bad value: the usage
- * error printed, 2 (the exit code). */
+ * error printed, 2 (the exit code). CQ_BENCH_NO_VERIFY_HELP is the help text of --no-verify. */
+#define CQ_BENCH_NO_VERIFY_HELP                                                                              \
+    "  --no-verify   load without checking each tensor's hash (compare the load time with and without it to\n" \
+    "                see what the check costs)\n"
 int cq_bench_model_opt(const char *cmd, int argc, char **argv, int *i, cq_bench_model_opts *o);
 
 #endif /* CQ_CLI_BENCH_PACK_H */

@@ -72,6 +72,7 @@ static void help(void) {
            "  --backend B   cpu (default), cuda or cuda:N; with cuda, CORTIQ_CUDA_PROFILE=1 adds the\n"
            "                device time per op class (GEMM, attention, row ops; the steps then run op by\n"
            "                op), otherwise the steps after the warm-up replay a recorded CUDA graph\n"
+           CQ_BENCH_NO_VERIFY_HELP
            "  -h, --help    this text\n",
            B_TEXT);
 }
@@ -128,7 +129,8 @@ static cq_status map_model(const bench_opts *o, cq_cmf **cmf, uint64_t *bytes) {
              o->quant == CQ_DTYPE_Q8_2F ? "Q8_2F" : o->quant == CQ_DTYPE_BF16 ? "BF16" : "Q4_BLOCK");
     *bytes = cq_bench_pack_bytes(&pk);
     cq_bench_blob blob = {"dit.config_json", cfg, strlen(cfg)};
-    cq_bench_file f = {.tag = "qi21", .header = hdr, .blobs = &blob, .n_blobs = 1, .weights = &pk};
+    cq_bench_file f = {.tag = "qi21", .header = hdr, .blobs = &blob, .n_blobs = 1, .weights = &pk,
+                       .no_verify = o->m.no_verify, .threads = o->m.threads};
     uint64_t file_bytes;
     if (s == CQ_OK) s = cq_bench_pack_map(&f, cmf, &file_bytes);
     cq_bench_pack_free(&pk);

@@ -46,6 +46,7 @@ static void help(void) {
            "  --threads N   worker threads (default: CORTIQ_THREADS or all cores)\n"
            "  --backend B   cpu (default), cuda or cuda:N; with cuda, CORTIQ_CUDA_PROFILE=1 adds the\n"
            "                device time per op class and per op\n"
+           CQ_BENCH_NO_VERIFY_HELP
            "  -h, --help    this text\n");
 }
 
@@ -98,7 +99,7 @@ static int fail(bench_run *r, cq_status s, const char *what) {
     return cq_cli_fail("bench vae", s, what);
 }
 
-static cq_status map_vae(cq_cmf **cmf, uint64_t *bytes) {
+static cq_status map_vae(const cq_bench_model_opts *m, cq_cmf **cmf, uint64_t *bytes) {
     cq_bench_pack pk = {0};
     char *cfg = cq_bench_vae_config();
     cq_status s = cfg ? cq_bench_vae_weights(&pk) : CQ_ERR_NOMEM;
@@ -109,7 +110,8 @@ static cq_status map_vae(cq_cmf **cmf, uint64_t *bytes) {
         "\"vocab_size\":0,\"max_position_embeddings\":0,\"rms_norm_eps\":1e-06,\"layer_types\":[]},"
         "\"quant_type\":\"F16\",\"provenance\":{\"tool\":\"cortiq bench vae\"}}";
     cq_bench_blob blob = {"vae.config_json", cfg, cfg ? strlen(cfg) : 0};
-    cq_bench_file f = {.tag = "vae", .header = hdr, .blobs = &blob, .n_blobs = 1, .weights = &pk};
+    cq_bench_file f = {.tag = "vae", .header = hdr, .blobs = &blob, .n_blobs = 1, .weights = &pk,
+                       .no_verify = m->no_verify, .threads = m->threads};
     *bytes = cq_bench_pack_bytes(&pk);
     uint64_t file_bytes;
     if (s == CQ_OK) s = cq_bench_pack_map(&f, cmf, &file_bytes);
@@ -154,7 +156,7 @@ int cq_bench_vae(int argc, char **argv) {
     if (o.repeat == 0) o.repeat = cpu ? 1 : 5;
     uint64_t wbytes;
     double t0 = cq_now();
-    s = map_vae(&r.cmf, &wbytes);
+    s = map_vae(&o.m, &r.cmf, &wbytes);
     if (s != CQ_OK) return fail(&r, s, "writing the temporary model");
     double t_write = cq_now() - t0;
     t0 = cq_now();

@@ -27,6 +27,7 @@ int cq_bench_qi21(int argc, char **argv);
 int cq_bench_imagine(int argc, char **argv);
 int cq_bench_vae(int argc, char **argv);
 int cq_bench_tokenizer(int argc, char **argv);
+int cq_bench_hash(int argc, char **argv);
 
 /* Print "cortiq <cmd>: error: <what>: <cq_last_error()>" and return 1. */
 int cq_cli_fail(const char *cmd, cq_status s, const char *what);

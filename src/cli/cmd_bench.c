@@ -22,6 +22,7 @@ static const bench k_benches[] = {
     {"imagine", cq_bench_imagine, "Qwen-Image-2.1 text to image end to end (real configuration, random weights)"},
     {"vae", cq_bench_vae, "the Qwen-Image-2.1 VAE (real configuration, random weights): decode and encode"},
     {"tokenizer", cq_bench_tokenizer, "tokenizer encoding speed (MB/s, tokens/s)"},
+    {"hash", cq_bench_hash, "hash64 GB/s, 1 thread and a pool: the cost of checking a pack's tensors on load"},
 };
 
 static void help(FILE *f) {

@@ -18,7 +18,7 @@
 static void help(void) {
     printf(
         "usage: cortiq forward MODEL.cmf --inputs IN.safetensors --output OUT.safetensors\n"
-        "                      [--no-cache] [--threads N] [--backend cpu|ref|cuda]\n"
+        "                      [--no-cache] [--threads N] [--backend cpu|ref|cuda] [--no-verify]\n"
         "\n"
         "Run the Qwen-Image-2.1 denoiser once on the tensors of IN and write the velocity of the\n"
         "target image to OUT. MODEL is a pipeline pack or a bare transformer converted with\n"
@@ -43,6 +43,8 @@ static void help(void) {
         "  --no-cache          run the whole joint sequence at once instead of prefill + step\n"
         "  --threads N         worker threads (default: CORTIQ_THREADS or all cores)\n"
         "  --backend NAME      cpu (default), ref (the plain-C reference ops; slow), cuda or cuda:N\n"
+        "  --no-verify         do not check each tensor's hash when it is first read (the header and\n"
+        "                      directory hashes are still checked; `cortiq verify` checks everything)\n"
         "  -h, --help          this text\n"
         "\n"
         "Both paths compute the same thing; the cached one is what image generation runs.\n");
@@ -50,7 +52,7 @@ static void help(void) {
 
 typedef struct fwd_opts {
     const char *model, *inputs, *output, *backend;
-    bool no_cache;
+    bool no_cache, no_verify;
     int threads;
 } fwd_opts;
 
@@ -70,6 +72,8 @@ static int parse(int argc, char **argv, fwd_opts *o, bool *done) {
             o->output = argv[i];
         } else if (strcmp(a, "--no-cache") == 0) {
             o->no_cache = true;
+        } else if (strcmp(a, "--no-verify") == 0) {
+            o->no_verify = true;
         } else if (strcmp(a, "--threads") == 0) {
             long v;
             if (!cq_cli_parse_int(cmd, a, i + 1 < argc ? argv[++i] : NULL, 1, 4096, &v)) return 2;
@@ -161,7 +165,8 @@ int cq_cmd_forward(int argc, char **argv) {
     cq_cmf *cmf = NULL;
     cq_st *st = NULL;
     cq_backend *be = NULL;
-    cq_status s = cq_cmf_open(o.model, &cmf);
+    cq_cmf_open_opts oo = {.no_verify = o.no_verify, .threads = o.threads};
+    cq_status s = cq_cmf_open_ex(o.model, &oo, &cmf);
     if (s != CQ_OK) return cq_cli_fail("forward", s, o.model);
     if ((s = cq_st_open(o.inputs, &st)) != CQ_OK) {
         cq_cmf_close(cmf);

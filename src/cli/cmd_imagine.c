@@ -41,6 +41,8 @@ static void usage(FILE *f) {
             "  --threads N           CPU threads (default: all cores, or CORTIQ_THREADS)\n"
             "  --backend NAME        cpu (default), ref or cuda[:N]; also CORTIQ_BACKEND (with cuda the text\n"
             "                        tower, the denoiser and the VAE all run on the GPU)\n"
+            "  --no-verify           do not check each tensor's hash when it is first read (the header and\n"
+            "                        directory hashes are still checked; `cortiq verify` checks everything)\n"
             "  -q, --quiet           no progress bar and no summary\n"
             "  --                    the end of the options (a prompt may then start with '-')\n"
             "  -h, --help            this text\n\n"
@@ -84,7 +86,7 @@ typedef struct imagine_args {
     int width, height, steps, threads;
     uint64_t seed;
     double guidance;
-    bool rgba, quiet, bf16;
+    bool rgba, quiet, bf16, no_verify;
 } imagine_args;
 
 static bool parse_seed(const char *val, uint64_t *out) {
@@ -165,6 +167,8 @@ static int parse_args(int argc, char **argv, imagine_args *a) {
             i++;
         } else if (!strcmp(o, "--rgba")) {
             a->rgba = true;
+        } else if (!strcmp(o, "--no-verify")) {
+            a->no_verify = true;
         } else if (!strcmp(o, "-q") || !strcmp(o, "--quiet")) {
             a->quiet = true;
         } else {
@@ -257,7 +261,8 @@ int cq_cmd_imagine(int argc, char **argv) {
     cq_qi21_gen_opts o = {.prompt = a.prompt, .negative = a.negative, .width = a.width, .height = a.height,
                           .steps = a.steps, .seed = a.seed, .guidance = a.guidance, .noise_bf16 = a.bf16,
                           .on_step = on_step, .user = &ui};
-    s = cq_cmf_open(a.model, &cmf);
+    const cq_cmf_open_opts co = {.no_verify = a.no_verify, .threads = a.threads};
+    s = cq_cmf_open_ex(a.model, &co, &cmf);
     if (s != CQ_OK) {
         rc = cq_cli_fail(cmd, s, a.model);
         goto done;

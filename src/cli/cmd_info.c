@@ -17,8 +17,9 @@ static void help(void) {
            "Show what a .cmf file holds: format version and feature bits, section sizes, the\n"
            "header's arch and quant_type, tensor counts and bytes per name prefix (dit., te., vae.)\n"
            "and per codec, stored configs (*.config_json), tokenizer and chat template presence,\n"
-           "stop ids, skills and shard number. The file is opened and validated, not hash-checked\n"
-           "(see verify).\n"
+           "stop ids, skills and shard number. The file is opened and validated; a header or\n"
+           "directory that does not match its recorded hash is refused as damaged (run `cortiq\n"
+           "verify FILE`, which reports every problem). Tensor payloads are not hash-checked here.\n"
            "\n"
            "options:\n"
            "  --tensors   also list every tensor (name, codec, shape, bytes)\n"
@@ -243,7 +244,8 @@ int cq_cmd_info(int argc, char **argv) {
     }
     if (!path) return cq_cli_usage_error(cmd, "missing the .cmf file");
     cq_cmf *cmf;
-    cq_status s = cq_cmf_open(path, &cmf);
+    cq_cmf_open_opts oo = {.no_verify = true}; /* nothing here reads a payload */
+    cq_status s = cq_cmf_open_ex(path, &oo, &cmf);
     if (s != CQ_OK) return cq_cli_fail(cmd, s, strstr(cq_last_error(), path) ? NULL : path);
     cq_cmf_info in;
     s = cq_cmf_get_info(cmf, &in);

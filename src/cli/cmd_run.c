@@ -44,6 +44,8 @@ static void help(void) {
         "  --think, --no-think set the template's enable_thinking (Qwen3) to true / false\n"
         "  --raw               no chat template: the model continues the prompt text\n"
         "  --print-ids         after each reply print its token ids to stderr: \"ids: 1 2 3 [stop 7]\"\n"
+        "  --no-verify         do not check each tensor's hash when it is first read (the header and\n"
+        "                      directory hashes are still checked; `cortiq verify` checks everything)\n"
         "  -v, --verbose       also print the backend and the seed\n"
         "  -q, --quiet         no token rates\n"
         "  -h, --help          this text\n"
@@ -60,7 +62,7 @@ static void help(void) {
 
 typedef struct run_opts {
     const char *model, *prompt, *system, *backend;
-    bool chat, raw, print_ids, verbose, quiet, seed_given;
+    bool chat, raw, print_ids, verbose, quiet, seed_given, no_verify;
     int threads, max_tokens, ctx, thinking;
     cq_sampler_params sp;
 } run_opts;
@@ -141,6 +143,8 @@ static int parse(int argc, char **argv, run_opts *o) {
             o->raw = true;
         } else if (strcmp(a, "--print-ids") == 0) {
             o->print_ids = true;
+        } else if (strcmp(a, "--no-verify") == 0) {
+            o->no_verify = true;
         } else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
             o->verbose = true;
         } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
@@ -256,7 +260,8 @@ int cq_cmd_run(int argc, char **argv) {
     cq_sampler *smp = NULL;
     char *stdin_prompt = NULL;
     turn_out t = {.o = &o};
-    cq_status s = cq_cmf_open(o.model, &cmf);
+    cq_cmf_open_opts oo = {.no_verify = o.no_verify, .threads = o.threads};
+    cq_status s = cq_cmf_open_ex(o.model, &oo, &cmf);
     if (s != CQ_OK) return cq_cli_fail("run", s, o.model);
     if (cq_cli_pack_classify(cmf) != CQ_PACK_LANGUAGE_MODEL) {
         char what[256];

@@ -2,6 +2,10 @@
  * cmd_verify.c — `cortiq verify`: open (full structural validation) and
  * recompute every tensor's hash64 plus the header, directory and section
  * hashes. Exit 0 when all match, 1 naming the first mismatch otherwise.
+ * The open skips the hash checks an ordinary open makes, so a damaged file
+ * still opens and every problem is counted; when the structure itself is
+ * too damaged to open, the header/directory hash check says whether the
+ * bytes changed after writing.
  */
 #include <stdio.h>
 #include <string.h>
@@ -49,8 +53,27 @@ int cq_cmd_verify(int argc, char **argv) {
     if (!path) return cq_cli_usage_error(cmd, "missing the .cmf file");
     cq_cli_catch_signals();
     cq_cmf *cmf;
-    cq_status s = cq_cmf_open(path, &cmf);
-    if (s != CQ_OK) return cq_cli_fail(cmd, s, strstr(cq_last_error(), path) ? NULL : path);
+    cq_cmf_open_opts all_off = {.no_verify = true, .no_envelope_hashes = true};
+    cq_status s = cq_cmf_open_ex(path, &all_off, &cmf);
+    if (s != CQ_OK) {
+        char first[4200];
+        snprintf(first, sizeof first, "%s", cq_last_error());
+        cq_cmf_open_opts envelope = {.no_verify = true};
+        cq_cmf *again = NULL;
+        if (cq_cmf_open_ex(path, &envelope, &again) == CQ_ERR_HASH) {
+            /* what the structure shows is a consequence: lead with the cause (less its hint to run verify) */
+            char cause[4200];
+            snprintf(cause, sizeof cause, "%s", cq_last_error());
+            char *hint = strstr(cause, "; run `cortiq verify");
+            if (hint) *hint = '\0';
+            fprintf(stderr, "cortiq %s: error: %s (%s)\n", cmd, cause, cq_status_str(CQ_ERR_HASH));
+            fprintf(stderr, "cortiq %s: the structure does not parse either: %s (%s)\n", cmd, first, cq_status_str(s));
+            return 1;
+        }
+        cq_cmf_close(again);
+        cq_fail(s, "%s", first);
+        return cq_cli_fail(cmd, s, strstr(first, path) ? NULL : path);
+    }
     cq_progress bar = {0};
     bool show_bar = !quiet && isatty(STDERR_FILENO);
     cq_progress_begin(&bar, "verifying", 0, !show_bar);

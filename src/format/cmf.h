@@ -40,6 +40,12 @@ typedef struct cq_hash64_state {
 void cq_hash64_init(cq_hash64_state *st);
 void cq_hash64_update(cq_hash64_state *st, const void *data, size_t len);
 uint64_t cq_hash64_final(const cq_hash64_state *st);
+/* cq_hash64_update with the whole words of a long span split over `pool`
+ * (the hash is an XOR fold of per-word terms, so pieces combine exactly).
+ * Spans under CQ_HASH64_PAR_MIN, a NULL pool or a one-thread pool hash on
+ * the calling thread. */
+#define CQ_HASH64_PAR_MIN (4u << 20)
+void cq_hash64_update_pool(cq_hash64_state *st, const void *data, size_t len, cq_pool *pool);
 
 /* ---- sections ------------------------------------------------------------ */
 typedef enum cq_cmf_section_id {

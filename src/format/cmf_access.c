@@ -72,6 +72,7 @@ cq_status cq_cmf_dequantize(const cq_tensor_view *t, float *out, size_t out_len)
     if (!cq_codec_can_decode(t->dtype))
         return cq_fail(CQ_ERR_UNSUPPORTED, "tensor '%s': decoding dtype %s is not supported yet", t->name,
                        cq_dtype_name(t->dtype));
+    CQ_TRY(cq_cmf_check_tensor(t));
     uint64_t rows = 0, cols = 0;
     cq_codec_rows(t->ndim, t->shape, &rows, &cols);
     cq_status s = cq_codec_dequant_rows(t->dtype, t->ndim, t->shape, t->data, t->nbytes, 0, rows, out);

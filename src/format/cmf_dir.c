@@ -101,6 +101,8 @@ static cq_status decode_record(cq_cmf *c, size_t i, const uint8_t *r, const uint
      * a valid pointer rather than one derived from an ignored offset. */
     t->file_offset = data->len ? data->off + off : 0;
     t->data = data->len ? c->base + data->off + off : c->base;
+    t->owner = c;
+    t->index = i;
     return check_payload(t);
 }
 

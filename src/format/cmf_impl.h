@@ -5,6 +5,8 @@
 #ifndef CQ_FORMAT_CMF_IMPL_H
 #define CQ_FORMAT_CMF_IMPL_H
 
+#include <stdatomic.h>
+
 #include "codec/codec.h"
 #include "base/outfile.h"
 #include "format/cmf.h"
@@ -43,6 +45,13 @@ struct cq_cmf {
     size_t n_masks;
     cq_cmf_index_entry *index;
     size_t n_index;
+
+    /* integrity on load (cmf_check.c) */
+    char *path;                /* for the messages; NULL when opened from memory */
+    bool no_verify;            /* tensor payloads are not checked */
+    int hash_threads;          /* cq_cmf_open_opts.threads */
+    _Atomic uint64_t *checked; /* bit i: tensor i's payload matched its hash */
+    _Atomic(cq_pool *) pool;   /* hashes large tensors; made on first need */
 };
 
 /* ---- the writer (cmf_writer.c, cmf_writer_finish.c) ---- */
@@ -90,11 +99,23 @@ cq_status cq_cmf_writer_pwrite(cq_cmf_writer *w, const void *data, size_t len, u
 cq_status cq_cmf_writer_stream(cq_cmf_writer *w, const void *data, size_t len); /* append */
 cq_status cq_cmf_writer_flush(cq_cmf_writer *w);
 
-/* Steps of open, in order; each fails with a status and a message. */
+/* Steps of open, in order; each fails with a status and a message. The
+ * check_* steps are skipped as cq_cmf_open_opts says. */
+cq_status cq_cmf_check_envelope_hashes(cq_cmf *c); /* header + dir hash64 (cmf_check.c) */
 cq_status cq_cmf_parse_header(cq_cmf *c);
+cq_status cq_cmf_check_section_hashes(cq_cmf *c);  /* masks / vocab / index (cmf_check.c) */
 cq_status cq_cmf_parse_dir(cq_cmf *c);
 cq_status cq_cmf_parse_masks(cq_cmf *c);
 cq_status cq_cmf_parse_index(cq_cmf *c);
+cq_status cq_cmf_check_init(cq_cmf *c);            /* the per-tensor "checked" bitmap */
+void cq_cmf_check_free(cq_cmf *c);
+
+/* The container's hashing pool (NULL: hash on the calling thread). */
+cq_pool *cq_cmf_hash_pool(const cq_cmf *c);
+/* hash64 of a span, on the hashing pool when it is long. */
+uint64_t cq_cmf_hash_span(const cq_cmf *c, const uint8_t *p, uint64_t len);
+/* Parse a section_hashes value (hex u64, either case). */
+bool cq_cmf_parse_hex64(const char *s, uint64_t *out);
 
 /* Schema of the masks meta JSON (cmf_schema.c). */
 cq_status cq_cmf_masks_meta_check(const cJSON *root);

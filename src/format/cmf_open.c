@@ -7,6 +7,9 @@
  *  - non-empty sections must not overlap the envelope or one another
  *    (no writer produces that; a file that does is damaged or crafted);
  * Offsets of empty sections are ignored, as the format says.
+ * Unless the options say otherwise, the recorded hashes of the header,
+ * directory and small sections are checked here too (cmf_check.c): before
+ * each is parsed, so damage reads as damage, not as a puzzling parse error.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -81,16 +84,23 @@ static cq_status parse_envelope(cq_cmf *c) {
     return CQ_OK;
 }
 
-static cq_status open_common(cq_cmf *c) {
+static cq_status open_common(cq_cmf *c, const cq_cmf_open_opts *o) {
+    c->no_verify = o->no_verify;
+    c->hash_threads = o->threads;
     CQ_TRY(parse_envelope(c));
+    if (!o->no_envelope_hashes) CQ_TRY(cq_cmf_check_envelope_hashes(c));
     CQ_TRY(cq_cmf_parse_header(c));
+    if (!o->no_verify) CQ_TRY(cq_cmf_check_section_hashes(c));
     CQ_TRY(cq_cmf_parse_dir(c));
     CQ_TRY(cq_cmf_parse_masks(c));
     CQ_TRY(cq_cmf_parse_index(c));
+    if (!o->no_verify) CQ_TRY(cq_cmf_check_init(c));
     return CQ_OK;
 }
 
-cq_status cq_cmf_open_memory(const void *buf, size_t len, cq_cmf **out) {
+static const cq_cmf_open_opts k_defaults = {false, false, 0};
+
+cq_status cq_cmf_open_memory_ex(const void *buf, size_t len, const cq_cmf_open_opts *opts, cq_cmf **out) {
     if (!out) return cq_fail(CQ_ERR_INVALID_ARG, "cq_cmf_open_memory: out is NULL");
     *out = NULL;
     if (!buf && len) return cq_fail(CQ_ERR_INVALID_ARG, "cq_cmf_open_memory: buffer is NULL");
@@ -99,7 +109,7 @@ cq_status cq_cmf_open_memory(const void *buf, size_t len, cq_cmf **out) {
     static const uint8_t empty = 0;
     c->base = buf ? buf : &empty;
     c->size = len;
-    cq_status s = open_common(c);
+    cq_status s = open_common(c, opts ? opts : &k_defaults);
     if (s != CQ_OK) {
         cq_cmf_close(c);
         return s;
@@ -108,7 +118,11 @@ cq_status cq_cmf_open_memory(const void *buf, size_t len, cq_cmf **out) {
     return CQ_OK;
 }
 
-cq_status cq_cmf_open(const char *path, cq_cmf **out) {
+cq_status cq_cmf_open_memory(const void *buf, size_t len, cq_cmf **out) {
+    return cq_cmf_open_memory_ex(buf, len, NULL, out);
+}
+
+cq_status cq_cmf_open_ex(const char *path, const cq_cmf_open_opts *opts, cq_cmf **out) {
     if (!out || !path) return cq_fail(CQ_ERR_INVALID_ARG, "cq_cmf_open: path or out is NULL");
     *out = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -142,15 +156,19 @@ cq_status cq_cmf_open(const char *path, cq_cmf **out) {
     }
     close(fd); /* the mapping keeps the file */
     cq_cmf *c = cq_calloc(1, sizeof *c);
-    if (!c) {
+    char *name = cq_strdup(path);
+    if (!c || !name) {
         if (map) munmap(map, size);
+        cq_free(c);
+        cq_free(name);
         return CQ_ERR_NOMEM;
     }
     static const uint8_t empty = 0;
     c->base = map ? map : &empty;
     c->size = size;
     c->mapped = map != NULL;
-    cq_status s = open_common(c);
+    c->path = name;
+    cq_status s = open_common(c, opts ? opts : &k_defaults);
     if (s != CQ_OK) {
         cq_fail_prefix(s, "%s: ", path);
         cq_cmf_close(c);
@@ -160,8 +178,11 @@ cq_status cq_cmf_open(const char *path, cq_cmf **out) {
     return CQ_OK;
 }
 
+cq_status cq_cmf_open(const char *path, cq_cmf **out) { return cq_cmf_open_ex(path, NULL, out); }
+
 void cq_cmf_close(cq_cmf *c) {
     if (!c) return;
+    cq_cmf_check_free(c);
     cJSON_Delete(c->header);
     cJSON_Delete(c->masks_meta);
     cq_free(c->skill_ids);

@@ -3,7 +3,9 @@
  * hash64, the header and directory hashes of the envelope when they are
  * non-zero, and the masks/vocab/index hashes that header.section_hashes
  * lists (non-zero, over a non-empty section). Never part of open: it reads
- * every byte of the file.
+ * every byte of the file (long spans on the container's hashing threads).
+ * It reports every mismatch, so `cortiq verify` opens with the open-time
+ * checks off (cq_cmf_open_opts) and leaves them all to this.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -14,6 +16,7 @@
 #define VERIFY_CHUNK (64u << 20) /* progress / cancellation granularity */
 
 typedef struct vctx {
+    cq_pool *pool; /* long spans are hashed on several threads */
     cq_progress_fn progress;
     void *user;
     uint64_t done, total;
@@ -38,7 +41,7 @@ static bool hash_span(vctx *v, const uint8_t *p, uint64_t len, uint64_t *out) {
     cq_hash64_init(&st);
     while (len) {
         size_t n = (size_t)CQ_MIN(len, (uint64_t)VERIFY_CHUNK);
-        cq_hash64_update(&st, p, n);
+        cq_hash64_update_pool(&st, p, n, v->pool);
         p += n;
         len -= n;
         v->done += n;
@@ -49,21 +52,6 @@ static bool hash_span(vctx *v, const uint8_t *p, uint64_t len, uint64_t *out) {
     return true;
 }
 
-/* section_hashes values: hex u64 (the reference accepts either case). */
-static bool parse_hex64(const char *s, uint64_t *out) {
-    size_t n = strlen(s);
-    if (n == 0 || n > 16) return false;
-    uint64_t v = 0;
-    for (size_t i = 0; i < n; i++) {
-        char ch = s[i];
-        int d = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
-        if (d < 0) return false;
-        v = (v << 4) | (uint64_t)d;
-    }
-    *out = v;
-    return true;
-}
-
 static cq_status interrupted(void) {
     return cq_fail(CQ_ERR_INTERRUPTED, cq_cancel_requested() ? "verification interrupted" : "verify cancelled");
 }
@@ -71,7 +59,7 @@ static cq_status interrupted(void) {
 cq_status cq_cmf_verify(const cq_cmf *c, size_t *problems, cq_progress_fn progress, void *user) {
     if (problems) *problems = 0;
     if (!c) return cq_fail(CQ_ERR_INVALID_ARG, "cq_cmf_verify: container is NULL");
-    vctx v = {progress, user, 0, 0, 0, ""};
+    vctx v = {NULL, progress, user, 0, 0, 0, ""};
 
     /* What will be hashed, so progress has a total. */
     uint64_t expect[CQ_CMF_SEC_COUNT] = {0};
@@ -82,7 +70,7 @@ cq_status cq_cmf_verify(const cq_cmf *c, size_t *problems, cq_progress_fn progre
     expect[CQ_CMF_SEC_DIR] = c->dir_hash;
     for (int id = CQ_CMF_SEC_MASKS; id <= CQ_CMF_SEC_INDEX; id++) {
         if (!c->sec_hash_present[id] || c->sec[id].len == 0) continue;
-        if (!parse_hex64(c->sec_hash_text[id], &expect[id])) {
+        if (!cq_cmf_parse_hex64(c->sec_hash_text[id], &expect[id])) {
             problem(&v, "header section_hashes.%s: malformed hex \"%.40s\"", cq_cmf_section_name((cq_cmf_section_id)id),
                     c->sec_hash_text[id]);
             continue;
@@ -91,7 +79,12 @@ cq_status cq_cmf_verify(const cq_cmf *c, size_t *problems, cq_progress_fn progre
     }
     for (int id = 0; id < CQ_CMF_SEC_COUNT; id++)
         if (check[id]) v.total += c->sec[id].len;
-    for (size_t i = 0; i < c->n_tensors; i++) v.total += c->tensors[i].nbytes;
+    bool large = false;
+    for (size_t i = 0; i < c->n_tensors; i++) {
+        v.total += c->tensors[i].nbytes;
+        large |= c->tensors[i].nbytes >= CQ_HASH64_PAR_MIN;
+    }
+    if (large) v.pool = cq_cmf_hash_pool(c);
 
     for (int id = 0; id < CQ_CMF_SEC_COUNT; id++) {
         if (!check[id]) continue;

@@ -154,6 +154,7 @@ cq_status cq_qi21_parse_config(const cq_cmf *cmf, const char *prefix, cq_qi21_co
     cJSON *j = NULL;
     char what[96];
     snprintf(what, sizeof what, "'%sconfig_json'", prefix);
+    CQ_TRY(cq_cmf_check_tensor(v));
     CQ_TRY(cq_json_parse(v->data, (size_t)v->nbytes, what, &j));
     if (!cJSON_IsObject(j)) {
         cJSON_Delete(j);

@@ -176,6 +176,7 @@ cq_status cq_qwen3_parse_config(const cq_cmf *cmf, const char *prefix, cq_qwen3_
     cat2(name, sizeof name, prefix, "config_json");
     const cq_tensor_view *v = cq_cmf_find(cmf, name);
     if (!v) return cq_fail(CQ_ERR_MISSING, "qwen3: '%s' is missing (convert the model folder with `cortiq convert`)", name);
+    CQ_TRY(cq_cmf_check_tensor(v));
     cJSON *j = NULL;
     cq_status s = cq_json_parse(v->data, (size_t)v->nbytes, name, &j);
     if (s == CQ_OK) s = parse_json(j, cfg);

@@ -128,6 +128,7 @@ static cq_status parse_config(const cq_cmf *cmf, const char *prefix, cq_qvae *v,
     const cq_tensor_view *t = cq_cmf_find(cmf, name);
     if (!t) return cq_fail(CQ_ERR_MISSING, "vae: '%s' is missing (convert the model with `cortiq convert`)", name);
     cJSON *j = NULL;
+    CQ_TRY(cq_cmf_check_tensor(t));
     CQ_TRY(cq_json_parse(t->data, (size_t)t->nbytes, name, &j));
     cq_status s = cJSON_IsObject(j) ? parse_json(j, v, c) : cq_fail(CQ_ERR_PARSE, "vae: '%s' is not a JSON object", name);
     cJSON_Delete(j);

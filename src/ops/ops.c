@@ -333,6 +333,7 @@ cq_status cq_tensor_bind_weight(cq_backend *be, const cq_tensor_view *v, cq_tens
     }
     int64_t n;
     CQ_TRY(shape_nelem(name, v->ndim, shape, &n));
+    CQ_TRY(cq_cmf_check_tensor(v)); /* the first read of a file's payload: is it what was written? */
     cq_status s = cq_codec_validate(v->dtype, v->ndim, v->shape, v->data, v->nbytes);
     if (s != CQ_OK) return cq_fail_prefix(s, "weight '%s': ", name);
     out->dtype = v->dtype;

@@ -138,7 +138,9 @@ cq_status cq_tensor_upload(cq_tensor *t, const void *src, size_t nbytes);
 cq_status cq_tensor_download(const cq_tensor *t, void *dst, size_t nbytes);
 cq_status cq_tensor_zero(cq_tensor *t);
 /* Bind a weight from a mapped CMF view (zero-copy on the CPU; a GPU backend
- * uploads and may expand it to f16/bf16 planes once). */
+ * uploads and may expand it to f16/bf16 planes once). A view from a file is
+ * hash-checked the first time (cq_cmf_check_tensor): CQ_ERR_HASH naming it
+ * when damaged. */
 cq_status cq_tensor_bind_weight(cq_backend *be, const cq_tensor_view *v, cq_tensor *out);
 
 /* ---- capability query ---------------------------------------------------- */

@@ -95,6 +95,7 @@ static cq_status load_scheduler(cq_qi21_pipe *p, const cq_cmf *cmf) {
         cq_flow_config_qwen21(&p->sched);
         return CQ_OK;
     }
+    CQ_TRY(cq_cmf_check_tensor(v));
     return cq_flow_config_parse((const char *)v->data, (size_t)v->nbytes, &p->sched);
 }
 

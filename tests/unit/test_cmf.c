@@ -530,12 +530,33 @@ static void test_many_tensors_lookup(void **st) {
 static uint8_t *g_file;
 static size_t g_file_len;
 
-static void flip_and_verify(size_t at, uint8_t mask, const char *needle) {
+/* As `cortiq verify` opens: every open-time check off, verify reports. */
+static const cq_cmf_open_opts k_verify_opts = {.no_verify = true, .no_envelope_hashes = true};
+
+/* The default open refuses a damaged header or section naming it
+ * (open_needle); damage in a tensor opens, and checking that tensor fails. */
+static void flip_and_verify(size_t at, uint8_t mask, const char *needle, const char *open_needle) {
     uint8_t *copy = malloc(g_file_len);
     memcpy(copy, g_file, g_file_len);
     copy[at] ^= mask;
     cq_cmf *c = NULL;
     cq_status s = cq_cmf_open_memory(copy, g_file_len, &c);
+    if (open_needle) {
+        if (s != CQ_ERR_HASH || !strstr(cq_last_error(), open_needle))
+            fprintf(stderr, "default open after flip at %zu: %s\n", at, cq_last_error());
+        assert_int_equal(s, CQ_ERR_HASH);
+        assert_non_null(strstr(cq_last_error(), open_needle));
+        assert_non_null(strstr(cq_last_error(), "cortiq verify"));
+    } else {
+        assert_int_equal(s, CQ_OK);
+        size_t bad = 0;
+        for (size_t i = 0; i < cq_cmf_tensor_count(c); i++)
+            bad += cq_cmf_check_tensor(cq_cmf_tensor_at(c, i)) == CQ_ERR_HASH;
+        assert_int_equal(bad, 1);
+        cq_cmf_close(c);
+    }
+    c = NULL;
+    s = cq_cmf_open_memory_ex(copy, g_file_len, &k_verify_opts, &c);
     if (s != CQ_OK) fprintf(stderr, "open after flip at %zu: %s\n", at, cq_last_error());
     assert_int_equal(s, CQ_OK);
     size_t problems = 0;
@@ -567,18 +588,18 @@ static void test_verify_flipped_bytes(void **st) {
     cq_cmf_close(c);
     const uint8_t *arch = memmem(g_file + hdr.off, hdr.len, "\"tiny\"", 6);
     assert_non_null(arch);
-    flip_and_verify(tensor_at, 0x10, "tensor 'skill.sql.model.w': hash64 mismatch");
-    flip_and_verify((size_t)(arch - g_file) + 2, 0x20, "section 'header'");          /* "tiny" -> "tIny" */
-    flip_and_verify((size_t)dirs.off + 16 + 8 + 4 * 5, 0x01, "section 'dir'");       /* unused shape slot */
-    flip_and_verify((size_t)vocab.off + 3, 0x01, "section 'vocab'");
-    flip_and_verify(blob_at, 0x04, "section 'masks'");
-    flip_and_verify((size_t)index.off + 8 + 16, 0x01, "section 'index'");            /* a group id */
+    flip_and_verify(tensor_at, 0x10, "tensor 'skill.sql.model.w': hash64 mismatch", NULL);
+    flip_and_verify((size_t)(arch - g_file) + 2, 0x20, "section 'header'", "header section is damaged"); /* "tIny" */
+    flip_and_verify((size_t)dirs.off + 16 + 8 + 4 * 5, 0x01, "section 'dir'", "directory section is damaged");
+    flip_and_verify((size_t)vocab.off + 3, 0x01, "section 'vocab'", "tokenizer section is damaged");
+    flip_and_verify(blob_at, 0x04, "section 'masks'", "masks section is damaged");
+    flip_and_verify((size_t)index.off + 8 + 16, 0x01, "section 'index'", "sparse index section is damaged");
     /* Two damages: both counted, the first named. */
     uint8_t *copy = malloc(g_file_len);
     memcpy(copy, g_file, g_file_len);
     copy[tensor_at] ^= 1;
     copy[vocab.off] ^= 1;
-    assert_int_equal(cq_cmf_open_memory(copy, g_file_len, &c), CQ_OK);
+    assert_int_equal(cq_cmf_open_memory_ex(copy, g_file_len, &k_verify_opts, &c), CQ_OK);
     size_t problems = 0;
     assert_int_equal(cq_cmf_verify(c, &problems, NULL, NULL), CQ_ERR_HASH);
     assert_int_equal(problems, 2);

@@ -167,6 +167,7 @@ cq_status cq_cuda_decode_f32(cq_backend *be, const cq_tensor_view *v, float *out
         return cq_fail(CQ_ERR_UNSUPPORTED, "the cuda backend does not decode %s weights", cq_dtype_name(v->dtype));
     if (v->ndim < 1 || v->nelem != n || !v->data)
         return cq_fail(CQ_ERR_SHAPE, "cq_cuda_decode_f32: want nelem = %zu and a payload", n);
+    CQ_TRY(cq_cmf_check_tensor(v));
     CQ_TRY(cq_codec_validate(v->dtype, v->ndim, v->shape, v->data, v->nbytes));
     cq_cuda *c = cq_cuda_of(be);
     const int64_t rows = v->ndim >= 2 ? (int64_t)v->shape[0] : 1, cols = (int64_t)(n / (size_t)rows);
