@@ -31,7 +31,7 @@
 /* The streamed decode holds ids back while the text ends in U+FFFD, and
  * re-decodes the held window on each push: on ill-formed bytes that is
  * quadratic in the ids pushed, so the stream sees a bounded prefix. */
-#define STREAM_IDS 64
+#define STREAM_IDS 32
 
 static cq_tokenizer *g_tok[4];
 
