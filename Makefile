@@ -10,8 +10,10 @@ CMAKE ?= cmake
 FUZZ_SECONDS ?= 30
 CUDA ?=
 CUDA_FLAG = $(if $(CUDA),-DCORTIQ_CUDA=$(CUDA))
+FUZZ_LONG_SECONDS ?= 1800
+FUZZ_LONG_RUNS ?= 10000000
 
-.PHONY: all release test asan fuzz run bench clean header-check test-gpu cross-arm64
+.PHONY: all release test asan fuzz fuzz-build fuzz-long run bench clean header-check test-gpu cross-arm64
 
 all: release
 
@@ -29,20 +31,20 @@ asan:
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		ctest --output-on-failure -j $(JOBS) -LE 'gpu|slow'
 
-# libFuzzer targets (clang), each run for FUZZ_SECONDS on its seed corpus plus
-# the regression files; a crash fails the target.
-fuzz:
+# libFuzzer targets (clang), one process at a time (tests/fuzz/run.sh): each
+# replays tests/fuzz/regress, then fuzzes for FUZZ_SECONDS on its seed corpus;
+# a crash fails it and its input is kept in build-fuzz/artifacts/.
+fuzz-build:
 	@CC=clang $(CMAKE) -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DCORTIQ_FUZZ=ON >/dev/null
 	@$(CMAKE) --build build-fuzz -j $(JOBS)
-	@set -e; for f in build-fuzz/fuzz_*; do \
-		name=$$(basename $$f); corpus=tests/fuzz/corpus/$${name#fuzz_}; \
-		mkdir -p build-fuzz/work/$$name $$corpus; \
-		echo "== $$name ($(FUZZ_SECONDS)s)"; \
-		if ! $$f -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-			build-fuzz/work/$$name $$corpus tests/fuzz/regress > build-fuzz/work/$$name.log 2>&1; then \
-			tail -n 60 build-fuzz/work/$$name.log; echo "fuzz target $$name FAILED"; exit 1; fi; \
-		tail -n 6 build-fuzz/work/$$name.log; \
-	done
+
+fuzz: fuzz-build
+	@tests/fuzz/run.sh build-fuzz $(FUZZ_SECONDS)
+
+# The long run: each target until FUZZ_LONG_RUNS executions or
+# FUZZ_LONG_SECONDS, whichever comes first (docs/FUZZING.md has the numbers).
+fuzz-long: fuzz-build
+	@tests/fuzz/run.sh build-fuzz $(FUZZ_LONG_SECONDS) $(FUZZ_LONG_RUNS)
 
 header-check: release
 	@echo "include/cortiq.h compiles alone as strict C11"

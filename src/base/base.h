@@ -146,6 +146,7 @@ const char *cq_fmt_bytes(uint64_t n, char *buf, size_t len);
  * The byte offset where a NUL-terminated string stops being UTF-8 (an
  * invalid, overlong or surrogate sequence), or -1 when all of it is. */
 long cq_utf8_invalid_at(const char *s);
+long cq_utf8_invalid_at_n(const char *s, size_t len); /* the same over len bytes (NUL is a character) */
 
 /* ---- cancellation -------------------------------------------------------
  * One process-wide flag that long work polls between units of work (steps,

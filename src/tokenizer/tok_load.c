@@ -332,6 +332,10 @@ cq_status cq_tokenizer_load(const void *json, size_t len, cq_tokenizer **out) {
     *out = NULL;
     if (!json && len) return cq_fail(CQ_ERR_INVALID_ARG, "cq_tokenizer_load: json is NULL");
     if (len == 0) return cq_fail(CQ_ERR_PARSE, "tokenizer.json: empty");
+    /* JSON text is UTF-8 (RFC 8259), as the reference's parser insists; cJSON
+     * does not check, and a string with stray bytes would decode to them */
+    const long bad = cq_utf8_invalid_at_n(json, len);
+    if (bad >= 0) return cq_fail(CQ_ERR_PARSE, "tokenizer.json: not valid UTF-8 (byte %ld of %zu)", bad + 1, len);
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
     if (!root) {

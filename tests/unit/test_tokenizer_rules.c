@@ -186,6 +186,11 @@ static void test_load_errors(void **state) {
     (void)state;
     expect_load_error("{\"model\": {", CQ_ERR_PARSE, "not valid JSON");
     expect_load_error("[1,2]", CQ_ERR_PARSE, "top level");
+    /* JSON text is UTF-8: a stray byte in a string (here a decoder's Replace content, which decoding would
+     * hand out as it is) is refused at load, as the reference's parser refuses it (found by fuzzing) */
+    expect_load_error("{\"decoder\":{\"type\":\"Replace\",\"pattern\":{\"String\":\"_\"},\"content\":\"\x8d\"},"
+                      "\"model\":{\"type\":\"BPE\",\"vocab\":{\"_\":0},\"merges\":[]}}",
+                      CQ_ERR_PARSE, "not valid UTF-8 (byte 66 of 120)");
     expect_load_error("{}", CQ_ERR_PARSE, "model");
     expect_load_error("{\"model\":{\"type\":\"Unigram\",\"vocab\":[]}}", CQ_ERR_UNSUPPORTED, "Unigram");
     expect_load_error("{\"model\":{\"type\":\"Magic\"}}", CQ_ERR_UNSUPPORTED, "Magic");
