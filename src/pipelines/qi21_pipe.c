@@ -203,7 +203,10 @@ static cq_status tokenize_prompt(cq_qi21_pipe *p, const char *prompt, cq_tokens 
     memcpy(text + sizeof head - 1 + pl, tail, sizeof tail);
     cq_status s = cq_tokenizer_encode(p->tok, text, n, CQ_TOK_ADD_SPECIAL, ids);
     cq_free(text);
-    if (s != CQ_OK) return s;
+    if (s != CQ_OK) {
+        cq_tokens_free(ids); /* a failed encode leaves its buffer to the caller */
+        return s;
+    }
     for (size_t i = 0; i < ids->n; i++)
         if (ids->ids[i] == p->image_pad_id) {
             cq_tokens_free(ids);

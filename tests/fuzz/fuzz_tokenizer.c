@@ -26,7 +26,7 @@
 
 #include "base/base.h"
 #include "tokenizer/tokenizer.h"
-#include "utf8_check.h"
+#include "tok_check.h"
 
 /* The streamed decode holds ids back while the text ends in U+FFFD, and
  * re-decodes the held window on each push: on ill-formed bytes that is
@@ -92,27 +92,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 2) return 0;
     cq_tokenizer *t = g_tok[data[0] % 4];
     unsigned flags = data[1] & 7;
-    cq_tokens ids = {0};
-    if (cq_tokenizer_encode(t, (const char *)data + 2, size - 2, flags, &ids) != CQ_OK) return 0;
-    size_t vocab = cq_tokenizer_vocab_size(t);
-    for (size_t i = 0; i < ids.n; i++)
-        if (ids.ids[i] < 0 || (size_t)ids.ids[i] >= vocab) __builtin_trap();
-    char *out = NULL;
-    size_t ol = 0;
-    if (cq_tokenizer_decode(t, ids.ids, ids.n, flags & 4 ? CQ_TOK_SKIP_SPECIAL : 0, &out, &ol) == CQ_OK) {
-        if (!utf8_ok(out, ol) || strlen(out) > ol) __builtin_trap();
-        cq_free(out);
-    }
-    cq_tokenizer_stream *s = NULL;
-    if (cq_tokenizer_stream_create(t, 0, &s) == CQ_OK) {
-        for (size_t i = 0; i < ids.n && i < STREAM_IDS; i++) {
-            const char *chunk;
-            size_t cl;
-            if (cq_tokenizer_stream_push(s, ids.ids[i], &chunk, &cl) != CQ_OK) break;
-            if (!utf8_ok(chunk, cl)) __builtin_trap();
-        }
-        cq_tokenizer_stream_free(s);
-    }
-    cq_tokens_free(&ids);
+    tok_exercise(t, (const char *)data + 2, size - 2, flags, STREAM_IDS);
     return 0;
 }

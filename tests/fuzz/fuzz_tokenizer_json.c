@@ -14,7 +14,7 @@
 
 #include "base/base.h"
 #include "tokenizer/tokenizer.h"
-#include "utf8_check.h"
+#include "tok_check.h"
 
 static const char k_probe[] = "Hello  world 12345 <a><b> [L] \xe4\xbd\xa0\xe5\xa5\xbd \xf0\x9f\x98\x80 \xff\tx\n";
 
@@ -26,39 +26,14 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     return 0;
 }
 
-static void exercise(cq_tokenizer *t, const char *text, size_t size, unsigned flags) {
-    cq_tokens ids = {0};
-    if (cq_tokenizer_encode(t, text, size, flags, &ids) != CQ_OK) return;
-    size_t vocab = cq_tokenizer_vocab_size(t);
-    for (size_t i = 0; i < ids.n; i++)
-        if (ids.ids[i] < 0 || (size_t)ids.ids[i] >= vocab) __builtin_trap();
-    char *out = NULL;
-    size_t ol = 0;
-    if (cq_tokenizer_decode(t, ids.ids, ids.n, flags & 4 ? CQ_TOK_SKIP_SPECIAL : 0, &out, &ol) == CQ_OK) {
-        if (!utf8_ok(out, ol) || strlen(out) > ol) __builtin_trap();
-        cq_free(out);
-    }
-    cq_tokenizer_stream *s = NULL;
-    if (cq_tokenizer_stream_create(t, 0, &s) == CQ_OK) {
-        for (size_t i = 0; i < ids.n && i < 64; i++) {
-            const char *chunk;
-            size_t cl;
-            if (cq_tokenizer_stream_push(s, ids.ids[i], &chunk, &cl) != CQ_OK) break;
-            if (!utf8_ok(chunk, cl)) __builtin_trap();
-        }
-        cq_tokenizer_stream_free(s);
-    }
-    cq_tokens_free(&ids);
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
     unsigned flags = data[0] & 7;
     cq_tokenizer *t = NULL;
     if (cq_tokenizer_load(data + 1, size - 1, &t) != CQ_OK) return 0;
-    exercise(t, k_probe, sizeof k_probe - 1, flags);
-    exercise(t, (const char *)data + 1, size - 1 < 256 ? size - 1 : 256, flags);
+    tok_exercise(t, k_probe, sizeof k_probe - 1, flags, 64);
+    tok_exercise(t, (const char *)data + 1, size - 1 < 256 ? size - 1 : 256, flags, 64);
     cq_tokenizer_free(t);
     return 0;
 }
