@@ -20,6 +20,8 @@ int cq_cuda_device_count(char *why, size_t why_len) {
     return 0;
 }
 
+void cq_cuda_set_cublaslt(const char *path) { (void)path; }
+
 bool cq_cuda_load_cublaslt(char *what, size_t what_len) {
     if (what && what_len) snprintf(what, what_len, "%s", k_not_built);
     return false;

@@ -248,6 +248,9 @@ int cq_cuda_device_count(char *why, size_t why_len);
  * CUDA backend created, or by this call, never when the program starts.
  * `what` (may be NULL) gets the file and its version, or why it does not load. */
 bool cq_cuda_load_cublaslt(char *what, size_t what_len);
+/* The cuBLASLt file to open instead of libcublasLt.so.<major> (a path or a
+ * name; NULL or "" for the default). Takes effect before the first load. */
+void cq_cuda_set_cublaslt(const char *path);
 cq_status cq_cuda_device_info(int device, cq_gpu_info *out);
 /* Test support: decode a weight payload on the device to f32 (before the
  * bf16 rounding of the device planes) and copy it to out[n] (n = nelem), so

@@ -69,7 +69,7 @@ else
     # cuBLASLt missing, or a library that is not cuBLASLt: reported by `gpu`, and by the backend's creation where
     # a GPU would otherwise be used
     expect 0 env CORTIQ_CUDA_CUBLASLT="$W/absent/libcublasLt.so.13" "$CQ" gpu
-    has out "cuBLASLt: not loadable: cuda backend: cannot load $W/absent/libcublasLt.so.13 (CORTIQ_CUDA_CUBLASLT): "
+    has out "cuBLASLt: not loadable: cuda backend: cannot load $W/absent/libcublasLt.so.13: "
     has out "or use --backend cpu"
     expect 0 env CORTIQ_CUDA_CUBLASLT=libc.so.6 "$CQ" gpu
     has out "cuBLASLt: not loadable: cuda backend: the cuBLASLt library loaded lacks cublasLtGetVersion"

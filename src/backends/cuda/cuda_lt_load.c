@@ -7,8 +7,9 @@
  * runtime is linked statically and loads the driver at its first call, so
  * with this nothing of CUDA is loaded until a command asks for the GPU.
  *
- * Which file: CORTIQ_CUDA_CUBLASLT when set (a path, or a name the dynamic
- * loader searches for), else libcublasLt.so.<major> of the cuBLAS headers the
+ * Which file: the one cq_cuda_set_cublaslt named (a path, or a name the
+ * dynamic loader searches for; the cortiq command maps CORTIQ_CUDA_CUBLASLT
+ * onto it, the library reads no environment), else libcublasLt.so.<major> of the cuBLAS headers the
  * build used (the dynamic loader's search: LD_LIBRARY_PATH, ld.so.cache), then
  * the same name in the build toolkit's library directory. A library that is
  * missing, or lacks one of the functions, makes cq_cuda_lt_load fail with a
@@ -21,7 +22,6 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "backends/cuda/cuda_impl.h"
@@ -37,8 +37,11 @@ cq_cuda_lt_api cq_lt;
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static cq_status g_status = CQ_ERR_INTERNAL;
-static char g_why[768];  /* the failure, ready for cq_fail */
+static char g_why[1280];  /* the failure, ready for cq_fail */
 static char g_path[512]; /* the file loaded */
+static char g_want[512]; /* cq_cuda_set_cublaslt's choice, "" for the default */
+
+void cq_cuda_set_cublaslt(const char *path) { snprintf(g_want, sizeof g_want, "%s", path ? path : ""); }
 
 static void dl_reason(char *buf, size_t n) {
     const char *e = dlerror();
@@ -47,15 +50,15 @@ static void dl_reason(char *buf, size_t n) {
 
 /* The library's handle, or NULL with g_why set. */
 static void *lt_open(void) {
-    const char *want = getenv("CORTIQ_CUDA_CUBLASLT");
+    const char *want = g_want;
     char why[512];
-    if (want && *want) {
+    if (*want) {
         void *h = dlopen(want, RTLD_NOW | RTLD_LOCAL);
         if (h) return h;
         dl_reason(why, sizeof why);
         snprintf(g_why, sizeof g_why,
-                 "cuda backend: cannot load %s (CORTIQ_CUDA_CUBLASLT): %s; point CORTIQ_CUDA_CUBLASLT at the CUDA "
-                 "toolkit's libcublasLt, unset it, or use --backend cpu",
+                 "cuda backend: cannot load %s: %s; name the CUDA toolkit's libcublasLt instead (the cortiq command: "
+                 "CORTIQ_CUDA_CUBLASLT), or use --backend cpu",
                  want, why);
         return NULL;
     }
