@@ -333,8 +333,7 @@ static cq_status write_all(cq_outfile *f, const void *data, size_t len, uint64_t
         if (n == 0) return cq_fail(CQ_ERR_IO, "writing '%s': no progress", f->target);
         p += n;
         len -= (size_t)n;
-        if (off == CQ_OUT_APPEND) f->written += (uint64_t)n;
-        else off += (uint64_t)n;
+        if (off != CQ_OUT_APPEND) off += (uint64_t)n;
     }
     return CQ_OK;
 }
@@ -369,7 +368,6 @@ cq_status cq_outfile_commit(cq_outfile *f) {
     cq_status s = CQ_OK;
     if (f->to_stdout) {
         f->fd = -1; /* standard output stays open for the caller */
-        f->committed = true;
         outfile_clear(f);
         return CQ_OK;
     }
@@ -386,7 +384,6 @@ cq_status cq_outfile_commit(cq_outfile *f) {
         slot_release(f->slot);
         f->slot = -1;
         fsync_dir(f->final);
-        f->committed = true;
         outfile_clear(f);
         return CQ_OK;
     }

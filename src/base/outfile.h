@@ -42,8 +42,6 @@ typedef struct cq_outfile {
     int fd;              /* -1 when closed */
     int slot;            /* index in the temporaries table, -1 for none */
     bool to_stdout;
-    bool committed;
-    uint64_t written;    /* bytes through cq_outfile_write */
 } cq_outfile;
 
 /* Check `path` and create its temporary (nothing else is touched). On error
@@ -60,7 +58,7 @@ cq_status cq_outfile_pwrite(cq_outfile *f, const void *data, size_t len, uint64_
  * strings either way; on failure the temporary is removed. */
 cq_status cq_outfile_commit(cq_outfile *f);
 /* Remove the temporary and free f (safe on a zeroed, closed, committed or
- * aborted outfile). */
+ * aborted outfile: a no-op then). */
 void cq_outfile_abort(cq_outfile *f);
 
 /* Unlink every live temporary; async-signal-safe (a signal handler's last

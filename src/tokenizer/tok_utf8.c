@@ -64,20 +64,7 @@ size_t tok_utf8_valid_len(const unsigned char *s, size_t n) {
     return complete ? k : 0;
 }
 
-bool tok_utf8_is_valid(const char *str, size_t n) {
-    const unsigned char *s = (const unsigned char *)str;
-    size_t i = 0;
-    while (i < n) {
-        if (s[i] < 0x80) { /* ASCII runs are the common case */
-            i++;
-            continue;
-        }
-        size_t k = tok_utf8_valid_len(s + i, n - i);
-        if (k == 0) return false;
-        i += k;
-    }
-    return true;
-}
+bool tok_utf8_is_valid(const char *str, size_t n) { return cq_utf8_invalid_at_n(str, n) < 0; }
 
 size_t tok_utf8_decode(const char *str, size_t n, uint32_t *cp) {
     const unsigned char *s = (const unsigned char *)str;
