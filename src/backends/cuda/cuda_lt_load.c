@@ -9,8 +9,9 @@
  *
  * Which file: the one cq_cuda_set_cublaslt named (a path, or a name the
  * dynamic loader searches for; the cortiq command maps CORTIQ_CUDA_CUBLASLT
- * onto it, the library reads no environment), else libcublasLt.so.<major> of the cuBLAS headers the
- * build used (the dynamic loader's search: LD_LIBRARY_PATH, ld.so.cache), then
+ * onto it, the library reads no environment), else libcublasLt.so.<major>
+ * of the cuBLAS headers the build used (the dynamic loader's search:
+ * LD_LIBRARY_PATH, ld.so.cache), then
  * the same name in the build toolkit's library directory. A library that is
  * missing, or lacks one of the functions, makes cq_cuda_lt_load fail with a
  * message naming it; the program itself always starts.
