@@ -243,7 +243,7 @@ static cq_status cache_put(tok_bpe *b, const char *w, size_t n, const int32_t *i
     }
     size_t off = b->cache_n;
     b->cache_ids[off] = (int32_t)k;
-    memcpy(b->cache_ids + off + 1, ids, k * sizeof *ids);
+    if (k) memcpy(b->cache_ids + off + 1, ids, k * sizeof *ids);
     CQ_TRY(tok_map_put(&b->cache, w, n, (int32_t)off, NULL));
     b->cache_n = need;
     return CQ_OK;
@@ -271,7 +271,10 @@ cq_status tok_bpe_encode_word(tok_bpe *b, const char *w, size_t n, cq_tokens *ou
     size_t first = out->n;
     for (size_t i = 0; st == CQ_OK && i < wd.n; i++)
         if (wd.s[i].len != 0) st = tok_ids_push(out, wd.s[i].c);
-    if (st == CQ_OK && cacheable) st = cache_put(b, w, n, out->ids + first, out->n - first);
+    /* A word whose every character is unknown (no unk token) pushes no id: then
+     * out->ids may still be NULL, and no pointer arithmetic is done on it. */
+    size_t k = out->n - first;
+    if (st == CQ_OK && cacheable) st = cache_put(b, w, n, k ? out->ids + first : NULL, k);
     if (wd.s != stack_syms) cq_free(wd.s);
     return st;
 }

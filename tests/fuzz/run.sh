@@ -18,6 +18,8 @@ build=${1:?usage: run.sh BUILD_DIR SECONDS [RUNS]}
 secs=${2:?usage: run.sh BUILD_DIR SECONDS [RUNS]}
 runs=${3:-}
 src=$(cd "$(dirname "$0")" && pwd)
+# An undefined-behaviour report is a finding: stop on it (the default prints and goes on).
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 art=$build/artifacts
 mkdir -p "$art" "$build/work"
 summary=$build/fuzz-summary.txt

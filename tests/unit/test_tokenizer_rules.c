@@ -67,6 +67,14 @@ static void test_bpe_merges(void **state) {
     EXPECT(t, "abcab", 0, 4, 3);  /* no pre-tokenizer: one word, ranks decide */
     EXPECT(t, "aab", 0, 0, 3);
     EXPECT(t, "zaz", 0, 0);       /* 'z' is unknown and there is no unk: dropped */
+    /* A word with no known character pushes no id: twice (the second time from
+     * the word cache) into a fresh list, whose ids pointer is still NULL. */
+    for (int pass = 0; pass < 2; pass++) {
+        cq_tokens empty = {0};
+        assert_int_equal(cq_tokenizer_encode(t, "zz", 2, 0, &empty), CQ_OK);
+        assert_int_equal(empty.n, 0);
+        cq_tokens_free(&empty);
+    }
     cq_tokens none = {0};
     assert_int_equal(cq_tokenizer_encode(t, "", 0, 0, &none), CQ_OK);
     assert_int_equal(none.n, 0);
