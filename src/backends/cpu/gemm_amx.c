@@ -37,16 +37,17 @@ typedef struct tile_cfg {
 
 static const cq_cpu_kit *g_avx512; /* the kit this one extends */
 
-static void amx_begin(void) {
-    tile_cfg cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.palette = 1;
-    for (int t = 0; t < 8; t++) {
-        cfg.rows[t] = 16;
-        cfg.colsb[t] = 64;
-    }
-    _tile_loadconfig(&cfg);
-}
+/* The configuration lives in static storage: GCC 12 does not model
+ * _tile_loadconfig's read of its operand, and dropped the stores that filled
+ * a stack copy (the tiles then loaded a palette-1 header over stale bytes and
+ * LDTILECFG faulted). Eight 16-row x 64-byte tiles. */
+static const tile_cfg k_tile_cfg = {
+    .palette = 1,
+    .colsb = {64, 64, 64, 64, 64, 64, 64, 64},
+    .rows = {16, 16, 16, 16, 16, 16, 16, 16},
+};
+
+static void amx_begin(void) { _tile_loadconfig(&k_tile_cfg); }
 
 /* Leave the thread's tile state clean for any other code that runs on it. */
 static void amx_end(void) { _tile_release(); }
