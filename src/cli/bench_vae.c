@@ -20,7 +20,7 @@
 
 #include "cli/bench_pack.h"
 #include "cli/cli.h"
-#include "models/qwen_vae.h"
+#include "models/qi21_vae.h"
 
 typedef struct bench_opts {
     cq_bench_model_opts m;
@@ -79,13 +79,13 @@ static int parse(int argc, char **argv, bench_opts *o, bool *done) {
 typedef struct bench_run {
     cq_cmf *cmf;
     cq_backend *be;
-    cq_qvae *vae;
+    cq_qi21_vae *vae;
     float *z, *img, *mom;
     double *t;
 } bench_run;
 
 static void run_free(bench_run *r) {
-    cq_qvae_free(r->vae);
+    cq_qi21_vae_free(r->vae);
     cq_backend_free(r->be);
     cq_cmf_close(r->cmf);
     cq_free(r->z);
@@ -122,11 +122,11 @@ static cq_status map_vae(const cq_bench_model_opts *m, cq_cmf **cmf, uint64_t *b
 
 /* Warm-up, then `repeat` timed runs of the decode (what = 0) or the encode (1); the median in *sec. */
 static cq_status time_runs(bench_run *r, int what, int h, int w, int repeat, double *sec) {
-    const int F = cq_qvae_get_config(r->vae)->spatial_factor;
+    const int F = cq_qi21_vae_get_config(r->vae)->spatial_factor;
     for (int i = 0; i <= repeat; i++) {
         double t0 = cq_now();
-        cq_status s = what == 0 ? cq_qvae_decode(r->vae, r->z, h, w, CQ_QVAE_PLANAR, r->img)
-                                : cq_qvae_encode(r->vae, r->img, h * F, w * F, CQ_QVAE_PLANAR, r->mom);
+        cq_status s = what == 0 ? cq_qi21_vae_decode(r->vae, r->z, h, w, CQ_QI21_VAE_PLANAR, r->img)
+                                : cq_qi21_vae_encode(r->vae, r->img, h * F, w * F, CQ_QI21_VAE_PLANAR, r->mom);
         if (s != CQ_OK) return s;
         if (i) {
             r->t[i - 1] = cq_now() - t0;
@@ -160,11 +160,11 @@ int cq_bench_vae(int argc, char **argv) {
     if (s != CQ_OK) return fail(&r, s, "writing the temporary model");
     double t_write = cq_now() - t0;
     t0 = cq_now();
-    s = cq_qvae_load(r.cmf, "vae.", r.be, &r.vae);
+    s = cq_qi21_vae_load(r.cmf, "vae.", r.be, &r.vae);
     if (s == CQ_OK) s = cq_backend_sync(r.be);
     if (s != CQ_OK) return fail(&r, s, "loading the VAE");
     double t_load = cq_now() - t0;
-    const cq_qvae_config *c = cq_qvae_get_config(r.vae);
+    const cq_qi21_vae_config *c = cq_qi21_vae_get_config(r.vae);
     const int F = c->spatial_factor, h = o.m.size / F, w = o.m.size / F;
     char b1[32];
     printf("Qwen-Image-2.1 VAE, released configuration, random weights: %s of f16 kernels; written and mapped in "
@@ -182,7 +182,7 @@ int cq_bench_vae(int argc, char **argv) {
     double dec = 0, enc = 0;
     s = time_runs(&r, 0, h, w, o.repeat, &dec);
     if (s != CQ_OK) return fail(&r, s, "decoding");
-    const size_t dpeak = cq_qvae_last_peak_bytes(r.vae);
+    const size_t dpeak = cq_qi21_vae_last_peak_bytes(r.vae);
     for (size_t i = 0; i < ni; i++)
         if (!isfinite(r.img[i])) return fail(&r, cq_fail(CQ_ERR_NUMERIC, "the image holds non-finite values"), "checking");
     const double mpix = (double)o.m.size * o.m.size / 1e6;
@@ -193,7 +193,7 @@ int cq_bench_vae(int argc, char **argv) {
         if (s != CQ_OK) return fail(&r, s, "encoding");
         printf("encode %dx%d -> %lldx%lld moments: %.4f s (median of %d), %.3g Mpixel/s; activations' peak %.2f GiB\n",
                o.m.size, o.m.size, (long long)h, (long long)w, enc, o.repeat, mpix / enc,
-               (double)cq_qvae_last_peak_bytes(r.vae) / (1 << 30));
+               (double)cq_qi21_vae_last_peak_bytes(r.vae) / (1 << 30));
     }
     if (!cpu) {
         cq_backend_stats st;

@@ -1,5 +1,5 @@
 /*
- * qwen_vae.c — the VAE's layer graphs and its decode/encode drivers.
+ * qi21_vae.c — the VAE's layer graphs and its decode/encode drivers.
  *
  * Semantics follow diffusers' AutoencoderKLQwenImage21 for one frame:
  *  - every CausalConv3d is a 2-D conv with symmetric zero padding (the
@@ -22,39 +22,39 @@
 #include <limits.h>
 #include <string.h>
 
-#include "models/qwen_vae_impl.h"
+#include "models/qi21_vae_impl.h"
 
 /* Activations the automatic band height aims at (bytes). */
-#define QVAE_BAND_BUDGET ((size_t)1 << 30)
+#define QI21_VAE_BAND_BUDGET ((size_t)1 << 30)
 
-void cq_qvae_set_band_rows(cq_qvae *v, int rows) {
+void cq_qi21_vae_set_band_rows(cq_qi21_vae *v, int rows) {
     if (v) v->band_rows = rows < 0 ? 0 : rows;
 }
 
-void cq_qvae_set_progress(cq_qvae *v, cq_progress_fn fn, void *user) {
+void cq_qi21_vae_set_progress(cq_qi21_vae *v, cq_progress_fn fn, void *user) {
     if (!v) return;
     v->progress = fn;
     v->progress_user = user;
 }
 
-size_t cq_qvae_last_peak_bytes(const cq_qvae *v) { return v ? v->peak : 0; }
+size_t cq_qi21_vae_last_peak_bytes(const cq_qi21_vae *v) { return v ? v->peak : 0; }
 
 /* ---- normalisation -------------------------------------------------------------------- */
-static cq_status check_latents(const cq_qvae *v, const float *x, int h, int w, cq_qvae_layout layout) {
+static cq_status check_latents(const cq_qi21_vae *v, const float *x, int h, int w, cq_qi21_vae_layout layout) {
     if (!v || !x) return cq_fail(CQ_ERR_INVALID_ARG, "vae: model and latents are required");
     if (h < 1 || w < 1 || (int64_t)h * w > ((int64_t)1 << 40))
         return cq_fail(CQ_ERR_SHAPE, "vae: latent grid %dx%d", h, w);
-    if (layout != CQ_QVAE_PLANAR && layout != CQ_QVAE_CHANNELS_LAST)
+    if (layout != CQ_QI21_VAE_PLANAR && layout != CQ_QI21_VAE_CHANNELS_LAST)
         return cq_fail(CQ_ERR_INVALID_ARG, "vae: unknown layout %d", (int)layout);
     return CQ_OK;
 }
 
 /* Element (pixel i, channel c) of an [n, C] or [C, n] array. */
-static inline size_t at(cq_qvae_layout layout, int64_t i, int64_t c, int64_t n, int64_t C) {
-    return layout == CQ_QVAE_PLANAR ? (size_t)(c * n + i) : (size_t)(i * C + c);
+static inline size_t at(cq_qi21_vae_layout layout, int64_t i, int64_t c, int64_t n, int64_t C) {
+    return layout == CQ_QI21_VAE_PLANAR ? (size_t)(c * n + i) : (size_t)(i * C + c);
 }
 
-cq_status cq_qvae_denormalize(const cq_qvae *v, float *x, int h, int w, cq_qvae_layout layout) {
+cq_status cq_qi21_vae_denormalize(const cq_qi21_vae *v, float *x, int h, int w, cq_qi21_vae_layout layout) {
     CQ_TRY(check_latents(v, x, h, w, layout));
     int64_t n = (int64_t)h * w, C = v->cfg.z_dim;
     for (int64_t i = 0; i < n; i++)
@@ -66,7 +66,7 @@ cq_status cq_qvae_denormalize(const cq_qvae *v, float *x, int h, int w, cq_qvae_
     return CQ_OK;
 }
 
-cq_status cq_qvae_normalize(const cq_qvae *v, float *z, int h, int w, cq_qvae_layout layout) {
+cq_status cq_qi21_vae_normalize(const cq_qi21_vae *v, float *z, int h, int w, cq_qi21_vae_layout layout) {
     CQ_TRY(check_latents(v, z, h, w, layout));
     int64_t n = (int64_t)h * w, C = v->cfg.z_dim;
     for (int64_t i = 0; i < n; i++)
@@ -105,7 +105,7 @@ static cq_status mid_nodes(vs_graph *g, int x, const qv_coder *c, int *out) {
 }
 
 /* z [h*w, z_dim] -> decoder output [H*W, out_channels] (patched grid). */
-static cq_status build_decoder(const cq_qvae *v, vs_graph *g, const cq_tensor *z, int h, int w) {
+static cq_status build_decoder(const cq_qi21_vae *v, vs_graph *g, const cq_tensor *z, int h, int w) {
     const qv_coder *d = &v->dec;
     int x, s;
     CQ_TRY(vs_source(g, z, h, w, &x));
@@ -130,7 +130,7 @@ static cq_status build_decoder(const cq_qvae *v, vs_graph *g, const cq_tensor *z
 }
 
 /* x [H*W, in_channels] (patched) -> moments [h*w, 2*z_dim]. */
-static cq_status build_encoder(const cq_qvae *v, vs_graph *g, const cq_tensor *img, int H, int W) {
+static cq_status build_encoder(const cq_qi21_vae *v, vs_graph *g, const cq_tensor *img, int H, int W) {
     const qv_coder *e = &v->enc;
     int x, s;
     CQ_TRY(vs_source(g, img, H, W, &x));
@@ -160,12 +160,12 @@ static int64_t auto_band(const vs_graph *g, int ref) {
         double per_ref_row = (double)n->W * (double)n->C * 4.0 * (double)n->H / (double)Href;
         if (per_ref_row > worst) worst = per_ref_row;
     }
-    double rows = (double)QVAE_BAND_BUDGET / (6.0 * worst);
+    double rows = (double)QI21_VAE_BAND_BUDGET / (6.0 * worst);
     if (rows < 1.0) rows = 1.0;
     return rows >= (double)Href ? Href : (int64_t)rows;
 }
 
-static cq_status report(cq_qvae *v, int64_t done, int64_t total) {
+static cq_status report(cq_qi21_vae *v, int64_t done, int64_t total) {
     if (v->progress && v->progress((uint64_t)done, (uint64_t)total, v->progress_user))
         return cq_fail(CQ_ERR_INTERRUPTED, "vae: cancelled");
     return CQ_OK;
@@ -173,14 +173,14 @@ static cq_status report(cq_qvae *v, int64_t done, int64_t total) {
 
 /* ---- decode ------------------------------------------------------------------------------- */
 typedef struct dec_run {
-    cq_qvae *v;
+    cq_qi21_vae *v;
     vs_graph g;
     cq_tensor z;
     float *band;
 } dec_run;
 
-static cq_status decode_stream(dec_run *r, cq_qvae_layout layout, float *image) {
-    cq_qvae *v = r->v;
+static cq_status decode_stream(dec_run *r, cq_qi21_vae_layout layout, float *image) {
+    cq_qi21_vae *v = r->v;
     vs_graph *g = &r->g;
     const int p = v->cfg.patch_size, Ci = v->cfg.image_channels, Cp = v->out_channels;
     const int sink = g->count - 1;
@@ -218,7 +218,7 @@ static cq_status decode_stream(dec_run *r, cq_qvae_layout layout, float *image) 
     return CQ_OK;
 }
 
-cq_status cq_qvae_decode(cq_qvae *v, const float *z, int h, int w, cq_qvae_layout layout, float *image) {
+cq_status cq_qi21_vae_decode(cq_qi21_vae *v, const float *z, int h, int w, cq_qi21_vae_layout layout, float *image) {
     CQ_TRY(check_latents(v, z, h, w, layout));
     if (!image) return cq_fail(CQ_ERR_INVALID_ARG, "vae: image buffer is NULL");
     const int F = v->cfg.spatial_factor, C = v->cfg.z_dim;
@@ -250,7 +250,7 @@ cq_status cq_qvae_decode(cq_qvae *v, const float *z, int h, int w, cq_qvae_layou
 /* ---- encode ------------------------------------------------------------------------------- */
 /* Encoder progress: latent rows gathered for the mid block, as image rows. */
 typedef struct enc_progress {
-    cq_qvae *v;
+    cq_qi21_vae *v;
     int F, H;
 } enc_progress;
 
@@ -260,12 +260,12 @@ static int enc_pulled(uint64_t done, uint64_t total, void *user) {
     return e->v->progress ? e->v->progress(done * (uint64_t)e->F, (uint64_t)e->H, e->v->progress_user) : 0;
 }
 
-cq_status cq_qvae_encode(cq_qvae *v, const float *x, int H, int W, cq_qvae_layout layout, float *moments) {
+cq_status cq_qi21_vae_encode(cq_qi21_vae *v, const float *x, int H, int W, cq_qi21_vae_layout layout, float *moments) {
     if (!v || !x || !moments) return cq_fail(CQ_ERR_INVALID_ARG, "vae: model, image and moments are required");
     if (!v->cfg.has_encoder)
         return cq_fail(CQ_ERR_UNSUPPORTED, "vae: this file holds no encoder (it was converted for decoding only), so "
                                            "it cannot encode images");
-    if (layout != CQ_QVAE_PLANAR && layout != CQ_QVAE_CHANNELS_LAST)
+    if (layout != CQ_QI21_VAE_PLANAR && layout != CQ_QI21_VAE_CHANNELS_LAST)
         return cq_fail(CQ_ERR_INVALID_ARG, "vae: unknown layout %d", (int)layout);
     const int F = v->cfg.spatial_factor, p = v->cfg.patch_size, Ci = v->cfg.image_channels, Cp = v->in_channels;
     if (H < F || W < F || H % F || W % F || H > INT_MAX / 4 || W > INT_MAX / 4)

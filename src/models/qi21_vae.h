@@ -1,11 +1,11 @@
 /*
- * qwen_vae.h — the Qwen-Image-2.1 autoencoder (AutoencoderKLQwenImage21):
+ * qi21_vae.h — the Qwen-Image-2.1 autoencoder (AutoencoderKLQwenImage21):
  * a Wan-2.2-style residual VAE specialised to single images, decoding
  * latents [z_dim, h, w] into images [C, 16h, 16w] in [-1, 1] and encoding
  * images into the posterior moments (mean | logvar).
  *
  * Memory: everything between the mid block's global attention and the
- * image runs as a row stream (qwen_vae_stream.c): the output is produced in
+ * image runs as a row stream (qi21_vae_stream.c): the output is produced in
  * horizontal bands and every layer keeps only the rows its consumers still
  * need, so no full-resolution activation ever exists and no row is computed
  * twice. The result equals the untiled computation exactly (same arithmetic
@@ -16,8 +16,8 @@
  * order) or CHANNELS_LAST [H, W, C] (the DiT's token order; interleaved
  * pixels for image writers).
  */
-#ifndef CQ_MODELS_QWEN_VAE_H
-#define CQ_MODELS_QWEN_VAE_H
+#ifndef CQ_MODELS_QI21_VAE_H
+#define CQ_MODELS_QI21_VAE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -25,14 +25,14 @@
 #include "cortiq.h"
 #include "ops/ops.h"
 
-typedef struct cq_qvae cq_qvae;
+typedef struct cq_qi21_vae cq_qi21_vae;
 
-typedef enum cq_qvae_layout {
-    CQ_QVAE_PLANAR = 0,        /* [C, H, W] */
-    CQ_QVAE_CHANNELS_LAST = 1, /* [H, W, C] */
-} cq_qvae_layout;
+typedef enum cq_qi21_vae_layout {
+    CQ_QI21_VAE_PLANAR = 0,        /* [C, H, W] */
+    CQ_QI21_VAE_CHANNELS_LAST = 1, /* [H, W, C] */
+} cq_qi21_vae_layout;
 
-typedef struct cq_qvae_config {
+typedef struct cq_qi21_vae_config {
     int z_dim;                 /* latent channels (64 in the real model) */
     int image_channels;        /* channels of the image (4 = RGBA in the real model) */
     int patch_size;            /* 1 = no patching */
@@ -41,7 +41,7 @@ typedef struct cq_qvae_config {
     const float *latents_mean; /* [z_dim], f32 as the pipeline builds them */
     const float *latents_std;  /* [z_dim] */
     bool has_encoder;          /* false: a decode-only file (the encoder and quant_conv left out) */
-} cq_qvae_config;
+} cq_qi21_vae_config;
 
 /* Load from a CMF pack: tensors `<prefix><diffusers name>` and the config as
  * the u8 tensor `<prefix>config_json` (prefix "vae." in a pipeline pack).
@@ -50,41 +50,41 @@ typedef struct cq_qvae_config {
  * the residual (2.1) structure is supported; anything else fails with
  * CQ_ERR_UNSUPPORTED naming the config field. The encoder (encoder.* and
  * quant_conv) is optional, all or nothing: without it the model decodes and
- * cq_qvae_encode fails with CQ_ERR_UNSUPPORTED. */
-cq_status cq_qvae_load(const cq_cmf *cmf, const char *prefix, cq_backend *be, cq_qvae **out);
-void cq_qvae_free(cq_qvae *v);
-const cq_qvae_config *cq_qvae_get_config(const cq_qvae *v);
+ * cq_qi21_vae_encode fails with CQ_ERR_UNSUPPORTED. */
+cq_status cq_qi21_vae_load(const cq_cmf *cmf, const char *prefix, cq_backend *be, cq_qi21_vae **out);
+void cq_qi21_vae_free(cq_qi21_vae *v);
+const cq_qi21_vae_config *cq_qi21_vae_get_config(const cq_qi21_vae *v);
 
 /* Output rows per band of the streamed part (image rows; 0 = automatic,
  * sized for about 1 GiB of activations: 75 rows and 850 MiB measured for
  * a 2048x2048 decode of the real model).
  * Any value gives the same result; INT_MAX decodes in one band (untiled). */
-void cq_qvae_set_band_rows(cq_qvae *v, int rows);
+void cq_qi21_vae_set_band_rows(cq_qi21_vae *v, int rows);
 /* Progress in image rows (done, total): decode reports after each output
  * band, encode after each band of latent rows gathered for the mid block.
  * A non-zero return cancels the call with CQ_ERR_INTERRUPTED. */
-void cq_qvae_set_progress(cq_qvae *v, cq_progress_fn fn, void *user);
+void cq_qi21_vae_set_progress(cq_qi21_vae *v, cq_progress_fn fn, void *user);
 /* Peak bytes of activations held by the last decode/encode (buffers this
  * model allocated on the backend; op-internal scratch not included). */
-size_t cq_qvae_last_peak_bytes(const cq_qvae *v);
+size_t cq_qi21_vae_last_peak_bytes(const cq_qi21_vae *v);
 
 /* The pipeline's latent normalisation, in place on n = h*w pixels of z_dim
  * channels: denormalize z = x * std + mean (DiT space -> VAE space, before
  * decoding), normalize x = (z - mean) / std (after encoding). f32 arithmetic
  * in the reference's order. */
-cq_status cq_qvae_denormalize(const cq_qvae *v, float *x, int h, int w, cq_qvae_layout layout);
-cq_status cq_qvae_normalize(const cq_qvae *v, float *z, int h, int w, cq_qvae_layout layout);
+cq_status cq_qi21_vae_denormalize(const cq_qi21_vae *v, float *x, int h, int w, cq_qi21_vae_layout layout);
+cq_status cq_qi21_vae_normalize(const cq_qi21_vae *v, float *z, int h, int w, cq_qi21_vae_layout layout);
 
 /* Decode latents z [z_dim, h, w] (VAE space, i.e. already denormalized) into
  * image [image_channels, h*F, w*F] (F = spatial_factor), clamped to
  * [-1, 1]. Both arrays in `layout`. */
-cq_status cq_qvae_decode(cq_qvae *v, const float *z, int h, int w, cq_qvae_layout layout, float *image);
+cq_status cq_qi21_vae_decode(cq_qi21_vae *v, const float *z, int h, int w, cq_qi21_vae_layout layout, float *image);
 
 /* Encode image x [image_channels, H, W] (values in [-1, 1]; H and W
  * multiples of spatial_factor) into moments [2*z_dim, H/F, W/F]: channels
  * [0, z_dim) are the posterior mean (the latents the pipeline uses, before
  * normalize), [z_dim, 2*z_dim) the raw log-variance. Both arrays in
  * `layout`. */
-cq_status cq_qvae_encode(cq_qvae *v, const float *x, int H, int W, cq_qvae_layout layout, float *moments);
+cq_status cq_qi21_vae_encode(cq_qi21_vae *v, const float *x, int H, int W, cq_qi21_vae_layout layout, float *moments);
 
-#endif /* CQ_MODELS_QWEN_VAE_H */
+#endif /* CQ_MODELS_QI21_VAE_H */

@@ -1,14 +1,14 @@
 /*
- * qwen_vae_impl.h — the VAE's private state shared by its loader
- * (qwen_vae_load.c) and its graph builders/drivers (qwen_vae.c).
+ * qi21_vae_impl.h — the VAE's private state shared by its loader
+ * (qi21_vae_load.c) and its graph builders/drivers (qi21_vae.c).
  */
-#ifndef CQ_MODELS_QWEN_VAE_IMPL_H
-#define CQ_MODELS_QWEN_VAE_IMPL_H
+#ifndef CQ_MODELS_QI21_VAE_IMPL_H
+#define CQ_MODELS_QI21_VAE_IMPL_H
 
-#include "models/qwen_vae.h"
-#include "models/qwen_vae_stream.h"
+#include "models/qi21_vae.h"
+#include "models/qi21_vae_stream.h"
 
-#define QVAE_MAX_LEVELS 8
+#define QI21_VAE_MAX_LEVELS 8
 
 typedef struct qv_conv {
     cq_tensor w;       /* [cout, cin, k, k] as stored */
@@ -41,12 +41,12 @@ typedef struct qv_coder {
     qv_conv attn_proj;
     cq_tensor *norm_out;
     int n_levels;
-    qv_level lv[QVAE_MAX_LEVELS];
+    qv_level lv[QI21_VAE_MAX_LEVELS];
 } qv_coder;
 
-struct cq_qvae {
+struct cq_qi21_vae {
     cq_backend *be;
-    cq_qvae_config cfg;
+    cq_qi21_vae_config cfg;
     int in_channels, out_channels; /* the config's (after patch folding) */
     float *mean, *std;
     qv_coder enc, dec;
@@ -61,4 +61,4 @@ struct cq_qvae {
     size_t peak;
 };
 
-#endif /* CQ_MODELS_QWEN_VAE_IMPL_H */
+#endif /* CQ_MODELS_QI21_VAE_IMPL_H */

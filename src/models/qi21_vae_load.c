@@ -1,5 +1,5 @@
 /*
- * qwen_vae_load.c — the VAE's config (from `<prefix>config_json`) and weight
+ * qi21_vae_load.c — the VAE's config (from `<prefix>config_json`) and weight
  * binding: conv kernels stay in their file codec (zero-copy where the
  * backend allows), per-channel vectors become F32 backend tensors once, and
  * the mid blocks' to_qkv is split into separate q/k/v matrices.
@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "format/jsonutil.h"
-#include "models/qwen_vae_impl.h"
+#include "models/qi21_vae_impl.h"
 
 /* snprintf that fails instead of truncating a tensor name. */
 static cq_status name_fmt(char *dst, size_t len, const char *fmt, ...) CQ_PRINTF(3, 4);
@@ -35,8 +35,8 @@ static cq_status name_fmt(char *dst, size_t len, const char *fmt, ...) {
 /* ---- config ---------------------------------------------------------------------------- */
 typedef struct qv_json {
     int base_dim, decoder_base_dim, z_dim, num_res_blocks, in_channels, out_channels, patch;
-    int n_mult, mult[QVAE_MAX_LEVELS];
-    bool tdown[QVAE_MAX_LEVELS];
+    int n_mult, mult[QI21_VAE_MAX_LEVELS];
+    bool tdown[QI21_VAE_MAX_LEVELS];
 } qv_json;
 
 static cq_status json_int(const cJSON *o, const char *key, int def, int lo, int hi, int *out) {
@@ -70,7 +70,7 @@ static cq_status json_floats(const cJSON *o, const char *key, int n, float **out
     return CQ_OK;
 }
 
-static cq_status parse_json(const cJSON *j, cq_qvae *v, qv_json *c) {
+static cq_status parse_json(const cJSON *j, cq_qi21_vae *v, qv_json *c) {
     const cJSON *cls = cJSON_GetObjectItemCaseSensitive(j, "_class_name");
     if (cJSON_IsString(cls) && strcmp(cls->valuestring, "AutoencoderKLQwenImage21") != 0)
         return cq_fail(CQ_ERR_UNSUPPORTED, "vae: config is for '%s', not AutoencoderKLQwenImage21", cls->valuestring);
@@ -85,8 +85,8 @@ static cq_status parse_json(const cJSON *j, cq_qvae *v, qv_json *c) {
     CQ_TRY(json_int(j, "out_channels", 4, 1, 1 << 14, &c->out_channels));
     CQ_TRY(json_int(j, "patch_size", 1, 1, 64, &c->patch));
     const cJSON *dm = cJSON_GetObjectItemCaseSensitive(j, "dim_mult");
-    if (!cJSON_IsArray(dm) || cJSON_GetArraySize(dm) < 1 || cJSON_GetArraySize(dm) > QVAE_MAX_LEVELS)
-        return cq_fail(CQ_ERR_PARSE, "vae config: 'dim_mult' must be an array of 1..%d integers", QVAE_MAX_LEVELS);
+    if (!cJSON_IsArray(dm) || cJSON_GetArraySize(dm) < 1 || cJSON_GetArraySize(dm) > QI21_VAE_MAX_LEVELS)
+        return cq_fail(CQ_ERR_PARSE, "vae config: 'dim_mult' must be an array of 1..%d integers", QI21_VAE_MAX_LEVELS);
     c->n_mult = cJSON_GetArraySize(dm);
     for (int i = 0; i < c->n_mult; i++) {
         const cJSON *it = cJSON_GetArrayItem(dm, i);
@@ -122,7 +122,7 @@ static cq_status parse_json(const cJSON *j, cq_qvae *v, qv_json *c) {
     return CQ_OK;
 }
 
-static cq_status parse_config(const cq_cmf *cmf, const char *prefix, cq_qvae *v, qv_json *c) {
+static cq_status parse_config(const cq_cmf *cmf, const char *prefix, cq_qi21_vae *v, qv_json *c) {
     char name[512];
     CQ_TRY(name_fmt(name, sizeof name, "%sconfig_json", prefix));
     const cq_tensor_view *t = cq_cmf_find(cmf, name);
@@ -137,7 +137,7 @@ static cq_status parse_config(const cq_cmf *cmf, const char *prefix, cq_qvae *v,
 
 /* ---- weights --------------------------------------------------------------------------- */
 typedef struct loader {
-    cq_qvae *v;
+    cq_qi21_vae *v;
     const cq_cmf *cmf;
     const char *prefix;
 } loader;
@@ -147,7 +147,7 @@ static const cq_tensor_view *find(const loader *L, const char *name, char *full,
     return cq_cmf_find(L->cmf, full);
 }
 
-static cq_status own(cq_qvae *v, cq_tensor *t) {
+static cq_status own(cq_qi21_vae *v, cq_tensor *t) {
     if (v->n_owned == v->cap_owned) {
         int cap = v->cap_owned ? 2 * v->cap_owned : 128;
         cq_tensor **o = cq_reallocn(v->owned, (size_t)cap, sizeof *o);
@@ -160,7 +160,7 @@ static cq_status own(cq_qvae *v, cq_tensor *t) {
 }
 
 /* Bound weights are released with the model (a device backend frees its copies). */
-static cq_status own_bound(cq_qvae *v, cq_tensor *t) {
+static cq_status own_bound(cq_qi21_vae *v, cq_tensor *t) {
     if (v->n_bound == v->cap_bound) {
         int cap = v->cap_bound ? 2 * v->cap_bound : 256;
         cq_tensor **o = cq_reallocn(v->bound, (size_t)cap, sizeof *o);
@@ -176,7 +176,7 @@ static cq_status own_bound(cq_qvae *v, cq_tensor *t) {
 }
 
 /* An F32 backend tensor [rows, cols] from host values (owned by the model). */
-static cq_status upload_f32(cq_qvae *v, const float *host, int64_t rows, int64_t cols, cq_tensor **out) {
+static cq_status upload_f32(cq_qi21_vae *v, const float *host, int64_t rows, int64_t cols, cq_tensor **out) {
     cq_tensor *t = cq_calloc(1, sizeof *t);
     if (!t) return CQ_ERR_NOMEM;
     cq_status s = own(v, t);
@@ -329,8 +329,8 @@ static cq_status load_level(const loader *L, const char *name, const char *rs_na
 }
 
 static cq_status load_all(const loader *L, const qv_json *c) {
-    cq_qvae *v = L->v;
-    int nl = c->n_mult, de[QVAE_MAX_LEVELS + 1], dd[QVAE_MAX_LEVELS + 1];
+    cq_qi21_vae *v = L->v;
+    int nl = c->n_mult, de[QI21_VAE_MAX_LEVELS + 1], dd[QI21_VAE_MAX_LEVELS + 1];
     de[0] = c->base_dim;
     dd[0] = c->decoder_base_dim * c->mult[nl - 1];
     for (int i = 0; i < nl; i++) {
@@ -396,12 +396,12 @@ static cq_status load_all(const loader *L, const qv_json *c) {
     return load_conv(L, "decoder.conv_out", dd[nl], c->out_channels, 3, &d->conv_out);
 }
 
-cq_status cq_qvae_load(const cq_cmf *cmf, const char *prefix, cq_backend *be, cq_qvae **out) {
-    if (!out) return cq_fail(CQ_ERR_INVALID_ARG, "cq_qvae_load: out is NULL");
+cq_status cq_qi21_vae_load(const cq_cmf *cmf, const char *prefix, cq_backend *be, cq_qi21_vae **out) {
+    if (!out) return cq_fail(CQ_ERR_INVALID_ARG, "cq_qi21_vae_load: out is NULL");
     *out = NULL;
-    if (!cmf || !be) return cq_fail(CQ_ERR_INVALID_ARG, "cq_qvae_load: cmf and backend are required");
+    if (!cmf || !be) return cq_fail(CQ_ERR_INVALID_ARG, "cq_qi21_vae_load: cmf and backend are required");
     if (!prefix) prefix = "";
-    cq_qvae *v = cq_calloc(1, sizeof *v);
+    cq_qi21_vae *v = cq_calloc(1, sizeof *v);
     if (!v) return CQ_ERR_NOMEM;
     v->be = be;
     qv_json c;
@@ -410,10 +410,10 @@ cq_status cq_qvae_load(const cq_cmf *cmf, const char *prefix, cq_backend *be, cq
     loader L = {v, cmf, prefix};
     if (s == CQ_OK) s = load_all(&L, &c);
     if (s != CQ_OK) {
-        cq_qvae_free(v);
+        cq_qi21_vae_free(v);
         return s;
     }
-    cq_qvae_config *k = &v->cfg;
+    cq_qi21_vae_config *k = &v->cfg;
     k->z_dim = c.z_dim;
     k->patch_size = c.patch;
     k->image_channels = c.out_channels / (c.patch * c.patch);
@@ -434,7 +434,7 @@ static void free_coder(qv_coder *c) {
     for (int i = 0; i < c->n_levels; i++) cq_free(c->lv[i].res);
 }
 
-void cq_qvae_free(cq_qvae *v) {
+void cq_qi21_vae_free(cq_qi21_vae *v) {
     if (!v) return;
     for (int i = 0; i < v->n_owned; i++) {
         cq_tensor_free(v->owned[i]);
@@ -450,4 +450,4 @@ void cq_qvae_free(cq_qvae *v) {
     cq_free(v);
 }
 
-const cq_qvae_config *cq_qvae_get_config(const cq_qvae *v) { return v ? &v->cfg : NULL; }
+const cq_qi21_vae_config *cq_qi21_vae_get_config(const cq_qi21_vae *v) { return v ? &v->cfg : NULL; }

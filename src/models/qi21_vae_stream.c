@@ -1,10 +1,10 @@
 /*
- * qwen_vae_stream.c — the row-streaming evaluator of the VAE's layer graph
- * (see qwen_vae_stream.h for the scheme): node construction, the input row
+ * qi21_vae_stream.c — the row-streaming evaluator of the VAE's layer graph
+ * (see qi21_vae_stream.h for the scheme): node construction, the input row
  * ranges each layer reads, the sliding windows, and each layer's compute on
  * the op layer.
  */
-#include "models/qwen_vae_stream.h"
+#include "models/qi21_vae_stream.h"
 
 #include <math.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /*
- * qwen_vae_stream.h — a row-streaming graph of channels-last image layers
+ * qi21_vae_stream.h — a row-streaming graph of channels-last image layers
  * (the VAE's convolutional trunk), evaluated on demand in horizontal bands.
  *
  * Nodes are created in topological order. Each node holds a window of its
@@ -17,8 +17,8 @@
  * (with zero padding outside the image) as the whole-image computation, so
  * the band height does not change the result.
  */
-#ifndef CQ_MODELS_QWEN_VAE_STREAM_H
-#define CQ_MODELS_QWEN_VAE_STREAM_H
+#ifndef CQ_MODELS_QI21_VAE_STREAM_H
+#define CQ_MODELS_QI21_VAE_STREAM_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -104,4 +104,4 @@ cq_status vs_rows(const vs_graph *g, int id, int64_t r0, int64_t r1, cq_tensor *
 /* The caller will not read rows of the last node below `row` any more. */
 void vs_release(vs_graph *g, int64_t row);
 
-#endif /* CQ_MODELS_QWEN_VAE_STREAM_H */
+#endif /* CQ_MODELS_QI21_VAE_STREAM_H */

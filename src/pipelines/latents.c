@@ -7,7 +7,7 @@
 #include "base/base.h"
 #include "pipelines/latents.h"
 
-cq_status cq_qwen21_latent_grid(int width, int height, int *lat_w, int *lat_h) {
+cq_status cq_qi21_latent_grid(int width, int height, int *lat_w, int *lat_h) {
     if (width < 32 || height < 32 || width > 65536 || height > 65536)
         return cq_fail(CQ_ERR_INVALID_ARG, "image size %dx%d: each side must be 32..65536 pixels", width, height);
     if (width % 32 != 0 || height % 32 != 0)
@@ -20,7 +20,7 @@ cq_status cq_qwen21_latent_grid(int width, int height, int *lat_w, int *lat_h) {
     return CQ_OK;
 }
 
-void cq_qwen21_pack_latents(const float *chw, float *tokens, int batch, int channels, int lat_h, int lat_w) {
+void cq_qi21_pack_latents(const float *chw, float *tokens, int batch, int channels, int lat_h, int lat_w) {
     const size_t hw = (size_t)lat_h * (size_t)lat_w;
     const size_t c = (size_t)channels;
     for (size_t b = 0; b < (size_t)batch; b++) {
@@ -31,7 +31,7 @@ void cq_qwen21_pack_latents(const float *chw, float *tokens, int batch, int chan
     }
 }
 
-void cq_qwen21_unpack_latents(const float *tokens, float *chw, int batch, int channels, int lat_h, int lat_w) {
+void cq_qi21_unpack_latents(const float *tokens, float *chw, int batch, int channels, int lat_h, int lat_w) {
     const size_t hw = (size_t)lat_h * (size_t)lat_w;
     const size_t c = (size_t)channels;
     for (size_t b = 0; b < (size_t)batch; b++) {
@@ -42,7 +42,7 @@ void cq_qwen21_unpack_latents(const float *tokens, float *chw, int batch, int ch
     }
 }
 
-cq_status cq_qwen21_initial_latents(uint64_t seed, cq_torch_dtype dtype, cq_torch_f32_kernel kernel, int batch,
+cq_status cq_qi21_initial_latents(uint64_t seed, cq_torch_dtype dtype, cq_torch_f32_kernel kernel, int batch,
                                     int channels, int lat_h, int lat_w, float *tokens) {
     if (!tokens || batch < 1 || channels < 1 || lat_h < 1 || lat_w < 1)
         return cq_fail(CQ_ERR_INVALID_ARG, "initial latents: bad shape %dx%dx%dx%d or no output", batch,
@@ -74,7 +74,7 @@ cq_status cq_qwen21_initial_latents(uint64_t seed, cq_torch_dtype dtype, cq_torc
             if (s != CQ_OK) break;
         }
     }
-    if (s == CQ_OK) cq_qwen21_pack_latents(chw, tokens, batch, channels, lat_h, lat_w);
+    if (s == CQ_OK) cq_qi21_pack_latents(chw, tokens, batch, channels, lat_h, lat_w);
     cq_free(raw);
     cq_free(chw);
     return s;

@@ -25,16 +25,16 @@
 /* The latent grid for a width x height image. The reference silently floors
  * sizes to multiples of 32; here anything else is an error naming the size
  * the reference would render instead. */
-cq_status cq_qwen21_latent_grid(int width, int height, int *lat_w, int *lat_h);
+cq_status cq_qi21_latent_grid(int width, int height, int *lat_w, int *lat_h);
 
 /* (B, C, h*w) channel-major values -> (B, h*w, C) tokens, and back. */
-void cq_qwen21_pack_latents(const float *chw, float *tokens, int batch, int channels, int lat_h, int lat_w);
-void cq_qwen21_unpack_latents(const float *tokens, float *chw, int batch, int channels, int lat_h, int lat_w);
+void cq_qi21_pack_latents(const float *chw, float *tokens, int batch, int channels, int lat_h, int lat_w);
+void cq_qi21_unpack_latents(const float *tokens, float *chw, int batch, int channels, int lat_h, int lat_w);
 
 /* The initial latents of the reference for `seed`: one generator seeded with
  * it draws batch*channels*lat_h*lat_w values of `dtype` (widened to float
  * here), packed into tokens (batch * lat_h*lat_w * channels floats). */
-cq_status cq_qwen21_initial_latents(uint64_t seed, cq_torch_dtype dtype, cq_torch_f32_kernel kernel, int batch,
+cq_status cq_qi21_initial_latents(uint64_t seed, cq_torch_dtype dtype, cq_torch_f32_kernel kernel, int batch,
                                     int channels, int lat_h, int lat_w, float *tokens);
 
 #endif /* CQ_PIPELINES_LATENTS_H */

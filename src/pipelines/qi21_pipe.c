@@ -24,7 +24,7 @@
 #include "format/cmf.h"
 #include "models/qi21.h"
 #include "models/qwen3.h"
-#include "models/qwen_vae.h"
+#include "models/qi21_vae.h"
 #include "pipelines/latents.h"
 #include "pipelines/schedule.h"
 #include "tokenizer/chat_template.h"
@@ -41,7 +41,7 @@ struct cq_qi21_pipe {
     cq_tokenizer *tok;
     cq_qwen3 *te;
     cq_qi21 *dit;
-    cq_qvae *vae;
+    cq_qi21_vae *vae;
     cq_flow_config sched;
     int drop_idx;          /* leading rows of the text tower's output that are dropped */
     int32_t image_pad_id;  /* <|image_pad|>: not allowed in a text-to-image prompt */
@@ -92,7 +92,7 @@ static cq_status load_scheduler(cq_qi21_pipe *p, const cq_cmf *cmf) {
     const cq_tensor_view *v = cq_cmf_find(cmf, "scheduler.config_json");
     if (!v) {
         CQ_WARN("qi21 pipeline: no scheduler.config_json in the file; using Qwen-Image-2.1's scheduler settings");
-        cq_flow_config_qwen21(&p->sched);
+        cq_flow_config_qi21(&p->sched);
         return CQ_OK;
     }
     CQ_TRY(cq_cmf_check_tensor(v));
@@ -145,16 +145,16 @@ cq_status cq_qi21_pipe_load_weights(cq_qi21_pipe *p, cq_backend *be) {
                     cq_backend_name(vb));
         }
     }
-    if (s == CQ_OK) s = cq_qvae_load(cmf, "vae.", vb, &p->vae);
+    if (s == CQ_OK) s = cq_qi21_vae_load(cmf, "vae.", vb, &p->vae);
     if (s == CQ_OK) {
         const cq_qi21_config *dc = cq_qi21_get_config(p->dit);
-        const cq_qvae_config *vc = cq_qvae_get_config(p->vae);
+        const cq_qi21_vae_config *vc = cq_qi21_vae_get_config(p->vae);
         if (dc->in_channels != vc->z_dim || dc->out_channels != vc->z_dim)
             s = cq_fail(CQ_ERR_SHAPE, "qi21 pipeline: the denoiser has %d/%d latent channels, the VAE %d",
                         dc->in_channels, dc->out_channels, vc->z_dim);
     }
     if (s != CQ_OK) {
-        cq_qvae_free(p->vae);
+        cq_qi21_vae_free(p->vae);
         cq_backend_free(p->vae_be);
         cq_qi21_free(p->dit);
         cq_qwen3_free(p->te);
@@ -181,7 +181,7 @@ cq_status cq_qi21_pipe_load(const cq_cmf *cmf, cq_backend *be, cq_qi21_pipe **ou
 
 void cq_qi21_pipe_free(cq_qi21_pipe *p) {
     if (!p) return;
-    cq_qvae_free(p->vae);
+    cq_qi21_vae_free(p->vae);
     cq_backend_free(p->vae_be);
     cq_qi21_free(p->dit);
     cq_qwen3_free(p->te);
@@ -299,7 +299,7 @@ static int largest_schedulable_side(const cq_flow_config *c, int steps, int side
 cq_status cq_qi21_pipe_check(cq_qi21_pipe *p, const cq_qi21_gen_opts *o) {
     if (!p || !o) return cq_fail(CQ_ERR_INVALID_ARG, "qi21 pipeline: no pipeline or options");
     int lat_w, lat_h;
-    CQ_TRY(cq_qwen21_latent_grid(o->width, o->height, &lat_w, &lat_h));
+    CQ_TRY(cq_qi21_latent_grid(o->width, o->height, &lat_w, &lat_h));
     if (lat_w > cq_qi21_max_side() || lat_h > cq_qi21_max_side())
         return cq_fail(CQ_ERR_INVALID_ARG, "image size %dx%d: the denoiser's position tables allow sides up to %d pixels",
                        o->width, o->height, cq_qi21_max_side() * 16);
@@ -372,9 +372,9 @@ cq_status cq_qi21_pipe_generate(cq_qi21_pipe *p, const cq_qi21_gen_opts *o, cq_q
     CQ_TRY(cq_qi21_pipe_check(p, o));
     CQ_TRY(cq_check_cancel("image generation"));
     int lat_w, lat_h;
-    CQ_TRY(cq_qwen21_latent_grid(o->width, o->height, &lat_w, &lat_h));
+    CQ_TRY(cq_qi21_latent_grid(o->width, o->height, &lat_w, &lat_h));
     const cq_qi21_config *dc = cq_qi21_get_config(p->dit);
-    const cq_qvae_config *vc = cq_qvae_get_config(p->vae);
+    const cq_qi21_vae_config *vc = cq_qi21_vae_get_config(p->vae);
     const int C = dc->in_channels, T = lat_h * lat_w;
     bool cfg = o->guidance > 1.0 && o->negative != NULL;
     if (o->guidance > 1.0 && !o->negative)
@@ -392,7 +392,7 @@ cq_status cq_qi21_pipe_generate(cq_qi21_pipe *p, const cq_qi21_gen_opts *o, cq_q
     if (!x || !v || !z || (cfg && !vn)) s = CQ_ERR_NOMEM;
 
     if (s == CQ_OK)
-        s = cq_qwen21_initial_latents(o->seed, o->noise_bf16 ? CQ_TORCH_BF16 : CQ_TORCH_F32,
+        s = cq_qi21_initial_latents(o->seed, o->noise_bf16 ? CQ_TORCH_BF16 : CQ_TORCH_F32,
                                       cq_torch_f32_kernel_native(), 1, C, lat_h, lat_w, x);
     if (s == CQ_OK) s = cq_flow_schedule_make(&p->sched, o->steps, T, &sch);
     /* text tower + prefill, once per prompt */
@@ -425,13 +425,13 @@ cq_status cq_qi21_pipe_generate(cq_qi21_pipe *p, const cq_qi21_gen_opts *o, cq_q
     if (s == CQ_OK) phase(o, CQ_QI21_PHASE_VAE);
     double t_vae = cq_now();
     if (s == CQ_OK) {
-        cq_qwen21_unpack_latents(x, z, 1, C, lat_h, lat_w);
-        s = cq_qvae_denormalize(p->vae, z, lat_h, lat_w, CQ_QVAE_PLANAR);
+        cq_qi21_unpack_latents(x, z, 1, C, lat_h, lat_w);
+        s = cq_qi21_vae_denormalize(p->vae, z, lat_h, lat_w, CQ_QI21_VAE_PLANAR);
         res->channels = vc->image_channels;
         res->image = cq_mallocn((size_t)vc->image_channels * (size_t)o->width * o->height, sizeof(float));
         if (s == CQ_OK && !res->image) s = CQ_ERR_NOMEM;
     }
-    if (s == CQ_OK) s = cq_qvae_decode(p->vae, z, lat_h, lat_w, CQ_QVAE_PLANAR, res->image);
+    if (s == CQ_OK) s = cq_qi21_vae_decode(p->vae, z, lat_h, lat_w, CQ_QI21_VAE_PLANAR, res->image);
     t_vae = cq_now() - t_vae;
     if (s == CQ_OK) phase(o, CQ_QI21_PHASE_DONE);
     if (s == CQ_OK) {

@@ -17,7 +17,7 @@
 
 _Static_assert(FLT_EVAL_METHOD == 0, "schedule needs FLT_EVAL_METHOD == 0");
 
-void cq_flow_config_qwen21(cq_flow_config *c) {
+void cq_flow_config_qi21(cq_flow_config *c) {
     memset(c, 0, sizeof *c);
     c->num_train_timesteps = 1000;
     c->use_dynamic_shifting = true;

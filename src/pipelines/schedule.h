@@ -53,7 +53,7 @@ typedef struct cq_flow_config {
 } cq_flow_config;
 
 /* Qwen/Qwen-Image-2.1 scheduler/scheduler_config.json. */
-void cq_flow_config_qwen21(cq_flow_config *c);
+void cq_flow_config_qi21(cq_flow_config *c);
 
 /* Read a diffusers scheduler_config.json (len bytes, not NUL-terminated
  * needed). Missing keys keep the diffusers defaults of the class; options

@@ -39,7 +39,7 @@ enum { F32, DEFAULT, CODECS };
 
 static cq_backend *g_be, *g_cpu;
 static cq_cmf *g_cmf[2][CODECS];
-static cq_qvae *g_vae[2][CODECS], *g_cpu_vae[2][CODECS];
+static cq_qi21_vae *g_vae[2][CODECS], *g_cpu_vae[2][CODECS];
 static cq_st *g_gold[2];
 static bool g_have;
 
@@ -56,8 +56,8 @@ static int setup(void **state) {
         g_gold[i] = vg_open_golden(k_names[i]);
         for (int q = 0; q < CODECS; q++) {
             g_cmf[i][q] = vg_convert(k_names[i], q == F32 ? CQ_DTYPE_F32 : -1);
-            if (cq_qvae_load(g_cmf[i][q], "vae.", g_be, &g_vae[i][q]) != CQ_OK ||
-                cq_qvae_load(g_cmf[i][q], "vae.", g_cpu, &g_cpu_vae[i][q]) != CQ_OK) {
+            if (cq_qi21_vae_load(g_cmf[i][q], "vae.", g_be, &g_vae[i][q]) != CQ_OK ||
+                cq_qi21_vae_load(g_cmf[i][q], "vae.", g_cpu, &g_cpu_vae[i][q]) != CQ_OK) {
                 fprintf(stderr, "%s: %s\n", k_names[i], cq_last_error());
                 return -1;
             }
@@ -70,8 +70,8 @@ static int teardown(void **state) {
     (void)state;
     for (int i = 0; i < 2; i++) {
         for (int q = 0; q < CODECS; q++) {
-            cq_qvae_free(g_vae[i][q]);
-            cq_qvae_free(g_cpu_vae[i][q]);
+            cq_qi21_vae_free(g_vae[i][q]);
+            cq_qi21_vae_free(g_cpu_vae[i][q]);
             cq_cmf_close(g_cmf[i][q]);
         }
         cq_st_close(g_gold[i]);
@@ -104,7 +104,7 @@ static void test_default_vs_cpu(void **state) {
     (void)state;
     if (!g_have) skip();
     for (int i = 0; i < 2; i++) {
-        const cq_qvae_config *c = cq_qvae_get_config(g_vae[i][DEFAULT]);
+        const cq_qi21_vae_config *c = cq_qi21_vae_get_config(g_vae[i][DEFAULT]);
         vg_result r = {0};
         for (size_t k = 0; k < VG_SIZES; k++) {
             uint64_t zs[3], xs[3];
@@ -114,10 +114,10 @@ static void test_default_vs_cpu(void **state) {
             float *dev = malloc(sizeof(float) * ni), *cpu = malloc(sizeof(float) * ni);
             float *mdev = malloc(sizeof(float) * nm), *mcpu = malloc(sizeof(float) * nm);
             assert_true(dev && cpu && mdev && mcpu);
-            assert_int_equal(cq_qvae_decode(g_vae[i][DEFAULT], z, (int)zs[1], (int)zs[2], CQ_QVAE_PLANAR, dev), CQ_OK);
-            assert_int_equal(cq_qvae_decode(g_cpu_vae[i][DEFAULT], z, (int)zs[1], (int)zs[2], CQ_QVAE_PLANAR, cpu), CQ_OK);
-            assert_int_equal(cq_qvae_encode(g_vae[i][DEFAULT], x, (int)xs[1], (int)xs[2], CQ_QVAE_PLANAR, mdev), CQ_OK);
-            assert_int_equal(cq_qvae_encode(g_cpu_vae[i][DEFAULT], x, (int)xs[1], (int)xs[2], CQ_QVAE_PLANAR, mcpu), CQ_OK);
+            assert_int_equal(cq_qi21_vae_decode(g_vae[i][DEFAULT], z, (int)zs[1], (int)zs[2], CQ_QI21_VAE_PLANAR, dev), CQ_OK);
+            assert_int_equal(cq_qi21_vae_decode(g_cpu_vae[i][DEFAULT], z, (int)zs[1], (int)zs[2], CQ_QI21_VAE_PLANAR, cpu), CQ_OK);
+            assert_int_equal(cq_qi21_vae_encode(g_vae[i][DEFAULT], x, (int)xs[1], (int)xs[2], CQ_QI21_VAE_PLANAR, mdev), CQ_OK);
+            assert_int_equal(cq_qi21_vae_encode(g_cpu_vae[i][DEFAULT], x, (int)xs[1], (int)xs[2], CQ_QI21_VAE_PLANAR, mcpu), CQ_OK);
             double rd, re;
             r.dec = fmax(r.dec, vg_rel_err(dev, cpu, ni, &rd));
             r.enc = fmax(r.enc, vg_rel_err(mdev, mcpu, nm, &re));
@@ -141,25 +141,25 @@ static void test_default_vs_cpu(void **state) {
 static void test_bands(void **state) {
     (void)state;
     if (!g_have) skip();
-    cq_qvae *v = g_vae[1][F32];
-    const cq_qvae_config *c = cq_qvae_get_config(v);
+    cq_qi21_vae *v = g_vae[1][F32];
+    const cq_qi21_vae_config *c = cq_qi21_vae_get_config(v);
     uint64_t zs[3];
     float *z = vg_tensor(g_gold[1], k_names[1], "z", "l", zs);
     const size_t n = (size_t)c->image_channels * zs[1] * zs[2] * (size_t)(c->spatial_factor * c->spatial_factor);
     float *whole = malloc(sizeof(float) * n), *band = malloc(sizeof(float) * n);
     assert_true(whole && band);
-    cq_qvae_set_band_rows(v, INT_MAX);
-    assert_int_equal(cq_qvae_decode(v, z, (int)zs[1], (int)zs[2], CQ_QVAE_PLANAR, whole), CQ_OK);
+    cq_qi21_vae_set_band_rows(v, INT_MAX);
+    assert_int_equal(cq_qi21_vae_decode(v, z, (int)zs[1], (int)zs[2], CQ_QI21_VAE_PLANAR, whole), CQ_OK);
     const size_t plane = (size_t)zs[1] * zs[2];
     for (uint64_t ch = 0; ch < zs[0]; ch++) memset(z + ch * plane + (zs[1] / 2) * zs[2], 0, sizeof(float) * zs[2]);
-    assert_int_equal(cq_qvae_decode(v, z, (int)zs[1], (int)zs[2], CQ_QVAE_PLANAR, band), CQ_OK);
+    assert_int_equal(cq_qi21_vae_decode(v, z, (int)zs[1], (int)zs[2], CQ_QI21_VAE_PLANAR, band), CQ_OK);
     const double wrong = vg_rel_err(band, whole, n, NULL);
     free(z);
     z = vg_tensor(g_gold[1], k_names[1], "z", "l", zs);
     static const int rows[] = {1, 7};
     for (size_t r = 0; r < CQ_ARRAY_LEN(rows); r++) {
-        cq_qvae_set_band_rows(v, rows[r]);
-        assert_int_equal(cq_qvae_decode(v, z, (int)zs[1], (int)zs[2], CQ_QVAE_PLANAR, band), CQ_OK);
+        cq_qi21_vae_set_band_rows(v, rows[r]);
+        assert_int_equal(cq_qi21_vae_decode(v, z, (int)zs[1], (int)zs[2], CQ_QI21_VAE_PLANAR, band), CQ_OK);
         double rms;
         const double e = vg_rel_err(band, whole, n, &rms);
         printf("  %s on %s, bands of %d rows against the whole image: max err/RMS %.3g, RMS err %.3g (a zeroed latent "
@@ -168,7 +168,7 @@ static void test_bands(void **state) {
             fail_msg("bands of %d rows: %.3g / %.3g from the whole image (bounds %.0e / %.0e, and 1/10 of %.3g)",
                      rows[r], e, rms, DEVICE_MAX, DEVICE_RMS, wrong);
     }
-    cq_qvae_set_band_rows(v, 0);
+    cq_qi21_vae_set_band_rows(v, 0);
     free(z);
     free(whole);
     free(band);

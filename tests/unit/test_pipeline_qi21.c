@@ -131,7 +131,7 @@ static void run_case(cq_qi21_pipe *pipe, const cq_st *exp, const char *name, con
     float *want_noise = read_tensor(exp, key, &n);
     float *noise = malloc(n * sizeof(float));
     assert_non_null(noise);
-    assert_int_equal(cq_qwen21_initial_latents((uint64_t)seed, CQ_TORCH_F32, cq_torch_f32_kernel_native(), 1,
+    assert_int_equal(cq_qi21_initial_latents((uint64_t)seed, CQ_TORCH_F32, cq_torch_f32_kernel_native(), 1,
                                                (int)(n / (uint64_t)(h / 16 * (w / 16))), h / 16, w / 16, noise),
                      CQ_OK);
     assert_memory_equal(noise, want_noise, n * sizeof(float));

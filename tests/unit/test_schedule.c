@@ -17,7 +17,7 @@
 
 #define SCHED_DIR CQ_SOURCE_DIR "/tests/golden/schedule"
 
-static const char qwen21_config_json[] =
+static const char qi21_config_json[] =
     "{\"_class_name\": \"FlowMatchEulerDiscreteScheduler\", \"base_image_seq_len\": 256, \"base_shift\": 0.5,"
     " \"invert_sigmas\": false, \"max_image_seq_len\": 8192, \"max_shift\": 0.9, \"num_train_timesteps\": 1000,"
     " \"shift\": 1.0, \"shift_terminal\": 0.02, \"stochastic_sampling\": false, \"time_shift_type\": "
@@ -36,8 +36,8 @@ static void assert_config_equal(const cq_flow_config *a, const cq_flow_config *b
 static void test_config_parse(void **state) {
     (void)state;
     cq_flow_config want, got;
-    cq_flow_config_qwen21(&want);
-    assert_int_equal(cq_flow_config_parse(qwen21_config_json, strlen(qwen21_config_json), &got), CQ_OK);
+    cq_flow_config_qi21(&want);
+    assert_int_equal(cq_flow_config_parse(qi21_config_json, strlen(qi21_config_json), &got), CQ_OK);
     assert_config_equal(&got, &want);
     /* missing keys take the class defaults; null shift_terminal disables it */
     const char *partial = "{\"use_dynamic_shifting\": true, \"shift_terminal\": null, \"time_shift_type\": \"linear\"}";
@@ -64,7 +64,7 @@ static void test_config_parse(void **state) {
 static void test_mu_and_linspace(void **state) {
     (void)state;
     cq_flow_config c;
-    cq_flow_config_qwen21(&c);
+    cq_flow_config_qi21(&c);
     assert_true(fabs(cq_flow_mu(&c, 256) - 0.5) < 1e-15);
     assert_true(fabs(cq_flow_mu(&c, 8192) - 0.9) < 1e-15);
     assert_true(fabs(cq_flow_mu(&c, 4224) - 0.7) < 1e-15); /* halfway */
@@ -91,7 +91,7 @@ static void schedule_f64(const cq_flow_config *c, int n, int64_t seq, double *si
 static void test_schedule_formula(void **state) {
     (void)state;
     cq_flow_config c;
-    cq_flow_config_qwen21(&c);
+    cq_flow_config_qi21(&c);
     const int steps[] = {2, 3, 8, 20, 40, 50, 200};
     const int64_t seqs[] = {64, 256, 1024, 4096, 6724, 16384};
     for (size_t a = 0; a < CQ_ARRAY_LEN(steps); a++) {
@@ -146,22 +146,22 @@ static void test_steps_by_hand(void **state) {
 static void test_latent_layout(void **state) {
     (void)state;
     int w = 0, h = 0;
-    assert_int_equal(cq_qwen21_latent_grid(1024, 768, &w, &h), CQ_OK);
+    assert_int_equal(cq_qi21_latent_grid(1024, 768, &w, &h), CQ_OK);
     assert_int_equal(w, 64);
     assert_int_equal(h, 48);
-    assert_int_equal(cq_qwen21_latent_grid(1328, 1328, &w, &h), CQ_ERR_INVALID_ARG);
+    assert_int_equal(cq_qi21_latent_grid(1328, 1328, &w, &h), CQ_ERR_INVALID_ARG);
     assert_non_null(strstr(cq_last_error(), "1312x1312"));
-    assert_int_equal(cq_qwen21_latent_grid(16, 64, &w, &h), CQ_ERR_INVALID_ARG);
+    assert_int_equal(cq_qi21_latent_grid(16, 64, &w, &h), CQ_ERR_INVALID_ARG);
 
     /* tokens[b][y*w + x][c] = noise[(b*C + c)*h*w + y*w + x] */
     enum { B = 2, C = 3, H = 2, W = 4 };
     float chw[B * C * H * W], tok[B * C * H * W], back[B * C * H * W];
     for (int i = 0; i < B * C * H * W; i++) chw[i] = (float)i;
-    cq_qwen21_pack_latents(chw, tok, B, C, H, W);
+    cq_qi21_pack_latents(chw, tok, B, C, H, W);
     for (int b = 0; b < B; b++)
         for (int c = 0; c < C; c++)
             for (int t = 0; t < H * W; t++) assert_true(tok[(b * H * W + t) * C + c] == chw[(b * C + c) * H * W + t]);
-    cq_qwen21_unpack_latents(tok, back, B, C, H, W);
+    cq_qi21_unpack_latents(tok, back, B, C, H, W);
     assert_memory_equal(back, chw, sizeof chw);
 
     /* initial latents = one generator's randn over (B,1,C,h,w), packed */
@@ -173,15 +173,15 @@ static void test_latent_layout(void **state) {
     cq_torch_gen g;
     cq_torch_gen_seed(&g, 77);
     assert_int_equal(cq_torch_randn_f32(&g, CQ_TORCH_F32_CEPHES, raw, 2 * 64 * 4 * 6), CQ_OK);
-    cq_qwen21_pack_latents(raw, want, 2, 64, 4, 6);
-    assert_int_equal(cq_qwen21_initial_latents(77, CQ_TORCH_F32, CQ_TORCH_F32_CEPHES, 2, 64, 4, 6, got), CQ_OK);
+    cq_qi21_pack_latents(raw, want, 2, 64, 4, 6);
+    assert_int_equal(cq_qi21_initial_latents(77, CQ_TORCH_F32, CQ_TORCH_F32_CEPHES, 2, 64, 4, 6, got), CQ_OK);
     assert_memory_equal(got, want, sizeof(float) * 2 * 64 * 4 * 6);
     uint16_t bf[64];
     cq_torch_gen_seed(&g, 78);
     assert_int_equal(cq_torch_randn_bf16(&g, bf, 64), CQ_OK);
-    assert_int_equal(cq_qwen21_initial_latents(78, CQ_TORCH_BF16, CQ_TORCH_F32_CEPHES, 1, 64, 1, 1, got), CQ_OK);
+    assert_int_equal(cq_qi21_initial_latents(78, CQ_TORCH_BF16, CQ_TORCH_F32_CEPHES, 1, 64, 1, 1, got), CQ_OK);
     for (int i = 0; i < 64; i++) assert_true(got[i] == cq_torch_bf16_to_f32(bf[i]));
-    assert_int_equal(cq_qwen21_initial_latents(1, CQ_TORCH_F32, CQ_TORCH_F32_CEPHES, 0, 64, 4, 6, got),
+    assert_int_equal(cq_qi21_initial_latents(1, CQ_TORCH_F32, CQ_TORCH_F32_CEPHES, 0, 64, 4, 6, got),
                      CQ_ERR_INVALID_ARG);
     free(want);
     free(raw);
@@ -238,7 +238,7 @@ static void test_golden_schedule(void **state) {
     if (!have_golden()) skip();
     cJSON *root = load_golden();
     cq_flow_config c;
-    cq_flow_config_qwen21(&c);
+    cq_flow_config_qi21(&c);
     int n_cases = 0, n_ts = 0;
     const cJSON *cs;
     cJSON_ArrayForEach(cs, cJSON_GetObjectItem(root, "cases")) {
@@ -246,7 +246,7 @@ static void test_golden_schedule(void **state) {
         const int64_t seq = (int64_t)cJSON_GetObjectItem(cs, "image_seq_len")->valuedouble;
         /* the pipeline's grid for the size it renders */
         int lw = 0, lh = 0;
-        assert_int_equal(cq_qwen21_latent_grid(cJSON_GetObjectItem(cs, "render_width")->valueint,
+        assert_int_equal(cq_qi21_latent_grid(cJSON_GetObjectItem(cs, "render_width")->valueint,
                                                cJSON_GetObjectItem(cs, "render_height")->valueint, &lw, &lh),
                          CQ_OK);
         assert_int_equal(lw, cJSON_GetObjectItem(cs, "latent_w")->valueint);
@@ -294,7 +294,7 @@ static void test_golden_euler_cfg(void **state) {
     if (!have_golden()) skip();
     cJSON *root = load_golden();
     cq_flow_config c;
-    cq_flow_config_qwen21(&c);
+    cq_flow_config_qi21(&c);
     int n_euler = 0, n_cfg = 0;
     const cJSON *e;
     cJSON_ArrayForEach(e, cJSON_GetObjectItem(root, "euler")) {

@@ -33,7 +33,7 @@ typedef struct fixture {
     char name[16];
     cq_cmf *cmf;
     cq_backend *be;
-    cq_qvae *vae;
+    cq_qi21_vae *vae;
     cq_st *gold;
 } fixture;
 
@@ -47,12 +47,12 @@ static void open_fixture(fixture *f, const char *name, int quant) {
     snprintf(f->name, sizeof f->name, "%s", name);
     f->cmf = vg_convert(name, quant);
     assert_int_equal(cq_backend_cpu_create(2, CQ_CPU_AUTO, &f->be), CQ_OK);
-    if (cq_qvae_load(f->cmf, "vae.", f->be, &f->vae) != CQ_OK) fail_msg("load %s: %s", name, cq_last_error());
+    if (cq_qi21_vae_load(f->cmf, "vae.", f->be, &f->vae) != CQ_OK) fail_msg("load %s: %s", name, cq_last_error());
     f->gold = vg_open_golden(name);
 }
 
 static void close_fixture(fixture *f) {
-    cq_qvae_free(f->vae);
+    cq_qi21_vae_free(f->vae);
     cq_backend_free(f->be);
     cq_cmf_close(f->cmf);
     cq_st_close(f->gold);
@@ -92,24 +92,24 @@ static void test_golden_f16(void **state) {
  * results; returns the whole-image and the smallest banded peaks. */
 static void bands_case(fixture *f, const char *label, const float *z, int h, int w, const float *x, const int *rows,
                        size_t n_rows, size_t peaks[4]) {
-    const cq_qvae_config *c = cq_qvae_get_config(f->vae);
+    const cq_qi21_vae_config *c = cq_qi21_vae_get_config(f->vae);
     const int F = c->spatial_factor, H = h * F, W = w * F;
     size_t n_img = (size_t)c->image_channels * H * W, n_mom = (size_t)2 * c->z_dim * h * w;
     float *whole = malloc(sizeof(float) * n_img), *band = malloc(sizeof(float) * n_img);
     float *mwhole = malloc(sizeof(float) * n_mom), *mband = malloc(sizeof(float) * n_mom);
-    cq_qvae_set_band_rows(f->vae, INT_MAX);
-    assert_int_equal(cq_qvae_decode(f->vae, z, h, w, CQ_QVAE_PLANAR, whole), CQ_OK);
-    peaks[0] = cq_qvae_last_peak_bytes(f->vae);
-    assert_int_equal(cq_qvae_encode(f->vae, x, H, W, CQ_QVAE_PLANAR, mwhole), CQ_OK);
-    peaks[2] = cq_qvae_last_peak_bytes(f->vae);
+    cq_qi21_vae_set_band_rows(f->vae, INT_MAX);
+    assert_int_equal(cq_qi21_vae_decode(f->vae, z, h, w, CQ_QI21_VAE_PLANAR, whole), CQ_OK);
+    peaks[0] = cq_qi21_vae_last_peak_bytes(f->vae);
+    assert_int_equal(cq_qi21_vae_encode(f->vae, x, H, W, CQ_QI21_VAE_PLANAR, mwhole), CQ_OK);
+    peaks[2] = cq_qi21_vae_last_peak_bytes(f->vae);
     peaks[1] = peaks[3] = SIZE_MAX;
     for (size_t r = 0; r < n_rows; r++) {
-        cq_qvae_set_band_rows(f->vae, rows[r]);
-        assert_int_equal(cq_qvae_decode(f->vae, z, h, w, CQ_QVAE_PLANAR, band), CQ_OK);
-        size_t peak = cq_qvae_last_peak_bytes(f->vae);
+        cq_qi21_vae_set_band_rows(f->vae, rows[r]);
+        assert_int_equal(cq_qi21_vae_decode(f->vae, z, h, w, CQ_QI21_VAE_PLANAR, band), CQ_OK);
+        size_t peak = cq_qi21_vae_last_peak_bytes(f->vae);
         double e = rel_err(band, whole, n_img);
-        assert_int_equal(cq_qvae_encode(f->vae, x, H, W, CQ_QVAE_PLANAR, mband), CQ_OK);
-        size_t epeak = cq_qvae_last_peak_bytes(f->vae);
+        assert_int_equal(cq_qi21_vae_encode(f->vae, x, H, W, CQ_QI21_VAE_PLANAR, mband), CQ_OK);
+        size_t epeak = cq_qi21_vae_last_peak_bytes(f->vae);
         double ee = rel_err(mband, mwhole, n_mom);
         printf("  %s %s, bands of %d rows: decode vs whole %.3g (peak %zu vs %zu bytes), encode %.3g (peak %zu vs %zu)\n",
                f->name, label, rows[r], e, peak, peaks[0], ee, epeak, peaks[2]);
@@ -118,7 +118,7 @@ static void bands_case(fixture *f, const char *label, const float *z, int h, int
         if (peak < peaks[1]) peaks[1] = peak;
         if (epeak < peaks[3]) peaks[3] = epeak;
     }
-    cq_qvae_set_band_rows(f->vae, 0);
+    cq_qi21_vae_set_band_rows(f->vae, 0);
     free(whole);
     free(band);
     free(mwhole);
@@ -141,7 +141,7 @@ static void test_bands(void **state) {
         free(z);
         free(x);
         /* 32 x 5 latents -> 512 x 80 pixels */
-        const cq_qvae_config *c = cq_qvae_get_config(f->vae);
+        const cq_qi21_vae_config *c = cq_qi21_vae_get_config(f->vae);
         const int h = 32, w = 5, H = h * c->spatial_factor, W = w * c->spatial_factor;
         tu_rng rng;
         tu_rng_seed(&rng, 77 + (uint64_t)i);
@@ -168,7 +168,7 @@ static void test_layouts_and_norm(void **state) {
     (void)state;
     if (!g_have) skip();
     fixture *f = &g_fx[1][0];
-    const cq_qvae_config *c = cq_qvae_get_config(f->vae);
+    const cq_qi21_vae_config *c = cq_qi21_vae_get_config(f->vae);
     uint64_t zs[3], xs[3];
     float *z = golden(f, "z", "m", zs), *x = golden(f, "x", "m", xs);
     const int h = (int)zs[1], w = (int)zs[2], H = (int)xs[1], W = (int)xs[2], Z = c->z_dim, C = c->image_channels;
@@ -180,19 +180,19 @@ static void test_layouts_and_norm(void **state) {
         for (int k = 0; k < C; k++) xl[i * C + k] = x[k * H * W + i];
     float *ip = malloc(sizeof(float) * ni), *il = malloc(sizeof(float) * ni);
     float *mp = malloc(sizeof(float) * nm), *ml = malloc(sizeof(float) * nm);
-    assert_int_equal(cq_qvae_decode(f->vae, z, h, w, CQ_QVAE_PLANAR, ip), CQ_OK);
-    assert_int_equal(cq_qvae_decode(f->vae, zl, h, w, CQ_QVAE_CHANNELS_LAST, il), CQ_OK);
+    assert_int_equal(cq_qi21_vae_decode(f->vae, z, h, w, CQ_QI21_VAE_PLANAR, ip), CQ_OK);
+    assert_int_equal(cq_qi21_vae_decode(f->vae, zl, h, w, CQ_QI21_VAE_CHANNELS_LAST, il), CQ_OK);
     for (int i = 0; i < H * W; i++)
         for (int k = 0; k < C; k++) assert_memory_equal(&il[i * C + k], &ip[k * H * W + i], sizeof(float));
     for (size_t i = 0; i < ni; i++) assert_true(ip[i] >= -1.0f && ip[i] <= 1.0f);
-    assert_int_equal(cq_qvae_encode(f->vae, x, H, W, CQ_QVAE_PLANAR, mp), CQ_OK);
-    assert_int_equal(cq_qvae_encode(f->vae, xl, H, W, CQ_QVAE_CHANNELS_LAST, ml), CQ_OK);
+    assert_int_equal(cq_qi21_vae_encode(f->vae, x, H, W, CQ_QI21_VAE_PLANAR, mp), CQ_OK);
+    assert_int_equal(cq_qi21_vae_encode(f->vae, xl, H, W, CQ_QI21_VAE_CHANNELS_LAST, ml), CQ_OK);
     for (int i = 0; i < h * w; i++)
         for (int k = 0; k < 2 * Z; k++) assert_memory_equal(&ml[i * 2 * Z + k], &mp[k * h * w + i], sizeof(float));
     /* latents_mean = 0.1 k, latents_std = 1 + 0.25 k in the golden configs */
     float v[2 * 2 * 4];
     memcpy(v, z, sizeof v);
-    assert_int_equal(cq_qvae_denormalize(f->vae, v, 2, 2, CQ_QVAE_PLANAR), CQ_OK);
+    assert_int_equal(cq_qi21_vae_denormalize(f->vae, v, 2, 2, CQ_QI21_VAE_PLANAR), CQ_OK);
     for (int k = 0; k < Z; k++) {
         assert_float_equal(c->latents_mean[k], (float)(0.1 * k), 0.0f);
         assert_float_equal(c->latents_std[k], (float)(1.0 + 0.25 * k), 0.0f);
@@ -201,7 +201,7 @@ static void test_layouts_and_norm(void **state) {
             assert_float_equal(v[k * 4 + i], t + c->latents_mean[k], 0.0f);
         }
     }
-    assert_int_equal(cq_qvae_normalize(f->vae, v, 2, 2, CQ_QVAE_PLANAR), CQ_OK);
+    assert_int_equal(cq_qi21_vae_normalize(f->vae, v, 2, 2, CQ_QI21_VAE_PLANAR), CQ_OK);
     for (int i = 0; i < 16; i++) assert_float_equal(v[i], z[i], 1e-6f * (1.0f + fabsf(z[i])));
     free(z);
     free(x);
@@ -218,18 +218,18 @@ static void test_errors(void **state) {
     if (!g_have) skip();
     fixture *f = &g_fx[0][0];
     float buf[4 * 48 * 48] = {0}, out[32 * 9];
-    assert_int_equal(cq_qvae_encode(f->vae, buf, 40, 48, CQ_QVAE_PLANAR, out), CQ_ERR_SHAPE);
+    assert_int_equal(cq_qi21_vae_encode(f->vae, buf, 40, 48, CQ_QI21_VAE_PLANAR, out), CQ_ERR_SHAPE);
     assert_non_null(strstr(cq_last_error(), "multiple of 16"));
-    assert_int_equal(cq_qvae_encode(f->vae, buf, 0, 48, CQ_QVAE_PLANAR, out), CQ_ERR_SHAPE);
-    assert_int_equal(cq_qvae_decode(f->vae, buf, 0, 3, CQ_QVAE_PLANAR, out), CQ_ERR_SHAPE);
-    assert_int_equal(cq_qvae_decode(f->vae, buf, 2, 3, (cq_qvae_layout)7, out), CQ_ERR_INVALID_ARG);
-    assert_int_equal(cq_qvae_decode(f->vae, NULL, 2, 3, CQ_QVAE_PLANAR, out), CQ_ERR_INVALID_ARG);
-    assert_int_equal(cq_qvae_decode(f->vae, buf, 2, 3, CQ_QVAE_PLANAR, NULL), CQ_ERR_INVALID_ARG);
-    cq_qvae *v = NULL;
-    assert_int_equal(cq_qvae_load(f->cmf, "nope.", f->be, &v), CQ_ERR_MISSING);
+    assert_int_equal(cq_qi21_vae_encode(f->vae, buf, 0, 48, CQ_QI21_VAE_PLANAR, out), CQ_ERR_SHAPE);
+    assert_int_equal(cq_qi21_vae_decode(f->vae, buf, 0, 3, CQ_QI21_VAE_PLANAR, out), CQ_ERR_SHAPE);
+    assert_int_equal(cq_qi21_vae_decode(f->vae, buf, 2, 3, (cq_qi21_vae_layout)7, out), CQ_ERR_INVALID_ARG);
+    assert_int_equal(cq_qi21_vae_decode(f->vae, NULL, 2, 3, CQ_QI21_VAE_PLANAR, out), CQ_ERR_INVALID_ARG);
+    assert_int_equal(cq_qi21_vae_decode(f->vae, buf, 2, 3, CQ_QI21_VAE_PLANAR, NULL), CQ_ERR_INVALID_ARG);
+    cq_qi21_vae *v = NULL;
+    assert_int_equal(cq_qi21_vae_load(f->cmf, "nope.", f->be, &v), CQ_ERR_MISSING);
     assert_non_null(strstr(cq_last_error(), "nope.config_json"));
     assert_null(v);
-    cq_qvae_free(NULL);
+    cq_qi21_vae_free(NULL);
 }
 
 /* Converts vae_a with `drop` globs into a file of its own; the conversion's status. */
@@ -253,22 +253,22 @@ static void test_decoder_only(void **state) {
     static const char *const dec_only[] = {"vae.encoder.*", "vae.quant_conv.*"};
     assert_int_equal(convert_dropping(dec_only, 2, "vae_dec_only", path, sizeof path), CQ_OK);
     cq_cmf *cmf = NULL;
-    cq_qvae *v = NULL;
+    cq_qi21_vae *v = NULL;
     assert_int_equal(cq_cmf_open(path, &cmf), CQ_OK);
-    assert_int_equal(cq_qvae_load(cmf, "vae.", f->be, &v), CQ_OK);
-    assert_false(cq_qvae_get_config(v)->has_encoder);
-    assert_true(cq_qvae_get_config(f->vae)->has_encoder);
+    assert_int_equal(cq_qi21_vae_load(cmf, "vae.", f->be, &v), CQ_OK);
+    assert_false(cq_qi21_vae_get_config(v)->has_encoder);
+    assert_true(cq_qi21_vae_get_config(f->vae)->has_encoder);
     uint64_t zs[3];
     float *z = golden(f, "z", "s", zs);
-    const cq_qvae_config *c = cq_qvae_get_config(v);
+    const cq_qi21_vae_config *c = cq_qi21_vae_get_config(v);
     size_t n = (size_t)c->image_channels * zs[1] * zs[2] * (size_t)(c->spatial_factor * c->spatial_factor);
     float *a = malloc(n * sizeof(float)), *b = malloc(n * sizeof(float));
-    assert_int_equal(cq_qvae_decode(f->vae, z, (int)zs[1], (int)zs[2], CQ_QVAE_PLANAR, a), CQ_OK);
-    assert_int_equal(cq_qvae_decode(v, z, (int)zs[1], (int)zs[2], CQ_QVAE_PLANAR, b), CQ_OK);
+    assert_int_equal(cq_qi21_vae_decode(f->vae, z, (int)zs[1], (int)zs[2], CQ_QI21_VAE_PLANAR, a), CQ_OK);
+    assert_int_equal(cq_qi21_vae_decode(v, z, (int)zs[1], (int)zs[2], CQ_QI21_VAE_PLANAR, b), CQ_OK);
     assert_memory_equal(a, b, n * sizeof(float));
-    assert_int_equal(cq_qvae_encode(v, a, 16, 16, CQ_QVAE_PLANAR, b), CQ_ERR_UNSUPPORTED);
+    assert_int_equal(cq_qi21_vae_encode(v, a, 16, 16, CQ_QI21_VAE_PLANAR, b), CQ_ERR_UNSUPPORTED);
     assert_non_null(strstr(cq_last_error(), "no encoder"));
-    cq_qvae_free(v);
+    cq_qi21_vae_free(v);
     cq_cmf_close(cmf);
     free(z);
     free(a);
@@ -277,7 +277,7 @@ static void test_decoder_only(void **state) {
     static const char *const half[] = {"vae.quant_conv.*"};
     assert_int_equal(convert_dropping(half, 1, "vae_half_enc", path, sizeof path), CQ_OK);
     assert_int_equal(cq_cmf_open(path, &cmf), CQ_OK);
-    assert_int_equal(cq_qvae_load(cmf, "vae.", f->be, &v), CQ_ERR_MISSING);
+    assert_int_equal(cq_qi21_vae_load(cmf, "vae.", f->be, &v), CQ_ERR_MISSING);
     assert_non_null(strstr(cq_last_error(), "all or nothing"));
     assert_null(v);
     cq_cmf_close(cmf);
@@ -316,16 +316,16 @@ static void test_ref_backend(void **state) {
     if (!g_have) skip();
     fixture *f = &g_fx[1][0];
     cq_backend *ref;
-    cq_qvae *v;
+    cq_qi21_vae *v;
     assert_int_equal(cq_backend_ref_create(&ref), CQ_OK);
-    if (cq_qvae_load(f->cmf, "vae.", ref, &v) != CQ_OK) fail_msg("load on ref: %s", cq_last_error());
+    if (cq_qi21_vae_load(f->cmf, "vae.", ref, &v) != CQ_OK) fail_msg("load on ref: %s", cq_last_error());
     uint64_t zs[3], is[3], xs[3], ms[3];
     float *z = golden(f, "z", "s", zs), *img = golden(f, "image", "s", is);
     float *x = golden(f, "x", "s", xs), *mom = golden(f, "moments", "s", ms);
     size_t ni = (size_t)(is[0] * is[1] * is[2]), nm = (size_t)(ms[0] * ms[1] * ms[2]);
     float *got = malloc(sizeof(float) * ni), *gm = malloc(sizeof(float) * nm);
-    assert_int_equal(cq_qvae_decode(v, z, (int)zs[1], (int)zs[2], CQ_QVAE_PLANAR, got), CQ_OK);
-    assert_int_equal(cq_qvae_encode(v, x, (int)xs[1], (int)xs[2], CQ_QVAE_PLANAR, gm), CQ_OK);
+    assert_int_equal(cq_qi21_vae_decode(v, z, (int)zs[1], (int)zs[2], CQ_QI21_VAE_PLANAR, got), CQ_OK);
+    assert_int_equal(cq_qi21_vae_encode(v, x, (int)xs[1], (int)xs[2], CQ_QI21_VAE_PLANAR, gm), CQ_OK);
     double ed = rel_err(got, img, ni), ee = rel_err(gm, mom, nm);
     printf("  vae_b s on the reference backend: decode %.3g, encode %.3g (max err / RMS)\n", ed, ee);
     if (ed > 1e-4 || ee > 1e-4) fail_msg("ref backend: decode %.3g, encode %.3g > 1e-4", ed, ee);
@@ -335,7 +335,7 @@ static void test_ref_backend(void **state) {
     free(mom);
     free(got);
     free(gm);
-    cq_qvae_free(v);
+    cq_qi21_vae_free(v);
     cq_backend_free(ref);
 }
 
@@ -371,8 +371,8 @@ static void bad_config(const char *from, const char *to, cq_status want, const c
     if (s != CQ_OK) fail_msg("convert: %s", cq_last_error());
     cq_cmf *cmf;
     assert_int_equal(cq_cmf_open(out, &cmf), CQ_OK);
-    cq_qvae *v = NULL;
-    s = cq_qvae_load(cmf, "vae.", g_fx[1][0].be, &v);
+    cq_qi21_vae *v = NULL;
+    s = cq_qi21_vae_load(cmf, "vae.", g_fx[1][0].be, &v);
     if (s != want || !strstr(cq_last_error(), msg))
         fail_msg("config with '%s': got %s '%s', want %s containing '%s'", to, cq_status_str(s), cq_last_error(),
                  cq_status_str(want), msg);
@@ -412,34 +412,34 @@ static void test_progress_and_edges(void **state) {
     (void)state;
     if (!g_have) skip();
     fixture *f = &g_fx[0][0];
-    const cq_qvae_config *c = cq_qvae_get_config(f->vae);
+    const cq_qi21_vae_config *c = cq_qi21_vae_get_config(f->vae);
     const int h = 6, w = 5, F = c->spatial_factor;
     float *z = calloc((size_t)c->z_dim * h * w, sizeof(float)), *img = malloc(sizeof(float) * 4 * h * F * w * F);
     float *mom = malloc(sizeof(float) * 2 * c->z_dim * h * w);
     prog p = {.monotonic = true};
-    cq_qvae_set_progress(f->vae, on_progress, &p);
-    cq_qvae_set_band_rows(f->vae, 32);
-    assert_int_equal(cq_qvae_decode(f->vae, z, h, w, CQ_QVAE_PLANAR, img), CQ_OK);
+    cq_qi21_vae_set_progress(f->vae, on_progress, &p);
+    cq_qi21_vae_set_band_rows(f->vae, 32);
+    assert_int_equal(cq_qi21_vae_decode(f->vae, z, h, w, CQ_QI21_VAE_PLANAR, img), CQ_OK);
     assert_true(p.monotonic);
     assert_int_equal(p.calls, h * F / 32);
     assert_int_equal(p.last_done, (uint64_t)h * F);
     assert_int_equal(p.last_total, (uint64_t)h * F);
     p = (prog){.monotonic = true};
-    assert_int_equal(cq_qvae_encode(f->vae, img, h * F, w * F, CQ_QVAE_PLANAR, mom), CQ_OK);
+    assert_int_equal(cq_qi21_vae_encode(f->vae, img, h * F, w * F, CQ_QI21_VAE_PLANAR, mom), CQ_OK);
     assert_true(p.monotonic && p.calls >= 2);
     assert_int_equal(p.last_done, (uint64_t)h * F);
     p = (prog){.monotonic = true, .stop_after = 2};
-    assert_int_equal(cq_qvae_decode(f->vae, z, h, w, CQ_QVAE_PLANAR, img), CQ_ERR_INTERRUPTED);
+    assert_int_equal(cq_qi21_vae_decode(f->vae, z, h, w, CQ_QI21_VAE_PLANAR, img), CQ_ERR_INTERRUPTED);
     assert_int_equal(p.calls, 2);
     p = (prog){.monotonic = true, .stop_after = 1};
-    assert_int_equal(cq_qvae_encode(f->vae, img, h * F, w * F, CQ_QVAE_PLANAR, mom), CQ_ERR_INTERRUPTED);
-    cq_qvae_set_progress(f->vae, NULL, NULL);
-    cq_qvae_set_band_rows(f->vae, 0);
+    assert_int_equal(cq_qi21_vae_encode(f->vae, img, h * F, w * F, CQ_QI21_VAE_PLANAR, mom), CQ_ERR_INTERRUPTED);
+    cq_qi21_vae_set_progress(f->vae, NULL, NULL);
+    cq_qi21_vae_set_band_rows(f->vae, 0);
     /* one latent pixel <-> one 16x16 tile */
     for (int i = 0; i < c->z_dim; i++) z[i] = 0.5f * (float)(i % 3) - 0.5f;
-    assert_int_equal(cq_qvae_decode(f->vae, z, 1, 1, CQ_QVAE_CHANNELS_LAST, img), CQ_OK);
+    assert_int_equal(cq_qi21_vae_decode(f->vae, z, 1, 1, CQ_QI21_VAE_CHANNELS_LAST, img), CQ_OK);
     for (int i = 0; i < c->image_channels * F * F; i++) assert_true(isfinite(img[i]) && fabsf(img[i]) <= 1.0f);
-    assert_int_equal(cq_qvae_encode(f->vae, img, F, F, CQ_QVAE_CHANNELS_LAST, mom), CQ_OK);
+    assert_int_equal(cq_qi21_vae_encode(f->vae, img, F, F, CQ_QI21_VAE_CHANNELS_LAST, mom), CQ_OK);
     for (int i = 0; i < 2 * c->z_dim; i++) assert_true(isfinite(mom[i]));
     free(z);
     free(img);

@@ -67,8 +67,8 @@ double vg_rel_err(const float *got, const float *ref, size_t n, double *rms_err)
     return mx / sqrt(ss / (double)n);
 }
 
-vg_result vg_run(cq_qvae *vae, const cq_st *gold, const char *label) {
-    const cq_qvae_config *c = cq_qvae_get_config(vae);
+vg_result vg_run(cq_qi21_vae *vae, const cq_st *gold, const char *label) {
+    const cq_qi21_vae_config *c = cq_qi21_vae_get_config(vae);
     vg_result r = {0};
     for (size_t k = 0; k < VG_SIZES; k++) {
         uint64_t zs[3], is[3], xs[3], ms[3];
@@ -80,11 +80,11 @@ vg_result vg_run(cq_qvae *vae, const cq_st *gold, const char *label) {
         size_t n_img = (size_t)(is[0] * is[1] * is[2]), n_mom = (size_t)(ms[0] * ms[1] * ms[2]);
         float *got = malloc(sizeof(float) * n_img), *gm = malloc(sizeof(float) * n_mom);
         assert_true(got && gm);
-        if (cq_qvae_decode(vae, z, (int)zs[1], (int)zs[2], CQ_QVAE_PLANAR, got) != CQ_OK)
+        if (cq_qi21_vae_decode(vae, z, (int)zs[1], (int)zs[2], CQ_QI21_VAE_PLANAR, got) != CQ_OK)
             fail_msg("%s decode %s: %s", label, vg_sizes[k], cq_last_error());
         double rd, re;
         double ed = vg_rel_err(got, img, n_img, &rd);
-        if (cq_qvae_encode(vae, x, (int)xs[1], (int)xs[2], CQ_QVAE_PLANAR, gm) != CQ_OK)
+        if (cq_qi21_vae_encode(vae, x, (int)xs[1], (int)xs[2], CQ_QI21_VAE_PLANAR, gm) != CQ_OK)
             fail_msg("%s encode %s: %s", label, vg_sizes[k], cq_last_error());
         double ee = vg_rel_err(gm, mom, n_mom, &re);
         printf("  %s %s: decode %lldx%lld -> %lldx%lld max err/RMS %.3g (RMS err %.3g); encode %.3g (%.3g)\n", label,

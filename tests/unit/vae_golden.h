@@ -15,7 +15,7 @@
 
 #include "format/cmf.h"
 #include "format/safetensors.h"
-#include "models/qwen_vae.h"
+#include "models/qi21_vae.h"
 
 #define VG_DIR CQ_SOURCE_DIR "/tests/golden/vae"
 #define VG_SIZES 3
@@ -39,6 +39,6 @@ typedef struct vg_result {
     double rms;      /* the larger RMS err / RMS of the two */
 } vg_result;
 /* Decode and encode every size with `vae` against `gold`; `label` names the run in the printout. */
-vg_result vg_run(cq_qvae *vae, const cq_st *gold, const char *label);
+vg_result vg_run(cq_qi21_vae *vae, const cq_st *gold, const char *label);
 
 #endif
