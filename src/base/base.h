@@ -85,6 +85,9 @@ long cq_alloc_fail_at(long n);
 
 /* ---- logging ----------------------------------------------------------- */
 void cq_log(cq_log_level level, const char *fmt, ...) CQ_PRINTF(2, 3);
+/* The lowest level that is logged, keeping the sink (cq_set_log sets both);
+ * the CLI sets it from CORTIQ_LOG. */
+void cq_set_log_level(cq_log_level min_level);
 #define CQ_DEBUG(...) cq_log(CQ_LOG_DEBUG, __VA_ARGS__)
 #define CQ_INFO(...) cq_log(CQ_LOG_INFO, __VA_ARGS__)
 #define CQ_WARN(...) cq_log(CQ_LOG_WARN, __VA_ARGS__)
@@ -119,8 +122,12 @@ void cq_pool_run(cq_pool *p, size_t n_tasks, cq_pool_fn fn, void *arg);
  * issued there is nested (it runs serially, and must not reuse the scratch
  * of the op that runs it). */
 bool cq_pool_in_task(void);
-/* Default thread count: CORTIQ_THREADS, else the number of online cores. */
+/* Default thread count: the one set by cq_set_default_threads, else the
+ * number of online cores. */
 int cq_default_threads(void);
+/* The process's default thread count (<= 0: the online cores again); the
+ * CLI sets it from CORTIQ_THREADS. */
+void cq_set_default_threads(int n);
 
 /* ---- progress -----------------------------------------------------------
  * A one-line progress bar on stderr: drawn in place on a terminal, a line per

@@ -1,6 +1,7 @@
 /*
  * log.c — a settable log sink. The default writes warnings and errors to
- * stderr; CORTIQ_LOG=debug|info|warn|error|none changes the default level.
+ * stderr; cq_set_log_level changes the level (the CLI maps CORTIQ_LOG onto
+ * it).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,16 +13,7 @@
 
 static cq_log_fn g_log_fn;
 static void *g_log_user;
-static int g_log_level = -1; /* -1: not yet read from the environment */
-
-static int env_level(void) {
-    const char *e = getenv("CORTIQ_LOG");
-    if (!e) return CQ_LOG_WARN;
-    static const char *const names[] = {"debug", "info", "warn", "error", "none"};
-    for (int i = 0; i < 5; i++)
-        if (strcasecmp(e, names[i]) == 0) return i;
-    return CQ_LOG_WARN;
-}
+static _Atomic int g_log_level = CQ_LOG_WARN;
 
 void cq_set_log(cq_log_fn fn, void *user, cq_log_level min_level) {
     g_log_fn = fn;
@@ -29,8 +21,9 @@ void cq_set_log(cq_log_fn fn, void *user, cq_log_level min_level) {
     g_log_level = (int)min_level;
 }
 
+void cq_set_log_level(cq_log_level min_level) { g_log_level = (int)min_level; }
+
 void cq_log(cq_log_level level, const char *fmt, ...) {
-    if (g_log_level < 0) g_log_level = env_level();
     if ((int)level < g_log_level) return;
     char buf[2048];
     va_list ap;

@@ -62,15 +62,13 @@ static void *worker_main(void *vp) {
     return NULL;
 }
 
+static _Atomic int g_default_threads; /* 0: the online cores */
+
+void cq_set_default_threads(int n) { g_default_threads = n > 0 ? n : 0; }
+
 int cq_default_threads(void) {
-    const char *e = getenv("CORTIQ_THREADS");
-    if (e && *e) {
-        char *end;
-        long n = strtol(e, &end, 10);
-        if (*end == '\0' && n > 0 && n <= 4096) return (int)n;
-        CQ_WARN("ignoring CORTIQ_THREADS='%s' (want a positive integer)", e);
-    }
-    return cq_cpu()->logical_cores;
+    int n = g_default_threads;
+    return n > 0 ? n : cq_cpu()->logical_cores;
 }
 
 cq_status cq_pool_create(int n_threads, cq_pool **out) {

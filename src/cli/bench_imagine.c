@@ -31,6 +31,7 @@
 
 #include "cli/bench_pack.h"
 #include "cli/cli.h"
+#include "cli/env.h"
 #include "ops/ops.h"
 #include "pipelines/qi21_pipe.h"
 
@@ -368,7 +369,7 @@ int cq_bench_imagine(int argc, char **argv) {
     if (rc || done) return rc;
     bench_run r = {0};
     /* the backend first: a missing GPU fails before gigabytes of weights are written */
-    cq_status s = cq_backend_create(o.m.backend, o.m.threads, &r.be);
+    cq_status s = cq_env_backend_create(o.m.backend, o.m.threads, &r.be);
     if (s != CQ_OK) return fail(&r, s, "creating the backend");
     s = read_input(o.tokenizer, "tokenizer", &r.tok, &r.tok_len);
     if (s == CQ_OK) s = read_input(o.chat_template, "chat template", &r.tmpl, &r.tmpl_len);

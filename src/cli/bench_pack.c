@@ -541,8 +541,8 @@ int cq_bench_model_opt(const char *cmd, int argc, char **argv, int *i, cq_bench_
         if (!cq_cli_parse_int(cmd, a, v, 1, 4096, &n)) return 2;
         o->threads = (int)n;
     } else if (strcmp(a, "--backend") == 0) {
-        if (!v || (strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0 && strncmp(v, "cuda:", 5) != 0))
-            return cq_cli_usage_error(cmd, "--backend must be cpu, cuda or cuda:N");
+        if (!v) return cq_cli_usage_error(cmd, "--backend needs a name");
+        if (cq_backend_lookup(v, NULL, NULL) != CQ_OK) return cq_cli_usage_error(cmd, "%s", cq_last_error());
         o->backend = v;
     } else if (strcmp(a, "--no-verify") == 0) {
         o->no_verify = true;

@@ -27,6 +27,7 @@
 
 #include "cli/bench_pack.h"
 #include "cli/cli.h"
+#include "cli/env.h"
 #include "codec/codec.h"
 #include "models/qi21.h"
 #include "ops/ops.h"
@@ -213,7 +214,7 @@ int cq_bench_qi21(int argc, char **argv) {
     fflush(stdout);
     /* the backend first: a missing GPU fails before gigabytes of weights are written */
     bench_run r = {0};
-    cq_status s = cq_backend_create(o.m.backend, o.m.threads, &r.be);
+    cq_status s = cq_env_backend_create(o.m.backend, o.m.threads, &r.be);
     if (s != CQ_OK) return cq_cli_fail("bench qi21", s, "creating the backend");
     uint64_t wbytes;
     double t0 = cq_now();

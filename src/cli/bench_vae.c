@@ -20,6 +20,7 @@
 
 #include "cli/bench_pack.h"
 #include "cli/cli.h"
+#include "cli/env.h"
 #include "models/qi21_vae.h"
 
 typedef struct bench_opts {
@@ -150,7 +151,7 @@ int cq_bench_vae(int argc, char **argv) {
     if (rc || done) return rc;
     bench_run r = {0};
     /* the backend first: a missing GPU fails before the weights are written */
-    cq_status s = cq_backend_create(o.m.backend, o.m.threads, &r.be);
+    cq_status s = cq_env_backend_create(o.m.backend, o.m.threads, &r.be);
     if (s != CQ_OK) return fail(&r, s, "creating the backend");
     const bool cpu = strncmp(cq_backend_name(r.be), "cpu", 3) == 0 || strcmp(cq_backend_name(r.be), "ref") == 0;
     if (o.repeat == 0) o.repeat = cpu ? 1 : 5;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/env.h"
 #include "format/safetensors.h"
 #include "models/qi21.h"
 #include "models/qi21_inputs.h"
@@ -79,10 +80,9 @@ static int parse(int argc, char **argv, fwd_opts *o, bool *done) {
             if (!cq_cli_parse_int(cmd, a, i + 1 < argc ? argv[++i] : NULL, 1, 4096, &v)) return 2;
             o->threads = (int)v;
         } else if (strcmp(a, "--backend") == 0) {
-            if (++i >= argc) return cq_cli_usage_error(cmd, "--backend needs a name (cpu, ref or cuda)");
+            if (++i >= argc) return cq_cli_usage_error(cmd, "--backend needs a name");
             o->backend = argv[i];
-            if (strcmp(o->backend, "cpu") != 0 && strcmp(o->backend, "ref") != 0 && strncmp(o->backend, "cuda", 4) != 0)
-                return cq_cli_usage_error(cmd, "unknown backend '%s' (cpu, ref, cuda or cuda:N)", o->backend);
+            if (cq_backend_lookup(o->backend, NULL, NULL) != CQ_OK) return cq_cli_usage_error(cmd, "%s", cq_last_error());
         } else if (a[0] == '-' && a[1]) {
             return cq_cli_usage_error(cmd, "unknown option '%s'", a);
         } else if (!o->model) {
@@ -173,7 +173,7 @@ int cq_cmd_forward(int argc, char **argv) {
         return cq_cli_fail("forward", s, o.inputs);
     }
     const char *what = "creating the backend";
-    s = cq_backend_create(o.backend, o.threads, &be);
+    s = cq_env_backend_create(o.backend, o.threads, &be);
     if (s == CQ_OK) s = run(&o, be, cmf, st, &what);
     if (s != CQ_OK) rc = cq_cli_fail("forward", s, what);
     cq_backend_free(be);

@@ -10,48 +10,57 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "backends/cuda/cuda.h"
 #include "cli/cli.h"
+#include "cli/env.h"
 #include "ops/ops.h"
 
-static void list_cuda(void) {
-    if (!cq_cuda_built()) {
-        printf("CUDA backend: not built (no CUDA toolkit when this build was configured; -DCORTIQ_CUDA=ON requires it)\n");
+/* A registered device backend: built or not, its devices, one line each. */
+static void list_devices(const cq_backend_desc *d) {
+    if (!d->built()) {
+        printf("%s backend: not built (%s)\n", d->label,
+               !strcmp(d->name, "cuda") ? "no CUDA toolkit when this build was configured; -DCORTIQ_CUDA=ON requires it"
+                                        : "not in this build");
         return;
     }
     char why[256] = "";
-    int n = cq_cuda_device_count(why, sizeof why);
-    printf("CUDA backend: built; %d device%s visible%s%s\n", n, n == 1 ? "" : "s", n ? "" : ": ", n ? "" : why);
+    int n = d->device_count(why, sizeof why);
+    printf("%s backend: built; %d device%s visible%s%s\n", d->label, n, n == 1 ? "" : "s", n ? "" : ": ", n ? "" : why);
     for (int i = 0; i < n; i++) {
-        cq_gpu_info g;
-        if (cq_cuda_device_info(i, &g) != CQ_OK) {
-            printf("  cuda:%d  (cannot be queried: %s)\n", i, cq_last_error());
-            continue;
-        }
-        char tot[32], fr[32];
-        printf("  cuda:%d  %s, %s (%s free), compute capability %d.%d, %d multiprocessors%s\n", i, g.name,
-               cq_fmt_bytes(g.mem_total, tot, sizeof tot), cq_fmt_bytes(g.mem_free, fr, sizeof fr), g.cc_major,
-               g.cc_minor, g.sm_count, g.cc_major < 8 ? " — too old for this backend (needs 8.0)" : "");
+        char line[512];
+        if (d->describe(i, line, sizeof line) != CQ_OK)
+            printf("  %s:%d  (cannot be queried: %s)\n", d->name, i, cq_last_error());
+        else
+            printf("  %s:%d  %s\n", d->name, i, line);
     }
-    char lt[1024] = "";
-    bool lt_ok = cq_cuda_load_cublaslt(lt, sizeof lt);
-    printf("  cuBLASLt: %s%s\n", lt_ok ? "" : "not loadable: ", lt);
+    if (!strcmp(d->name, "cuda")) {
+        char lt[1024] = "";
+        bool lt_ok = cq_cuda_load_cublaslt(lt, sizeof lt);
+        printf("  cuBLASLt: %s%s\n", lt_ok ? "" : "not loadable: ", lt);
+    }
 }
 
 int cq_cmd_gpu(int argc, char **argv) {
+    char names[128];
+    cq_backend_names(names, sizeof names);
     for (int i = 1; i < argc; i++) {
         if (cq_cli_is_help(argv[i])) {
             printf("usage: cortiq gpu\n\n"
                    "List the GPUs this build can use and the backend commands would pick\n"
-                   "(CORTIQ_BACKEND or --backend choose another: cpu, ref, cuda, cuda:N).\n");
+                   "(CORTIQ_BACKEND or --backend choose another: %s).\n",
+                   names);
             return 0;
         }
         return cq_cli_usage_error("gpu", "unexpected argument '%s'", argv[i]);
     }
-    list_cuda();
+    for (size_t i = 0; i < cq_backend_registry_count(); i++) {
+        const cq_backend_desc *d = cq_backend_registry_get(i);
+        if (d->has_devices) list_devices(d);
+    }
     printf("Vulkan backend: not built yet\n");
-    const char *dflt = cq_backend_default_name();
+    const char *dflt = cq_env_backend_name();
     cq_backend *be = NULL;
-    cq_status s = cq_backend_create(NULL, 0, &be);
+    cq_status s = cq_env_backend_create(NULL, 0, &be);
     if (s != CQ_OK) return cq_cli_fail("gpu", s, "creating the default backend");
     if (!strncmp(cq_backend_name(be), "cpu", 3)) {
         const cq_cpu_features *f = cq_cpu();

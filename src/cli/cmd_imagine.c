@@ -10,6 +10,7 @@
 
 #include "base/outfile.h"
 #include "cli/cli.h"
+#include "cli/env.h"
 #include "format/cmf.h"
 #include "ops/ops.h"
 #include "pipelines/png_write.h"
@@ -280,7 +281,7 @@ int cq_cmd_imagine(int argc, char **argv) {
         rc = cq_cli_usage_error(cmd, "%s", cq_last_error());
         goto done;
     }
-    s = cq_backend_create(a.backend, a.threads, &be);
+    s = cq_env_backend_create(a.backend, a.threads, &be);
     if (s == CQ_OK) s = cq_qi21_pipe_load_weights(pipe, be);
     if (s != CQ_OK) {
         rc = cq_cli_fail(cmd, s, "loading the pipeline");

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/env.h"
 #include "format/cmf.h"
 #include "models/qwen3.h"
 #include "ops/ops.h"
@@ -271,7 +272,7 @@ int cq_cmd_run(int argc, char **argv) {
         return 1;
     }
     cq_cli_catch_signals();
-    s = cq_backend_create(o.backend, o.threads, &be);
+    s = cq_env_backend_create(o.backend, o.threads, &be);
     if (s == CQ_OK) {
         s = cq_qwen3_load(cmf, "", be, &m);
         if (s != CQ_OK) cq_fail_prefix(s, "%s: ", o.model);

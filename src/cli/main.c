@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/env.h"
 #include "ops/ops.h"
 
 typedef struct {
@@ -76,9 +77,8 @@ bool cq_cli_parse_int(const char *cmd, const char *opt, const char *val, long lo
 }
 
 int main(int argc, char **argv) {
-    /* the environment is the CLI's to read; the library takes settings through calls and options */
-    const char *lt = getenv("CORTIQ_CUDA_CUBLASLT");
-    if (lt && *lt) cq_cuda_set_cublaslt(lt);
+    /* the environment is the CLI's to read (env.c); the library takes settings through calls and options */
+    cq_env_apply();
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -27,6 +27,10 @@
 
 typedef struct cq_backend_vtbl {
     const char *kind; /* "cpu", "ref", "cuda" */
+    /* A host backend (host memory, the CPU and the reference): an op it does
+     * not run fails with CQ_ERR_UNSUPPORTED. Any other backend's unsupported
+     * ops run on the host backend with their operands copied (fallback.c). */
+    bool is_host;
     void (*destroy)(cq_backend *be);
     bool (*supports)(const cq_backend *be, cq_op op, cq_dtype wdt, cq_dtype xdt);
 
@@ -42,33 +46,13 @@ typedef struct cq_backend_vtbl {
     void (*release_weight)(cq_backend *be, cq_tensor *t); /* may be NULL */
     cq_status (*sync)(cq_backend *be);
 
-    /* ---- ops (arguments already validated; see ops.h for semantics) ---- */
-    cq_status (*matmul)(cq_backend *be, const cq_matmul_args *a);
-    cq_status (*attention)(cq_backend *be, const cq_attn_args *a);
-    cq_status (*layernorm)(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *scale,
-                           const cq_tensor *shift, float eps);
-    cq_status (*rmsnorm)(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *w,
-                         const cq_tensor *bias, bool zero_centered, float eps);
-    cq_status (*groupnorm)(cq_backend *be, cq_tensor *y, const cq_tensor *x, int groups, const cq_tensor *gamma,
-                           const cq_tensor *beta, float eps);
-    cq_status (*qk_norm_rope)(cq_backend *be, cq_tensor *t, int n_heads, int head_dim, const cq_tensor *w,
-                              float eps, const cq_tensor *cos_t, const cq_tensor *sin_t, cq_rope_mode mode,
-                              int rope_dim);
-    cq_status (*unary)(cq_backend *be, cq_tensor *y, const cq_tensor *x, cq_unary fn, float alpha, float beta);
-    cq_status (*binary)(cq_backend *be, cq_tensor *y, const cq_tensor *a, const cq_tensor *b, cq_binary fn);
-    cq_status (*gated_add)(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *gate);
-    cq_status (*swiglu)(cq_backend *be, cq_tensor *y, const cq_tensor *a, const cq_tensor *b);
-    cq_status (*softmax)(cq_backend *be, cq_tensor *y, const cq_tensor *x, float scale);
-    cq_status (*copy)(cq_backend *be, cq_tensor *y, const cq_tensor *x);
-    cq_status (*transpose)(cq_backend *be, cq_tensor *y, const cq_tensor *x);
-    cq_status (*concat_cols)(cq_backend *be, cq_tensor *y, const cq_tensor *a, const cq_tensor *b);
-    cq_status (*get_rows)(cq_backend *be, cq_tensor *y, const cq_tensor *w, const cq_tensor *ids);
-    cq_status (*gather_cols)(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *idx, int group,
-                             float scale);
-    cq_status (*conv2d)(cq_backend *be, const cq_conv2d_args *a);
-    cq_status (*upsample_nearest)(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int f);
-    cq_status (*pixel_shuffle)(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int r);
-    cq_status (*pixel_unshuffle)(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int r);
+    /* ---- ops (arguments already validated; see ops.h for semantics), one
+     * member per entry of ops_list.h. NULL: the backend does not run the op
+     * at all (as if supports() said false for every dtype), so the front end
+     * runs it on the host backend. ---- */
+#define CQ_OP_VTBL_MEMBER_(E, name, P, A, u) cq_status(*name) CQ_OP_PARAMS_BE P;
+    CQ_OPS_LIST(CQ_OP_VTBL_MEMBER_, _)
+#undef CQ_OP_VTBL_MEMBER_
 
     /* ---- optional (NULL: a host backend's answer) ---- */
     cq_dtype (*op_precision)(const cq_backend *be, cq_op op, cq_dtype wdt); /* NULL: F32 */
@@ -87,7 +71,21 @@ struct cq_backend {
     char name[64];      /* "cpu/avx512", "ref", "cuda:0 (H200)" */
     cq_dtype act_dtype; /* preferred activation dtype */
     void *impl;         /* backend-private state */
+    /* ---- the front end's, not the backend's (zero from the backend's calloc) ---- */
+    cq_cpu_opts host_opts;    /* how the host backend for fallbacks is created */
+    cq_backend *host;         /* that backend, made at the first op that falls back; freed with this one */
+    bool no_fallback;         /* unsupported ops fail instead (cq_backend_opts.no_fallback) */
+    uint32_t fallback_logged; /* a bit per op kind already logged as falling back */
 };
+_Static_assert(CQ_OP_COUNT <= 32, "fallback_logged holds a bit per op");
+
+/* Check a backend's vtable: every required entry present and the recording
+ * entries all given or all NULL. A missing op entry means "falls back" on a
+ * device backend and is an error on a host backend. cq_backend_open runs it
+ * on every backend it creates. */
+cq_status cq_backend_check(const cq_backend *be);
+/* Whether the backend has an entry for `op` (a NULL entry falls back). */
+bool cq_backend_has_entry(const cq_backend *be, cq_op op);
 
 /* Host address of element 0 of a tensor whose buffer is host memory (the
  * CPU and reference backends). */

@@ -1,10 +1,10 @@
 /*
- * cuda_absent.c — the CUDA entry points of ops.h in a build without the CUDA
+ * cuda_absent.c — the entry points of backends/cuda/cuda.h in a build without the CUDA
  * backend (no toolkit, CORTIQ_CUDA=OFF, or the fuzz build): they report that
  * plainly, so callers and `cortiq gpu` need no #ifdefs. With the backend
  * built (CQ_HAVE_CUDA), src/backends/cuda/ defines them instead.
  */
-#include "ops/ops.h"
+#include "backends/cuda/cuda.h"
 
 #ifndef CQ_HAVE_CUDA
 
@@ -33,11 +33,20 @@ cq_status cq_cuda_device_info(int device, cq_gpu_info *out) {
     return cq_fail(CQ_ERR_UNSUPPORTED, "%s", k_not_built);
 }
 
-cq_status cq_backend_cuda_create(int device, cq_backend **out) {
+cq_status cq_cuda_describe(int device, char *buf, size_t len) {
     (void)device;
+    if (buf && len) *buf = '\0';
+    return cq_fail(CQ_ERR_UNSUPPORTED, "%s", k_not_built);
+}
+
+cq_status cq_backend_cuda_open(int device, const cq_cuda_opts *opts, cq_backend **out) {
+    (void)device;
+    (void)opts;
     if (out) *out = NULL;
     return cq_fail(CQ_ERR_UNSUPPORTED, "cuda backend: %s", k_not_built);
 }
+
+cq_status cq_backend_cuda_create(int device, cq_backend **out) { return cq_backend_cuda_open(device, NULL, out); }
 
 cq_status cq_cuda_decode_f32(cq_backend *be, const cq_tensor_view *v, float *out, size_t n) {
     (void)be;

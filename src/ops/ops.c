@@ -1,7 +1,8 @@
 /*
- * ops.c — backend lifecycle, backend selection by name, and tensors
- * (allocation, views, host transfers, weight binding). The op entry points
- * with their validation live in ops_front.c.
+ * ops.c — backend lifecycle and tensors (allocation, views, host transfers,
+ * weight binding). Backend selection by name is the registry's
+ * (registry.c); the op entry points with their validation live in
+ * ops_front.c, the per-op fallback in fallback.c.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -11,12 +12,9 @@
 #include "ops/backend.h"
 
 /* ---- names ----------------------------------------------------------------- */
-static const char *const k_op_names[] = {
-    "matmul",  "attention", "layernorm", "rmsnorm",   "groupnorm",   "qk_norm_rope", "unary",
-    "binary",  "gated_add", "swiglu",    "softmax",   "copy",        "transpose",    "concat_cols",
-    "get_rows", "conv2d",   "upsample_nearest", "pixel_shuffle", "pixel_unshuffle",
-    "gather_cols",
-};
+#define CQ_OP_NAME_(E, name, P, A, u) #name,
+static const char *const k_op_names[] = {CQ_OPS_LIST(CQ_OP_NAME_, _)};
+#undef CQ_OP_NAME_
 _Static_assert(CQ_ARRAY_LEN(k_op_names) == CQ_OP_COUNT, "op name table out of date");
 
 const char *cq_op_name(cq_op op) {
@@ -76,37 +74,11 @@ static cq_status shape_nelem(const char *what, int ndim, const int64_t *shape, i
 }
 
 /* ---- backend lifecycle ------------------------------------------------------- */
-const char *cq_backend_default_name(void) {
-    const char *e = getenv("CORTIQ_BACKEND");
-    return e && *e ? e : "cpu";
-}
-
-cq_status cq_backend_create(const char *name, int threads, cq_backend **out) {
-    if (!out) return cq_fail(CQ_ERR_INVALID_ARG, "cq_backend_create: out is NULL");
-    *out = NULL;
-    if (!name || !*name) name = cq_backend_default_name();
-    if (!strcasecmp(name, "cpu")) return cq_backend_cpu_create(threads, CQ_CPU_AUTO, out);
-    if (!strcasecmp(name, "ref")) return cq_backend_ref_create(out);
-    if (!strncasecmp(name, "cuda", 4)) {
-        /* "cuda" (CORTIQ_CUDA_DEVICE or device 0) or "cuda:N" */
-        int dev = -1;
-        if (name[4] == ':') {
-            char *end = NULL;
-            long v = strtol(name + 5, &end, 10);
-            if (end == name + 5 || *end || v < 0 || v > 1024)
-                return cq_fail(CQ_ERR_INVALID_ARG, "backend '%s': want cuda or cuda:N with N a device number", name);
-            dev = (int)v;
-        } else if (name[4]) {
-            return cq_fail(CQ_ERR_INVALID_ARG, "backend '%s': want cuda or cuda:N with N a device number", name);
-        }
-        return cq_backend_cuda_create(dev, out);
-    }
-    return cq_fail(CQ_ERR_UNSUPPORTED, "backend '%s' is not known (have: cpu, ref%s)", name,
-                   cq_cuda_built() ? ", cuda" : "; this build has no CUDA backend");
-}
-
 void cq_backend_free(cq_backend *be) {
-    if (be && be->vt && be->vt->destroy) be->vt->destroy(be);
+    if (!be) return;
+    cq_backend *host = be->host; /* the fallback's host backend outlives no op of this one */
+    if (be->vt && be->vt->destroy) be->vt->destroy(be);
+    cq_backend_free(host);
 }
 
 const char *cq_backend_name(const cq_backend *be) { return be ? be->name : "(none)"; }
@@ -119,7 +91,7 @@ cq_status cq_backend_sync(cq_backend *be) {
 }
 
 bool cq_backend_supports(const cq_backend *be, cq_op op, cq_dtype wdt, cq_dtype xdt) {
-    if (!be || (unsigned)op >= CQ_OP_COUNT) return false;
+    if (!be || (unsigned)op >= CQ_OP_COUNT || !cq_backend_has_entry(be, op)) return false;
     return be->vt->supports(be, op, wdt, xdt);
 }
 
@@ -340,6 +312,8 @@ cq_status cq_tensor_bind_weight(cq_backend *be, const cq_tensor_view *v, cq_tens
     out->ndim = v->ndim;
     for (int i = 0; i < v->ndim; i++) out->shape[i] = shape[i];
     out->flags = CQ_TENSOR_WEIGHT;
+    out->wsrc = v->data;
+    out->wsrc_bytes = v->nbytes;
     s = be->vt->bind_weight(be, v, out);
     if (s != CQ_OK) {
         memset(out, 0, sizeof *out);

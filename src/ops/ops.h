@@ -46,6 +46,7 @@
 #include <stdint.h>
 
 #include "base/base.h"
+#include "ops/ops_list.h"
 
 /* Element types of activations and index tensors. The CMF codec ids
  * (cq_dtype) are reused for f32/f16/bf16 and for weights; I32 is internal
@@ -66,6 +67,8 @@ typedef struct cq_tensor {
     size_t nbytes;       /* bytes this tensor spans (payload size for weights) */
     uint32_t flags;      /* CQ_TENSOR_* */
     void *impl;          /* backend-private (e.g. repacked weight panels) */
+    const void *wsrc;    /* weights: the payload in the pack's mapping, where a fallback reads it */
+    uint64_t wsrc_bytes;
 } cq_tensor;
 
 #define CQ_TENSOR_OWNED  0x1u /* cq_tensor_free releases the buffer */
@@ -81,7 +84,7 @@ size_t cq_act_dtype_size(cq_dtype dt);
 
 /* ---- backend lifecycle --------------------------------------------------- */
 typedef enum cq_cpu_isa {
-    CQ_CPU_AUTO = 0,  /* best the machine supports (or CORTIQ_CPU) */
+    CQ_CPU_AUTO = 0,  /* best the machine supports */
     CQ_CPU_GENERIC,   /* portable C, auto-vectorised at most */
     CQ_CPU_AVX2,
     CQ_CPU_AVX512,
@@ -93,26 +96,99 @@ const char *cq_cpu_isa_name(cq_cpu_isa isa);
 /* This build has kernels for it and the CPU (and OS) allow it; AUTO is always available. */
 bool cq_cpu_isa_available(cq_cpu_isa isa);
 
-/* threads <= 0: cq_default_threads(). isa AUTO honours CORTIQ_CPU
- * (generic|avx2|avx512|amx|neon); an explicitly requested ISA the machine
- * lacks fails with CQ_ERR_UNSUPPORTED. */
+/* Options of a backend: one struct for every backend, each reading its part.
+ * A zeroed struct means the defaults everywhere. The library reads no
+ * environment variable; the CLI maps CORTIQ_* onto these (src/cli/env.c). */
+typedef struct cq_cpu_opts {
+    int threads;    /* <= 0: cq_default_threads() */
+    cq_cpu_isa isa; /* AUTO: the best available; an explicit ISA the machine lacks fails */
+} cq_cpu_opts;
+
+/* CUDA debugging and tuning knobs (the CORTIQ_CUDA_* variables of the CLI);
+ * every zero is the default. */
+typedef enum cq_cuda_check {
+    CQ_CUDA_CHECK_DEFAULT = 0, /* = MATMUL */
+    CQ_CUDA_CHECK_OFF,         /* no output scan */
+    CQ_CUDA_CHECK_MATMUL,      /* matmul outputs are scanned for non-finite values */
+    CQ_CUDA_CHECK_ALL,         /* every op's output */
+    CQ_CUDA_CHECK_COUNT
+} cq_cuda_check;
+typedef enum cq_cuda_gemm {
+    CQ_CUDA_GEMM_AUTO = 0, /* cuBLASLt, and on compute capability 9.0 SwiGLU on the backend's own GEMM */
+    CQ_CUDA_GEMM_SIMT,     /* the CUDA-core kernel (a debugging fallback) */
+    CQ_CUDA_GEMM_WGMMA,    /* the Hopper GEMM with the epilogue in registers wherever it applies */
+    CQ_CUDA_GEMM_CUBLASLT, /* cuBLASLt alone */
+    CQ_CUDA_GEMM_COUNT
+} cq_cuda_gemm;
+typedef enum cq_cuda_attn {
+    CQ_CUDA_ATTN_AUTO = 0, /* wgmma on compute capability 9.0, else flash128w4 */
+    CQ_CUDA_ATTN_GENERIC,
+    CQ_CUDA_ATTN_WMMA,
+    CQ_CUDA_ATTN_FLASH128,
+    CQ_CUDA_ATTN_FLASH64,
+    CQ_CUDA_ATTN_FLASH128W4,
+    CQ_CUDA_ATTN_WGMMA,
+    CQ_CUDA_ATTN_COUNT
+} cq_cuda_attn;
+typedef struct cq_cuda_opts {
+    cq_cuda_check check;
+    cq_cuda_gemm gemm;
+    cq_cuda_attn attn;
+    bool gemm_tune;     /* a new GEMM plan times cuBLASLt's candidates (off: the heuristic's first) */
+    bool sync_each_op;  /* wait after every op (pins a device fault on its op; no recordings) */
+    bool no_side_copy;  /* LayerNorm writes no side copy of its f32 output for the next matmul */
+    bool no_graphs;     /* no recordings (cq_backend_can_record is false) */
+    bool profile;       /* per-op device times in cq_backend_get_stats (no recordings) */
+} cq_cuda_opts;
+
+typedef struct cq_backend_opts {
+    int device;       /* device number for a device backend named without ":N" (< 0: 0) */
+    cq_cpu_opts cpu;  /* the CPU backend, and the host backend ops fall back to on any other */
+    cq_cuda_opts cuda;
+    /* An op a device backend does not run fails with CQ_ERR_UNSUPPORTED
+     * instead of running on the host backend (op tests of the backend itself). */
+    bool no_fallback;
+} cq_backend_opts;
+
+/* The backends this program knows (the registry, src/ops/registry.c), in
+ * a fixed order. `built` is false when this build lacks the backend (its
+ * create then fails with CQ_ERR_UNSUPPORTED saying so). device_count and
+ * describe are NULL for host backends (one implicit device). */
+typedef struct cq_backend_desc {
+    const char *name;    /* "cpu", "ref", "cuda" */
+    const char *label;   /* for people: "CPU", "reference", "CUDA" */
+    const char *summary; /* one line for help texts */
+    bool has_devices;    /* accepts "name:N" */
+    bool (*built)(void);
+    cq_status (*create)(int device, const cq_backend_opts *opts, cq_backend **out);
+    /* devices visible to this process; 0 with the reason in `why` (may be NULL) */
+    int (*device_count)(char *why, size_t why_len);
+    /* one line about device `device` (name, memory, ...) */
+    cq_status (*describe)(int device, char *buf, size_t len);
+} cq_backend_desc;
+size_t cq_backend_registry_count(void);
+const cq_backend_desc *cq_backend_registry_get(size_t i); /* NULL past the end */
+/* Parse "name" or "name:N" (N a device number, only for backends with
+ * devices): the entry and the device (-1 when none was named). Unknown or
+ * malformed names fail with CQ_ERR_INVALID_ARG / CQ_ERR_UNSUPPORTED and a
+ * message listing the known names. */
+cq_status cq_backend_lookup(const char *name, const cq_backend_desc **desc, int *device);
+/* The known names for help and error texts: "cpu, ref, cuda[:N]". */
+const char *cq_backend_names(char *buf, size_t len);
+
+/* The backend `name` ("cpu", "ref", "cuda", "cuda:N"; NULL or "" = "cpu")
+ * with options (NULL = defaults). The created backend's vtable is checked
+ * (every required entry present) before it is returned. */
+cq_status cq_backend_open(const char *name, const cq_backend_opts *opts, cq_backend **out);
+/* cq_backend_open with default options and `threads` CPU threads. */
+cq_status cq_backend_create(const char *name, int threads, cq_backend **out);
+/* threads <= 0: cq_default_threads(). isa AUTO: the best available; an
+ * explicitly requested ISA the machine lacks fails with CQ_ERR_UNSUPPORTED. */
 cq_status cq_backend_cpu_create(int threads, cq_cpu_isa isa, cq_backend **out);
+cq_status cq_backend_cpu_open(const cq_cpu_opts *opts, cq_backend **out);
 /* The plain-C reference backend (host memory, single-threaded, every op in
  * every activation dtype): the oracle of the op tests and a debugging aid. */
 cq_status cq_backend_ref_create(cq_backend **out);
-/* The CUDA backend on device `device` (< 0: CORTIQ_CUDA_DEVICE or 0).
- * CQ_ERR_UNSUPPORTED, saying why, when this build has no CUDA backend, there
- * is no driver or no such device, or the device is older than compute
- * capability 8.0 (the kernels use bf16 tensor cores). */
-cq_status cq_backend_cuda_create(int device, cq_backend **out);
-/* Backend by name ("cpu", "ref", "cuda", "cuda:N"; NULL = CORTIQ_BACKEND,
- * else the default: the CPU backend. The CUDA backend runs the denoiser's
- * ops only so far, so it is chosen explicitly until it runs every op the
- * pipelines need). */
-cq_status cq_backend_create(const char *name, int threads, cq_backend **out);
-/* The backend name cq_backend_create(NULL, ...) would use ("cpu", or the
- * value of CORTIQ_BACKEND). */
-const char *cq_backend_default_name(void);
 void cq_backend_free(cq_backend *be);
 const char *cq_backend_name(const cq_backend *be);   /* "cpu/avx512", "cuda:0 (H200)" */
 /* Preferred activation dtype for non-residual activations (F32 on CPU). */
@@ -144,27 +220,10 @@ cq_status cq_tensor_zero(cq_tensor *t);
 cq_status cq_tensor_bind_weight(cq_backend *be, const cq_tensor_view *v, cq_tensor *out);
 
 /* ---- capability query ---------------------------------------------------- */
+/* The ops, in the order of the one list (ops_list.h). */
+#define CQ_OP_ENUM_(E, name, P, A, u) CQ_OP_##E,
 typedef enum cq_op {
-    CQ_OP_MATMUL = 0,
-    CQ_OP_ATTENTION,
-    CQ_OP_LAYERNORM,
-    CQ_OP_RMSNORM,
-    CQ_OP_GROUPNORM,
-    CQ_OP_QK_NORM_ROPE,
-    CQ_OP_UNARY,
-    CQ_OP_BINARY,
-    CQ_OP_GATED_ADD,
-    CQ_OP_SWIGLU,
-    CQ_OP_SOFTMAX,
-    CQ_OP_COPY,
-    CQ_OP_TRANSPOSE,
-    CQ_OP_CONCAT,
-    CQ_OP_GET_ROWS,
-    CQ_OP_CONV2D,
-    CQ_OP_UPSAMPLE_NEAREST,
-    CQ_OP_PIXEL_SHUFFLE,
-    CQ_OP_PIXEL_UNSHUFFLE,
-    CQ_OP_GATHER_COLS,
+    CQ_OPS_LIST(CQ_OP_ENUM_, _)
     CQ_OP_COUNT
 } cq_op;
 const char *cq_op_name(cq_op op);
@@ -186,7 +245,7 @@ cq_dtype cq_backend_op_precision(const cq_backend *be, cq_op op, cq_dtype wdt);
 
 /* Device memory and per-op device time of a backend. Host backends report
  * zeros. Op times are collected only when the backend was created with
- * CORTIQ_CUDA_PROFILE=1 (timing adds events around every op). */
+ * the profile option (cq_cuda_opts; timing adds events around every op). */
 typedef struct cq_backend_stats {
     uint64_t mem_in_use;   /* bytes in live buffers (weights, activations, scratch) */
     uint64_t mem_peak;     /* high-water mark of mem_in_use since creation or the last reset */
@@ -221,8 +280,8 @@ cq_status cq_backend_get_stats(cq_backend *be, cq_backend_stats *out, bool reset
  * into the same tensors before the replay.
  *
  * cq_backend_can_record is false for host backends and when the backend runs
- * in a mode that needs each op on its own (per-op timing, CORTIQ_CUDA_SYNC,
- * CORTIQ_CUDA_GRAPH=0): callers then just run the ops. A replay returns
+ * in a mode that needs each op on its own (per-op timing, a wait after each
+ * op, recordings turned off; cq_cuda_opts): callers then just run the ops. A replay returns
  * CQ_ERR_AGAIN when the recording went stale (the backend had to replace a
  * buffer it refers to): free it, run the ops directly, record again later. */
 typedef struct cq_recording cq_recording;
@@ -231,31 +290,6 @@ cq_status cq_backend_record_begin(cq_backend *be);
 cq_status cq_backend_record_end(cq_backend *be, bool keep, cq_recording **out);
 cq_status cq_recording_replay(cq_recording *r);
 void cq_recording_free(cq_recording *r);
-
-/* ---- GPU devices ------------------------------------------------------------ */
-typedef struct cq_gpu_info {
-    char name[256];
-    uint64_t mem_total, mem_free;
-    int cc_major, cc_minor;
-    int sm_count;
-} cq_gpu_info;
-/* Whether this build contains the CUDA backend. */
-bool cq_cuda_built(void);
-/* CUDA devices visible to this process; 0 when the backend is not built,
- * there is no driver or no device, with the reason in `why` (may be NULL). */
-int cq_cuda_device_count(char *why, size_t why_len);
-/* Whether the backend's cuBLASLt loads: the library is opened by the first
- * CUDA backend created, or by this call, never when the program starts.
- * `what` (may be NULL) gets the file and its version, or why it does not load. */
-bool cq_cuda_load_cublaslt(char *what, size_t what_len);
-/* The cuBLASLt file to open instead of libcublasLt.so.<major> (a path or a
- * name; NULL or "" for the default). Takes effect before the first load. */
-void cq_cuda_set_cublaslt(const char *path);
-cq_status cq_cuda_device_info(int device, cq_gpu_info *out);
-/* Test support: decode a weight payload on the device to f32 (before the
- * bf16 rounding of the device planes) and copy it to out[n] (n = nelem), so
- * tests can compare the device decoders with the codec layer bit for bit. */
-cq_status cq_cuda_decode_f32(cq_backend *be, const cq_tensor_view *v, float *out, size_t n);
 
 /* ---- matmul -------------------------------------------------------------
  * v = act(scale * (x · Wᵀ) + bias)                     (act = none | gelu_tanh | silu)

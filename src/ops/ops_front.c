@@ -2,15 +2,21 @@
  * ops_front.c — the op entry points model code calls. Each validates its
  * arguments completely on the host (presence, owning backend, dtypes, shapes,
  * aliasing, parameter ranges) and fails with a message naming the op and the
- * offending tensor, asks the backend whether it runs the combination
- * (CQ_ERR_UNSUPPORTED otherwise), and only then dispatches. Backends can
- * therefore trust their arguments.
+ * offending tensor, asks the backend whether it runs the combination, and
+ * only then dispatches: to the backend, or else to its host backend with the
+ * operands copied (fallback.c), or fails with CQ_ERR_UNSUPPORTED when
+ * neither runs it. Backends can therefore trust their arguments.
  */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "ops/backend.h"
+#include "ops/fallback.h"
+
+/* The documented prototypes of ops.h agree with the one list (a mismatch is a conflicting declaration). */
+#define CQ_OP_FRONT_DECLARE_(E, name, P, A, u) cq_status cq_op_##name CQ_OP_PARAMS_BE P;
+CQ_OPS_LIST(CQ_OP_FRONT_DECLARE_, _)
+#undef CQ_OP_FRONT_DECLARE_
 
 typedef struct chk {
     cq_backend *be;
@@ -125,16 +131,33 @@ static cq_status same_or_apart(const chk *c, const char *wo, const cq_tensor *o,
     return CQ_OK;
 }
 
-static cq_status need_support(const chk *c, cq_op op, cq_dtype wdt, cq_dtype xdt) {
-    if (!c->be->vt->supports(c->be, op, wdt, xdt)) {
-        if (wdt != CQ_DTYPE_COUNT)
-            return cq_fail(CQ_ERR_UNSUPPORTED, "%s: backend %s does not run %s weights with %s activations", c->op,
-                           c->be->name, cq_dtype_name(wdt), cq_dtype_name(xdt));
-        return cq_fail(CQ_ERR_UNSUPPORTED, "%s: backend %s does not run %s activations", c->op, c->be->name,
-                       cq_dtype_name(xdt));
+/* Whether the backend runs the op itself (its entry is there and supports() says yes), or else its host backend
+ * does (fallback.c); CQ_ERR_UNSUPPORTED when neither. wdt2 is a second weight's codec (matmul's w2), else wdt. */
+static cq_status route(const chk *c, cq_op op, cq_dtype wdt, cq_dtype xdt, cq_dtype wdt2, bool *on_host) {
+    *on_host = false;
+    const cq_backend *be = c->be;
+    if (cq_backend_has_entry(be, op) && be->vt->supports(be, op, wdt, xdt) &&
+        (wdt2 == wdt || be->vt->supports(be, op, wdt2, xdt)))
+        return CQ_OK;
+    if (cq_fallback_route(c->be, op, wdt, xdt, wdt2)) {
+        *on_host = true;
+        return CQ_OK;
     }
-    return CQ_OK;
+    cq_dtype bad = be->vt->supports(be, op, wdt, xdt) ? wdt2 : wdt;
+    if (bad != CQ_DTYPE_COUNT)
+        return cq_fail(CQ_ERR_UNSUPPORTED, "%s: backend %s does not run %s weights with %s activations", c->op, be->name,
+                       cq_dtype_name(bad), cq_dtype_name(xdt));
+    return cq_fail(CQ_ERR_UNSUPPORTED, "%s: backend %s does not run %s activations", c->op, be->name,
+                   cq_dtype_name(xdt));
 }
+
+/* The end of every op: run it on the backend or on its host backend. */
+#define DISPATCH(c, E, name, wdt, xdt, wdt2, ...)                                                                      \
+    do {                                                                                                               \
+        bool on_host_;                                                                                                 \
+        CQ_TRY(route((c), CQ_OP_##E, (wdt), (xdt), (wdt2), &on_host_));                                                \
+        return on_host_ ? cq_fallback_##name((c)->be, __VA_ARGS__) : (c)->be->vt->name((c)->be, __VA_ARGS__);          \
+    } while (0)
 
 static cq_status need_be(const chk *c) {
     if (!c->be) return cq_fail(CQ_ERR_INVALID_ARG, "%s: backend is NULL", c->op);
@@ -206,9 +229,7 @@ cq_status cq_op_matmul(cq_backend *be, const cq_matmul_args *a) {
     CQ_TRY(no_alias(&c, "y", a->y, "bias", a->bias));
     CQ_TRY(no_alias(&c, "y", a->y, "bias2", a->bias2));
     CQ_TRY(no_alias(&c, "y", a->y, "gate", a->gate));
-    CQ_TRY(need_support(&c, CQ_OP_MATMUL, a->w->dtype, a->x->dtype));
-    if (a->w2 && a->w2->dtype != a->w->dtype) CQ_TRY(need_support(&c, CQ_OP_MATMUL, a->w2->dtype, a->x->dtype));
-    return be->vt->matmul(be, a);
+    DISPATCH(&c, MATMUL, matmul, a->w->dtype, a->x->dtype, a->w2 ? a->w2->dtype : a->w->dtype, a);
 }
 
 cq_status cq_op_linear(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *w, const cq_tensor *bias) {
@@ -262,8 +283,7 @@ cq_status cq_op_attention(cq_backend *be, const cq_attn_args *a) {
         CQ_TRY(no_alias(&c, "o", a->o, "vis", a->vis));
     }
     CQ_TRY(no_alias(&c, "o", a->o, "q", a->q));
-    CQ_TRY(need_support(&c, CQ_OP_ATTENTION, CQ_DTYPE_COUNT, dt));
-    return be->vt->attention(be, a);
+    DISPATCH(&c, ATTENTION, attention, CQ_DTYPE_COUNT, dt, CQ_DTYPE_COUNT, a);
 }
 
 /* ---- row ops ------------------------------------------------------------------------ */
@@ -292,8 +312,7 @@ cq_status cq_op_layernorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, cons
     CQ_TRY(need_vec(&c, "shift", shift, C));
     CQ_TRY(no_alias(&c, "y", y, "scale", scale));
     CQ_TRY(no_alias(&c, "y", y, "shift", shift));
-    CQ_TRY(need_support(&c, CQ_OP_LAYERNORM, CQ_DTYPE_COUNT, x->dtype));
-    return be->vt->layernorm(be, y, x, scale, shift, eps);
+    DISPATCH(&c, LAYERNORM, layernorm, CQ_DTYPE_COUNT, x->dtype, CQ_DTYPE_COUNT, y, x, scale, shift, eps);
 }
 
 cq_status cq_op_rmsnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *w, const cq_tensor *bias,
@@ -307,8 +326,7 @@ cq_status cq_op_rmsnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, const 
     CQ_TRY(need_vec(&c, "bias", bias, C));
     CQ_TRY(no_alias(&c, "y", y, "w", w));
     CQ_TRY(no_alias(&c, "y", y, "bias", bias));
-    CQ_TRY(need_support(&c, CQ_OP_RMSNORM, CQ_DTYPE_COUNT, x->dtype));
-    return be->vt->rmsnorm(be, y, x, w, bias, zero_centered, eps);
+    DISPATCH(&c, RMSNORM, rmsnorm, CQ_DTYPE_COUNT, x->dtype, CQ_DTYPE_COUNT, y, x, w, bias, zero_centered, eps);
 }
 
 cq_status cq_op_groupnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, int groups, const cq_tensor *gamma,
@@ -324,8 +342,7 @@ cq_status cq_op_groupnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, int 
     CQ_TRY(need_vec(&c, "beta", beta, C));
     CQ_TRY(no_alias(&c, "y", y, "gamma", gamma));
     CQ_TRY(no_alias(&c, "y", y, "beta", beta));
-    CQ_TRY(need_support(&c, CQ_OP_GROUPNORM, CQ_DTYPE_COUNT, x->dtype));
-    return be->vt->groupnorm(be, y, x, groups, gamma, beta, eps);
+    DISPATCH(&c, GROUPNORM, groupnorm, CQ_DTYPE_COUNT, x->dtype, CQ_DTYPE_COUNT, y, x, groups, gamma, beta, eps);
 }
 
 cq_status cq_op_qk_norm_rope(cq_backend *be, cq_tensor *t, int n_heads, int head_dim, const cq_tensor *w, float eps,
@@ -358,8 +375,8 @@ cq_status cq_op_qk_norm_rope(cq_backend *be, cq_tensor *t, int n_heads, int head
             CQ_TRY(no_alias(&c, "t", t, names[i], tab[i]));
         }
     }
-    CQ_TRY(need_support(&c, CQ_OP_QK_NORM_ROPE, CQ_DTYPE_COUNT, t->dtype));
-    return be->vt->qk_norm_rope(be, t, n_heads, head_dim, w, eps, cos_t, sin_t, mode, rope_dim);
+    DISPATCH(&c, QK_NORM_ROPE, qk_norm_rope, CQ_DTYPE_COUNT, t->dtype, CQ_DTYPE_COUNT, t, n_heads, head_dim, w, eps,
+             cos_t, sin_t, mode, rope_dim);
 }
 
 cq_status cq_op_unary(cq_backend *be, cq_tensor *y, const cq_tensor *x, cq_unary fn, float alpha, float beta) {
@@ -367,8 +384,7 @@ cq_status cq_op_unary(cq_backend *be, cq_tensor *y, const cq_tensor *x, cq_unary
     CQ_TRY(need_be(&c));
     if ((unsigned)fn >= CQ_UNARY_COUNT) return cq_fail(CQ_ERR_INVALID_ARG, "unary: unknown function %d", fn);
     CQ_TRY(need_unary_pair(&c, y, x));
-    CQ_TRY(need_support(&c, CQ_OP_UNARY, CQ_DTYPE_COUNT, x->dtype));
-    return be->vt->unary(be, y, x, fn, alpha, beta);
+    DISPATCH(&c, UNARY, unary, CQ_DTYPE_COUNT, x->dtype, CQ_DTYPE_COUNT, y, x, fn, alpha, beta);
 }
 
 cq_status cq_op_binary(cq_backend *be, cq_tensor *y, const cq_tensor *a, const cq_tensor *b, cq_binary fn) {
@@ -394,8 +410,7 @@ cq_status cq_op_binary(cq_backend *be, cq_tensor *y, const cq_tensor *a, const c
         CQ_TRY(same_or_apart(&c, "y", y, "b", b));
     else
         CQ_TRY(no_alias(&c, "y", y, "b", b));
-    CQ_TRY(need_support(&c, CQ_OP_BINARY, CQ_DTYPE_COUNT, a->dtype));
-    return be->vt->binary(be, y, a, b, fn);
+    DISPATCH(&c, BINARY, binary, CQ_DTYPE_COUNT, a->dtype, CQ_DTYPE_COUNT, y, a, b, fn);
 }
 
 cq_status cq_op_gated_add(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *gate) {
@@ -404,8 +419,7 @@ cq_status cq_op_gated_add(cq_backend *be, cq_tensor *y, const cq_tensor *x, cons
     CQ_TRY(need_unary_pair(&c, y, x));
     CQ_TRY(need_vec(&c, "gate", gate, cq_tensor_cols(x)));
     CQ_TRY(no_alias(&c, "y", y, "gate", gate));
-    CQ_TRY(need_support(&c, CQ_OP_GATED_ADD, CQ_DTYPE_COUNT, x->dtype));
-    return be->vt->gated_add(be, y, x, gate);
+    DISPATCH(&c, GATED_ADD, gated_add, CQ_DTYPE_COUNT, x->dtype, CQ_DTYPE_COUNT, y, x, gate);
 }
 
 cq_status cq_op_swiglu(cq_backend *be, cq_tensor *y, const cq_tensor *a, const cq_tensor *b) {
@@ -428,8 +442,7 @@ cq_status cq_op_swiglu(cq_backend *be, cq_tensor *y, const cq_tensor *a, const c
         CQ_TRY(need_rc(&c, "y", y, cq_tensor_rows(a), cq_tensor_cols(a) / 2));
         CQ_TRY(no_alias(&c, "y", y, "a", a));
     }
-    CQ_TRY(need_support(&c, CQ_OP_SWIGLU, CQ_DTYPE_COUNT, a->dtype));
-    return be->vt->swiglu(be, y, a, b);
+    DISPATCH(&c, SWIGLU, swiglu, CQ_DTYPE_COUNT, a->dtype, CQ_DTYPE_COUNT, y, a, b);
 }
 
 cq_status cq_op_softmax(cq_backend *be, cq_tensor *y, const cq_tensor *x, float scale) {
@@ -437,8 +450,7 @@ cq_status cq_op_softmax(cq_backend *be, cq_tensor *y, const cq_tensor *x, float 
     CQ_TRY(need_be(&c));
     CQ_TRY(need_unary_pair(&c, y, x));
     CQ_TRY(need_finite(&c, "scale", scale));
-    CQ_TRY(need_support(&c, CQ_OP_SOFTMAX, CQ_DTYPE_COUNT, x->dtype));
-    return be->vt->softmax(be, y, x, scale);
+    DISPATCH(&c, SOFTMAX, softmax, CQ_DTYPE_COUNT, x->dtype, CQ_DTYPE_COUNT, y, x, scale);
 }
 
 cq_status cq_op_copy(cq_backend *be, cq_tensor *y, const cq_tensor *x) {
@@ -459,8 +471,7 @@ cq_status cq_op_copy(cq_backend *be, cq_tensor *y, const cq_tensor *x) {
                        (long long)cq_tensor_nelem(y));
     if (overlaps(y, x) && !(identical(y, x)))
         return cq_fail(CQ_ERR_INVALID_ARG, "copy: output 'y' overlaps input 'x'");
-    CQ_TRY(need_support(&c, CQ_OP_COPY, CQ_DTYPE_COUNT, x->dtype));
-    return be->vt->copy(be, y, x);
+    DISPATCH(&c, COPY, copy, CQ_DTYPE_COUNT, x->dtype, CQ_DTYPE_COUNT, y, x);
 }
 
 cq_status cq_op_transpose(cq_backend *be, cq_tensor *y, const cq_tensor *x) {
@@ -471,8 +482,7 @@ cq_status cq_op_transpose(cq_backend *be, cq_tensor *y, const cq_tensor *x) {
     CQ_TRY(need_dtype(&c, "y", y, x->dtype));
     CQ_TRY(need_rc(&c, "y", y, cq_tensor_cols(x), cq_tensor_rows(x)));
     CQ_TRY(no_alias(&c, "y", y, "x", x));
-    CQ_TRY(need_support(&c, CQ_OP_TRANSPOSE, CQ_DTYPE_COUNT, x->dtype));
-    return be->vt->transpose(be, y, x);
+    DISPATCH(&c, TRANSPOSE, transpose, CQ_DTYPE_COUNT, x->dtype, CQ_DTYPE_COUNT, y, x);
 }
 
 cq_status cq_op_concat_cols(cq_backend *be, cq_tensor *y, const cq_tensor *a, const cq_tensor *b) {
@@ -488,8 +498,7 @@ cq_status cq_op_concat_cols(cq_backend *be, cq_tensor *y, const cq_tensor *a, co
     CQ_TRY(need_rc(&c, "y", y, R, cq_tensor_cols(a) + cq_tensor_cols(b)));
     CQ_TRY(no_alias(&c, "y", y, "a", a));
     CQ_TRY(no_alias(&c, "y", y, "b", b));
-    CQ_TRY(need_support(&c, CQ_OP_CONCAT, CQ_DTYPE_COUNT, a->dtype));
-    return be->vt->concat_cols(be, y, a, b);
+    DISPATCH(&c, CONCAT_COLS, concat_cols, CQ_DTYPE_COUNT, a->dtype, CQ_DTYPE_COUNT, y, a, b);
 }
 
 cq_status cq_op_get_rows(cq_backend *be, cq_tensor *y, const cq_tensor *w, const cq_tensor *ids) {
@@ -503,8 +512,7 @@ cq_status cq_op_get_rows(cq_backend *be, cq_tensor *y, const cq_tensor *w, const
     CQ_TRY(need_rc(&c, "y", y, n, C));
     CQ_TRY(no_alias(&c, "y", y, "w", w));
     CQ_TRY(no_alias(&c, "y", y, "ids", ids));
-    CQ_TRY(need_support(&c, CQ_OP_GET_ROWS, w->dtype, y->dtype));
-    return be->vt->get_rows(be, y, w, ids);
+    DISPATCH(&c, GET_ROWS, get_rows, w->dtype, y->dtype, w->dtype, y, w, ids);
 }
 
 /* ---- image ops ------------------------------------------------------------------------ */
@@ -529,8 +537,7 @@ cq_status cq_op_gather_cols(cq_backend *be, cq_tensor *y, const cq_tensor *x, co
     CQ_TRY(need_i32(&c, "idx", idx, n));
     CQ_TRY(no_alias(&c, "y", y, "x", x));
     CQ_TRY(no_alias(&c, "y", y, "idx", idx));
-    CQ_TRY(need_support(&c, CQ_OP_GATHER_COLS, CQ_DTYPE_COUNT, x->dtype));
-    return be->vt->gather_cols(be, y, x, idx, group, scale);
+    DISPATCH(&c, GATHER_COLS, gather_cols, CQ_DTYPE_COUNT, x->dtype, CQ_DTYPE_COUNT, y, x, idx, group, scale);
 }
 
 cq_status cq_op_conv2d(cq_backend *be, const cq_conv2d_args *a) {
@@ -576,8 +583,7 @@ cq_status cq_op_conv2d(cq_backend *be, const cq_conv2d_args *a) {
     CQ_TRY(no_alias(&c, "y", a->y, "x", a->x));
     CQ_TRY(no_alias(&c, "y", a->y, "w", a->w));
     CQ_TRY(no_alias(&c, "y", a->y, "bias", a->bias));
-    CQ_TRY(need_support(&c, CQ_OP_CONV2D, a->w->dtype, a->x->dtype));
-    return be->vt->conv2d(be, a);
+    DISPATCH(&c, CONV2D, conv2d, a->w->dtype, a->x->dtype, a->w->dtype, a);
 }
 
 /* x [H*W, C] in, y [ry*H*W*..., C'] out: the shared checks of the resampling ops. */
@@ -607,8 +613,7 @@ cq_status cq_op_upsample_nearest(cq_backend *be, cq_tensor *y, const cq_tensor *
     CQ_TRY(need_act(&c, "x", x));
     int64_t C = cq_tensor_cols(x);
     CQ_TRY(need_resample(&c, y, x, H, W, f, hw, C, hw * ff, C));
-    CQ_TRY(need_support(&c, CQ_OP_UPSAMPLE_NEAREST, CQ_DTYPE_COUNT, x->dtype));
-    return be->vt->upsample_nearest(be, y, x, H, W, f);
+    DISPATCH(&c, UPSAMPLE_NEAREST, upsample_nearest, CQ_DTYPE_COUNT, x->dtype, CQ_DTYPE_COUNT, y, x, H, W, f);
 }
 
 cq_status cq_op_pixel_shuffle(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int r) {
@@ -622,8 +627,7 @@ cq_status cq_op_pixel_shuffle(cq_backend *be, cq_tensor *y, const cq_tensor *x, 
         return cq_fail(CQ_ERR_SHAPE, "pixel_shuffle: %lld channels are not a multiple of r*r = %lld", (long long)C,
                        (long long)rr);
     CQ_TRY(need_resample(&c, y, x, H, W, r, hw, C, hw * rr, C / rr));
-    CQ_TRY(need_support(&c, CQ_OP_PIXEL_SHUFFLE, CQ_DTYPE_COUNT, x->dtype));
-    return be->vt->pixel_shuffle(be, y, x, H, W, r);
+    DISPATCH(&c, PIXEL_SHUFFLE, pixel_shuffle, CQ_DTYPE_COUNT, x->dtype, CQ_DTYPE_COUNT, y, x, H, W, r);
 }
 
 cq_status cq_op_pixel_unshuffle(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int r) {
@@ -634,6 +638,5 @@ cq_status cq_op_pixel_unshuffle(cq_backend *be, cq_tensor *y, const cq_tensor *x
     CQ_TRY(need_act(&c, "x", x));
     int64_t C = cq_tensor_cols(x);
     CQ_TRY(need_resample(&c, y, x, H, W, r, hw * rr, C, hw, C * rr));
-    CQ_TRY(need_support(&c, CQ_OP_PIXEL_UNSHUFFLE, CQ_DTYPE_COUNT, x->dtype));
-    return be->vt->pixel_unshuffle(be, y, x, H, W, r);
+    DISPATCH(&c, PIXEL_UNSHUFFLE, pixel_unshuffle, CQ_DTYPE_COUNT, x->dtype, CQ_DTYPE_COUNT, y, x, H, W, r);
 }

@@ -20,29 +20,10 @@ void cq_ref_store(cq_tensor *t, int64_t i, float v);
  * weights in any codec (through codec.h) or float activations. */
 cq_status cq_ref_matrix_rows(const cq_tensor *w, int64_t r0, int64_t n, float *out);
 
-cq_status cq_ref_matmul(const cq_matmul_args *a);
-cq_status cq_ref_attention(const cq_attn_args *a);
-cq_status cq_ref_layernorm(cq_tensor *y, const cq_tensor *x, const cq_tensor *scale, const cq_tensor *shift, float eps);
-cq_status cq_ref_rmsnorm(cq_tensor *y, const cq_tensor *x, const cq_tensor *w, const cq_tensor *bias,
-                         bool zero_centered, float eps);
-cq_status cq_ref_groupnorm(cq_tensor *y, const cq_tensor *x, int groups, const cq_tensor *gamma, const cq_tensor *beta,
-                           float eps);
-cq_status cq_ref_qk_norm_rope(cq_tensor *t, int n_heads, int head_dim, const cq_tensor *w, float eps,
-                              const cq_tensor *cos_t, const cq_tensor *sin_t, cq_rope_mode mode, int rope_dim);
-cq_status cq_ref_unary(cq_tensor *y, const cq_tensor *x, cq_unary fn, float alpha, float beta);
-cq_status cq_ref_binary(cq_tensor *y, const cq_tensor *a, const cq_tensor *b, cq_binary fn);
-cq_status cq_ref_gated_add(cq_tensor *y, const cq_tensor *x, const cq_tensor *gate);
-cq_status cq_ref_swiglu(cq_tensor *y, const cq_tensor *a, const cq_tensor *b);
-cq_status cq_ref_softmax(cq_tensor *y, const cq_tensor *x, float scale);
-cq_status cq_ref_copy(cq_tensor *y, const cq_tensor *x);
-cq_status cq_ref_transpose(cq_tensor *y, const cq_tensor *x);
-cq_status cq_ref_concat_cols(cq_tensor *y, const cq_tensor *a, const cq_tensor *b);
-cq_status cq_ref_get_rows(cq_tensor *y, const cq_tensor *w, const cq_tensor *ids);
-cq_status cq_ref_gather_cols(cq_tensor *y, const cq_tensor *x, const cq_tensor *idx, int group, float scale);
-cq_status cq_ref_conv2d(const cq_conv2d_args *a);
-cq_status cq_ref_upsample_nearest(cq_tensor *y, const cq_tensor *x, int H, int W, int f);
-cq_status cq_ref_pixel_shuffle(cq_tensor *y, const cq_tensor *x, int H, int W, int r);
-cq_status cq_ref_pixel_unshuffle(cq_tensor *y, const cq_tensor *x, int H, int W, int r);
+/* One per op of ops_list.h: cq_status cq_ref_<name>(<the op's parameters>). */
+#define CQ_REF_DECLARE_(E, name, P, A, u) cq_status cq_ref_##name P;
+CQ_OPS_LIST(CQ_REF_DECLARE_, _)
+#undef CQ_REF_DECLARE_
 
 /* Scalar definitions shared with the fast kernels' tests. */
 double cq_ref_gelu_tanh(double x); /* 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))) */

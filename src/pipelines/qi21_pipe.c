@@ -37,7 +37,6 @@ struct cq_qi21_pipe {
     cq_qi21_config dcfg;   /* the denoiser's and the text tower's configs, read at open */
     cq_qwen3_config tcfg;
     cq_backend *be;
-    cq_backend *vae_be;    /* owned: a CPU backend for the VAE when `be` has no conv2d, else NULL */
     cq_tokenizer *tok;
     cq_qwen3 *te;
     cq_qi21 *dit;
@@ -134,18 +133,8 @@ cq_status cq_qi21_pipe_load_weights(cq_qi21_pipe *p, cq_backend *be) {
     p->be = be;
     cq_status s = cq_qwen3_load(cmf, "te.", be, &p->te);
     if (s == CQ_OK) s = cq_qi21_load(cmf, "dit.", be, &p->dit);
-    /* A backend without the VAE's convolutions runs the text tower and the denoiser; the VAE then decodes on
-     * the CPU, where it streams row bands anyway. */
-    cq_backend *vb = be;
-    if (s == CQ_OK && !cq_backend_supports(be, CQ_OP_CONV2D, CQ_DTYPE_F32, CQ_DTYPE_F32)) {
-        s = cq_backend_cpu_create(0, CQ_CPU_AUTO, &p->vae_be);
-        if (s == CQ_OK) {
-            vb = p->vae_be;
-            CQ_INFO("qi21 pipeline: backend %s has no conv2d; the VAE runs on %s", cq_backend_name(be),
-                    cq_backend_name(vb));
-        }
-    }
-    if (s == CQ_OK) s = cq_qi21_vae_load(cmf, "vae.", vb, &p->vae);
+    /* an op the backend lacks (the VAE's convolutions, say) runs on its host backend (ops/fallback.c) */
+    if (s == CQ_OK) s = cq_qi21_vae_load(cmf, "vae.", be, &p->vae);
     if (s == CQ_OK) {
         const cq_qi21_config *dc = cq_qi21_get_config(p->dit);
         const cq_qi21_vae_config *vc = cq_qi21_vae_get_config(p->vae);
@@ -155,11 +144,9 @@ cq_status cq_qi21_pipe_load_weights(cq_qi21_pipe *p, cq_backend *be) {
     }
     if (s != CQ_OK) {
         cq_qi21_vae_free(p->vae);
-        cq_backend_free(p->vae_be);
         cq_qi21_free(p->dit);
         cq_qwen3_free(p->te);
         p->vae = NULL;
-        p->vae_be = NULL;
         p->dit = NULL;
         p->te = NULL;
     }
@@ -182,7 +169,6 @@ cq_status cq_qi21_pipe_load(const cq_cmf *cmf, cq_backend *be, cq_qi21_pipe **ou
 void cq_qi21_pipe_free(cq_qi21_pipe *p) {
     if (!p) return;
     cq_qi21_vae_free(p->vae);
-    cq_backend_free(p->vae_be);
     cq_qi21_free(p->dit);
     cq_qwen3_free(p->te);
     cq_tokenizer_free(p->tok);

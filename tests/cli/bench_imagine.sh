@@ -21,7 +21,7 @@ has out "qwen3.json.gz"
 expect 2 "$CQ" bench imagine --size 1000
 has err "256, 512, 1024 or 2048"
 expect 2 "$CQ" bench imagine --backend gpu
-has err "cpu, cuda or cuda:N"
+has err "unknown backend 'gpu' (have: cpu, ref, cuda"
 expect 2 "$CQ" bench imagine --size 25x
 has err "--size"
 expect 2 "$CQ" bench imagine --steps 1

@@ -23,7 +23,7 @@ has err "--repeat"
 expect 2 "$CQ" bench vae --threads 0
 has err "--threads"
 expect 2 "$CQ" bench vae --backend vulkan
-has err "cpu, cuda or cuda:N"
+has err "unknown backend 'vulkan' (have: cpu, ref, cuda"
 expect 2 "$CQ" bench vae extra
 has err "unknown argument"
 

@@ -24,9 +24,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/cuda/cuda.h"
+#include "cli/env.h"
 #include "codec/codec.h"
 #include "ops/ops.h"
 #include "testutil.h"
+
+/* The options the CORTIQ_CUDA_* variables give (the CLI's mapping), so the suite runs under them as the
+ * command does; each test then sets what it is about. */
+static cq_cuda_opts env_opts(void) {
+    cq_backend_opts o;
+    if (cq_env_backend_opts("cuda", &o) != CQ_OK) memset(&o, 0, sizeof o);
+    return o.cuda;
+}
 
 static cq_backend *g_be, *g_ref;
 static tu_rng g_rng;
@@ -243,19 +253,20 @@ static void test_gemm_tuning(void **state) {
     const uint64_t wbytes = sizeof(float) * (uint64_t)(N * K);
     tune_log t = {0};
     cq_set_log(tune_log_sink, &t, CQ_LOG_DEBUG);
-    setenv("CORTIQ_CUDA_GEMM_TUNE", "1", 1);
     cq_backend *tuned = NULL;
-    cq_status s = cq_backend_cuda_create(-1, &tuned);
+    cq_cuda_opts on = env_opts();
+    on.gemm_tune = true;
+    cq_status s = cq_backend_cuda_open(-1, &on, &tuned);
     assert_int_equal(s, CQ_OK);
     linear_on(tuned, x, wb, wbytes, M, K, N, y1);
     const int after_first = t.timed;
     linear_on(tuned, x, wb, wbytes, M, K, N, y2);
     const int after_second = t.timed;
     cq_backend_free(tuned);
-    setenv("CORTIQ_CUDA_GEMM_TUNE", "0", 1);
     cq_backend *untuned = NULL;
-    s = cq_backend_cuda_create(-1, &untuned);
-    unsetenv("CORTIQ_CUDA_GEMM_TUNE");
+    cq_cuda_opts off = env_opts();
+    off.gemm_tune = false;
+    s = cq_backend_cuda_open(-1, &off, &untuned);
     assert_int_equal(s, CQ_OK);
     linear_on(untuned, x, wb, wbytes, M, K, N, y0);
     cq_backend_free(untuned);
@@ -417,10 +428,10 @@ static void test_side_copies(void **state) {
         host[i] = malloc(sizeof(float) * n[i]);
         tu_fill_normal(&g_rng, host[i], n[i], sd[i]);
     }
-    setenv("CORTIQ_CUDA_SIDE", "0", 1);
     cq_backend *off = NULL;
-    cq_status s = cq_backend_cuda_create(-1, &off);
-    unsetenv("CORTIQ_CUDA_SIDE");
+    cq_cuda_opts no_side = env_opts();
+    no_side.no_side_copy = true;
+    cq_status s = cq_backend_cuda_open(-1, &no_side, &off);
     assert_int_equal(s, CQ_OK);
     cq_backend *bes[3] = {g_be, off, g_ref};
     float *q[3], *mlp[3], *o[3];
@@ -631,13 +642,11 @@ static void test_fallbacks_agree(void **state) {
     for (int pass = 0; pass < 2; pass++) {
         cq_backend *be = g_be;
         if (pass) {
-            setenv("CORTIQ_CUDA_GEMM", "simt", 1);
-            setenv("CORTIQ_CUDA_ATTN", "generic", 1);
-            setenv("CORTIQ_CUDA_SYNC", "1", 1);
-            cq_status s = cq_backend_cuda_create(-1, &be);
-            unsetenv("CORTIQ_CUDA_GEMM");
-            unsetenv("CORTIQ_CUDA_ATTN");
-            unsetenv("CORTIQ_CUDA_SYNC");
+            cq_cuda_opts dbg = env_opts();
+            dbg.gemm = CQ_CUDA_GEMM_SIMT;
+            dbg.attn = CQ_CUDA_ATTN_GENERIC;
+            dbg.sync_each_op = true;
+            cq_status s = cq_backend_cuda_open(-1, &dbg, &be);
             assert_int_equal(s, CQ_OK);
         }
         tu_rng_seed(&g_rng, 77); /* the same inputs both times */
@@ -731,12 +740,14 @@ static void test_attention_kernels(void **state) {
         {CQ_DTYPE_F32, 700, 18, 700, 2, 2, AV_ALL, 0.0f, 128},     {CQ_DTYPE_BF16, 260, 30, 900, 2, 1, AV_RANDOM, 0.0f, 128},
     };
     static const char *const kinds[] = {"flash128", "flash64", "flash128w4", "wgmma", "wmma"};
+    static const cq_cuda_attn modes[] = {CQ_CUDA_ATTN_FLASH128, CQ_CUDA_ATTN_FLASH64, CQ_CUDA_ATTN_FLASH128W4,
+                                         CQ_CUDA_ATTN_WGMMA, CQ_CUDA_ATTN_WMMA};
     enum { NK = 5, WGMMA = 3 };
     cq_backend *be[NK];
     for (int k = 0; k < NK; k++) {
-        setenv("CORTIQ_CUDA_ATTN", kinds[k], 1);
-        cq_status s = cq_backend_cuda_create(-1, &be[k]);
-        unsetenv("CORTIQ_CUDA_ATTN");
+        cq_cuda_opts o = env_opts();
+        o.attn = modes[k];
+        cq_status s = cq_backend_cuda_open(-1, &o, &be[k]);
         assert_int_equal(s, CQ_OK);
     }
     for (size_t ci = 0; ci < CQ_ARRAY_LEN(cases); ci++) {
@@ -809,9 +820,9 @@ static void test_attention_wide_bands(void **state) {
     (void)state;
     const attn_case c = {CQ_DTYPE_F32, 2100, 18, 16382, 2, 1, AV_ALL, 0.0f, 384};
     cq_backend *gen;
-    setenv("CORTIQ_CUDA_ATTN", "generic", 1);
-    cq_status st = cq_backend_cuda_create(-1, &gen);
-    unsetenv("CORTIQ_CUDA_ATTN");
+    cq_cuda_opts generic = env_opts();
+    generic.attn = CQ_CUDA_ATTN_GENERIC;
+    cq_status st = cq_backend_cuda_open(-1, &generic, &gen);
     assert_int_equal(st, CQ_OK);
     float *in[5];
     const int64_t rows[5] = {c.Nq, c.Nk, c.Nk, c.P, c.P}, n = c.Nq * c.Hq * c.D;
@@ -843,7 +854,8 @@ static void test_attention_wide_bands(void **state) {
 static int setup(void **state) {
     (void)state;
     tu_rng_seed(&g_rng, 20261201);
-    if (cq_backend_cuda_create(-1, &g_be) != CQ_OK) return -1;
+    cq_cuda_opts o = env_opts();
+    if (cq_backend_cuda_open(-1, &o, &g_be) != CQ_OK) return -1;
     if (cq_backend_ref_create(&g_ref) != CQ_OK) return -1;
     printf("cuda backend tests on %s\n", cq_backend_name(g_be));
     return 0;

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "qi21_golden.h"
+#include "backends/cuda/cuda.h"
 #include "testutil.h"
 #include "format/convert.h"
 #include "format/safetensors.h"

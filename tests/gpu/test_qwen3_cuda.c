@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/cuda/cuda.h"
 #include "testutil.h"
 #include "format/cmf.h"
 #include "models/qwen3.h"

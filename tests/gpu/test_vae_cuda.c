@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/cuda/cuda.h"
 #include "testutil.h"
 #include "vae_golden.h"
 

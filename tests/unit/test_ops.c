@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/env.h"
 #include "codec/codec.h"
 #include "ops/ops.h"
 #include "testutil.h"
@@ -937,7 +938,7 @@ static void test_data_movement(void **state) {
             run_case(&c);
 
             int64_t cb = sh.C % 5 + 1 + (int64_t)xi * 30;
-            tc_init(&c, CQ_OP_CONCAT, k_acts[xi], run_concat, "concat_cols x=%s %lldx(%lld+%lld)", cq_dtype_name(k_acts[xi]),
+            tc_init(&c, CQ_OP_CONCAT_COLS, k_acts[xi], run_concat, "concat_cols x=%s %lldx(%lld+%lld)", cq_dtype_name(k_acts[xi]),
                     (long long)sh.R, (long long)sh.C, (long long)cb);
             c.tol_abs = TOL_EXACT;
             tc_act(&c, 0, k_acts[xi], sh.R, sh.C, 1.0f);
@@ -1168,6 +1169,16 @@ static void test_shuffle_roundtrip(void **state) {
 }
 
 /* ---- setup ------------------------------------------------------------------------------------------------- */
+/* The backend CQ_TEST_OPS_BACKEND names, with the options the CORTIQ_* variables give (CORTIQ_CUDA_GEMM, ...)
+ * and no fallback: the test is of the backend's own ops, and an unsupported combination must fail. */
+static cq_status open_only(const char *name, cq_backend **out) {
+    cq_backend_opts o;
+    CQ_TRY(cq_env_backend_opts(name, &o));
+    o.cpu.threads = 2;
+    o.no_fallback = true;
+    return cq_backend_open(name, &o, out);
+}
+
 static int setup(void **state) {
     (void)state;
     memset(&g, 0, sizeof g);
@@ -1179,7 +1190,7 @@ static int setup(void **state) {
     if (cq_backend_ref_create(&g.ref) != CQ_OK) return -1;
     const char *only = getenv("CQ_TEST_OPS_BACKEND");
     if (only && *only) {
-        if (cq_backend_create(only, 2, &g.be[0]) != CQ_OK) return -1; /* main() checked that it opens */
+        if (open_only(only, &g.be[0]) != CQ_OK) return -1; /* main() checked that it opens */
         g.nbe = 1;
         printf("op test on: %s vs %s%s\n", cq_backend_name(g.be[0]), cq_backend_name(g.ref), g.big ? " (big sweep)" : "");
         return 0;
@@ -1278,7 +1289,7 @@ int main(void) {
     if (only && *only) {
         /* a GPU run: skip (ctest shows "Skipped") when the backend cannot open here */
         cq_backend *probe = NULL;
-        cq_status s = cq_backend_create(only, 2, &probe);
+        cq_status s = open_only(only, &probe);
         if (s != CQ_OK) {
             printf("test_ops: skipped: backend '%s' is not available: %s\n", only, cq_last_error());
             return s == CQ_ERR_UNSUPPORTED ? SKIP : 1;

@@ -9,8 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/env.h"
 #include "codec/codec.h"
-#include "ops/ops.h"
+#include "ops/backend.h"
 #include "testutil.h"
 
 static void expect(cq_status want, cq_status got, const char *expr, const char *sub) {
@@ -74,12 +75,25 @@ static void test_backends(void **state) {
     /* AMX/NEON kernels are not built yet: asking for them is a clear error. */
     if (!cq_cpu_isa_available(CQ_CPU_AMX)) EXPECT(CQ_ERR_UNSUPPORTED, cq_backend_cpu_create(1, CQ_CPU_AMX, &be), "amx");
     assert_true(cq_cpu_isa_available(CQ_CPU_GENERIC));
+    /* the ISA by option; by CORTIQ_CPU only through the CLI's mapping (the library reads no environment) */
+    cq_backend_opts bo = {.cpu = {.threads = 1, .isa = CQ_CPU_GENERIC}};
+    EXPECT(CQ_OK, cq_backend_open("cpu", &bo, &be), NULL);
+    assert_string_equal(cq_backend_name(be), "cpu/generic");
+    cq_backend_free(be);
     setenv("CORTIQ_CPU", "generic", 1);
     EXPECT(CQ_OK, cq_backend_cpu_create(1, CQ_CPU_AUTO, &be), NULL);
+    if (cq_cpu_isa_available(CQ_CPU_AVX2) || cq_cpu_isa_available(CQ_CPU_NEON))
+        assert_string_not_equal(cq_backend_name(be), "cpu/generic"); /* the variable alone changes nothing */
+    cq_backend_free(be);
+    EXPECT(CQ_OK, cq_env_backend_create("cpu", 1, &be), NULL);
     assert_string_equal(cq_backend_name(be), "cpu/generic");
     cq_backend_free(be);
     setenv("CORTIQ_CPU", "pentium", 1);
-    EXPECT(CQ_ERR_INVALID_ARG, cq_backend_cpu_create(1, CQ_CPU_AUTO, &be), "CORTIQ_CPU");
+    EXPECT(CQ_OK, cq_backend_cpu_create(1, CQ_CPU_AUTO, &be), NULL);
+    cq_backend_free(be);
+    be = NULL;
+    EXPECT(CQ_ERR_INVALID_ARG, cq_env_backend_create("cpu", 1, &be), "CORTIQ_CPU='pentium'");
+    assert_null(be);
     unsetenv("CORTIQ_CPU");
     EXPECT(CQ_ERR_INVALID_ARG, cq_backend_cpu_create(1, (cq_cpu_isa)99, &be), NULL);
     cq_backend_free(NULL);
@@ -92,6 +106,140 @@ static void test_backends(void **state) {
     assert_true(cq_backend_supports(cpu, CQ_OP_MATMUL, CQ_DTYPE_Q4TP, CQ_DTYPE_F32));
     assert_false(cq_backend_supports(cpu, CQ_OP_MATMUL, CQ_DTYPE_Q1, CQ_DTYPE_F32));
     assert_false(cq_backend_supports(cpu, (cq_op)999, CQ_DTYPE_COUNT, CQ_DTYPE_F32));
+}
+
+static bool never_records(const cq_backend *be) { return (void)be, false; }
+
+static void count_log(cq_log_level level, const char *msg, void *user) {
+    (void)level;
+    (void)msg;
+    (*(int *)user)++;
+}
+
+/* The registry: names, "name:N" parsing, the known-names list, the vtable check. */
+static void test_registry(void **state) {
+    (void)state;
+    assert_true(cq_backend_registry_count() >= 3);
+    assert_null(cq_backend_registry_get(cq_backend_registry_count()));
+    const char *want[] = {"cpu", "ref", "cuda"};
+    for (size_t i = 0; i < 3; i++) assert_string_equal(cq_backend_registry_get(i)->name, want[i]);
+    assert_true(cq_backend_registry_get(0)->built());
+    assert_false(cq_backend_registry_get(0)->has_devices);
+    assert_true(cq_backend_registry_get(2)->has_devices);
+    char names[128];
+    assert_string_equal(cq_backend_names(names, sizeof names), "cpu, ref, cuda[:N]");
+    const cq_backend_desc *d = NULL;
+    int dev = 7;
+    EXPECT(CQ_OK, cq_backend_lookup("CUDA:3", &d, &dev), NULL);
+    assert_string_equal(d->name, "cuda");
+    assert_int_equal(dev, 3);
+    EXPECT(CQ_OK, cq_backend_lookup(NULL, &d, &dev), NULL);
+    assert_string_equal(d->name, "cpu");
+    assert_int_equal(dev, -1);
+    EXPECT(CQ_OK, cq_backend_lookup("ref", &d, &dev), NULL);
+    assert_string_equal(d->name, "ref");
+    EXPECT(CQ_ERR_INVALID_ARG, cq_backend_lookup("cuda:x", &d, &dev), "cuda:N with N a device number");
+    assert_null(d);
+    EXPECT(CQ_ERR_INVALID_ARG, cq_backend_lookup("cuda:", &d, &dev), "cuda:N");
+    EXPECT(CQ_ERR_INVALID_ARG, cq_backend_lookup("cpu:1", &d, &dev), "no devices");
+    EXPECT(CQ_ERR_UNSUPPORTED, cq_backend_lookup("cudax", &d, &dev), "unknown backend 'cudax' (have: cpu, ref, cuda[:N]");
+    if (!cq_backend_registry_get(2)->built()) {
+        cq_backend *be = NULL;
+        EXPECT(CQ_ERR_UNSUPPORTED, cq_backend_open("cuda", NULL, &be), "no CUDA backend");
+        assert_null(be);
+        EXPECT(CQ_ERR_UNSUPPORTED, cq_backend_lookup("vk", &d, &dev), "this build has no cuda");
+    }
+    /* every backend the registry creates passes the vtable check; a broken one does not */
+    assert_int_equal(cq_backend_check(cpu), CQ_OK);
+    assert_int_equal(cq_backend_check(ref), CQ_OK);
+    cq_backend_vtbl vt = *ref->vt;
+    cq_backend fake = *ref;
+    fake.vt = &vt;
+    vt.buf_zero = NULL;
+    EXPECT(CQ_ERR_INTERNAL, cq_backend_check(&fake), "buf_zero");
+    vt = *ref->vt;
+    vt.conv2d = NULL; /* a host backend has nothing to fall back to */
+    EXPECT(CQ_ERR_INTERNAL, cq_backend_check(&fake), "conv2d");
+    assert_false(cq_backend_has_entry(&fake, CQ_OP_CONV2D));
+    assert_false(cq_backend_supports(&fake, CQ_OP_CONV2D, CQ_DTYPE_F32, CQ_DTYPE_F32));
+    vt.is_host = false; /* a device backend's missing entry falls back */
+    EXPECT(CQ_OK, cq_backend_check(&fake), NULL);
+    vt = *ref->vt;
+    vt.can_record = never_records; /* one recording entry of five */
+    EXPECT(CQ_ERR_INTERNAL, cq_backend_check(&fake), "recording");
+}
+
+/* The CLI's mapping of the environment onto options (src/cli/env.c): the words and messages of the variables. */
+static void test_env_mapping(void **state) {
+    (void)state;
+    static const char *const vars[] = {"CORTIQ_CUDA_CHECK", "CORTIQ_CUDA_GEMM", "CORTIQ_CUDA_GEMM_TUNE",
+                                       "CORTIQ_CUDA_ATTN", "CORTIQ_CUDA_SYNC", "CORTIQ_CUDA_SIDE", "CORTIQ_CUDA_GRAPH",
+                                       "CORTIQ_CUDA_PROFILE", "CORTIQ_CUDA_DEVICE", "CORTIQ_BACKEND", "CORTIQ_CPU"};
+    for (size_t i = 0; i < CQ_ARRAY_LEN(vars); i++) unsetenv(vars[i]);
+    cq_backend_opts o;
+    memset(&o, 0x5a, sizeof o);
+    assert_int_equal(cq_env_backend_opts("cuda", &o), CQ_OK);
+    cq_backend_opts zero;
+    memset(&zero, 0, sizeof zero);
+    assert_memory_equal(&o, &zero, sizeof o); /* no variable: the defaults, which are zeros */
+    assert_string_equal(cq_env_backend_name(), "cpu");
+    setenv("CORTIQ_BACKEND", "ref", 1);
+    assert_string_equal(cq_env_backend_name(), "ref");
+    setenv("CORTIQ_CUDA_CHECK", "2", 1);
+    setenv("CORTIQ_CUDA_GEMM", "wgmma", 1);
+    setenv("CORTIQ_CUDA_GEMM_TUNE", "1", 1);
+    setenv("CORTIQ_CUDA_ATTN", "flash64", 1);
+    setenv("CORTIQ_CUDA_SYNC", "yes", 1);
+    setenv("CORTIQ_CUDA_SIDE", "0", 1);
+    setenv("CORTIQ_CUDA_GRAPH", "0", 1);
+    setenv("CORTIQ_CUDA_PROFILE", "1", 1);
+    setenv("CORTIQ_CUDA_DEVICE", "2", 1);
+    setenv("CORTIQ_CPU", "generic", 1);
+    assert_int_equal(cq_env_backend_opts("cuda:1", &o), CQ_OK);
+    assert_int_equal(o.cuda.check, CQ_CUDA_CHECK_ALL);
+    assert_int_equal(o.cuda.gemm, CQ_CUDA_GEMM_WGMMA);
+    assert_true(o.cuda.gemm_tune);
+    assert_int_equal(o.cuda.attn, CQ_CUDA_ATTN_FLASH64);
+    assert_true(o.cuda.sync_each_op && o.cuda.no_side_copy && o.cuda.no_graphs && o.cuda.profile);
+    assert_int_equal(o.device, 2);
+    assert_int_equal(o.cpu.isa, CQ_CPU_GENERIC);
+    /* NULL: the backend CORTIQ_BACKEND names; the CUDA part is read only for CUDA */
+    assert_int_equal(cq_env_backend_opts(NULL, &o), CQ_OK);
+    assert_int_equal(o.cuda.gemm, CQ_CUDA_GEMM_AUTO);
+    assert_int_equal(o.cpu.isa, CQ_CPU_GENERIC);
+    /* a bad value is warned about and left at its default */
+    setenv("CORTIQ_CUDA_CHECK", "0", 1);
+    setenv("CORTIQ_CUDA_GEMM", "fast", 1);
+    setenv("CORTIQ_CUDA_SYNC", "0", 1);
+    setenv("CORTIQ_CUDA_SIDE", "maybe", 1);
+    assert_int_equal(cq_env_backend_opts("cuda", &o), CQ_OK);
+    assert_int_equal(o.cuda.check, CQ_CUDA_CHECK_OFF);
+    assert_int_equal(o.cuda.gemm, CQ_CUDA_GEMM_AUTO);
+    assert_false(o.cuda.sync_each_op);
+    assert_false(o.cuda.no_side_copy);
+    for (size_t i = 0; i < CQ_ARRAY_LEN(vars); i++) unsetenv(vars[i]);
+    /* process settings: threads and log level */
+    int logged = 0;
+    cq_set_log(count_log, &logged, CQ_LOG_DEBUG);
+    setenv("CORTIQ_THREADS", "3", 1);
+    setenv("CORTIQ_LOG", "error", 1);
+    cq_env_apply();
+    assert_int_equal(cq_default_threads(), 3);
+    CQ_WARN("below the level");
+    assert_int_equal(logged, 0);
+    cq_log(CQ_LOG_ERROR, "at the level");
+    assert_int_equal(logged, 1);
+    cq_backend *be = NULL;
+    assert_int_equal(cq_backend_cpu_create(0, CQ_CPU_AUTO, &be), CQ_OK);
+    cq_backend_free(be);
+    setenv("CORTIQ_THREADS", "lots", 1);
+    unsetenv("CORTIQ_LOG");
+    cq_env_apply();
+    assert_int_equal(cq_default_threads(), cq_cpu()->logical_cores);
+    assert_int_equal(logged, 2); /* the warning about 'lots', at the default level again */
+    unsetenv("CORTIQ_THREADS");
+    cq_set_default_threads(0);
+    cq_set_log(NULL, NULL, CQ_LOG_WARN);
 }
 
 static void test_tensors(void **state) {
@@ -439,7 +587,7 @@ static void test_nested(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_backends),       cmocka_unit_test(test_tensors),      cmocka_unit_test(test_weights),
+        cmocka_unit_test(test_backends),       cmocka_unit_test(test_registry),     cmocka_unit_test(test_env_mapping),       cmocka_unit_test(test_tensors),      cmocka_unit_test(test_weights),
         cmocka_unit_test(test_matmul_args),    cmocka_unit_test(test_attention_args), cmocka_unit_test(test_row_op_args),
         cmocka_unit_test(test_get_rows_ids),   cmocka_unit_test(test_gather_cols_args), cmocka_unit_test(test_image_args),   cmocka_unit_test(test_nested),
     };

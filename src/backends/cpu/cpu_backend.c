@@ -8,8 +8,9 @@
  *
  * ISA selection: this file is compiled without ISA flags and asks cq_cpu()
  * what the machine has; the kits (gemm_<isa>.c) are the only code built with
- * ISA flags and are only called when their ISA is present. CORTIQ_CPU (or an
- * explicit isa argument) forces one; asking for a missing one is an error.
+ * ISA flags and are only called when their ISA is present. An explicit isa
+ * (cq_cpu_opts; the CLI maps CORTIQ_CPU onto it) forces one; asking for a
+ * missing one is an error.
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -75,17 +76,6 @@ static cq_cpu_isa best_isa(void) {
     for (size_t i = 0; i < CQ_ARRAY_LEN(order); i++)
         if (cq_cpu_isa_available(order[i])) return order[i];
     return CQ_CPU_GENERIC;
-}
-
-static cq_status parse_isa_env(cq_cpu_isa *isa) {
-    const char *e = getenv("CORTIQ_CPU");
-    if (!e || !*e || !strcasecmp(e, "auto")) return CQ_OK;
-    for (int i = CQ_CPU_GENERIC; i < CQ_CPU_ISA_COUNT; i++)
-        if (!strcasecmp(e, cq_cpu_isa_name((cq_cpu_isa)i))) {
-            *isa = (cq_cpu_isa)i;
-            return CQ_OK;
-        }
-    return cq_fail(CQ_ERR_INVALID_ARG, "CORTIQ_CPU='%s' is not one of generic, avx2, avx512, amx, neon, auto", e);
 }
 
 /* ---- work splitting ------------------------------------------------------------------- */
@@ -168,6 +158,7 @@ static void cpu_destroy(cq_backend *be) {
 
 static const cq_backend_vtbl k_cpu_vtbl = {
     .kind = "cpu",
+    .is_host = true,
     .destroy = cpu_destroy,
     .supports = cpu_supports,
     .buf_alloc = cq_host_buf_alloc,
@@ -178,33 +169,22 @@ static const cq_backend_vtbl k_cpu_vtbl = {
     .bind_weight = cq_host_bind_weight,
     .release_weight = NULL,
     .sync = cq_host_sync,
-    .matmul = cq_cpu_matmul,
-    .attention = cq_cpu_attention,
-    .layernorm = cq_cpu_layernorm,
-    .rmsnorm = cq_cpu_rmsnorm,
-    .groupnorm = cq_cpu_groupnorm,
-    .qk_norm_rope = cq_cpu_qk_norm_rope,
-    .unary = cq_cpu_unary,
-    .binary = cq_cpu_binary,
-    .gated_add = cq_cpu_gated_add,
-    .swiglu = cq_cpu_swiglu,
-    .softmax = cq_cpu_softmax,
-    .copy = cq_cpu_copy,
-    .transpose = cq_cpu_transpose,
-    .concat_cols = cq_cpu_concat_cols,
-    .get_rows = cq_cpu_get_rows,
-    .gather_cols = cq_cpu_gather_cols,
-    .conv2d = cq_cpu_conv2d,
-    .upsample_nearest = cq_cpu_upsample_nearest,
-    .pixel_shuffle = cq_cpu_pixel_shuffle,
-    .pixel_unshuffle = cq_cpu_pixel_unshuffle,
+    CQ_OPS_VTBL(cq_cpu_)
 };
 
 cq_status cq_backend_cpu_create(int threads, cq_cpu_isa isa, cq_backend **out) {
-    if (!out) return cq_fail(CQ_ERR_INVALID_ARG, "cq_backend_cpu_create: out is NULL");
+    cq_cpu_opts o = {.threads = threads, .isa = isa};
+    return cq_backend_cpu_open(&o, out);
+}
+
+cq_status cq_backend_cpu_open(const cq_cpu_opts *opts, cq_backend **out) {
+    if (!out) return cq_fail(CQ_ERR_INVALID_ARG, "cq_backend_cpu_open: out is NULL");
     *out = NULL;
+    static const cq_cpu_opts k_defaults;
+    if (!opts) opts = &k_defaults;
+    cq_cpu_isa isa = opts->isa;
+    int threads = opts->threads;
     if ((unsigned)isa >= CQ_CPU_ISA_COUNT) return cq_fail(CQ_ERR_INVALID_ARG, "unknown CPU ISA %d", (int)isa);
-    if (isa == CQ_CPU_AUTO) CQ_TRY(parse_isa_env(&isa));
     if (isa == CQ_CPU_AUTO) isa = best_isa();
     if (!cq_cpu_isa_available(isa)) {
         if (!isa_built(isa))

@@ -271,30 +271,7 @@ typedef struct cq_cpu_gemm {
 cq_status cq_cpu_gemm_run(cq_cpu_backend *cb, const cq_cpu_gemm *g);
 
 /* ---- ops (vtable entries) ----------------------------------------------------------- */
-cq_status cq_cpu_matmul(cq_backend *be, const cq_matmul_args *a);
-cq_status cq_cpu_attention(cq_backend *be, const cq_attn_args *a);
-cq_status cq_cpu_layernorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *scale,
-                           const cq_tensor *shift, float eps);
-cq_status cq_cpu_rmsnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *w, const cq_tensor *bias,
-                         bool zero_centered, float eps);
-cq_status cq_cpu_groupnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, int groups, const cq_tensor *gamma,
-                           const cq_tensor *beta, float eps);
-cq_status cq_cpu_qk_norm_rope(cq_backend *be, cq_tensor *t, int n_heads, int head_dim, const cq_tensor *w, float eps,
-                              const cq_tensor *cos_t, const cq_tensor *sin_t, cq_rope_mode mode, int rope_dim);
-cq_status cq_cpu_softmax(cq_backend *be, cq_tensor *y, const cq_tensor *x, float scale);
-cq_status cq_cpu_unary(cq_backend *be, cq_tensor *y, const cq_tensor *x, cq_unary fn, float alpha, float beta);
-cq_status cq_cpu_binary(cq_backend *be, cq_tensor *y, const cq_tensor *a, const cq_tensor *b, cq_binary fn);
-cq_status cq_cpu_gated_add(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *gate);
-cq_status cq_cpu_swiglu(cq_backend *be, cq_tensor *y, const cq_tensor *a, const cq_tensor *b);
-cq_status cq_cpu_copy(cq_backend *be, cq_tensor *y, const cq_tensor *x);
-cq_status cq_cpu_transpose(cq_backend *be, cq_tensor *y, const cq_tensor *x);
-cq_status cq_cpu_concat_cols(cq_backend *be, cq_tensor *y, const cq_tensor *a, const cq_tensor *b);
-cq_status cq_cpu_get_rows(cq_backend *be, cq_tensor *y, const cq_tensor *w, const cq_tensor *ids);
-cq_status cq_cpu_gather_cols(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *idx, int group,
-                             float scale);
-cq_status cq_cpu_conv2d(cq_backend *be, const cq_conv2d_args *a);
-cq_status cq_cpu_upsample_nearest(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int f);
-cq_status cq_cpu_pixel_shuffle(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int r);
-cq_status cq_cpu_pixel_unshuffle(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int r);
+/* cq_status cq_cpu_<name>(cq_backend *be, ...) for every op of ops_list.h */
+CQ_OPS_DECLARE(cq_cpu_)
 
 #endif /* CQ_CPU_IMPL_H */

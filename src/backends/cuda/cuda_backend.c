@@ -54,21 +54,6 @@ cq_status cq_cuda_fail(cudaError_t e, const char *op, const char *what) {
     return cq_fail(s, "cuda %s: %s failed: %s (%s)", op, what, cudaGetErrorName(e), cudaGetErrorString(e));
 }
 
-/* ---- environment knobs ----------------------------------------------------------------------- */
-static int env_choice(const char *name, const char *const *words, int n, int dflt) {
-    const char *v = getenv(name);
-    if (!v || !*v) return dflt;
-    for (int i = 0; i < n; i++)
-        if (!strcmp(v, words[i])) return i;
-    CQ_WARN("%s='%s' is not one of the accepted values; using the default", name, v);
-    return dflt;
-}
-
-static bool env_on(const char *name) {
-    const char *v = getenv(name);
-    return v && *v && strcmp(v, "0") != 0;
-}
-
 /* ---- op bracketing ------------------------------------------------------------------------------ */
 static void prof_flush(cq_cuda *c);
 
@@ -177,7 +162,7 @@ static bool cuda_supports(const cq_backend *be, cq_op op, cq_dtype wdt, cq_dtype
     case CQ_OP_SWIGLU:
     case CQ_OP_SOFTMAX:
     case CQ_OP_TRANSPOSE:
-    case CQ_OP_CONCAT:
+    case CQ_OP_CONCAT_COLS:
     case CQ_OP_GATHER_COLS:
     case CQ_OP_UPSAMPLE_NEAREST:
     case CQ_OP_PIXEL_SHUFFLE:
@@ -275,26 +260,7 @@ static const cq_backend_vtbl k_cuda_vtbl = {
     .bind_weight = cq_cuda_bind_weight,
     .release_weight = cq_cuda_release_weight,
     .sync = cq_cuda_sync,
-    .matmul = cq_cuda_matmul,
-    .attention = cq_cuda_attention,
-    .layernorm = cq_cuda_layernorm,
-    .rmsnorm = cq_cuda_rmsnorm,
-    .groupnorm = cq_cuda_groupnorm,
-    .qk_norm_rope = cq_cuda_qk_norm_rope,
-    .unary = cq_cuda_unary,
-    .binary = cq_cuda_binary,
-    .gated_add = cq_cuda_gated_add,
-    .swiglu = cq_cuda_swiglu,
-    .softmax = cq_cuda_softmax,
-    .copy = cq_cuda_copy,
-    .transpose = cq_cuda_transpose,
-    .concat_cols = cq_cuda_concat_cols,
-    .get_rows = cq_cuda_get_rows,
-    .gather_cols = cq_cuda_gather_cols,
-    .conv2d = cq_cuda_conv2d,
-    .upsample_nearest = cq_cuda_upsample_nearest,
-    .pixel_shuffle = cq_cuda_pixel_shuffle,
-    .pixel_unshuffle = cq_cuda_pixel_unshuffle,
+    CQ_OPS_VTBL(cq_cuda_)
     .op_precision = cuda_op_precision,
     .stats = cuda_stats,
     .can_record = cq_cuda_can_record,
@@ -358,6 +324,17 @@ cq_status cq_cuda_device_info(int device, cq_gpu_info *out) {
     return CQ_OK;
 }
 
+cq_status cq_cuda_describe(int device, char *buf, size_t len) {
+    if (!buf || !len) return cq_fail(CQ_ERR_INVALID_ARG, "cq_cuda_describe: no buffer");
+    cq_gpu_info g;
+    CQ_TRY(cq_cuda_device_info(device, &g));
+    char tot[32], fr[32];
+    snprintf(buf, len, "%s, %s (%s free), compute capability %d.%d, %d multiprocessors%s", g.name,
+             cq_fmt_bytes(g.mem_total, tot, sizeof tot), cq_fmt_bytes(g.mem_free, fr, sizeof fr), g.cc_major,
+             g.cc_minor, g.sm_count, g.cc_major < 8 ? " — too old for this backend (needs 8.0)" : "");
+    return CQ_OK;
+}
+
 static cq_status prof_init(cq_cuda *c) {
     c->prof.ev = cq_calloc(2 * CQ_CUDA_PROF_EVENTS, sizeof(cudaEvent_t));
     c->prof.op = cq_calloc(CQ_CUDA_PROF_EVENTS, sizeof(int));
@@ -368,7 +345,7 @@ static cq_status prof_init(cq_cuda *c) {
     return CQ_OK;
 }
 
-static cq_status cuda_init(cq_cuda *c, int device) {
+static cq_status cuda_init(cq_cuda *c, int device, const cq_cuda_opts *o) {
     struct cudaDeviceProp p;
     CQ_CUDA_TRY(cudaGetDeviceProperties(&p, device), "backend", "cudaGetDeviceProperties");
     if (p.major < 8)
@@ -394,19 +371,16 @@ static cq_status cuda_init(cq_cuda *c, int device) {
     /* cuBLASLt's workspace: NVIDIA's recommendation for Hopper; plans take only algorithms that fit */
     c->lt_ws_size = (size_t)32 << 20;
     CQ_TRY(cq_cuda_malloc(c, c->lt_ws_size, &c->lt_ws));
-    static const char *const check_words[] = {"0", "1", "2"};
-    static const char *const gemm_words[] = {"auto", "simt", "wgmma", "cublaslt"};
-    static const char *const onoff_words[] = {"0", "1"};
-    static const char *const attn_words[] = {"auto", "generic", "wmma", "flash128", "flash64", "flash128w4", "wgmma"};
-    c->check = env_choice("CORTIQ_CUDA_CHECK", check_words, 3, 1);
-    c->gemm_mode = env_choice("CORTIQ_CUDA_GEMM", gemm_words, 4, 0);
+    /* the options' zeros are the defaults (ops.h); the modes keep the numbering cuda_impl.h documents */
+    c->check = o->check == CQ_CUDA_CHECK_OFF ? 0 : o->check == CQ_CUDA_CHECK_ALL ? 2 : 1;
+    c->gemm_mode = (int)o->gemm;
     /* off by default: no gain measured in the 7B step, and it makes the choice (the last bits) per process */
-    c->gemm_tune = env_choice("CORTIQ_CUDA_GEMM_TUNE", onoff_words, 2, 0) == 1;
-    c->attn_mode = env_choice("CORTIQ_CUDA_ATTN", attn_words, 7, 0);
-    c->sync_each_op = env_on("CORTIQ_CUDA_SYNC");
-    c->side_copies = env_choice("CORTIQ_CUDA_SIDE", onoff_words, 2, 1) == 1;
-    c->graphs = env_choice("CORTIQ_CUDA_GRAPH", onoff_words, 2, 1) == 1;
-    if (env_on("CORTIQ_CUDA_PROFILE")) CQ_TRY(prof_init(c));
+    c->gemm_tune = o->gemm_tune;
+    c->attn_mode = (int)o->attn;
+    c->sync_each_op = o->sync_each_op;
+    c->side_copies = !o->no_side_copy;
+    c->graphs = !o->no_graphs;
+    if (o->profile) CQ_TRY(prof_init(c));
     c->base.vt = &k_cuda_vtbl;
     /* The model code keeps residual and most activations in f32 today; bf16 is
      * what this backend would like for the rest once models ask for it. */
@@ -416,13 +390,18 @@ static cq_status cuda_init(cq_cuda *c, int device) {
     return CQ_OK;
 }
 
-cq_status cq_backend_cuda_create(int device, cq_backend **out) {
-    if (!out) return cq_fail(CQ_ERR_INVALID_ARG, "cq_backend_cuda_create: out is NULL");
+cq_status cq_backend_cuda_create(int device, cq_backend **out) { return cq_backend_cuda_open(device, NULL, out); }
+
+cq_status cq_backend_cuda_open(int device, const cq_cuda_opts *opts, cq_backend **out) {
+    if (!out) return cq_fail(CQ_ERR_INVALID_ARG, "cq_backend_cuda_open: out is NULL");
     *out = NULL;
-    if (device < 0) {
-        const char *e = getenv("CORTIQ_CUDA_DEVICE");
-        device = e && *e ? atoi(e) : 0;
-    }
+    static const cq_cuda_opts k_defaults;
+    if (!opts) opts = &k_defaults;
+    if ((unsigned)opts->check >= CQ_CUDA_CHECK_COUNT || (unsigned)opts->gemm >= CQ_CUDA_GEMM_COUNT ||
+        (unsigned)opts->attn >= CQ_CUDA_ATTN_COUNT)
+        return cq_fail(CQ_ERR_INVALID_ARG, "cuda backend: options out of range (check %d, gemm %d, attn %d)",
+                       (int)opts->check, (int)opts->gemm, (int)opts->attn);
+    if (device < 0) device = 0;
     char why[256];
     int n = cq_cuda_device_count(why, sizeof why);
     if (n == 0) return cq_fail(CQ_ERR_UNSUPPORTED, "cuda backend: no usable GPU: %s", why);
@@ -434,7 +413,7 @@ cq_status cq_backend_cuda_create(int device, cq_backend **out) {
     cq_cuda *c = cq_calloc(1, sizeof *c);
     if (!c) return CQ_ERR_NOMEM;
     c->device = -1;
-    cq_status s = cuda_init(c, device);
+    cq_status s = cuda_init(c, device, opts);
     if (s != CQ_OK) {
         cuda_destroy(&c->base);
         return s;

@@ -30,6 +30,7 @@
 #include <cuda_runtime_api.h>
 
 #include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/cuda.h"
 #include "ops/backend.h"
 
 /* ---- cuBLASLt, loaded at run time (cuda_lt_load.c) ------------------------------------------
@@ -259,13 +260,13 @@ void cq_cuda_release_weight(cq_backend *be, cq_tensor *t);
 cq_status cq_cuda_sync(cq_backend *be);
 
 /* ---- ops ---------------------------------------------------------------------------------------- */
-cq_status cq_cuda_matmul(cq_backend *be, const cq_matmul_args *a);
+/* cq_status cq_cuda_<name>(cq_backend *be, ...) for every op of ops_list.h */
+CQ_OPS_DECLARE(cq_cuda_)
 /* The GEMM on cuBLASLt with the shape's cached plan (made, and its algorithm
  * timed, at the shape's first call); *done = false when cuBLASLt has no
  * algorithm for it and the caller must use the CUDA-core kernel. */
 cq_status cq_cuda_lt_gemm(cq_cuda *c, const cq_cuda_gemm_call *g, bool *done);
 void cq_cuda_plans_destroy(cq_cuda *c); /* and the timing events; after a stream sync */
-cq_status cq_cuda_attention(cq_backend *be, const cq_attn_args *a);
 /* Attention as GEMMs (cuda_gemm.c): per head, the scores by cuBLASLt, softmax, the output by cuBLASLt, in bands of
  * queries; for heads wider than the flash kernels take (the VAE's single head over all its channels), without a
  * visibility rule (no vis, not causal) and outside recordings (it sizes scratch buffers). */
@@ -278,28 +279,5 @@ cq_status cq_cuda_replay(cq_backend *be, void *handle);
 void cq_cuda_record_free(cq_backend *be, void *handle);
 /* what a recording refuses: `what` names the call */
 cq_status cq_cuda_not_while_recording(const char *what);
-cq_status cq_cuda_layernorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *scale,
-                            const cq_tensor *shift, float eps);
-cq_status cq_cuda_rmsnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *w, const cq_tensor *bias,
-                          bool zero_centered, float eps);
-cq_status cq_cuda_groupnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, int groups, const cq_tensor *gamma,
-                            const cq_tensor *beta, float eps);
-cq_status cq_cuda_qk_norm_rope(cq_backend *be, cq_tensor *t, int n_heads, int head_dim, const cq_tensor *w, float eps,
-                               const cq_tensor *cos_t, const cq_tensor *sin_t, cq_rope_mode mode, int rope_dim);
-cq_status cq_cuda_unary(cq_backend *be, cq_tensor *y, const cq_tensor *x, cq_unary fn, float alpha, float beta);
-cq_status cq_cuda_binary(cq_backend *be, cq_tensor *y, const cq_tensor *a, const cq_tensor *b, cq_binary fn);
-cq_status cq_cuda_gated_add(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *gate);
-cq_status cq_cuda_swiglu(cq_backend *be, cq_tensor *y, const cq_tensor *a, const cq_tensor *b);
-cq_status cq_cuda_softmax(cq_backend *be, cq_tensor *y, const cq_tensor *x, float scale);
-cq_status cq_cuda_copy(cq_backend *be, cq_tensor *y, const cq_tensor *x);
-cq_status cq_cuda_transpose(cq_backend *be, cq_tensor *y, const cq_tensor *x);
-cq_status cq_cuda_concat_cols(cq_backend *be, cq_tensor *y, const cq_tensor *a, const cq_tensor *b);
-cq_status cq_cuda_get_rows(cq_backend *be, cq_tensor *y, const cq_tensor *w, const cq_tensor *ids);
-cq_status cq_cuda_gather_cols(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *idx, int group,
-                              float scale);
-cq_status cq_cuda_conv2d(cq_backend *be, const cq_conv2d_args *a);
-cq_status cq_cuda_upsample_nearest(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int f);
-cq_status cq_cuda_pixel_shuffle(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int r);
-cq_status cq_cuda_pixel_unshuffle(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int r);
 
 #endif /* CQ_CUDA_IMPL_H */

@@ -209,7 +209,7 @@ cq_status cq_cuda_transpose(cq_backend *be, cq_tensor *y, const cq_tensor *x) {
 }
 
 cq_status cq_cuda_concat_cols(cq_backend *be, cq_tensor *y, const cq_tensor *a, const cq_tensor *b) {
-    OP_BEGIN(CQ_OP_CONCAT);
+    OP_BEGIN(CQ_OP_CONCAT_COLS);
     cudaError_t e = cqk_concat_cols(&k, cq_cuda_ptr(y), cq_cuda_ptr(a), cq_cuda_ptr(b), kdt(a), cq_tensor_rows(a),
                                     cq_tensor_cols(a), cq_tensor_cols(b));
     OP_END(e, "the kernel");

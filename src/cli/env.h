@@ -1,0 +1,35 @@
+/*
+ * env.h — the CORTIQ_* environment, mapped onto the library's options in one
+ * place (env.c). The library reads no environment variable; the cortiq
+ * command (and the tests that run under the same variables) call these.
+ *
+ *   CORTIQ_LOG             debug|info|warn|error|none  -> cq_set_log_level
+ *   CORTIQ_THREADS         a positive integer           -> cq_set_default_threads
+ *   CORTIQ_CUDA_CUBLASLT   a path or a file name        -> cq_cuda_set_cublaslt
+ *   CORTIQ_BACKEND         a backend name (the default of --backend)
+ *   CORTIQ_CPU             generic|avx2|avx512|amx|neon|auto   -> cq_cpu_opts.isa
+ *   CORTIQ_CUDA_DEVICE     N (the device of "cuda" without ":N") -> cq_backend_opts.device
+ *   CORTIQ_CUDA_CHECK      0|1|2, CORTIQ_CUDA_GEMM auto|simt|wgmma|cublaslt,
+ *   CORTIQ_CUDA_GEMM_TUNE  0|1, CORTIQ_CUDA_ATTN auto|generic|wmma|flash128|flash64|flash128w4|wgmma,
+ *   CORTIQ_CUDA_SYNC, CORTIQ_CUDA_PROFILE (on unless empty or 0), CORTIQ_CUDA_SIDE 0|1,
+ *   CORTIQ_CUDA_GRAPH 0|1  -> cq_cuda_opts
+ */
+#ifndef CQ_CLI_ENV_H
+#define CQ_CLI_ENV_H
+
+#include "ops/ops.h"
+
+/* The process-wide settings: log level, default thread count, cuBLASLt file. */
+void cq_env_apply(void);
+/* CORTIQ_BACKEND, or "cpu". */
+const char *cq_env_backend_name(void);
+/* The options for backend `name` (NULL: cq_env_backend_name()): a bad
+ * CORTIQ_CPU fails (CQ_ERR_INVALID_ARG naming it); a bad CORTIQ_CUDA_* value
+ * is warned about and left at its default. The CUDA part is read only for a
+ * CUDA backend. */
+cq_status cq_env_backend_opts(const char *name, cq_backend_opts *out);
+/* The backend `name` (NULL: CORTIQ_BACKEND, else cpu) with the environment's
+ * options and `threads` CPU threads (<= 0: the default). */
+cq_status cq_env_backend_create(const char *name, int threads, cq_backend **out);
+
+#endif /* CQ_CLI_ENV_H */

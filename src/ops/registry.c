@@ -1,0 +1,155 @@
+/*
+ * registry.c — the one table of backends: name, whether this build has it,
+ * creation from cq_backend_opts, device listing. Every list of backend names
+ * (the CLI's --backend checks and help texts, `cortiq gpu`, the tests) comes
+ * from here. Adding a backend is a line in k_backends (and its folder).
+ *
+ * cq_backend_open parses "name" or "name:N", creates the backend, checks its
+ * vtable (cq_backend_check) and records the host options its fallbacks use.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "backends/cuda/cuda.h"
+#include "ops/backend.h"
+
+static bool always(void) { return true; }
+
+static cq_status cpu_create(int device, const cq_backend_opts *o, cq_backend **out) {
+    (void)device;
+    return cq_backend_cpu_open(&o->cpu, out);
+}
+
+static cq_status ref_create(int device, const cq_backend_opts *o, cq_backend **out) {
+    (void)device;
+    (void)o;
+    return cq_backend_ref_create(out);
+}
+
+static cq_status cuda_create(int device, const cq_backend_opts *o, cq_backend **out) {
+    return cq_backend_cuda_open(device, &o->cuda, out);
+}
+
+static const cq_backend_desc k_backends[] = {
+    {"cpu", "CPU", "the CPU (AVX2 / AVX-512 / AMX / NEON kits chosen at run time)", false, always, cpu_create, NULL, NULL},
+    {"ref", "reference", "the plain-C reference ops (slow; for checking and debugging)", false, always, ref_create, NULL, NULL},
+    {"cuda", "CUDA", "NVIDIA GPUs of compute capability 8.0 or newer", true, cq_cuda_built, cuda_create, cq_cuda_device_count,
+     cq_cuda_describe},
+};
+
+size_t cq_backend_registry_count(void) { return CQ_ARRAY_LEN(k_backends); }
+
+const cq_backend_desc *cq_backend_registry_get(size_t i) {
+    return i < CQ_ARRAY_LEN(k_backends) ? &k_backends[i] : NULL;
+}
+
+const char *cq_backend_names(char *buf, size_t len) {
+    if (!buf || !len) return "";
+    size_t o = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < CQ_ARRAY_LEN(k_backends) && o < len; i++)
+        o += (size_t)snprintf(buf + o, len - o, "%s%s%s", i ? ", " : "", k_backends[i].name,
+                              k_backends[i].has_devices ? "[:N]" : "");
+    return buf;
+}
+
+cq_status cq_backend_lookup(const char *name, const cq_backend_desc **desc, int *device) {
+    if (desc) *desc = NULL;
+    if (device) *device = -1;
+    if (!name || !*name) name = "cpu";
+    const char *colon = strchr(name, ':');
+    size_t n = colon ? (size_t)(colon - name) : strlen(name);
+    for (size_t i = 0; i < CQ_ARRAY_LEN(k_backends); i++) {
+        const cq_backend_desc *d = &k_backends[i];
+        if (strlen(d->name) != n || strncasecmp(name, d->name, n)) continue;
+        int dev = -1;
+        if (colon) {
+            if (!d->has_devices)
+                return cq_fail(CQ_ERR_INVALID_ARG, "backend '%s': %s has no devices to number (want %s)", name,
+                               d->name, d->name);
+            char *end = NULL;
+            long v = strtol(colon + 1, &end, 10);
+            if (end == colon + 1 || *end || v < 0 || v > 1024)
+                return cq_fail(CQ_ERR_INVALID_ARG, "backend '%s': want %s or %s:N with N a device number", name,
+                               d->name, d->name);
+            dev = (int)v;
+        }
+        if (desc) *desc = d;
+        if (device) *device = dev;
+        return CQ_OK;
+    }
+    char names[128], missing[128] = "";
+    size_t o = 0;
+    for (size_t i = 0; i < CQ_ARRAY_LEN(k_backends); i++)
+        if (!k_backends[i].built() && o < sizeof missing)
+            o += (size_t)snprintf(missing + o, sizeof missing - o, "%s%s", o ? ", " : "; this build has no ",
+                                  k_backends[i].name);
+    return cq_fail(CQ_ERR_UNSUPPORTED, "unknown backend '%s' (have: %s%s)", name,
+                   cq_backend_names(names, sizeof names), missing);
+}
+
+bool cq_backend_has_entry(const cq_backend *be, cq_op op) {
+    if (!be || !be->vt) return false;
+    switch (op) {
+#define CQ_OP_HAS_(E, name, P, A, u)                                                                                   \
+    case CQ_OP_##E: return be->vt->name != NULL;
+        CQ_OPS_LIST(CQ_OP_HAS_, _)
+#undef CQ_OP_HAS_
+    default: return false;
+    }
+}
+
+cq_status cq_backend_check(const cq_backend *be) {
+    if (!be || !be->vt) return cq_fail(CQ_ERR_INTERNAL, "backend has no vtable");
+    const cq_backend_vtbl *vt = be->vt;
+    const struct {
+        const char *what;
+        bool ok;
+    } req[] = {
+        {"kind", vt->kind != NULL},           {"destroy", vt->destroy != NULL},
+        {"supports", vt->supports != NULL},   {"buf_alloc", vt->buf_alloc != NULL},
+        {"buf_free", vt->buf_free != NULL},   {"buf_upload", vt->buf_upload != NULL},
+        {"buf_download", vt->buf_download != NULL}, {"buf_zero", vt->buf_zero != NULL},
+        {"bind_weight", vt->bind_weight != NULL},
+    };
+    for (size_t i = 0; i < CQ_ARRAY_LEN(req); i++)
+        if (!req[i].ok) return cq_fail(CQ_ERR_INTERNAL, "backend %s: its vtable lacks '%s'", be->name, req[i].what);
+    int rec = !!vt->can_record + !!vt->record_begin + !!vt->record_end + !!vt->replay + !!vt->record_free;
+    if (rec != 0 && rec != 5)
+        return cq_fail(CQ_ERR_INTERNAL, "backend %s: its recording entries are partly given (%d of 5)", be->name, rec);
+    if (vt->is_host)
+        for (int op = 0; op < CQ_OP_COUNT; op++)
+            if (!cq_backend_has_entry(be, (cq_op)op))
+                return cq_fail(CQ_ERR_INTERNAL, "backend %s: host backend without a '%s' entry (nothing to fall back to)",
+                               be->name, cq_op_name((cq_op)op));
+    return CQ_OK;
+}
+
+cq_status cq_backend_open(const char *name, const cq_backend_opts *opts, cq_backend **out) {
+    if (!out) return cq_fail(CQ_ERR_INVALID_ARG, "cq_backend_open: out is NULL");
+    *out = NULL;
+    static const cq_backend_opts k_defaults;
+    if (!opts) opts = &k_defaults;
+    const cq_backend_desc *d;
+    int dev;
+    CQ_TRY(cq_backend_lookup(name, &d, &dev));
+    if (dev < 0) dev = opts->device < 0 ? 0 : opts->device;
+    cq_backend *be = NULL;
+    CQ_TRY(d->create(dev, opts, &be));
+    cq_status s = cq_backend_check(be);
+    if (s != CQ_OK) {
+        cq_backend_free(be);
+        return s;
+    }
+    be->host_opts = opts->cpu;
+    be->no_fallback = opts->no_fallback;
+    *out = be;
+    return CQ_OK;
+}
+
+cq_status cq_backend_create(const char *name, int threads, cq_backend **out) {
+    cq_backend_opts o = {.cpu = {.threads = threads}};
+    return cq_backend_open(name, &o, out);
+}
