@@ -1,10 +1,10 @@
 /*
  * qi21_golden.h — the Qwen-Image-2.1 denoiser's golden cases
  * (tests/golden/qi21, made by tools/golden_qi21.py with diffusers) for the
- * tests that check a backend against them (test_qi21 on the CPU,
- * test_qi21_cuda on the GPU): the two tiny models converted with a codec,
+ * test that checks a backend against them (test_qi21, run on the CPU and,
+ * as test_qi21_cuda, on the GPU): the two tiny models converted with a codec,
  * every case's inputs and reference velocity, and the error measures both
- * tests state their bounds in (relative to the reference's RMS).
+ * runs state their bounds in (relative to the reference's RMS).
  */
 #ifndef CQ_TESTS_QI21_GOLDEN_H
 #define CQ_TESTS_QI21_GOLDEN_H

@@ -1,9 +1,9 @@
 /*
  * qwen3_golden.h — the Qwen3 / Qwen3-VL text tower's golden data
  * (tests/golden/qwen3, made by tools/golden_qwen3.py with transformers) for
- * the tests that check a backend against it (test_qwen3 on the CPU,
- * test_qwen3_cuda on the GPU): the tiny configurations converted to f32, the
- * reference tensors and the error measure both tests state their bounds in.
+ * the test that checks a backend against it (test_qwen3, run on the CPU and,
+ * as test_qwen3_cuda, on the GPU): the tiny configurations converted to f32,
+ * the reference tensors and the error measure both runs state their bounds in.
  */
 #ifndef CQ_TESTS_QWEN3_GOLDEN_H
 #define CQ_TESTS_QWEN3_GOLDEN_H

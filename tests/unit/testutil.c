@@ -1,6 +1,7 @@
 #include "testutil.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,4 +90,52 @@ int tu_system(const char *fmt, ...) {
     int st = system(cmd);
     if (st == -1 || !WIFEXITED(st)) return -1;
     return WEXITSTATUS(st);
+}
+
+/* The names a model test accepts. The host backend is the CPU backend (the
+ * plain-C reference backend, which keeps no scratch between ops, is no
+ * subject of its own: each model test runs its golden cases on it from the
+ * CPU instance); a device backend is a known name with an optional ":N"
+ * device number. */
+static const char *const k_host_backends[] = {"cpu"};
+static const char *const k_device_backends[] = {"cuda"};
+
+static bool device_name(const char *name) {
+    for (size_t i = 0; i < sizeof k_device_backends / sizeof *k_device_backends; i++) {
+        size_t n = strlen(k_device_backends[i]);
+        if (strncmp(name, k_device_backends[i], n) != 0) continue;
+        if (!name[n]) return true;
+        if (name[n] != ':' || !name[n + 1]) return false;
+        for (const char *p = name + n + 1; *p; p++)
+            if (*p < '0' || *p > '9') return false;
+        return true;
+    }
+    return false;
+}
+
+int tu_backend_select(const char *prog, int argc, char **argv, tu_backend_arg *out) {
+    memset(out, 0, sizeof *out);
+    const char *name = argc > 1 ? argv[1] : "cpu";
+    bool host = false;
+    for (size_t i = 0; i < sizeof k_host_backends / sizeof *k_host_backends; i++) host |= !strcmp(name, k_host_backends[i]);
+    if (argc > 2 || strlen(name) >= sizeof out->name || (!host && !device_name(name))) {
+        fprintf(stderr, "usage: %s [cpu|cuda|cuda:N]  (the backend the tests run on; cpu when absent)\n", prog);
+        return 1;
+    }
+    snprintf(out->name, sizeof out->name, "%s", name);
+    out->device = !host;
+    cq_backend *probe = NULL;
+    cq_status s = cq_backend_create(name, 1, &probe);
+    if (s != CQ_OK) {
+        /* not built, no driver, no such device: ctest reports the run as skipped (SKIP_RETURN_CODE 77) */
+        printf("%s: skipped: backend '%s' is not available here: %s\n", prog, name, cq_last_error());
+        return s == CQ_ERR_UNSUPPORTED ? TU_SKIP : 1;
+    }
+    printf("%s: on backend %s\n", prog, cq_backend_name(probe));
+    cq_backend_free(probe);
+    return -1;
+}
+
+cq_status tu_backend_create(const tu_backend_arg *b, int threads, cq_backend **out) {
+    return cq_backend_create(b->name, threads, out);
 }

@@ -1,6 +1,7 @@
 /*
  * testutil.h — helpers shared by the cmocka unit tests: deterministic random
- * numbers, scratch directories, small file helpers, running the CLI.
+ * numbers, scratch directories, small file helpers, running the CLI, and the
+ * backend a model test runs on.
  */
 #ifndef CQ_TESTUTIL_H
 #define CQ_TESTUTIL_H
@@ -10,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+
+#include "ops/ops.h"
 
 /* splitmix64-seeded xorshift generator; same sequence on every platform. */
 typedef struct tu_rng { uint64_t s; } tu_rng;
@@ -29,5 +32,26 @@ uint8_t *tu_read_file(const char *path, size_t *len);
 int tu_write_file(const char *path, const void *data, size_t len);
 /* Run a shell command; returns its exit status (or -1). */
 int tu_system(const char *fmt, ...);
+
+/* ---- the backend a model test runs on ----------------------------------------
+ * A model test is one program run once per backend: `test_qi21 [BACKEND]`,
+ * BACKEND one of cpu (the default), cuda or cuda:N. ctest runs each such
+ * program twice (cq_add_backend_test in CMakeLists.txt): `test_x cpu`, label
+ * unit, and `test_x cuda` as test_x_cuda, label gpu. The host backend (cpu) is
+ * held to the CPU bounds; any other is a device, held to the device bounds
+ * and, where a test says so, to the CPU backend running the same file. */
+typedef struct tu_backend_arg {
+    char name[32]; /* as given: "cpu", "cuda", "cuda:1" */
+    bool device;   /* not the host (CPU) backend */
+} tu_backend_arg;
+/* Read the backend from argv (at most one argument) and check that it opens
+ * here. Returns -1 when the tests should run; otherwise the code main returns:
+ * TU_SKIP (the backend is not built or this machine has no device for it; the
+ * reason printed as "<prog>: skipped: ...") or 1 (a bad argument, with the
+ * usage, or another failure to open, with its message). */
+#define TU_SKIP 77
+int tu_backend_select(const char *prog, int argc, char **argv, tu_backend_arg *out);
+/* The selected backend with `threads` (<= 0: the default count; host backends only). */
+cq_status tu_backend_create(const tu_backend_arg *b, int threads, cq_backend **out);
 
 #endif

@@ -1,10 +1,10 @@
 /*
  * vae_golden.h — the Qwen-Image-2.1 VAE's golden data (tests/golden/vae,
- * made by tools/golden_vae.py with diffusers) for the tests that check a
- * backend against it (test_vae on the CPU, test_vae_cuda on the GPU): the
- * two tiny configurations converted with a codec, the reference tensors, the
- * error measure both tests state their bounds in, and one decode + encode of
- * every golden size.
+ * made by tools/golden_vae.py with diffusers) for the test that checks a
+ * backend against it (test_vae, run on the CPU and, as test_vae_cuda, on the
+ * GPU): the two tiny configurations converted with a codec, the reference
+ * tensors, the error measure both runs state their bounds in, and one decode
+ * + encode of every golden size.
  */
 #ifndef CQ_TESTS_VAE_GOLDEN_H
 #define CQ_TESTS_VAE_GOLDEN_H
