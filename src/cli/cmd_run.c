@@ -278,7 +278,8 @@ int cq_cmd_run(int argc, char **argv) {
     }
     if (s == CQ_OK) {
         cq_chat_opts co = {.context = o.ctx, .enable_thinking = o.thinking, .raw = o.raw};
-        s = cq_chat_create(cmf, m, &co, &chat);
+        const cq_causal_lm lm = cq_qwen3_causal_lm(m);
+        s = cq_chat_create(cmf, &lm, &co, &chat);
     }
     if (s == CQ_OK) s = cq_sampler_create(cq_qwen3_get_config(m)->vocab_size, &o.sp, &smp);
     if (s == CQ_OK && o.system) s = cq_chat_add_message(chat, "system", o.system);
