@@ -1,7 +1,9 @@
 /*
  * cmd_imagine.c — `cortiq imagine PACK.cmf "a prompt" -o out.png`: text to
- * image with a Qwen-Image-2.1 pack, the same picture the reference pipeline
- * draws for the same seed and settings.
+ * image with any pack whose arch the model registry (pipelines/registry.h)
+ * lists for images, the same picture the reference pipeline draws for the
+ * same seed and settings. The shared options are parsed here once; an
+ * option of one architecture is handed to that architecture's parser.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -14,15 +16,16 @@
 #include "format/cmf.h"
 #include "ops/ops.h"
 #include "pipelines/png_write.h"
-#include "pipelines/qi21_pipe.h"
+#include "pipelines/registry.h"
 
 static void usage(FILE *f) {
+    char archs[256];
     fprintf(f,
             "usage: cortiq imagine PACK.cmf \"PROMPT\" [-o OUT.png] [options]\n"
             "       cortiq imagine PACK.cmf --prompt-file FILE|- [-o OUT.png] [options]\n\n"
-            "Draw the prompt with a Qwen-Image-2.1 pipeline pack (made by `cortiq convert` of the\n"
-            "diffusers pipeline folder). The same seed and settings give the same picture as diffusers'\n"
-            "QwenImage21Pipeline run in float32.\n\n"
+            "Draw the prompt with a text-to-image pipeline pack (made by `cortiq convert` of the\n"
+            "diffusers pipeline folder) of arch %s. The same seed and settings give the same\n"
+            "picture as the reference pipeline (diffusers' QwenImage21Pipeline) run in float32.\n\n"
             "options:\n"
             "  -o, --output FILE     PNG to write (default: out.png); '-' writes it to standard output.\n"
             "                        Only a .png name, and only a regular file (or a link to one) is\n"
@@ -30,14 +33,12 @@ static void usage(FILE *f) {
             "                        device or FIFO is refused before any work\n"
             "  --prompt-file FILE    read the prompt from FILE ('-': standard input; one final newline\n"
             "                        is dropped) instead of the command line\n"
-            "  --size WxH            image size in pixels, multiples of 32 (default: 1024x1024)\n"
-            "  --steps N             denoising steps, 2..1000 (default: 40)\n"
+            "  --size WxH            image size in pixels, multiples of 32 (default: the model's, 1024x1024)\n"
+            "  --steps N             denoising steps, 2..1000 (default: the model's, 40)\n"
             "  --seed S              noise seed, 0..2^64-1 (default: 0)\n"
             "  --guidance G          true classifier-free guidance scale; used when > 1 together with\n"
             "                        --negative (default: 1, i.e. none, as the model is meant to be sampled)\n"
             "  --negative TEXT       negative prompt for guidance\n"
-            "  --noise-dtype f32|bf16  draw the initial noise as a float32 (default) or a bfloat16\n"
-            "                        reference pipeline does (the two differ for the same seed)\n"
             "  --rgba                keep the alpha channel (default: composite over white, RGB)\n"
             "  --threads N           CPU threads (default: all cores, or CORTIQ_THREADS)\n"
             "  --backend NAME        cpu (default), ref or cuda[:N]; also CORTIQ_BACKEND (with cuda the text\n"
@@ -46,8 +47,15 @@ static void usage(FILE *f) {
             "                        directory hashes are still checked; `cortiq verify` checks everything)\n"
             "  -q, --quiet           no progress bar and no summary\n"
             "  --                    the end of the options (a prompt may then start with '-')\n"
-            "  -h, --help            this text\n\n"
-            "Everything is checked before the model is loaded: the output path, the size and steps\n"
+            "  -h, --help            this text\n",
+            cq_model_list(CQ_TASK_IMAGE, archs, sizeof archs));
+    for (size_t i = 0; i < cq_model_count(); i++) {
+        const cq_model_entry *e = cq_model_at(i);
+        if (e->task == CQ_TASK_IMAGE && e->image->extra_help && *e->image->extra_help)
+            fprintf(f, "\noptions of arch %s (%s):\n%s", e->arch, e->family, e->image->extra_help);
+    }
+    fprintf(f,
+            "\nEverything is checked before the model is loaded: the output path, the size and steps\n"
             "against what the model can represent, the prompt's encoding and its length in tokens\n"
             "against the model's limits. Ctrl-C (SIGINT, SIGTERM, SIGHUP) stops after the current\n"
             "step and leaves nothing behind (exit 128 + the signal number, 130 for Ctrl-C).\n"
@@ -82,13 +90,34 @@ static bool parse_size(const char *s, int *w, int *h) {
     return true;
 }
 
+#define MAX_EXTRA 16
+
 typedef struct imagine_args {
     const char *model, *prompt, *prompt_file, *out, *negative, *backend;
-    int width, height, steps, threads;
+    int width, height, steps, threads; /* 0: the architecture's default */
     uint64_t seed;
-    double guidance;
-    bool rgba, quiet, bf16, no_verify;
+    double guidance;                   /* < 0: the architecture's default */
+    bool rgba, quiet, no_verify;
+    /* options of one architecture, applied once the pack says which */
+    const char *extra_opt[MAX_EXTRA], *extra_val[MAX_EXTRA];
+    int n_extra;
 } imagine_args;
+
+/* An option no shared one matched: some image architecture's own? Returns
+ * the arguments it takes (1 or 2), 0 for none, -1 for a bad value. */
+static int probe_extra(const char *opt, const char *val) {
+    int used = 0;
+    for (size_t i = 0; i < cq_model_count() && used == 0; i++) {
+        const cq_model_entry *e = cq_model_at(i);
+        if (e->task != CQ_TASK_IMAGE || !e->image->extra_parse) continue;
+        void *scratch = cq_calloc(1, e->image->extra_size ? e->image->extra_size : 1);
+        if (!scratch) return -1;
+        if (e->image->extra_init) e->image->extra_init(scratch);
+        used = e->image->extra_parse(scratch, opt, val);
+        cq_free(scratch);
+    }
+    return used;
+}
 
 static bool parse_seed(const char *val, uint64_t *out) {
     if (!val || !*val || val[0] == '-' || val[0] == '+' || val[0] == ' ') return false;
@@ -103,7 +132,7 @@ static bool parse_seed(const char *val, uint64_t *out) {
 /* 0: parsed; -1: --help printed; 2: usage error printed. */
 static int parse_args(int argc, char **argv, imagine_args *a) {
     const char *cmd = "imagine";
-    *a = (imagine_args){.out = "out.png", .width = 1024, .height = 1024, .steps = 40, .guidance = 1.0};
+    *a = (imagine_args){.out = "out.png", .guidance = -1.0};
     bool opts_done = false;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
@@ -153,11 +182,6 @@ static int parse_args(int argc, char **argv, imagine_args *a) {
             if (!val) return cq_cli_usage_error(cmd, "--negative needs a prompt");
             a->negative = val;
             i++;
-        } else if (!strcmp(o, "--noise-dtype")) {
-            if (!val || (strcmp(val, "f32") && strcmp(val, "bf16")))
-                return cq_cli_usage_error(cmd, "--noise-dtype wants f32 or bf16");
-            a->bf16 = !strcmp(val, "bf16");
-            i++;
         } else if (!strcmp(o, "--threads")) {
             if (!cq_cli_parse_int(cmd, o, val, 1, 4096, &n)) return 2;
             a->threads = (int)n;
@@ -173,7 +197,13 @@ static int parse_args(int argc, char **argv, imagine_args *a) {
         } else if (!strcmp(o, "-q") || !strcmp(o, "--quiet")) {
             a->quiet = true;
         } else {
-            return cq_cli_usage_error(cmd, "unknown option '%s' (a prompt that starts with '-' goes after --)", o);
+            const int used = probe_extra(o, val);
+            if (used < 0) return cq_cli_usage_error(cmd, "%s", cq_last_error());
+            if (used == 0 || a->n_extra == MAX_EXTRA)
+                return cq_cli_usage_error(cmd, "unknown option '%s' (a prompt that starts with '-' goes after --)", o);
+            a->extra_opt[a->n_extra] = o;
+            a->extra_val[a->n_extra++] = used == 2 ? val : NULL;
+            i += used - 1;
         }
     }
     if (!a->model || (!a->prompt && !a->prompt_file)) {
@@ -187,7 +217,7 @@ static int parse_args(int argc, char **argv, imagine_args *a) {
                                   "-o %s: cortiq imagine writes PNG files only; name the output *.png (or - for "
                                   "standard output)",
                                   a->out);
-    if (a->width % 32 || a->height % 32) {
+    if (a->width && (a->width % 32 || a->height % 32)) {
         int w2 = a->width / 32 * 32, h2 = a->height / 32 * 32;
         return cq_cli_usage_error(cmd,
                                   "--size %dx%d: width and height must be multiples of 32 (each 2x2 group of 16-pixel "
@@ -198,18 +228,37 @@ static int parse_args(int argc, char **argv, imagine_args *a) {
     return 0;
 }
 
-/* The pack must be an image pipeline of an architecture imagine draws with. */
-static cq_status check_pack(const cq_cmf *cmf, const char *path) {
+/* The pack must be an image pipeline of an architecture the registry draws with. */
+static cq_status check_pack(const cq_cmf *cmf, const char *path, const cq_model_entry **entry) {
     char what[256];
+    *entry = NULL;
     if (cq_cli_pack_classify(cmf) != CQ_PACK_IMAGE_PIPELINE)
         return cq_fail(CQ_ERR_UNSUPPORTED, "'%s' holds %s, not a text-to-image pipeline", path,
                        cq_cli_pack_describe(cmf, what, sizeof what));
-    cq_cmf_info info;
-    CQ_TRY(cq_cmf_get_info(cmf, &info));
-    if (!info.arch_name || strcmp(info.arch_name, "qwen_image21") != 0)
-        return cq_fail(CQ_ERR_UNSUPPORTED, "'%s' is a pipeline of arch '%s'; cortiq imagine draws with: qwen_image21",
-                       path, info.arch_name ? info.arch_name : "(none)");
-    return CQ_OK;
+    return cq_model_for_pack(cmf, path, CQ_TASK_IMAGE, entry);
+}
+
+/* The architecture's defaults where an option was not given, and its own
+ * options into a fresh block (*extra, cq_free it). 0, or the exit code
+ * after the error is printed. */
+static int apply_arch(const char *cmd, const cq_model_entry *e, imagine_args *a, void **extra) {
+    const cq_image_arch *ia = e->image;
+    if (!a->width) {
+        a->width = ia->default_width;
+        a->height = ia->default_height;
+    }
+    if (!a->steps) a->steps = ia->default_steps;
+    if (a->guidance < 0) a->guidance = ia->default_guidance;
+    *extra = cq_calloc(1, ia->extra_size ? ia->extra_size : 1);
+    if (!*extra) return cq_cli_fail(cmd, CQ_ERR_NOMEM, "options");
+    if (ia->extra_init) ia->extra_init(*extra);
+    for (int i = 0; i < a->n_extra; i++) {
+        const int used = ia->extra_parse ? ia->extra_parse(*extra, a->extra_opt[i], a->extra_val[i]) : 0;
+        if (used < 0) return cq_cli_usage_error(cmd, "%s", cq_last_error());
+        if (used == 0)
+            return cq_cli_usage_error(cmd, "%s is not an option of arch %s (%s)", a->extra_opt[i], e->arch, e->family);
+    }
+    return 0;
 }
 
 static int finish_interrupted(const char *cmd, const step_ui *ui, bool quiet, bool to_stdout) {
@@ -255,34 +304,39 @@ int cq_cmd_imagine(int argc, char **argv) {
     double t_load = cq_now();
     cq_cmf *cmf = NULL;
     cq_backend *be = NULL;
-    cq_qi21_pipe *pipe = NULL;
+    const cq_model_entry *entry = NULL;
+    const cq_image_arch *arch = NULL;
+    void *pipe = NULL, *extra = NULL;
     step_ui ui = {0};
-    cq_qi21_result r = {0};
+    cq_image_result r = {0};
     bool have_result = false;
-    cq_qi21_gen_opts o = {.prompt = a.prompt, .negative = a.negative, .width = a.width, .height = a.height,
-                          .steps = a.steps, .seed = a.seed, .guidance = a.guidance, .noise_bf16 = a.bf16,
-                          .on_step = on_step, .user = &ui};
+    cq_image_opts o = {0};
     const cq_cmf_open_opts co = {.no_verify = a.no_verify, .threads = a.threads};
     s = cq_cmf_open_ex(a.model, &co, &cmf);
     if (s != CQ_OK) {
         rc = cq_cli_fail(cmd, s, a.model);
         goto done;
     }
-    if ((s = check_pack(cmf, a.model)) != CQ_OK) {
+    if ((s = check_pack(cmf, a.model, &entry)) != CQ_OK) {
         rc = cq_cli_fail(cmd, s, NULL);
         goto done;
     }
-    if ((s = cq_qi21_pipe_open(cmf, &pipe)) != CQ_OK) {
+    arch = entry->image;
+    if ((rc = apply_arch(cmd, entry, &a, &extra)) != 0) goto done;
+    o = (cq_image_opts){.prompt = a.prompt, .negative = a.negative, .width = a.width, .height = a.height,
+                        .steps = a.steps, .seed = a.seed, .guidance = a.guidance, .on_step = on_step, .user = &ui,
+                        .extra = extra};
+    if ((s = arch->open(cmf, &pipe)) != CQ_OK) {
         rc = cq_cli_fail(cmd, s, a.model);
         goto done;
     }
     /* size, steps, schedule and prompt lengths against the model, before any weight is read */
-    if ((s = cq_qi21_pipe_check(pipe, &o)) != CQ_OK) {
+    if ((s = arch->check(pipe, &o)) != CQ_OK) {
         rc = cq_cli_usage_error(cmd, "%s", cq_last_error());
         goto done;
     }
     s = cq_env_backend_create(a.backend, a.threads, &be);
-    if (s == CQ_OK) s = cq_qi21_pipe_load_weights(pipe, be);
+    if (s == CQ_OK) s = arch->load_weights(pipe, be);
     if (s != CQ_OK) {
         rc = cq_cli_fail(cmd, s, "loading the pipeline");
         goto done;
@@ -290,7 +344,7 @@ int cq_cmd_imagine(int argc, char **argv) {
     t_load = cq_now() - t_load;
 
     cq_progress_begin(&ui.bar, "denoising", (uint64_t)a.steps, a.quiet);
-    s = cq_qi21_pipe_generate(pipe, &o, &r);
+    s = arch->generate(pipe, &o, &r);
     have_result = s == CQ_OK;
     if (s == CQ_ERR_INTERRUPTED || cq_cli_signal()) {
         rc = finish_interrupted(cmd, &ui, a.quiet, to_stdout);
@@ -340,8 +394,9 @@ int cq_cmd_imagine(int argc, char **argv) {
     }
 done:
     cq_outfile_abort(&out); /* nothing once committed */
-    if (have_result) cq_qi21_result_free(&r);
-    cq_qi21_pipe_free(pipe);
+    if (have_result) cq_image_result_free(&r);
+    if (pipe) arch->free(pipe);
+    cq_free(extra);
     cq_backend_free(be);
     cq_cmf_close(cmf);
     cq_free(prompt_buf);

@@ -12,9 +12,9 @@
 #include "cli/cli.h"
 #include "cli/env.h"
 #include "format/cmf.h"
-#include "models/qwen3.h"
 #include "ops/ops.h"
 #include "pipelines/chat.h"
+#include "pipelines/registry.h"
 #include "pipelines/sampler.h"
 
 static void help(void) {
@@ -22,9 +22,10 @@ static void help(void) {
         "usage: cortiq run MODEL.cmf --prompt TEXT [options]\n"
         "       cortiq run MODEL.cmf --chat [--prompt FIRST] [options]\n"
         "\n"
-        "Generate text with a language model (Qwen3 family) converted by `cortiq convert`. The\n"
-        "message is wrapped in the model's chat template (ChatML when the file has none),\n"
-        "generated text streams to stdout, and token rates go to stderr. A reply ends at the\n"
+        "Generate text with a language model converted by `cortiq convert` (Qwen3 family: the\n"
+        "archs qwen3, qwen3_vl, qwen3_vl_text). The message is wrapped in the model's chat\n"
+        "template (ChatML when the file has none), generated text streams to stdout, and\n"
+        "token rates go to stderr. A reply ends at the\n"
         "model's stop tokens (the header's eos ids) or after --max-tokens.\n"
         "\n"
         "options:\n"
@@ -256,7 +257,9 @@ int cq_cmd_run(int argc, char **argv) {
     if (rc) return rc < 0 ? 0 : rc;
     cq_cmf *cmf = NULL;
     cq_backend *be = NULL;
-    cq_qwen3 *m = NULL;
+    const cq_model_entry *entry = NULL;
+    void *m = NULL;
+    cq_causal_lm lm = {0};
     cq_chat *chat = NULL;
     cq_sampler *smp = NULL;
     char *stdin_prompt = NULL;
@@ -271,17 +274,21 @@ int cq_cmd_run(int argc, char **argv) {
         cq_cmf_close(cmf);
         return 1;
     }
+    if ((s = cq_model_for_pack(cmf, o.model, CQ_TASK_CHAT, &entry)) != CQ_OK) {
+        cq_cmf_close(cmf);
+        return cq_cli_fail("run", s, NULL);
+    }
     cq_cli_catch_signals();
     s = cq_env_backend_create(o.backend, o.threads, &be);
     if (s == CQ_OK) {
-        s = cq_qwen3_load(cmf, "", be, &m);
+        s = entry->chat->load(cmf, be, &m, &lm);
         if (s != CQ_OK) cq_fail_prefix(s, "%s: ", o.model);
     }
     if (s == CQ_OK) {
         cq_chat_opts co = {.context = o.ctx, .enable_thinking = o.thinking, .raw = o.raw};
-        s = cq_chat_create(cmf, m, &co, &chat);
+        s = cq_chat_create(cmf, &lm, &co, &chat);
     }
-    if (s == CQ_OK) s = cq_sampler_create(cq_qwen3_get_config(m)->vocab_size, &o.sp, &smp);
+    if (s == CQ_OK) s = cq_sampler_create(lm.vocab, &o.sp, &smp);
     if (s == CQ_OK && o.system) s = cq_chat_add_message(chat, "system", o.system);
     if (s == CQ_OK) {
         t.cap = o.max_tokens;
@@ -305,7 +312,7 @@ int cq_cmd_run(int argc, char **argv) {
     cq_free(t.ids);
     cq_sampler_free(smp);
     cq_chat_free(chat);
-    cq_qwen3_free(m);
+    if (m) entry->chat->free(m);
     cq_backend_free(be);
     cq_cmf_close(cmf);
     return rc;

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "cortiq.h"
+#include "models/component.h"
 #include "ops/ops.h"
 
 typedef struct cq_qi21_config {
@@ -80,5 +81,10 @@ void cq_qi21_cache_free(cq_qi21_cache *c);
 /* The whole joint sequence at once (no cache), for checking the cached path. */
 cq_status cq_qi21_forward_full(cq_qi21 *m, const cq_qi21_layout *lay, const float *ctx, const float *cond,
                                const float *target, float t, float *velocity);
+
+/* The model as a denoiser (component.h): prepare is the prefill of a
+ * text-to-image layout (the rows, then the target's slots), step is
+ * cq_qi21_step. m must outlive the copies. */
+cq_denoiser cq_qi21_denoiser(cq_qi21 *m);
 
 #endif /* CQ_MODELS_QI21_H */

@@ -23,6 +23,7 @@
 #include <stddef.h>
 
 #include "cortiq.h"
+#include "models/component.h"
 #include "ops/ops.h"
 
 typedef struct cq_qi21_vae cq_qi21_vae;
@@ -86,5 +87,9 @@ cq_status cq_qi21_vae_decode(cq_qi21_vae *v, const float *z, int h, int w, cq_qi
  * normalize), [z_dim, 2*z_dim) the raw log-variance. Both arrays in
  * `layout`. */
 cq_status cq_qi21_vae_encode(cq_qi21_vae *v, const float *x, int H, int W, cq_qi21_vae_layout layout, float *moments);
+
+/* The VAE as the latent codec (component.h), planar layouts; v must outlive
+ * the copies. encode is NULL for a decode-only file. */
+cq_latent_codec cq_qi21_vae_codec(cq_qi21_vae *v);
 
 #endif /* CQ_MODELS_QI21_VAE_H */

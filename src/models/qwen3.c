@@ -270,3 +270,27 @@ cq_status cq_qwen3_forward(cq_qwen3 *m, const int32_t *ids, int n, const cq_qwen
     cq_qwen3_cache_free(c);
     return s;
 }
+
+/* ------------------------------------------------------------------------ */
+/* The causal-LM interface (component.h)                                    */
+/* ------------------------------------------------------------------------ */
+static cq_status lm_cache_create(void *self, int max_tokens, int max_batch, void **cache) {
+    cq_qwen3_cache *c = NULL;
+    cq_status s = cq_qwen3_cache_create(self, max_tokens, max_batch, &c);
+    *cache = c;
+    return s;
+}
+static void lm_cache_free(void *cache) { cq_qwen3_cache_free(cache); }
+static int lm_capacity(const void *cache) { return cq_qwen3_cache_capacity(cache); }
+static cq_status lm_truncate(void *cache, int n) { return cq_qwen3_cache_truncate(cache, n); }
+static cq_status lm_feed(void *cache, const int32_t *ids, int n, float *logits) {
+    return cq_qwen3_cache_feed(cache, ids, n, logits);
+}
+
+cq_causal_lm cq_qwen3_causal_lm(cq_qwen3 *m) {
+    const cq_qwen3_config *c = cq_qwen3_get_config(m);
+    return (cq_causal_lm){.self = m, .vocab = c->vocab_size, .max_positions = c->max_positions,
+                          .has_logits = c->has_lm_head, .cache_create = lm_cache_create,
+                          .cache_free = lm_cache_free, .capacity = lm_capacity, .truncate = lm_truncate,
+                          .feed = lm_feed};
+}

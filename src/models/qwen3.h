@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "cortiq.h"
+#include "models/component.h"
 #include "ops/ops.h"
 
 typedef struct cq_qwen3_config {
@@ -91,5 +92,8 @@ cq_status cq_qwen3_cache_truncate(cq_qwen3_cache *c, int n);
  * CQ_ERR_BOUNDS (nothing changed) when the cache would overflow. On any
  * other failure the cache keeps its previous length. */
 cq_status cq_qwen3_cache_feed(cq_qwen3_cache *c, const int32_t *ids, int n, float *logits);
+
+/* The model as a causal LM (component.h); m must outlive the copies. */
+cq_causal_lm cq_qwen3_causal_lm(cq_qwen3 *m);
 
 #endif /* CQ_MODELS_QWEN3_H */

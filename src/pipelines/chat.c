@@ -24,8 +24,8 @@ static const char k_chatml[] =
     "'\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
 
 struct cq_chat {
-    cq_qwen3 *m;
-    cq_qwen3_cache *cache;
+    cq_causal_lm lm;
+    void *cache;           /* the model's K/V cache */
     cq_tokenizer *tok;
     cq_chat_template *tmpl;
     cJSON *messages, *extra;
@@ -46,7 +46,7 @@ struct cq_chat {
 /* Setup                                                                    */
 /* ------------------------------------------------------------------------ */
 static void add_stop(cq_chat *c, int64_t id) {
-    if (id < 0 || id >= cq_qwen3_get_config(c->m)->vocab_size || c->n_stop == CHAT_MAX_STOP) return;
+    if (id < 0 || id >= c->lm.vocab || c->n_stop == CHAT_MAX_STOP) return;
     for (int i = 0; i < c->n_stop; i++)
         if (c->stop[i] == id) return;
     c->stop[c->n_stop++] = (int32_t)id;
@@ -93,7 +93,7 @@ static cq_status build_extra(cq_chat *c, const cJSON *tcfg, int enable_thinking)
 
 void cq_chat_free(cq_chat *c) {
     if (!c) return;
-    cq_qwen3_cache_free(c->cache);
+    if (c->cache) c->lm.cache_free(c->cache);
     cq_tokenizer_free(c->tok);
     cq_chat_template_free(c->tmpl);
     cJSON_Delete(c->messages);
@@ -108,8 +108,7 @@ void cq_chat_free(cq_chat *c) {
 }
 
 static cq_status chat_setup(cq_chat *c, const cq_cmf *cmf, const cq_chat_opts *o) {
-    const cq_qwen3_config *cfg = cq_qwen3_get_config(c->m);
-    if (!cfg->has_lm_head) return cq_fail(CQ_ERR_UNSUPPORTED, "chat: the model has no lm_head, it cannot generate");
+    if (!c->lm.has_logits) return cq_fail(CQ_ERR_UNSUPPORTED, "chat: the model has no lm_head, it cannot generate");
     size_t tl = 0;
     const uint8_t *tj = cq_cmf_tokenizer_json(cmf, &tl);
     if (!tj) return cq_fail(CQ_ERR_MISSING, "chat: the file has no tokenizer (convert a folder with tokenizer.json)");
@@ -130,24 +129,26 @@ static cq_status chat_setup(cq_chat *c, const cq_cmf *cmf, const cq_chat_opts *o
         CQ_TRY(build_extra(c, tcfg, o->enable_thinking));
     }
     int ctx = o->context > 0 ? o->context : CHAT_DEFAULT_CONTEXT;
-    if (o->context <= 0 && cfg->max_positions > 0) ctx = CQ_MIN(ctx, cfg->max_positions);
-    CQ_TRY(cq_qwen3_cache_create(c->m, ctx, o->batch > 0 ? o->batch : 512, &c->cache));
+    if (o->context <= 0 && c->lm.max_positions > 0) ctx = CQ_MIN(ctx, c->lm.max_positions);
+    CQ_TRY(c->lm.cache_create(c->lm.self, ctx, o->batch > 0 ? o->batch : 512, &c->cache));
     c->ctx = cq_mallocn((size_t)ctx, sizeof(int32_t));
     c->reply = cq_mallocn((size_t)ctx, sizeof(int32_t));
-    c->logits = cq_mallocn((size_t)cfg->vocab_size, sizeof(float));
+    c->logits = cq_mallocn((size_t)c->lm.vocab, sizeof(float));
     if (!c->ctx || !c->reply || !c->logits) return CQ_ERR_NOMEM;
     return CQ_OK;
 }
 
-cq_status cq_chat_create(const cq_cmf *cmf, cq_qwen3 *model, const cq_chat_opts *opts, cq_chat **out) {
+cq_status cq_chat_create(const cq_cmf *cmf, const cq_causal_lm *model, const cq_chat_opts *opts, cq_chat **out) {
     if (!out) return cq_fail(CQ_ERR_INVALID_ARG, "chat: out is NULL");
     *out = NULL;
-    if (!cmf || !model) return cq_fail(CQ_ERR_INVALID_ARG, "chat: needs a file and a model");
+    if (!cmf || !model || !model->cache_create || !model->cache_free || !model->capacity || !model->truncate ||
+        !model->feed || model->vocab < 1)
+        return cq_fail(CQ_ERR_INVALID_ARG, "chat: needs a file and a model");
     cq_chat_opts def = {.enable_thinking = -1};
     cq_json_init(); /* cJSON values below and inside the template engine share one allocator */
     cq_chat *c = cq_calloc(1, sizeof *c);
     if (!c) return CQ_ERR_NOMEM;
-    c->m = model;
+    c->lm = *model;
     cq_status s = chat_setup(c, cmf, opts ? opts : &def);
     if (s != CQ_OK) {
         cq_chat_free(c);
@@ -224,16 +225,16 @@ static cq_status render(cq_chat *c) {
 
 /* Feed c->enc into the cache, reusing the longest prefix it already holds. */
 static cq_status prefill(cq_chat *c, cq_chat_stats *st) {
-    int n = (int)c->enc.n, cap = cq_qwen3_cache_capacity(c->cache);
+    int n = (int)c->enc.n, cap = c->lm.capacity(c->cache);
     if (n >= cap)
         return cq_fail(CQ_ERR_BOUNDS, "chat: the conversation has %d tokens, the context holds %d (raise --ctx)", n, cap);
     int keep = 0;
     while (keep < c->n_ctx && keep < n && c->ctx[keep] == c->enc.ids[keep]) keep++;
     if (keep == n) keep--; /* the last id must be fed again for its logits */
-    CQ_TRY(cq_qwen3_cache_truncate(c->cache, keep));
+    CQ_TRY(c->lm.truncate(c->cache, keep));
     c->n_ctx = keep;
     double t0 = cq_now();
-    CQ_TRY(cq_qwen3_cache_feed(c->cache, c->enc.ids + keep, n - keep, c->logits));
+    CQ_TRY(c->lm.feed(c->cache, c->enc.ids + keep, n - keep, c->logits));
     memcpy(c->ctx + keep, c->enc.ids + keep, (size_t)(n - keep) * sizeof(int32_t));
     c->n_ctx = n;
     st->prefill_s = cq_now() - t0;
@@ -253,7 +254,7 @@ static cq_status generate(cq_chat *c, cq_sampler *smp, int max_tokens, cq_chat_e
                           cq_chat_stats *st) {
     cq_tokenizer_stream *stream = NULL;
     CQ_TRY(cq_tokenizer_stream_create(c->tok, 0, &stream));
-    int cap = cq_qwen3_cache_capacity(c->cache);
+    int cap = c->lm.capacity(c->cache);
     double t0 = cq_now();
     cq_status s = CQ_OK;
     while (s == CQ_OK && st->generated < max_tokens) {
@@ -275,7 +276,7 @@ static cq_status generate(cq_chat *c, cq_sampler *smp, int max_tokens, cq_chat_e
             st->context_full = true;
             break;
         }
-        s = cq_qwen3_cache_feed(c->cache, &id, 1, c->logits);
+        s = c->lm.feed(c->cache, &id, 1, c->logits);
         if (s == CQ_OK) c->ctx[c->n_ctx++] = id;
     }
     st->generate_s = cq_now() - t0;

@@ -1,5 +1,5 @@
 /*
- * chat.h — a chat session over a Qwen3-family model in a .cmf: the
+ * chat.h — a chat session over a causal LM (component.h) in a .cmf: the
  * conversation, its rendering through the file's chat template (ChatML when
  * the file has none), tokenization, generation with a K/V cache kept
  * between turns, and streaming of the decoded text.
@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #include "cortiq.h"
-#include "models/qwen3.h"
+#include "models/component.h"
 #include "pipelines/sampler.h"
 
 typedef struct cq_chat_opts {
@@ -38,8 +38,9 @@ typedef struct cq_chat cq_chat;
 
 /* The tokenizer comes from the file's tokenizer section; stop ids from the
  * header's tokenizer_config.eos_token_ids (else <|im_end|> / <|endoftext|>
- * when the tokenizer has them). */
-cq_status cq_chat_create(const cq_cmf *cmf, cq_qwen3 *model, const cq_chat_opts *opts, cq_chat **out);
+ * when the tokenizer has them). The session copies *model; its self must
+ * outlive the session (e.g. cq_qwen3_causal_lm of a loaded cq_qwen3). */
+cq_status cq_chat_create(const cq_cmf *cmf, const cq_causal_lm *model, const cq_chat_opts *opts, cq_chat **out);
 void cq_chat_free(cq_chat *c);
 
 /* Append a message without generating (a system prompt, or history). */

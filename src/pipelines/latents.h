@@ -31,6 +31,11 @@ cq_status cq_qi21_latent_grid(int width, int height, int *lat_w, int *lat_h);
 void cq_qi21_pack_latents(const float *chw, float *tokens, int batch, int channels, int lat_h, int lat_w);
 void cq_qi21_unpack_latents(const float *tokens, float *chw, int batch, int channels, int lat_h, int lat_w);
 
+/* n values of torch.randn in `dtype` from a generator seeded with `seed`,
+ * widened to float: the noise every flow-matching pipeline starts from, in
+ * its latent layout. */
+cq_status cq_latent_noise(uint64_t seed, cq_torch_dtype dtype, cq_torch_f32_kernel kernel, size_t n, float *out);
+
 /* The initial latents of the reference for `seed`: one generator seeded with
  * it draws batch*channels*lat_h*lat_w values of `dtype` (widened to float
  * here), packed into tokens (batch * lat_h*lat_w * channels floats). */

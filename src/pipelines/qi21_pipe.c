@@ -25,6 +25,7 @@
 #include "models/qi21.h"
 #include "models/qwen3.h"
 #include "models/qi21_vae.h"
+#include "models/qwen3_text.h"
 #include "pipelines/latents.h"
 #include "pipelines/schedule.h"
 #include "tokenizer/chat_template.h"
@@ -38,13 +39,16 @@ struct cq_qi21_pipe {
     cq_qwen3_config tcfg;
     cq_backend *be;
     cq_tokenizer *tok;
+    cq_qwen3_text text;    /* the text encoder: the tower with the pipeline's template */
     cq_qwen3 *te;
     cq_qi21 *dit;
     cq_qi21_vae *vae;
     cq_flow_config sched;
     int drop_idx;          /* leading rows of the text tower's output that are dropped */
-    int32_t image_pad_id;  /* <|image_pad|>: not allowed in a text-to-image prompt */
 };
+
+static const char k_head[] = "<|im_start|>system\n" QI21_SYSTEM_PROMPT "<|im_end|>\n<|im_start|>user\n";
+static const char k_tail[] = "<|im_end|>\n<|im_start|>assistant\n";
 
 /* ------------------------------------------------------------------------ */
 static cq_status drop_count(cq_qi21_pipe *p, const cq_cmf *cmf) {
@@ -113,7 +117,13 @@ cq_status cq_qi21_pipe_open(const cq_cmf *cmf, cq_qi21_pipe **out) {
     if (s == CQ_OK) s = load_scheduler(p, cmf);
     if (s == CQ_OK) s = drop_count(p, cmf);
     if (s == CQ_OK) {
-        p->image_pad_id = cq_tokenizer_token_to_id(p->tok, "<|image_pad|>", 13);
+        p->text = (cq_qwen3_text){
+            .name = "qi21 pipeline",
+            .tok = p->tok,
+            .tmpl = {.head = k_head, .tail = k_tail, .empty = " ", .drop_rows = p->drop_idx,
+                     .forbid_id = cq_tokenizer_token_to_id(p->tok, "<|image_pad|>", 13),
+                     .forbid_why = "the prompt contains <|image_pad|>, a placeholder for a condition image; "
+                                   "text-to-image prompts cannot hold one"}};
         if (p->dcfg.context_in_dim != p->tcfg.hidden)
             s = cq_fail(CQ_ERR_SHAPE, "qi21 pipeline: the denoiser reads %d-wide text rows but the text tower is %d wide",
                         p->dcfg.context_in_dim, p->tcfg.hidden);
@@ -132,6 +142,7 @@ cq_status cq_qi21_pipe_load_weights(cq_qi21_pipe *p, cq_backend *be) {
     const cq_cmf *cmf = p->cmf;
     p->be = be;
     cq_status s = cq_qwen3_load(cmf, "te.", be, &p->te);
+    if (s == CQ_OK) p->text.model = p->te;
     if (s == CQ_OK) s = cq_qi21_load(cmf, "dit.", be, &p->dit);
     /* an op the backend lacks (the VAE's convolutions, say) runs on its host backend (ops/fallback.c) */
     if (s == CQ_OK) s = cq_qi21_vae_load(cmf, "vae.", be, &p->vae);
@@ -149,6 +160,7 @@ cq_status cq_qi21_pipe_load_weights(cq_qi21_pipe *p, cq_backend *be) {
         p->vae = NULL;
         p->dit = NULL;
         p->te = NULL;
+        p->text.model = NULL;
     }
     return s;
 }
@@ -178,69 +190,20 @@ void cq_qi21_pipe_free(cq_qi21_pipe *p) {
 /* ------------------------------------------------------------------------ */
 /* The prompt in the pipeline's template, tokenized; refuses what the text tower must not read. */
 static cq_status tokenize_prompt(cq_qi21_pipe *p, const char *prompt, cq_tokens *ids) {
-    if (!prompt || !*prompt) prompt = " "; /* Qwen has no BOS: an empty prompt leaves nothing to read */
-    static const char head[] = "<|im_start|>system\n" QI21_SYSTEM_PROMPT "<|im_end|>\n<|im_start|>user\n";
-    static const char tail[] = "<|im_end|>\n<|im_start|>assistant\n";
-    size_t pl = strlen(prompt), n = sizeof head - 1 + pl + sizeof tail - 1;
-    char *text = cq_malloc(n + 1);
-    if (!text) return CQ_ERR_NOMEM;
-    memcpy(text, head, sizeof head - 1);
-    memcpy(text + sizeof head - 1, prompt, pl);
-    memcpy(text + sizeof head - 1 + pl, tail, sizeof tail);
-    cq_status s = cq_tokenizer_encode(p->tok, text, n, CQ_TOK_ADD_SPECIAL, ids);
-    cq_free(text);
-    if (s != CQ_OK) {
-        cq_tokens_free(ids); /* a failed encode leaves its buffer to the caller */
-        return s;
-    }
-    for (size_t i = 0; i < ids->n; i++)
-        if (ids->ids[i] == p->image_pad_id) {
-            cq_tokens_free(ids);
-            return cq_fail(CQ_ERR_INVALID_ARG, "the prompt contains <|image_pad|>, a placeholder for a condition image; "
-                           "text-to-image prompts cannot hold one");
-        }
-    if ((int64_t)ids->n <= p->drop_idx) {
-        cq_tokens_free(ids);
-        return cq_fail(CQ_ERR_INTERNAL, "qi21 pipeline: the prompt has no tokens after the system turn");
-    }
-    return CQ_OK;
+    return cq_qwen3_text_tokenize(&p->text, prompt, ids);
 }
 
 cq_status cq_qi21_pipe_prompt_tokens(cq_qi21_pipe *p, const char *prompt, int *total, int *rows) {
-    *total = *rows = 0;
-    cq_tokens ids = {0};
-    CQ_TRY(tokenize_prompt(p, prompt, &ids));
-    *total = (int)ids.n;
-    *rows = (int)ids.n - p->drop_idx;
-    cq_tokens_free(&ids);
-    return CQ_OK;
+    const cq_text_encoder te = cq_qwen3_text_encoder(&p->text);
+    return te.count(te.self, prompt, total, rows);
 }
 
 cq_status cq_qi21_pipe_encode_prompt(cq_qi21_pipe *p, const char *prompt, float **embeds, int *n_rows) {
     *embeds = NULL;
     *n_rows = 0;
     if (!p->te) return cq_fail(CQ_ERR_INVALID_ARG, "qi21 pipeline: the weights are not loaded");
-    cq_tokens ids = {0};
-    CQ_TRY(tokenize_prompt(p, prompt, &ids));
-    const cq_qwen3_config *tc = cq_qwen3_get_config(p->te);
-    int total = (int)ids.n, rows = total - p->drop_idx;
-    float *all = cq_mallocn((size_t)total * tc->hidden, sizeof(float));
-    if (!all) {
-        cq_tokens_free(&ids);
-        return CQ_ERR_NOMEM;
-    }
-    /* the last decoder layer's output, before the final norm */
-    cq_qwen3_outputs o = {.layer = tc->n_layers, .hidden = all};
-    cq_status s = cq_qwen3_forward(p->te, ids.ids, total, &o);
-    cq_tokens_free(&ids);
-    if (s != CQ_OK) {
-        cq_free(all);
-        return s;
-    }
-    memmove(all, all + (size_t)p->drop_idx * tc->hidden, (size_t)rows * tc->hidden * sizeof(float));
-    *embeds = all;
-    *n_rows = rows;
-    return CQ_OK;
+    const cq_text_encoder te = cq_qwen3_text_encoder(&p->text);
+    return te.encode(te.self, prompt, embeds, n_rows);
 }
 
 static cq_status check_prompt(cq_qi21_pipe *p, const char *what, const char *prompt, int width, int height, int lat_h,
@@ -314,43 +277,7 @@ cq_status cq_qi21_pipe_check(cq_qi21_pipe *p, const cq_qi21_gen_opts *o) {
     return CQ_OK;
 }
 
-/* A prefill for one prompt: layout (text rows, then the target's slots). */
-static void phase(const cq_qi21_gen_opts *o, cq_qi21_phase ph) {
-    if (o->on_phase) o->on_phase(ph, o->user);
-}
-
-static cq_status prefill_prompt(cq_qi21_pipe *p, const cq_qi21_gen_opts *o, const char *prompt, int lat_h, int lat_w,
-                                cq_qi21_cache **cache, cq_qi21_timings *t) {
-    float *emb;
-    int rows;
-    phase(o, CQ_QI21_PHASE_TEXT);
-    double a = cq_now();
-    CQ_TRY(cq_qi21_pipe_encode_prompt(p, prompt, &emb, &rows));
-    phase(o, CQ_QI21_PHASE_PREFILL);
-    double b = cq_now();
-    t->text += b - a;
-    int slots = lat_h * lat_w / 4, vlm = rows + slots;
-    uint8_t *mask = cq_calloc((size_t)vlm, 1);
-    if (!mask) {
-        cq_free(emb);
-        return CQ_ERR_NOMEM;
-    }
-    memset(mask + rows, 1, (size_t)slots);
-    const int32_t shapes[1][3] = {{1, lat_h, lat_w}};
-    cq_qi21_layout lay = {.vlm_len = vlm, .img_mask = mask, .n_images = 1, .img_shapes = shapes};
-    cq_status s = cq_qi21_prefill(p->dit, &lay, emb, NULL, cache);
-    t->prefill += cq_now() - b;
-    cq_free(mask);
-    cq_free(emb);
-    return s;
-}
-
-void cq_qi21_result_free(cq_qi21_result *r) {
-    if (!r) return;
-    cq_free(r->image);
-    cq_free(r->latents);
-    memset(r, 0, sizeof *r);
-}
+void cq_qi21_result_free(cq_qi21_result *r) { cq_image_result_free(r); }
 
 cq_status cq_qi21_pipe_generate(cq_qi21_pipe *p, const cq_qi21_gen_opts *o, cq_qi21_result *res) {
     memset(res, 0, sizeof *res);
@@ -359,85 +286,36 @@ cq_status cq_qi21_pipe_generate(cq_qi21_pipe *p, const cq_qi21_gen_opts *o, cq_q
     CQ_TRY(cq_check_cancel("image generation"));
     int lat_w, lat_h;
     CQ_TRY(cq_qi21_latent_grid(o->width, o->height, &lat_w, &lat_h));
-    const cq_qi21_config *dc = cq_qi21_get_config(p->dit);
-    const cq_qi21_vae_config *vc = cq_qi21_vae_get_config(p->vae);
-    const int C = dc->in_channels, T = lat_h * lat_w;
-    bool cfg = o->guidance > 1.0 && o->negative != NULL;
+    const bool cfg = o->guidance > 1.0 && o->negative != NULL;
     if (o->guidance > 1.0 && !o->negative)
         CQ_WARN("guidance %g needs a negative prompt (--negative); running without classifier-free guidance", o->guidance);
     if (o->guidance <= 1.0 && o->negative)
         CQ_WARN("a negative prompt is used only when guidance > 1; ignoring it");
-
-    cq_status s = CQ_OK;
-    cq_flow_schedule sch = {0};
-    cq_qi21_cache *pos = NULL, *neg = NULL;
-    float *x = cq_mallocn((size_t)T * C, sizeof(float));
-    float *v = cq_mallocn((size_t)T * C, sizeof(float));
-    float *vn = cfg ? cq_mallocn((size_t)T * C, sizeof(float)) : NULL;
-    float *z = cq_mallocn((size_t)T * C, sizeof(float));
-    if (!x || !v || !z || (cfg && !vn)) s = CQ_ERR_NOMEM;
-
-    if (s == CQ_OK)
-        s = cq_qi21_initial_latents(o->seed, o->noise_bf16 ? CQ_TORCH_BF16 : CQ_TORCH_F32,
-                                      cq_torch_f32_kernel_native(), 1, C, lat_h, lat_w, x);
-    if (s == CQ_OK) s = cq_flow_schedule_make(&p->sched, o->steps, T, &sch);
-    /* text tower + prefill, once per prompt */
-    if (s == CQ_OK) s = prefill_prompt(p, o, o->prompt, lat_h, lat_w, &pos, &res->t);
-    if (s == CQ_OK && cfg) s = prefill_prompt(p, o, o->negative, lat_h, lat_w, &neg, &res->t);
-    if (s == CQ_OK) phase(o, CQ_QI21_PHASE_STEPS);
-    double t_steps = cq_now();
-    for (int i = 0; s == CQ_OK && i < sch.steps; i++) {
-        float tm = cq_flow_model_timestep(sch.timesteps[i], false, false);
-        s = cq_qi21_step(p->dit, pos, x, tm, v);
-        if (s == CQ_OK && cfg) {
-            s = cq_qi21_step(p->dit, neg, x, tm, vn);
-            if (s == CQ_OK) cq_flow_cfg_combine(v, v, vn, (size_t)T * C, o->guidance);
-        }
-        if (s == CQ_OK) {
-            for (size_t k = 0; k < (size_t)T * C; k++)
-                if (!isfinite(v[k])) {
-                    s = cq_fail(CQ_ERR_NUMERIC, "the denoiser produced a non-finite value at step %d", i + 1);
-                    break;
-                }
-        }
-        if (s == CQ_OK) cq_flow_euler_step(x, v, (size_t)T * C, sch.sigmas[i], sch.sigmas[i + 1]);
-        if (s == CQ_OK && o->on_step && o->on_step(i + 1, sch.steps, o->user))
-            s = cq_fail(CQ_ERR_INTERRUPTED, "cancelled after step %d", i + 1);
-        if (s == CQ_OK && cq_cancel_requested())
-            s = cq_fail(CQ_ERR_INTERRUPTED, "interrupted after step %d of %d", i + 1, sch.steps);
-    }
-    t_steps = cq_now() - t_steps;
-    /* latents -> the VAE's space: unpack to [C][h][w], then * std + mean per channel */
-    if (s == CQ_OK) phase(o, CQ_QI21_PHASE_VAE);
-    double t_vae = cq_now();
-    if (s == CQ_OK) {
-        cq_qi21_unpack_latents(x, z, 1, C, lat_h, lat_w);
-        s = cq_qi21_vae_denormalize(p->vae, z, lat_h, lat_w, CQ_QI21_VAE_PLANAR);
-        res->channels = vc->image_channels;
-        res->image = cq_mallocn((size_t)vc->image_channels * (size_t)o->width * o->height, sizeof(float));
-        if (s == CQ_OK && !res->image) s = CQ_ERR_NOMEM;
-    }
-    if (s == CQ_OK) s = cq_qi21_vae_decode(p->vae, z, lat_h, lat_w, CQ_QI21_VAE_PLANAR, res->image);
-    t_vae = cq_now() - t_vae;
-    if (s == CQ_OK) phase(o, CQ_QI21_PHASE_DONE);
-    if (s == CQ_OK) {
-        res->width = o->width;
-        res->height = o->height;
-        res->tokens = T;
-        res->latent_channels = C;
-        res->latents = x;
-        x = NULL;
-        res->t.steps = t_steps;
-        res->t.vae = t_vae;
-    } else {
-        cq_qi21_result_free(res);
-    }
-    cq_qi21_cache_free(pos);
-    cq_qi21_cache_free(neg);
-    cq_flow_schedule_free(&sch);
-    cq_free(x);
-    cq_free(v);
-    cq_free(vn);
-    cq_free(z);
-    return s;
+    const cq_text_encoder te = cq_qwen3_text_encoder(&p->text);
+    const cq_denoiser dn = cq_qi21_denoiser(p->dit);
+    const cq_latent_codec codec = cq_qi21_vae_codec(p->vae);
+    /* the schedule's defaults are the reference's: timestep / 1000 in float32 on the CPU, true CFG
+     * without renormalisation or truncation, float32 noise unless asked otherwise */
+    const cq_image_job j = {
+        .te = &te,
+        .dn = &dn,
+        .codec = &codec,
+        .sched = &p->sched,
+        .timestep = {.kind = CQ_FLOW_T_SIGMA},
+        .guidance = {.kind = cfg ? CQ_GUIDANCE_CFG : CQ_GUIDANCE_NONE, .scale = o->guidance},
+        .prompt = o->prompt,
+        .negative = o->negative,
+        .width = o->width,
+        .height = o->height,
+        .lat_w = lat_w,
+        .lat_h = lat_h,
+        .tokens = lat_h * lat_w,
+        .steps = o->steps,
+        .seed = o->seed,
+        .noise_dtype = o->noise_bf16 ? CQ_TORCH_BF16 : CQ_TORCH_F32,
+        .on_step = o->on_step,
+        .on_phase = o->on_phase,
+        .user = o->user,
+    };
+    return cq_image_generate(&j, res);
 }

@@ -9,6 +9,10 @@
  *   guidance > 1 and a negative prompt is given) -> latents de-normalised ->
  *   VAE decode -> RGBA in [0, 1].
  *
+ * The generation itself is the generic one (image_gen.h) over this model's
+ * components (component.h); this file holds what is Qwen-Image-2.1's own:
+ * the template, the schedule's defaults and the request's limits.
+ *
  * Everything comes from one .cmf pack made by `cortiq convert` of a diffusers
  * pipeline folder: dit.*, te.*, vae.* tensors with their configs, the
  * scheduler config, the tokenizer, and the processor's chat template (used,
@@ -22,25 +26,23 @@
 
 #include "cortiq.h"
 #include "ops/ops.h"
+#include "pipelines/image_gen.h"
 
 typedef struct cq_qi21_pipe cq_qi21_pipe;
 
 /* Per-step progress: step i (1-based) of n done. Return non-zero to cancel. */
-typedef int (*cq_qi21_step_fn)(int step, int n_steps, void *user);
+typedef cq_flow_step_fn cq_qi21_step_fn;
 
-/* The phases of one generation, in order; text and prefill come once per
- * prompt (twice with true CFG). DONE follows the VAE decode. */
-typedef enum cq_qi21_phase {
-    CQ_QI21_PHASE_TEXT = 0, /* tokenizer + text tower */
-    CQ_QI21_PHASE_PREFILL,  /* the denoiser's prefix cache */
-    CQ_QI21_PHASE_STEPS,    /* the denoising loop (then on_step after each step) */
-    CQ_QI21_PHASE_VAE,      /* latents -> pixels */
-    CQ_QI21_PHASE_DONE,
-} cq_qi21_phase;
-
-/* Called as each phase begins, so callers can time phases by their own clocks
- * (CPU time, memory) or show what runs. */
-typedef void (*cq_qi21_phase_fn)(cq_qi21_phase phase, void *user);
+/* The phases of one generation (image_gen.h), under this pipeline's names. */
+typedef cq_image_phase cq_qi21_phase;
+enum {
+    CQ_QI21_PHASE_TEXT = CQ_IMAGE_PHASE_TEXT,
+    CQ_QI21_PHASE_PREFILL = CQ_IMAGE_PHASE_PREFILL, /* the denoiser's prefix cache */
+    CQ_QI21_PHASE_STEPS = CQ_IMAGE_PHASE_STEPS,
+    CQ_QI21_PHASE_VAE = CQ_IMAGE_PHASE_VAE,
+    CQ_QI21_PHASE_DONE = CQ_IMAGE_PHASE_DONE,
+};
+typedef cq_image_phase_fn cq_qi21_phase_fn;
 
 typedef struct cq_qi21_gen_opts {
     const char *prompt;
@@ -55,18 +57,8 @@ typedef struct cq_qi21_gen_opts {
     void *user;                /* passed to on_step and on_phase */
 } cq_qi21_gen_opts;
 
-typedef struct cq_qi21_timings {
-    double text, prefill, steps, vae; /* seconds */
-} cq_qi21_timings;
-
-typedef struct cq_qi21_result {
-    int width, height;
-    int channels;        /* the VAE's output channels (4: RGBA) */
-    float *image;        /* planar [channels][height][width], in [-1, 1] (the decoder's clamp) */
-    int tokens, latent_channels;
-    float *latents;      /* final packed latents [tokens][latent_channels] */
-    cq_qi21_timings t;
-} cq_qi21_result;
+typedef cq_image_timings cq_qi21_timings;
+typedef cq_image_result cq_qi21_result; /* planar image in [-1, 1] (the decoder's clamp), channels 4: RGBA */
 
 /* Two stages, so every check runs before any weight is read:
  *  - open: the tokenizer, the denoiser's and the text tower's configs, the

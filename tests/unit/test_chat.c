@@ -77,7 +77,8 @@ static cq_status open_session(session *x, const char *path, const cq_chat_opts *
     assert_int_equal(cq_qwen3_load(x->cmf, "", x->be, &x->m), CQ_OK);
     cq_sampler_params greedy = {.greedy = true};
     assert_int_equal(cq_sampler_create(cq_qwen3_get_config(x->m)->vocab_size, sp ? sp : &greedy, &x->smp), CQ_OK);
-    return cq_chat_create(x->cmf, x->m, co, &x->chat);
+    const cq_causal_lm lm = cq_qwen3_causal_lm(x->m);
+    return cq_chat_create(x->cmf, &lm, co, &x->chat);
 }
 
 static void close_session(session *x) {
@@ -151,6 +152,75 @@ static void test_golden_turn(void **state) {
     assert_int_equal(nctx, nc + stop_at);
     assert_memory_equal(ctx + nc, greedy, (size_t)stop_at * sizeof(int32_t));
     close_session(&x);
+}
+
+/* A scripted causal LM behind the interface: the next token is always the
+ * last fed id + 1, so the session's bookkeeping can be checked exactly
+ * without a real model. */
+#define FAKE_VOCAB 200000
+typedef struct fake_lm {
+    int32_t fed[4096];
+    int len, feeds, truncates, cap;
+} fake_lm;
+
+static cq_status fake_create(void *self, int max_tokens, int max_batch, void **cache) {
+    (void)max_batch;
+    fake_lm *f = self;
+    f->cap = max_tokens;
+    *cache = f;
+    return CQ_OK;
+}
+static void fake_free(void *cache) { (void)cache; }
+static int fake_capacity(const void *cache) { return ((const fake_lm *)cache)->cap; }
+static cq_status fake_truncate(void *cache, int n) {
+    fake_lm *f = cache;
+    f->truncates++;
+    f->len = n;
+    return CQ_OK;
+}
+static cq_status fake_feed(void *cache, const int32_t *ids, int n, float *logits) {
+    fake_lm *f = cache;
+    memcpy(f->fed + f->len, ids, (size_t)n * sizeof *ids);
+    f->len += n;
+    f->feeds++;
+    if (logits) {
+        for (int i = 0; i < FAKE_VOCAB; i++) logits[i] = 0.0f;
+        logits[(ids[n - 1] + 1) % FAKE_VOCAB] = 1.0f;
+    }
+    return CQ_OK;
+}
+
+static void test_any_causal_lm(void **state) {
+    (void)state;
+    cq_cmf *cmf;
+    assert_int_equal(cq_cmf_open(g_cmf, &cmf), CQ_OK);
+    static fake_lm f;
+    memset(&f, 0, sizeof f);
+    const cq_causal_lm lm = {.self = &f, .vocab = FAKE_VOCAB, .max_positions = 4096, .has_logits = true,
+                             .cache_create = fake_create, .cache_free = fake_free, .capacity = fake_capacity,
+                             .truncate = fake_truncate, .feed = fake_feed};
+    cq_chat *chat;
+    cq_chat_opts co = {.enable_thinking = 0, .context = 4096};
+    assert_int_equal(cq_chat_create(cmf, &lm, &co, &chat), CQ_OK);
+    cq_sampler *smp;
+    cq_sampler_params greedy = {.greedy = true};
+    assert_int_equal(cq_sampler_create(FAKE_VOCAB, &greedy, &smp), CQ_OK);
+    cq_chat_stats st;
+    assert_int_equal(cq_chat_turn(chat, USER, smp, 4, NULL, NULL, &st), CQ_OK);
+    int n;
+    const int32_t *ctx = cq_chat_context_ids(chat, &n);
+    /* the prompt in one feed, then three single tokens (the fourth's logits are never needed) */
+    assert_int_equal(st.generated, 4);
+    assert_int_equal(n, st.prompt_tokens + 3);
+    assert_int_equal(f.len, n);
+    assert_int_equal(f.feeds, 1 + 3);
+    assert_int_equal(f.truncates, 1);
+    assert_memory_equal(f.fed, ctx, (size_t)n * sizeof(int32_t));
+    const int32_t last = ctx[st.prompt_tokens - 1];
+    for (int i = 0; i < 3; i++) assert_int_equal(ctx[st.prompt_tokens + i], last + 1 + i);
+    cq_sampler_free(smp);
+    cq_chat_free(chat);
+    cq_cmf_close(cmf);
 }
 
 /* A second turn on the kept cache equals a fresh session fed the whole conversation. */
@@ -287,6 +357,7 @@ static void test_raw_and_limits(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_golden_turn),
+        cmocka_unit_test(test_any_causal_lm),
         cmocka_unit_test(test_reuse_is_exact),
         cmocka_unit_test(test_seeded_sampling),
         cmocka_unit_test(test_fallbacks),

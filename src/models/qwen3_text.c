@@ -1,0 +1,80 @@
+/*
+ * qwen3_text.c — the Qwen3 text encoder component (see qwen3_text.h).
+ */
+#include "models/qwen3_text.h"
+
+#include <string.h>
+
+#include "base/base.h"
+
+cq_status cq_qwen3_text_tokenize(const cq_qwen3_text *t, const char *prompt, cq_tokens *ids) {
+    const cq_text_template *tp = &t->tmpl;
+    if ((!prompt || !*prompt) && tp->empty) prompt = tp->empty; /* Qwen has no BOS: an empty prompt leaves nothing */
+    if (!prompt) prompt = "";
+    const char *head = tp->head ? tp->head : "", *tail = tp->tail ? tp->tail : "";
+    const size_t hl = strlen(head), pl = strlen(prompt), tl = strlen(tail), n = hl + pl + tl;
+    char *text = cq_malloc(n + 1);
+    if (!text) return CQ_ERR_NOMEM;
+    memcpy(text, head, hl);
+    memcpy(text + hl, prompt, pl);
+    memcpy(text + hl + pl, tail, tl + 1);
+    cq_status s = cq_tokenizer_encode(t->tok, text, n, CQ_TOK_ADD_SPECIAL, ids);
+    cq_free(text);
+    if (s != CQ_OK) {
+        cq_tokens_free(ids); /* a failed encode leaves its buffer to the caller */
+        return s;
+    }
+    for (size_t i = 0; tp->forbid_id >= 0 && i < ids->n; i++)
+        if (ids->ids[i] == tp->forbid_id) {
+            cq_tokens_free(ids);
+            return cq_fail(CQ_ERR_INVALID_ARG, "%s", tp->forbid_why ? tp->forbid_why : "the prompt holds a forbidden token");
+        }
+    if ((int64_t)ids->n <= tp->drop_rows) {
+        cq_tokens_free(ids);
+        return cq_fail(CQ_ERR_INTERNAL, "%s: the prompt has no tokens after the system turn", t->name);
+    }
+    return CQ_OK;
+}
+
+static cq_status count(void *self, const char *prompt, int *total, int *rows) {
+    const cq_qwen3_text *t = self;
+    *total = *rows = 0;
+    cq_tokens ids = {0};
+    CQ_TRY(cq_qwen3_text_tokenize(t, prompt, &ids));
+    *total = (int)ids.n;
+    *rows = (int)ids.n - t->tmpl.drop_rows;
+    cq_tokens_free(&ids);
+    return CQ_OK;
+}
+
+static cq_status encode(void *self, const char *prompt, float **out, int *n_rows) {
+    const cq_qwen3_text *t = self;
+    *out = NULL;
+    *n_rows = 0;
+    if (!t->model) return cq_fail(CQ_ERR_INVALID_ARG, "%s: the weights are not loaded", t->name);
+    cq_tokens ids = {0};
+    CQ_TRY(cq_qwen3_text_tokenize(t, prompt, &ids));
+    const cq_qwen3_config *tc = cq_qwen3_get_config(t->model);
+    const int total = (int)ids.n, rows = total - t->tmpl.drop_rows;
+    float *all = cq_mallocn((size_t)total * tc->hidden, sizeof(float));
+    if (!all) {
+        cq_tokens_free(&ids);
+        return CQ_ERR_NOMEM;
+    }
+    cq_qwen3_outputs o = {.layer = t->layer > 0 ? t->layer : tc->n_layers, .hidden = all};
+    cq_status s = cq_qwen3_forward(t->model, ids.ids, total, &o);
+    cq_tokens_free(&ids);
+    if (s != CQ_OK) {
+        cq_free(all);
+        return s;
+    }
+    memmove(all, all + (size_t)t->tmpl.drop_rows * tc->hidden, (size_t)rows * tc->hidden * sizeof(float));
+    *out = all;
+    *n_rows = rows;
+    return CQ_OK;
+}
+
+cq_text_encoder cq_qwen3_text_encoder(cq_qwen3_text *t) {
+    const int width = t->model ? cq_qwen3_get_config(t->model)->hidden : 0;
+    return (cq_text_encoder){.self = t, .width = width, .count = count, .encode = encode};
+}

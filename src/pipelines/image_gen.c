@@ -1,0 +1,113 @@
+/*
+ * image_gen.c — text to image over the component interfaces (see
+ * image_gen.h). The order of the work is the reference pipelines' order, so
+ * each model's results are those of its own reference.
+ */
+#include "pipelines/image_gen.h"
+
+#include <string.h>
+
+#include "base/base.h"
+#include "pipelines/latents.h"
+
+void cq_image_result_free(cq_image_result *r) {
+    if (!r) return;
+    cq_free(r->image);
+    cq_free(r->latents);
+    memset(r, 0, sizeof *r);
+}
+
+static void phase(const cq_image_job *j, cq_image_phase ph) {
+    if (j->on_phase) j->on_phase(ph, j->user);
+}
+
+/* text encoder + the denoiser's prepare, for one prompt */
+static cq_status condition(const cq_image_job *j, const char *prompt, void **cond, cq_image_timings *t) {
+    float *rows;
+    int n_rows;
+    phase(j, CQ_IMAGE_PHASE_TEXT);
+    double a = cq_now();
+    CQ_TRY(j->te->encode(j->te->self, prompt, &rows, &n_rows));
+    phase(j, CQ_IMAGE_PHASE_PREFILL);
+    double b = cq_now();
+    t->text += b - a;
+    cq_status s = j->dn->prepare(j->dn->self, rows, n_rows, j->lat_h, j->lat_w, cond);
+    t->prefill += cq_now() - b;
+    cq_free(rows);
+    return s;
+}
+
+static cq_status check_job(const cq_image_job *j) {
+    if (!j || !j->te || !j->dn || !j->codec || !j->sched)
+        return cq_fail(CQ_ERR_INVALID_ARG, "image generation: missing a component or the schedule");
+    if (j->lat_w < 1 || j->lat_h < 1 || j->tokens < 1 || j->width != j->lat_w * j->codec->factor ||
+        j->height != j->lat_h * j->codec->factor)
+        return cq_fail(CQ_ERR_INVALID_ARG, "image generation: %dx%d pixels do not match a %dx%d latent grid", j->width,
+                       j->height, j->lat_w, j->lat_h);
+    if ((size_t)j->tokens * (size_t)j->dn->channels != (size_t)j->lat_w * j->lat_h * (size_t)j->codec->channels)
+        return cq_fail(CQ_ERR_SHAPE, "image generation: %d tokens of %d channels do not hold %dx%dx%d latents",
+                       j->tokens, j->dn->channels, j->codec->channels, j->lat_h, j->lat_w);
+    return CQ_OK;
+}
+
+cq_status cq_image_generate(const cq_image_job *j, cq_image_result *res) {
+    memset(res, 0, sizeof *res);
+    CQ_TRY(check_job(j));
+    const cq_latent_codec *codec = j->codec;
+    const bool guided = j->guidance.kind != CQ_GUIDANCE_NONE;
+    const size_t n = (size_t)j->lat_h * (size_t)j->lat_w * (size_t)codec->channels;
+
+    cq_status s = CQ_OK;
+    cq_flow_schedule sch = {0};
+    void *pos = NULL, *neg = NULL;
+    float *x = cq_mallocn(n, sizeof(float));
+    float *z = cq_mallocn(n, sizeof(float));
+    if (!x || !z) s = CQ_ERR_NOMEM;
+    /* the noise in the codec's layout, packed into the denoiser's tokens */
+    if (s == CQ_OK)
+        s = cq_latent_noise(j->seed, j->noise_dtype, cq_torch_f32_kernel_native(), n, z);
+    if (s == CQ_OK) codec->pack(codec->self, z, x, j->lat_h, j->lat_w);
+    if (s == CQ_OK) s = cq_flow_schedule_make(j->sched, j->steps, j->tokens, &sch);
+    if (s == CQ_OK) s = condition(j, j->prompt, &pos, &res->t);
+    if (s == CQ_OK && guided) s = condition(j, j->negative, &neg, &res->t);
+    if (s == CQ_OK) phase(j, CQ_IMAGE_PHASE_STEPS);
+    double t_steps = cq_now();
+    if (s == CQ_OK) {
+        const cq_flow_sample_opts so = {.sch = &sch, .num_train_timesteps = j->sched->num_train_timesteps,
+                                        .timestep = j->timestep, .guidance = j->guidance, .dn = j->dn,
+                                        .pos = pos, .neg = neg, .tokens = j->tokens, .on_step = j->on_step,
+                                        .user = j->user};
+        s = cq_flow_sample(&so, x);
+    }
+    t_steps = cq_now() - t_steps;
+    if (s == CQ_OK) phase(j, CQ_IMAGE_PHASE_VAE);
+    double t_vae = cq_now();
+    if (s == CQ_OK) {
+        codec->unpack(codec->self, x, z, j->lat_h, j->lat_w);
+        s = codec->denormalize(codec->self, z, j->lat_h, j->lat_w);
+        res->channels = codec->image_channels;
+        res->image = cq_mallocn((size_t)codec->image_channels * (size_t)j->width * (size_t)j->height, sizeof(float));
+        if (s == CQ_OK && !res->image) s = CQ_ERR_NOMEM;
+    }
+    if (s == CQ_OK) s = codec->decode(codec->self, z, j->lat_h, j->lat_w, res->image);
+    t_vae = cq_now() - t_vae;
+    if (s == CQ_OK) phase(j, CQ_IMAGE_PHASE_DONE);
+    if (s == CQ_OK) {
+        res->width = j->width;
+        res->height = j->height;
+        res->tokens = j->tokens;
+        res->latent_channels = j->dn->channels;
+        res->latents = x;
+        x = NULL;
+        res->t.steps = t_steps;
+        res->t.vae = t_vae;
+    } else {
+        cq_image_result_free(res);
+    }
+    if (pos) j->dn->cond_free(j->dn->self, pos);
+    if (neg) j->dn->cond_free(j->dn->self, neg);
+    cq_flow_schedule_free(&sch);
+    cq_free(x);
+    cq_free(z);
+    return s;
+}

@@ -1,0 +1,133 @@
+/*
+ * registry.c — the model table (see registry.h) and the adapters that put
+ * each model's pipeline behind its task's interface.
+ */
+#include "pipelines/registry.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "format/cmf.h"
+#include "models/qwen3.h"
+#include "pipelines/qi21_pipe.h"
+
+/* ---- Qwen-Image-2.1 ---- */
+
+typedef struct qi21_extra {
+    bool noise_bf16; /* --noise-dtype bf16 */
+} qi21_extra;
+
+static void qi21_extra_init(void *extra) { memset(extra, 0, sizeof(qi21_extra)); }
+
+static int qi21_extra_parse(void *extra, const char *opt, const char *val) {
+    qi21_extra *e = extra;
+    if (strcmp(opt, "--noise-dtype") != 0) return 0;
+    if (!val || (strcmp(val, "f32") && strcmp(val, "bf16"))) {
+        cq_fail(CQ_ERR_INVALID_ARG, "--noise-dtype wants f32 or bf16");
+        return -1;
+    }
+    e->noise_bf16 = strcmp(val, "bf16") == 0;
+    return 2;
+}
+
+static cq_qi21_gen_opts qi21_opts(const cq_image_opts *o) {
+    const qi21_extra *e = o->extra;
+    return (cq_qi21_gen_opts){.prompt = o->prompt, .negative = o->negative, .width = o->width, .height = o->height,
+                              .steps = o->steps, .seed = o->seed, .guidance = o->guidance,
+                              .noise_bf16 = e && e->noise_bf16, .on_step = o->on_step, .on_phase = o->on_phase,
+                              .user = o->user};
+}
+
+static cq_status qi21_open(const cq_cmf *cmf, void **pipe) {
+    cq_qi21_pipe *p = NULL;
+    cq_status s = cq_qi21_pipe_open(cmf, &p);
+    *pipe = p;
+    return s;
+}
+static cq_status qi21_check(void *pipe, const cq_image_opts *o) {
+    const cq_qi21_gen_opts g = qi21_opts(o);
+    return cq_qi21_pipe_check(pipe, &g);
+}
+static cq_status qi21_load_weights(void *pipe, cq_backend *be) { return cq_qi21_pipe_load_weights(pipe, be); }
+static cq_status qi21_generate(void *pipe, const cq_image_opts *o, cq_image_result *res) {
+    const cq_qi21_gen_opts g = qi21_opts(o);
+    return cq_qi21_pipe_generate(pipe, &g, res);
+}
+static void qi21_free(void *pipe) { cq_qi21_pipe_free(pipe); }
+
+static const cq_image_arch k_qi21 = {
+    .default_width = 1024,
+    .default_height = 1024,
+    .default_steps = 40,
+    .default_guidance = 1.0,
+    .extra_help = "  --noise-dtype f32|bf16  draw the initial noise as a float32 (default) or a bfloat16\n"
+                  "                        reference pipeline does (the two differ for the same seed)\n",
+    .extra_size = sizeof(qi21_extra),
+    .extra_init = qi21_extra_init,
+    .extra_parse = qi21_extra_parse,
+    .open = qi21_open,
+    .check = qi21_check,
+    .load_weights = qi21_load_weights,
+    .generate = qi21_generate,
+    .free = qi21_free,
+};
+
+/* ---- Qwen3 ---- */
+
+static cq_status qwen3_load(const cq_cmf *cmf, cq_backend *be, void **model, cq_causal_lm *lm) {
+    cq_qwen3 *m = NULL;
+    cq_status s = cq_qwen3_load(cmf, "", be, &m);
+    *model = m;
+    if (s == CQ_OK) *lm = cq_qwen3_causal_lm(m);
+    return s;
+}
+static void qwen3_free(void *model) { cq_qwen3_free(model); }
+
+static const cq_chat_arch k_qwen3 = {.load = qwen3_load, .free = qwen3_free};
+
+/* ---- the table ---- */
+
+static const cq_model_entry k_models[] = {
+    {"qwen_image21", "Qwen-Image-2.1", CQ_TASK_IMAGE, &k_qi21, NULL},
+    {"qwen3", "Qwen3", CQ_TASK_CHAT, NULL, &k_qwen3},
+    {"qwen3_vl", "Qwen3-VL (its language model)", CQ_TASK_CHAT, NULL, &k_qwen3},
+    {"qwen3_vl_text", "Qwen3-VL (its language model)", CQ_TASK_CHAT, NULL, &k_qwen3},
+};
+
+size_t cq_model_count(void) { return CQ_ARRAY_LEN(k_models); }
+
+const cq_model_entry *cq_model_at(size_t i) { return i < CQ_ARRAY_LEN(k_models) ? &k_models[i] : NULL; }
+
+const cq_model_entry *cq_model_find(const char *arch, cq_model_task task) {
+    for (size_t i = 0; arch && i < CQ_ARRAY_LEN(k_models); i++)
+        if (k_models[i].task == task && strcmp(k_models[i].arch, arch) == 0) return &k_models[i];
+    return NULL;
+}
+
+const char *cq_model_list(cq_model_task task, char *buf, size_t len) {
+    size_t o = 0;
+    if (len) buf[0] = 0;
+    for (size_t i = 0; i < CQ_ARRAY_LEN(k_models); i++) {
+        if (k_models[i].task != task) continue;
+        int n = snprintf(buf + o, len > o ? len - o : 0, "%s%s", o ? ", " : "", k_models[i].arch);
+        if (n < 0 || (size_t)n >= (len > o ? len - o : 0)) break;
+        o += (size_t)n;
+    }
+    return buf;
+}
+
+cq_status cq_model_for_pack(const cq_cmf *cmf, const char *path, cq_model_task task, const cq_model_entry **out) {
+    *out = NULL;
+    if ((unsigned)task >= CQ_TASK_COUNT) return cq_fail(CQ_ERR_INVALID_ARG, "model registry: unknown task %d", task);
+    cq_cmf_info info;
+    CQ_TRY(cq_cmf_get_info(cmf, &info));
+    *out = cq_model_find(info.arch_name, task);
+    if (*out) return CQ_OK;
+    char list[512];
+    cq_model_list(task, list, sizeof list);
+    static const char *const what[CQ_TASK_COUNT] = {"a pipeline", "a language model"};
+    static const char *const how[CQ_TASK_COUNT] = {"cortiq imagine draws with", "cortiq run chats with"};
+    return cq_fail(CQ_ERR_UNSUPPORTED, "'%s' is %s of arch '%s'; %s: %s", path ? path : "the pack", what[task],
+                   info.arch_name ? info.arch_name : "(none)", how[task], list);
+}
