@@ -1,0 +1,162 @@
+/*
+ * image.c — cq_image: text to image through the model's pipeline
+ * (pipelines/qi21_pipe.h), the decoder's floats turned into 8-bit pixels as
+ * diffusers does (pipelines/png_write.h), and the PNG with the settings in
+ * text chunks.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "api/api_impl.h"
+#include "base/base.h"
+#include "base/outfile.h"
+#include "pipelines/png_write.h"
+#include "pipelines/qi21_pipe.h"
+
+struct cq_image {
+    cq_image8 img;
+    cq_image_timings t;
+    char *prompt, *negative, *model;
+    uint64_t seed;
+    int steps;
+    double guidance;
+};
+
+void cq_image_opts_init(cq_image_opts *o) {
+    if (!o) return;
+    *o = (cq_image_opts){.width = 1024, .height = 1024, .steps = 40, .guidance = 1.0};
+}
+
+typedef struct progress_ctx {
+    const cq_image_opts *o;
+    int steps;
+    int stop;
+} progress_ctx;
+
+static int on_step(int step, int n, void *user) {
+    progress_ctx *c = user;
+    if (c->o->progress && c->o->progress(CQ_IMAGE_PHASE_STEPS, step, n, c->o->user)) c->stop = 1;
+    return c->stop;
+}
+
+static void on_phase(cq_qi21_phase ph, void *user) {
+    progress_ctx *c = user;
+    static const cq_image_phase map[] = {
+        [CQ_QI21_PHASE_TEXT] = CQ_IMAGE_PHASE_TEXT,   [CQ_QI21_PHASE_PREFILL] = CQ_IMAGE_PHASE_PREFILL,
+        [CQ_QI21_PHASE_STEPS] = CQ_IMAGE_PHASE_STEPS, [CQ_QI21_PHASE_VAE] = CQ_IMAGE_PHASE_DECODE,
+        [CQ_QI21_PHASE_DONE] = CQ_IMAGE_PHASE_DONE,
+    };
+    if (c->o->progress && (unsigned)ph < CQ_ARRAY_LEN(map) && c->o->progress(map[ph], 0, c->steps, c->o->user))
+        c->stop = 1;
+}
+
+static cq_status to_pipe_opts(cq_model *m, const cq_image_opts *o, progress_ctx *pc, cq_qi21_gen_opts *g) {
+    if (!m || !o) return cq_fail(CQ_ERR_INVALID_ARG, "image generation: no model or options");
+    if (m->kind != CQ_MODEL_IMAGE || !m->pipe)
+        return cq_fail(CQ_ERR_INVALID_ARG, "image generation: '%s' is a language model (arch %s), not an image pipeline",
+                       m->name, m->arch);
+    if (!o->prompt) return cq_fail(CQ_ERR_INVALID_ARG, "image generation: no prompt");
+    *g = (cq_qi21_gen_opts){.prompt = o->prompt, .negative = o->negative, .width = o->width, .height = o->height,
+                            .steps = o->steps, .seed = o->seed, .guidance = o->guidance, .noise_bf16 = o->noise_bf16};
+    if (pc) {
+        *pc = (progress_ctx){.o = o, .steps = o->steps};
+        g->on_step = on_step;
+        g->on_phase = on_phase;
+        g->user = pc;
+    }
+    return CQ_OK;
+}
+
+cq_status cq_image_check(cq_model *m, const cq_image_opts *o) {
+    cq_qi21_gen_opts g;
+    CQ_TRY(to_pipe_opts(m, o, NULL, &g));
+    return cq_qi21_pipe_check(m->pipe, &g);
+}
+
+void cq_image_free(cq_image *img) {
+    if (!img) return;
+    cq_image8_free(&img->img);
+    cq_free(img->prompt);
+    cq_free(img->negative);
+    cq_free(img->model);
+    cq_free(img);
+}
+
+cq_status cq_image_generate(cq_model *m, const cq_image_opts *o, cq_image **out) {
+    if (!out) return cq_fail(CQ_ERR_INVALID_ARG, "cq_image_generate: out is NULL");
+    *out = NULL;
+    progress_ctx pc;
+    cq_qi21_gen_opts g;
+    CQ_TRY(to_pipe_opts(m, o, &pc, &g));
+    CQ_TRY(cq_qi21_pipe_check(m->pipe, &g)); /* before the weights are read */
+    double load = 0;
+    if (!m->be) {
+        CQ_TRY(cq_model_load(m));
+        load = m->load_s;
+    }
+    cq_image *img = cq_calloc(1, sizeof *img);
+    if (!img) return CQ_ERR_NOMEM;
+    cq_qi21_result r;
+    cq_status s = cq_qi21_pipe_generate(m->pipe, &g, &r);
+    if (s != CQ_OK) {
+        cq_free(img);
+        return s;
+    }
+    const int oc = o->rgba && r.channels == 4 ? 4 : 3;
+    s = cq_png_from_planar(r.image, r.channels, r.width, r.height, oc, &img->img);
+    img->t = (cq_image_timings){.load = load, .text = r.t.text, .prefill = r.t.prefill, .steps = r.t.steps,
+                                .decode = r.t.vae};
+    cq_qi21_result_free(&r);
+    img->prompt = cq_strdup(o->prompt);
+    img->negative = o->negative ? cq_strdup(o->negative) : NULL;
+    img->model = cq_strdup(m->name);
+    img->seed = o->seed;
+    img->steps = o->steps;
+    img->guidance = o->guidance;
+    if (s == CQ_OK && (!img->prompt || !img->model || (o->negative && !img->negative))) s = CQ_ERR_NOMEM;
+    if (s != CQ_OK) {
+        cq_image_free(img);
+        return s;
+    }
+    *out = img;
+    return CQ_OK;
+}
+
+const uint8_t *cq_image_pixels(const cq_image *img, int *width, int *height, int *channels) {
+    if (width) *width = img ? img->img.width : 0;
+    if (height) *height = img ? img->img.height : 0;
+    if (channels) *channels = img ? img->img.channels : 0;
+    return img ? img->img.pixels : NULL;
+}
+
+cq_image_timings cq_image_get_timings(const cq_image *img) {
+    return img ? img->t : (cq_image_timings){0};
+}
+
+cq_status cq_api_image_png_out(const cq_image *img, struct cq_outfile *f) {
+    if (!img || !f) return cq_fail(CQ_ERR_INVALID_ARG, "PNG output: no image or file");
+    char sz[32], sd[32], st[16], gd[32];
+    snprintf(sz, sizeof sz, "%dx%d", img->img.width, img->img.height);
+    snprintf(sd, sizeof sd, "%llu", (unsigned long long)img->seed);
+    snprintf(st, sizeof st, "%d", img->steps);
+    snprintf(gd, sizeof gd, "%g", img->guidance);
+    cq_png_text texts[8] = {{"prompt", img->prompt}, {"seed", sd},       {"steps", st},
+                            {"size", sz},            {"guidance", gd},   {"model", img->model},
+                            {"software", "cortiq"}};
+    size_t nt = 7;
+    if (img->negative) texts[nt++] = (cq_png_text){"negative", img->negative};
+    return cq_png_write_out(f, img->img.pixels, img->img.width, img->img.height, img->img.channels, texts, nt);
+}
+
+cq_status cq_image_write_png(const cq_image *img, const char *path, double *seconds) {
+    if (!img || !path) return cq_fail(CQ_ERR_INVALID_ARG, "cq_image_write_png: no image or path");
+    double t = cq_now();
+    cq_outfile f;
+    const cq_outfile_opts oo = {.format = "PNG", .allow_stdout = true};
+    CQ_TRY(cq_outfile_open(path, &oo, &f));
+    cq_status s = cq_api_image_png_out(img, &f);
+    if (s == CQ_OK) s = cq_outfile_commit(&f);
+    cq_outfile_abort(&f);
+    if (seconds) *seconds = cq_now() - t;
+    return s;
+}
