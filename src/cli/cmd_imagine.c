@@ -1,19 +1,19 @@
 /*
  * cmd_imagine.c — `cortiq imagine PACK.cmf "a prompt" -o out.png`: text to
  * image with a Qwen-Image-2.1 pack, the same picture the reference pipeline
- * draws for the same seed and settings.
+ * draws for the same seed and settings. A client of the public runtime API
+ * (cq_model, cq_image in include/cortiq.h); it adds the argument checks, the
+ * output opened before the work, the progress bar and the summary.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/api_impl.h"
 #include "base/outfile.h"
 #include "cli/cli.h"
-#include "format/cmf.h"
-#include "ops/ops.h"
 #include "pipelines/png_write.h"
-#include "pipelines/qi21_pipe.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -60,8 +60,9 @@ typedef struct step_ui {
     cq_progress bar;
 } step_ui;
 
-static int on_step(int step, int n, void *user) {
+static int on_progress(cq_image_phase phase, int step, int n, void *user) {
     step_ui *ui = user;
+    if (phase != CQ_IMAGE_PHASE_STEPS || step == 0) return 0;
     if (step >= n)
         cq_progress_end(&ui->bar); /* the bar covers the denoising steps; the VAE follows */
     else
@@ -253,14 +254,22 @@ int cq_cmd_imagine(int argc, char **argv) {
 
     double t_load = cq_now();
     cq_cmf *cmf = NULL;
-    cq_backend *be = NULL;
-    cq_qi21_pipe *pipe = NULL;
+    cq_model *model = NULL;
+    cq_image *img = NULL;
     step_ui ui = {0};
-    cq_qi21_result r = {0};
-    bool have_result = false;
-    cq_qi21_gen_opts o = {.prompt = a.prompt, .negative = a.negative, .width = a.width, .height = a.height,
-                          .steps = a.steps, .seed = a.seed, .guidance = a.guidance, .noise_bf16 = a.bf16,
-                          .on_step = on_step, .user = &ui};
+    cq_image_opts o;
+    cq_image_opts_init(&o);
+    o.prompt = a.prompt;
+    o.negative = a.negative;
+    o.width = a.width;
+    o.height = a.height;
+    o.steps = a.steps;
+    o.seed = a.seed;
+    o.guidance = a.guidance;
+    o.noise_bf16 = a.bf16;
+    o.rgba = a.rgba;
+    o.progress = on_progress;
+    o.user = &ui;
     const cq_cmf_open_opts co = {.no_verify = a.no_verify, .threads = a.threads};
     s = cq_cmf_open_ex(a.model, &co, &cmf);
     if (s != CQ_OK) {
@@ -271,26 +280,25 @@ int cq_cmd_imagine(int argc, char **argv) {
         rc = cq_cli_fail(cmd, s, NULL);
         goto done;
     }
-    if ((s = cq_qi21_pipe_open(cmf, &pipe)) != CQ_OK) {
+    const char *base = strrchr(a.model, '/');
+    const cq_model_opts mo = {.backend = a.backend, .threads = a.threads, .name = base ? base + 1 : a.model};
+    if ((s = cq_model_open_cmf(cmf, &mo, &model)) != CQ_OK) {
         rc = cq_cli_fail(cmd, s, a.model);
         goto done;
     }
     /* size, steps, schedule and prompt lengths against the model, before any weight is read */
-    if ((s = cq_qi21_pipe_check(pipe, &o)) != CQ_OK) {
+    if ((s = cq_image_check(model, &o)) != CQ_OK) {
         rc = cq_cli_usage_error(cmd, "%s", cq_last_error());
         goto done;
     }
-    s = cq_backend_create(a.backend, a.threads, &be);
-    if (s == CQ_OK) s = cq_qi21_pipe_load_weights(pipe, be);
-    if (s != CQ_OK) {
+    if ((s = cq_model_load(model)) != CQ_OK) {
         rc = cq_cli_fail(cmd, s, "loading the pipeline");
         goto done;
     }
     t_load = cq_now() - t_load;
 
     cq_progress_begin(&ui.bar, "denoising", (uint64_t)a.steps, a.quiet);
-    s = cq_qi21_pipe_generate(pipe, &o, &r);
-    have_result = s == CQ_OK;
+    s = cq_image_generate(model, &o, &img);
     if (s == CQ_ERR_INTERRUPTED || cq_cli_signal()) {
         rc = finish_interrupted(cmd, &ui, a.quiet, to_stdout);
         goto done;
@@ -301,47 +309,34 @@ int cq_cmd_imagine(int argc, char **argv) {
         goto done;
     }
     {
-        cq_image8 img = {0};
-        int oc = a.rgba && r.channels == 4 ? 4 : 3;
+        int oc;
+        cq_image_pixels(img, NULL, NULL, &oc);
+        const cq_image_timings t = cq_image_get_timings(img);
         double t_png = cq_now();
-        s = cq_png_from_planar(r.image, r.channels, r.width, r.height, oc, &img);
-        char sz[32], sd[32], st[16], gd[32];
-        snprintf(sz, sizeof sz, "%dx%d", a.width, a.height);
-        snprintf(sd, sizeof sd, "%llu", (unsigned long long)a.seed);
-        snprintf(st, sizeof st, "%d", a.steps);
-        snprintf(gd, sizeof gd, "%g", a.guidance);
-        const char *base = strrchr(a.model, '/');
-        base = base ? base + 1 : a.model;
-        cq_png_text texts[8] = {{"prompt", (char *)a.prompt}, {"seed", sd}, {"steps", st}, {"size", sz},
-                                {"guidance", gd}, {"model", (char *)base}, {"software", "cortiq"}};
-        size_t nt = 7;
-        if (a.negative) texts[nt++] = (cq_png_text){"negative", (char *)a.negative};
-        if (s == CQ_OK) s = cq_png_write_out(&out, img.pixels, img.width, img.height, img.channels, texts, nt);
+        s = cq_api_image_png_out(img, &out);
         if (s == CQ_OK && cq_cli_signal()) s = cq_fail(CQ_ERR_INTERRUPTED, "interrupted while writing");
         if (s == CQ_OK) s = cq_outfile_commit(&out);
-        cq_image8_free(&img);
         t_png = cq_now() - t_png;
         if (s == CQ_ERR_INTERRUPTED) {
             rc = finish_interrupted(cmd, &ui, a.quiet, to_stdout);
         } else if (s != CQ_OK) {
             rc = cq_cli_fail(cmd, s, NULL);
         } else if (!a.quiet) {
-            double total = t_load + r.t.text + r.t.prefill + r.t.steps + r.t.vae + t_png;
+            double total = t_load + t.text + t.prefill + t.steps + t.decode + t_png;
             fprintf(stderr,
                     "wrote %s (%dx%d, %s, seed %llu, %d steps%s)\n"
                     "time: load %.2fs, text %.2fs, prefill %.2fs, steps %.2fs (%.3fs/step), vae %.2fs, png %.2fs; "
                     "total %.2fs on %s\n",
                     to_stdout ? "the PNG to standard output" : a.out, a.width, a.height, oc == 4 ? "RGBA" : "RGB",
                     (unsigned long long)a.seed, a.steps, a.guidance > 1 && a.negative ? ", true CFG" : "", t_load,
-                    r.t.text, r.t.prefill, r.t.steps, r.t.steps / a.steps, r.t.vae, t_png, total,
-                    cq_backend_name(be));
+                    t.text, t.prefill, t.steps, t.steps / a.steps, t.decode, t_png, total,
+                    cq_model_backend_name(model));
         }
     }
 done:
     cq_outfile_abort(&out); /* nothing once committed */
-    if (have_result) cq_qi21_result_free(&r);
-    cq_qi21_pipe_free(pipe);
-    cq_backend_free(be);
+    cq_image_free(img);
+    cq_model_free(model);
     cq_cmf_close(cmf);
     cq_free(prompt_buf);
     return rc;
