@@ -20,7 +20,8 @@ int cq_cmd_run(int argc, char **argv);
 int cq_cmd_imagine(int argc, char **argv);
 int cq_cmd_gpu(int argc, char **argv);
 
-/* `cortiq bench <what>` subcommands, one file each (bench_<what>.c); argv[0] = "<what>". */
+/* `cortiq-bench <what>` benchmarks (`cortiq bench <what>` runs them), one file each (bench_<what>.c);
+ * argv[0] = "<what>". They build into the cortiq-bench program only. */
 int cq_bench_gemm(int argc, char **argv);
 int cq_bench_attention(int argc, char **argv);
 int cq_bench_qi21(int argc, char **argv);
@@ -29,6 +30,8 @@ int cq_bench_vae(int argc, char **argv);
 int cq_bench_tokenizer(int argc, char **argv);
 int cq_bench_hash(int argc, char **argv);
 
+/* Map the CORTIQ_* environment onto the library's settings (cli_common.c; both programs call it first). */
+void cq_cli_apply_env(void);
 /* Print "cortiq <cmd>: error: <what>: <cq_last_error()>" and return 1. */
 int cq_cli_fail(const char *cmd, cq_status s, const char *what);
 /* Print "cortiq <cmd>: <fmt>" + hint to use --help; return 2. */
