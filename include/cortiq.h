@@ -287,7 +287,7 @@ typedef enum cq_model_kind {
 
 /* All zeros is the default. */
 typedef struct cq_model_opts {
-    const char *backend; /* "cpu", "ref", "cuda" or "cuda:N"; NULL: the CPU backend */
+    const char *backend; /* "cpu", "ref", "cuda" or "cuda:N"; NULL: the default (the CPU backend) */
     int threads;         /* CPU worker threads; 0: one per core */
     bool no_verify;      /* do not hash each tensor when first read (cq_cmf_open_opts.no_verify) */
     const char *name;    /* what a PNG's "model" text chunk records; NULL: the file's base name

@@ -52,9 +52,12 @@ static void on_phase(cq_qi21_phase ph, void *user) {
 
 static cq_status to_pipe_opts(cq_model *m, const cq_image_opts *o, progress_ctx *pc, cq_qi21_gen_opts *g) {
     if (!m || !o) return cq_fail(CQ_ERR_INVALID_ARG, "image generation: no model or options");
-    if (m->kind != CQ_MODEL_IMAGE || !m->pipe)
+    if (m->kind != CQ_MODEL_IMAGE)
         return cq_fail(CQ_ERR_INVALID_ARG, "image generation: '%s' is a language model (arch %s), not an image pipeline",
                        m->name, m->arch);
+    if (!m->pipe) /* a failed load could not reopen it */
+        return cq_fail(CQ_ERR_INVALID_ARG, "image generation: '%s' could not be reopened after a failed load; open it again",
+                       m->name);
     if (!o->prompt) return cq_fail(CQ_ERR_INVALID_ARG, "image generation: no prompt");
     *g = (cq_qi21_gen_opts){.prompt = o->prompt, .negative = o->negative, .width = o->width, .height = o->height,
                             .steps = o->steps, .seed = o->seed, .guidance = o->guidance, .noise_bf16 = o->noise_bf16};
