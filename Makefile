@@ -13,7 +13,7 @@ CUDA_FLAG = $(if $(CUDA),-DCORTIQ_CUDA=$(CUDA))
 FUZZ_LONG_SECONDS ?= 1800
 FUZZ_LONG_RUNS ?= 10000000
 
-.PHONY: all release test asan fuzz fuzz-build fuzz-long run bench clean header-check test-gpu cross-arm64
+.PHONY: all release test asan fuzz fuzz-build fuzz-long run bench clean header-check test-gpu cross-arm64 install
 
 all: release
 
@@ -72,6 +72,12 @@ cross-arm64:
 	@$(CMAKE) -S . -B build-arm64 -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DCMAKE_BUILD_TYPE=Release -DCORTIQ_CUDA=OFF >/dev/null
 	@$(CMAKE) --build build-arm64 -j $(JOBS) --target cortiq_static cortiq test_ops test_cpu_kits
 	cd build-arm64 && CQ_TEST_OPS_THREADS=1 ctest --output-on-failure -R '^test_(cpu_kits|ops)$$'
+
+# Install the shared library, include/cortiq.h, cortiq.pc (pkg-config) and the cortiq command under
+# PREFIX (default /usr/local), staged under DESTDIR when set (packaging).
+PREFIX ?= /usr/local
+install: release
+	DESTDIR="$(DESTDIR)" $(CMAKE) --install $(BUILD) --prefix "$(PREFIX)"
 
 bench: release
 	./$(BUILD)/cortiq bench gemm --quick

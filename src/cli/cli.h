@@ -20,7 +20,8 @@ int cq_cmd_run(int argc, char **argv);
 int cq_cmd_imagine(int argc, char **argv);
 int cq_cmd_gpu(int argc, char **argv);
 
-/* `cortiq bench <what>` subcommands, one file each (bench_<what>.c); argv[0] = "<what>". */
+/* `cortiq-bench <what>` benchmarks (`cortiq bench <what>` runs them), one file each (bench_<what>.c);
+ * argv[0] = "<what>". They build into the cortiq-bench program only. */
 int cq_bench_gemm(int argc, char **argv);
 int cq_bench_attention(int argc, char **argv);
 int cq_bench_qi21(int argc, char **argv);

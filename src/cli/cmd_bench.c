@@ -1,46 +1,52 @@
 /*
- * cmd_bench.c — `cortiq bench <what>`: a thin dispatcher. Each benchmark
- * lives in its own file (bench_<what>.c) exporting
- * `int cq_bench_<what>(int argc, char **argv)` (argv[0] = "<what>"), declared
- * in cli.h; to add one, add a row to k_benches below.
+ * cmd_bench.c — `cortiq bench <what>`: the front door of the benchmarks.
+ * They are a separate program, cortiq-bench (bench_main.c), so that the
+ * shipped cortiq links neither the benchmark code nor its peers (OpenBLAS,
+ * oneDNN); this command runs the cortiq-bench found beside the cortiq binary
+ * with the same arguments, or says how to get it.
  */
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 
-typedef struct bench {
-    const char *name;
-    int (*fn)(int, char **);
-    const char *summary;
-} bench;
+#define BENCH_PROGRAM "cortiq-bench"
 
-static const bench k_benches[] = {
-    {"gemm", cq_bench_gemm, "matmul GFLOP/s per weight codec and ISA, against OpenBLAS and oneDNN"},
-    {"attention", cq_bench_attention, "flash attention GFLOP/s against our matmul throughput"},
-    {"qi21", cq_bench_qi21, "the Qwen-Image-2.1 denoiser (real 7B shape, random weights): prefill and step"},
-    {"imagine", cq_bench_imagine, "Qwen-Image-2.1 text to image end to end (real configuration, random weights)"},
-    {"vae", cq_bench_vae, "the Qwen-Image-2.1 VAE (real configuration, random weights): decode and encode"},
-    {"tokenizer", cq_bench_tokenizer, "tokenizer encoding speed (MB/s, tokens/s)"},
-    {"hash", cq_bench_hash, "hash64 GB/s, 1 thread and a pool: the cost of checking a pack's tensors on load"},
-};
-
-static void help(FILE *f) {
-    fprintf(f, "usage: cortiq bench <what> [options]\n\nbenchmarks:\n");
-    for (size_t i = 0; i < CQ_ARRAY_LEN(k_benches); i++) fprintf(f, "  %-10s %s\n", k_benches[i].name, k_benches[i].summary);
-    fprintf(f, "\n`cortiq bench <what> --help` lists each one's options.\n");
+/* "<directory of this executable>/cortiq-bench" into buf; false when the directory is unknown. */
+static bool bench_path(char *buf, size_t len) {
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) return false;
+    self[n] = 0;
+    char *slash = strrchr(self, '/');
+    if (!slash) return false;
+    *slash = 0;
+    int w = snprintf(buf, len, "%s/" BENCH_PROGRAM, self);
+    return w > 0 && (size_t)w < len;
 }
 
 int cq_cmd_bench(int argc, char **argv) {
-    if (argc < 2) {
-        help(stderr);
-        return 2;
+    char path[PATH_MAX + 32];
+    const bool known = bench_path(path, sizeof path);
+    if (known && access(path, X_OK) == 0) {
+        char *args[argc + 1];
+        args[0] = (char *)BENCH_PROGRAM;
+        for (int i = 1; i < argc; i++) args[i] = argv[i];
+        args[argc] = NULL;
+        fflush(NULL);
+        execv(path, args);
+        fprintf(stderr, "cortiq bench: error: cannot run %s: %s\n", path, strerror(errno));
+        return 1;
     }
-    if (cq_cli_is_help(argv[1])) {
-        help(stdout);
-        return 0;
-    }
-    for (size_t i = 0; i < CQ_ARRAY_LEN(k_benches); i++)
-        if (strcmp(argv[1], k_benches[i].name) == 0) return k_benches[i].fn(argc - 1, argv + 1);
-    return cq_cli_usage_error("bench", "unknown benchmark '%s'", argv[1]);
+    FILE *f = argc >= 2 && cq_cli_is_help(argv[1]) ? stdout : stderr;
+    fprintf(f,
+            "cortiq bench: the benchmarks are a separate program, " BENCH_PROGRAM ", which is not installed beside\n"
+            "this cortiq%s%s%s. A build from source makes it with the rest (`make`, or\n"
+            "`cmake --build build --target " BENCH_PROGRAM "`) in the build directory, next to cortiq; run\n"
+            "`cortiq bench` from there, or " BENCH_PROGRAM " directly with the same arguments.\n",
+            known ? " (" : "", known ? path : "", known ? ")" : "");
+    return f == stdout ? 0 : 1;
 }

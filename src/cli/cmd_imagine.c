@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/api_impl.h"
 #include "base/outfile.h"
 #include "cli/cli.h"
 #include "cli/env.h"
@@ -48,9 +49,9 @@ static void usage(FILE *f) {
             "  -q, --quiet           no progress bar and no summary\n"
             "  --                    the end of the options (a prompt may then start with '-')\n"
             "  -h, --help            this text\n",
-            cq_model_list(CQ_TASK_IMAGE, archs, sizeof archs));
-    for (size_t i = 0; i < cq_model_count(); i++) {
-        const cq_model_entry *e = cq_model_at(i);
+            cq_arch_list(CQ_TASK_IMAGE, archs, sizeof archs));
+    for (size_t i = 0; i < cq_arch_count(); i++) {
+        const cq_arch_entry *e = cq_arch_at(i);
         if (e->task == CQ_TASK_IMAGE && e->image->extra_help && *e->image->extra_help)
             fprintf(f, "\noptions of arch %s (%s):\n%s", e->arch, e->family, e->image->extra_help);
     }
@@ -69,8 +70,9 @@ typedef struct step_ui {
     cq_progress bar;
 } step_ui;
 
-static int on_step(int step, int n, void *user) {
+static int on_progress(cq_image_phase phase, int step, int n, void *user) {
     step_ui *ui = user;
+    if (phase != CQ_IMAGE_PHASE_STEPS || step == 0) return 0;
     if (step >= n)
         cq_progress_end(&ui->bar); /* the bar covers the denoising steps; the VAE follows */
     else
@@ -107,8 +109,8 @@ typedef struct imagine_args {
  * the arguments it takes (1 or 2), 0 for none, -1 for a bad value. */
 static int probe_extra(const char *opt, const char *val) {
     int used = 0;
-    for (size_t i = 0; i < cq_model_count() && used == 0; i++) {
-        const cq_model_entry *e = cq_model_at(i);
+    for (size_t i = 0; i < cq_arch_count() && used == 0; i++) {
+        const cq_arch_entry *e = cq_arch_at(i);
         if (e->task != CQ_TASK_IMAGE || !e->image->extra_parse) continue;
         void *scratch = cq_calloc(1, e->image->extra_size ? e->image->extra_size : 1);
         if (!scratch) return -1;
@@ -229,36 +231,13 @@ static int parse_args(int argc, char **argv, imagine_args *a) {
 }
 
 /* The pack must be an image pipeline of an architecture the registry draws with. */
-static cq_status check_pack(const cq_cmf *cmf, const char *path, const cq_model_entry **entry) {
+static cq_status check_pack(const cq_cmf *cmf, const char *path) {
     char what[256];
-    *entry = NULL;
     if (cq_cli_pack_classify(cmf) != CQ_PACK_IMAGE_PIPELINE)
         return cq_fail(CQ_ERR_UNSUPPORTED, "'%s' holds %s, not a text-to-image pipeline", path,
                        cq_cli_pack_describe(cmf, what, sizeof what));
-    return cq_model_for_pack(cmf, path, CQ_TASK_IMAGE, entry);
-}
-
-/* The architecture's defaults where an option was not given, and its own
- * options into a fresh block (*extra, cq_free it). 0, or the exit code
- * after the error is printed. */
-static int apply_arch(const char *cmd, const cq_model_entry *e, imagine_args *a, void **extra) {
-    const cq_image_arch *ia = e->image;
-    if (!a->width) {
-        a->width = ia->default_width;
-        a->height = ia->default_height;
-    }
-    if (!a->steps) a->steps = ia->default_steps;
-    if (a->guidance < 0) a->guidance = ia->default_guidance;
-    *extra = cq_calloc(1, ia->extra_size ? ia->extra_size : 1);
-    if (!*extra) return cq_cli_fail(cmd, CQ_ERR_NOMEM, "options");
-    if (ia->extra_init) ia->extra_init(*extra);
-    for (int i = 0; i < a->n_extra; i++) {
-        const int used = ia->extra_parse ? ia->extra_parse(*extra, a->extra_opt[i], a->extra_val[i]) : 0;
-        if (used < 0) return cq_cli_usage_error(cmd, "%s", cq_last_error());
-        if (used == 0)
-            return cq_cli_usage_error(cmd, "%s is not an option of arch %s (%s)", a->extra_opt[i], e->arch, e->family);
-    }
-    return 0;
+    const cq_arch_entry *entry;
+    return cq_arch_for_pack(cmf, path, CQ_TASK_IMAGE, &entry);
 }
 
 static int finish_interrupted(const char *cmd, const step_ui *ui, bool quiet, bool to_stdout) {
@@ -303,40 +282,65 @@ int cq_cmd_imagine(int argc, char **argv) {
 
     double t_load = cq_now();
     cq_cmf *cmf = NULL;
-    cq_backend *be = NULL;
-    const cq_model_entry *entry = NULL;
-    const cq_image_arch *arch = NULL;
-    void *pipe = NULL, *extra = NULL;
+    cq_model *model = NULL;
+    cq_image *img = NULL;
     step_ui ui = {0};
-    cq_image_result r = {0};
-    bool have_result = false;
-    cq_image_opts o = {0};
+    cq_image_opts o;
+    cq_image_opts_init(&o);
+    o.prompt = a.prompt;
+    o.negative = a.negative;
+    o.width = a.width;
+    o.height = a.height;
+    o.steps = a.steps;
+    o.seed = a.seed;
+    o.guidance = a.guidance;
+    o.rgba = a.rgba;
+    /* the architecture's own options, as the words given (the model's arch parses them) */
+    const char *words[2 * MAX_EXTRA + 1];
+    int nw = 0;
+    for (int i = 0; i < a.n_extra; i++) {
+        words[nw++] = a.extra_opt[i];
+        if (a.extra_val[i]) words[nw++] = a.extra_val[i];
+    }
+    words[nw] = NULL;
+    o.arch_opts = nw ? words : NULL;
+    o.progress = on_progress;
+    o.user = &ui;
     const cq_cmf_open_opts co = {.no_verify = a.no_verify, .threads = a.threads};
     s = cq_cmf_open_ex(a.model, &co, &cmf);
     if (s != CQ_OK) {
         rc = cq_cli_fail(cmd, s, a.model);
         goto done;
     }
-    if ((s = check_pack(cmf, a.model, &entry)) != CQ_OK) {
+    if ((s = check_pack(cmf, a.model)) != CQ_OK) {
         rc = cq_cli_fail(cmd, s, NULL);
         goto done;
     }
-    arch = entry->image;
-    if ((rc = apply_arch(cmd, entry, &a, &extra)) != 0) goto done;
-    o = (cq_image_opts){.prompt = a.prompt, .negative = a.negative, .width = a.width, .height = a.height,
-                        .steps = a.steps, .seed = a.seed, .guidance = a.guidance, .on_step = on_step, .user = &ui,
-                        .extra = extra};
-    if ((s = arch->open(cmf, &pipe)) != CQ_OK) {
+    const char *base = strrchr(a.model, '/');
+    const cq_model_opts mo = {.threads = a.threads, .name = base ? base + 1 : a.model};
+    if ((s = cq_model_open_cmf(cmf, &mo, &model)) != CQ_OK) {
         rc = cq_cli_fail(cmd, s, a.model);
         goto done;
     }
-    /* size, steps, schedule and prompt lengths against the model, before any weight is read */
-    if ((s = arch->check(pipe, &o)) != CQ_OK) {
+    /* the architecture's defaults where an option was not given */
+    if ((s = cq_image_resolve(model, &o)) != CQ_OK) {
+        rc = cq_cli_fail(cmd, s, a.model);
+        goto done;
+    }
+    a.width = o.width;
+    a.height = o.height;
+    a.steps = o.steps;
+    a.guidance = o.guidance;
+    /* size, steps, schedule, the architecture's options and prompt lengths against the model, before any
+     * weight is read */
+    if ((s = cq_image_check(model, &o)) != CQ_OK) {
         rc = cq_cli_usage_error(cmd, "%s", cq_last_error());
         goto done;
     }
+    cq_backend *be = NULL;
     s = cq_env_backend_create(a.backend, a.threads, &be);
-    if (s == CQ_OK) s = arch->load_weights(pipe, be);
+    if (s == CQ_OK) s = cq_api_model_use_backend(model, be);
+    if (s == CQ_OK) s = cq_model_load(model);
     if (s != CQ_OK) {
         rc = cq_cli_fail(cmd, s, "loading the pipeline");
         goto done;
@@ -344,8 +348,7 @@ int cq_cmd_imagine(int argc, char **argv) {
     t_load = cq_now() - t_load;
 
     cq_progress_begin(&ui.bar, "denoising", (uint64_t)a.steps, a.quiet);
-    s = arch->generate(pipe, &o, &r);
-    have_result = s == CQ_OK;
+    s = cq_image_generate(model, &o, &img);
     if (s == CQ_ERR_INTERRUPTED || cq_cli_signal()) {
         rc = finish_interrupted(cmd, &ui, a.quiet, to_stdout);
         goto done;
@@ -356,48 +359,34 @@ int cq_cmd_imagine(int argc, char **argv) {
         goto done;
     }
     {
-        cq_image8 img = {0};
-        int oc = a.rgba && r.channels == 4 ? 4 : 3;
+        int oc;
+        cq_image_pixels(img, NULL, NULL, &oc);
+        const cq_image_timings t = cq_image_get_timings(img);
         double t_png = cq_now();
-        s = cq_png_from_planar(r.image, r.channels, r.width, r.height, oc, &img);
-        char sz[32], sd[32], st[16], gd[32];
-        snprintf(sz, sizeof sz, "%dx%d", a.width, a.height);
-        snprintf(sd, sizeof sd, "%llu", (unsigned long long)a.seed);
-        snprintf(st, sizeof st, "%d", a.steps);
-        snprintf(gd, sizeof gd, "%g", a.guidance);
-        const char *base = strrchr(a.model, '/');
-        base = base ? base + 1 : a.model;
-        cq_png_text texts[8] = {{"prompt", (char *)a.prompt}, {"seed", sd}, {"steps", st}, {"size", sz},
-                                {"guidance", gd}, {"model", (char *)base}, {"software", "cortiq"}};
-        size_t nt = 7;
-        if (a.negative) texts[nt++] = (cq_png_text){"negative", (char *)a.negative};
-        if (s == CQ_OK) s = cq_png_write_out(&out, img.pixels, img.width, img.height, img.channels, texts, nt);
+        s = cq_api_image_png_out(img, &out);
         if (s == CQ_OK && cq_cli_signal()) s = cq_fail(CQ_ERR_INTERRUPTED, "interrupted while writing");
         if (s == CQ_OK) s = cq_outfile_commit(&out);
-        cq_image8_free(&img);
         t_png = cq_now() - t_png;
         if (s == CQ_ERR_INTERRUPTED) {
             rc = finish_interrupted(cmd, &ui, a.quiet, to_stdout);
         } else if (s != CQ_OK) {
             rc = cq_cli_fail(cmd, s, NULL);
         } else if (!a.quiet) {
-            double total = t_load + r.t.text + r.t.prefill + r.t.steps + r.t.vae + t_png;
+            double total = t_load + t.text + t.prefill + t.steps + t.decode + t_png;
             fprintf(stderr,
                     "wrote %s (%dx%d, %s, seed %llu, %d steps%s)\n"
                     "time: load %.2fs, text %.2fs, prefill %.2fs, steps %.2fs (%.3fs/step), vae %.2fs, png %.2fs; "
                     "total %.2fs on %s\n",
                     to_stdout ? "the PNG to standard output" : a.out, a.width, a.height, oc == 4 ? "RGBA" : "RGB",
                     (unsigned long long)a.seed, a.steps, a.guidance > 1 && a.negative ? ", true CFG" : "", t_load,
-                    r.t.text, r.t.prefill, r.t.steps, r.t.steps / a.steps, r.t.vae, t_png, total,
-                    cq_backend_name(be));
+                    t.text, t.prefill, t.steps, t.steps / a.steps, t.decode, t_png, total,
+                    cq_model_backend_name(model));
         }
     }
 done:
     cq_outfile_abort(&out); /* nothing once committed */
-    if (have_result) cq_image_result_free(&r);
-    if (pipe) arch->free(pipe);
-    cq_free(extra);
-    cq_backend_free(be);
+    cq_image_free(img);
+    cq_model_free(model);
     cq_cmf_close(cmf);
     cq_free(prompt_buf);
     return rc;

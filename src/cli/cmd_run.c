@@ -1,7 +1,8 @@
 /*
  * cmd_run.c — `cortiq run`: option parsing, the one-shot and interactive
- * (--chat) loops, streaming to stdout and timing to stderr around the chat
- * session (src/pipelines/chat.c).
+ * (--chat) loops, streaming to stdout and timing to stderr around a chat
+ * session of the public runtime API (cq_model, cq_session in
+ * include/cortiq.h).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,10 +11,9 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "api/api_impl.h"
 #include "cli/env.h"
 #include "format/cmf.h"
-#include "ops/ops.h"
-#include "pipelines/chat.h"
 #include "pipelines/registry.h"
 #include "pipelines/sampler.h"
 
@@ -191,7 +191,7 @@ typedef struct turn_out {
     int n, cap;
 } turn_out;
 
-static int on_token(void *user, int32_t id, const char *text, size_t len) {
+static int on_token(int32_t id, const char *text, size_t len, void *user) {
     turn_out *t = user;
     if (len) {
         fwrite(text, 1, len, stdout);
@@ -201,7 +201,7 @@ static int on_token(void *user, int32_t id, const char *text, size_t len) {
     return cq_cancel_requested() ? 1 : 0; /* Ctrl-C: the reply stops here */
 }
 
-static void report(const run_opts *o, const cq_chat_stats *st, const turn_out *t) {
+static void report(const run_opts *o, const cq_turn_stats *st, const turn_out *t) {
     if (o->print_ids) {
         fprintf(stderr, "ids:");
         for (int i = 0; i < t->n; i++) fprintf(stderr, " %d", (int)t->ids[i]);
@@ -216,10 +216,10 @@ static void report(const run_opts *o, const cq_chat_stats *st, const turn_out *t
             st->generate_s, st->generate_s > 0 ? st->generated / st->generate_s : 0.0);
 }
 
-static int one_turn(cq_chat *chat, cq_sampler *smp, const run_opts *o, const char *msg, turn_out *t) {
-    cq_chat_stats st;
+static int one_turn(cq_session *chat, const run_opts *o, const char *msg, turn_out *t) {
+    cq_turn_stats st;
     t->n = 0;
-    cq_status s = cq_chat_turn(chat, msg, smp, o->max_tokens, on_token, t, &st);
+    cq_status s = cq_session_turn(chat, msg, on_token, t, &st);
     fputc('\n', stdout);
     fflush(stdout);
     if (cq_cli_signal()) return cq_cli_interrupted("run", "the reply was cut short");
@@ -228,7 +228,7 @@ static int one_turn(cq_chat *chat, cq_sampler *smp, const run_opts *o, const cha
     return 0;
 }
 
-static int chat_loop(cq_chat *chat, cq_sampler *smp, const run_opts *o, turn_out *t) {
+static int chat_loop(cq_session *chat, const run_opts *o, turn_out *t) {
     bool tty = isatty(fileno(stdin));
     char *line = NULL;
     size_t cap = 0;
@@ -243,7 +243,7 @@ static int chat_loop(cq_chat *chat, cq_sampler *smp, const run_opts *o, turn_out
         while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
         if (n == 0) continue;
         if (strcmp(line, "/exit") == 0 || strcmp(line, "/quit") == 0) break;
-        rc = one_turn(chat, smp, o, line, t);
+        rc = one_turn(chat, o, line, t);
         if (rc) break;
     }
     free(line); /* getline's buffer comes from malloc */
@@ -256,12 +256,8 @@ int cq_cmd_run(int argc, char **argv) {
     int rc = parse(argc, argv, &o);
     if (rc) return rc < 0 ? 0 : rc;
     cq_cmf *cmf = NULL;
-    cq_backend *be = NULL;
-    const cq_model_entry *entry = NULL;
-    void *m = NULL;
-    cq_causal_lm lm = {0};
-    cq_chat *chat = NULL;
-    cq_sampler *smp = NULL;
+    cq_model *model = NULL;
+    cq_session *chat = NULL;
     char *stdin_prompt = NULL;
     turn_out t = {.o = &o};
     cq_cmf_open_opts oo = {.no_verify = o.no_verify, .threads = o.threads};
@@ -274,22 +270,34 @@ int cq_cmd_run(int argc, char **argv) {
         cq_cmf_close(cmf);
         return 1;
     }
-    if ((s = cq_model_for_pack(cmf, o.model, CQ_TASK_CHAT, &entry)) != CQ_OK) {
+    const cq_arch_entry *entry = NULL;
+    if ((s = cq_arch_for_pack(cmf, o.model, CQ_TASK_CHAT, &entry)) != CQ_OK) {
         cq_cmf_close(cmf);
         return cq_cli_fail("run", s, NULL);
     }
     cq_cli_catch_signals();
-    s = cq_env_backend_create(o.backend, o.threads, &be);
+    const cq_model_opts mo = {.threads = o.threads, .name = o.model};
+    s = cq_model_open_cmf(cmf, &mo, &model);
+    cq_backend *be = NULL;
+    if (s == CQ_OK) s = cq_env_backend_create(o.backend, o.threads, &be);
+    if (s == CQ_OK) s = cq_api_model_use_backend(model, be);
+    if (s == CQ_OK) s = cq_model_load(model);
     if (s == CQ_OK) {
-        s = entry->chat->load(cmf, be, &m, &lm);
-        if (s != CQ_OK) cq_fail_prefix(s, "%s: ", o.model);
+        cq_session_opts so;
+        cq_session_opts_init(&so);
+        so.context = o.ctx;
+        so.enable_thinking = o.thinking;
+        so.raw = o.raw;
+        so.system = o.system;
+        so.max_tokens = o.max_tokens;
+        so.greedy = o.sp.greedy;
+        so.temperature = o.sp.temperature;
+        so.top_k = o.sp.top_k;
+        so.top_p = o.sp.top_p;
+        so.min_p = o.sp.min_p;
+        so.seed = o.sp.seed;
+        s = cq_session_open(model, &so, &chat);
     }
-    if (s == CQ_OK) {
-        cq_chat_opts co = {.context = o.ctx, .enable_thinking = o.thinking, .raw = o.raw};
-        s = cq_chat_create(cmf, &lm, &co, &chat);
-    }
-    if (s == CQ_OK) s = cq_sampler_create(lm.vocab, &o.sp, &smp);
-    if (s == CQ_OK && o.system) s = cq_chat_add_message(chat, "system", o.system);
     if (s == CQ_OK) {
         t.cap = o.max_tokens;
         t.ids = cq_mallocn((size_t)t.cap, sizeof(int32_t));
@@ -299,21 +307,20 @@ int cq_cmd_run(int argc, char **argv) {
         rc = cq_cli_fail("run", s, NULL);
     } else {
         if (o.verbose)
-            fprintf(stderr, "model %s on %s, seed %llu\n", o.model, cq_backend_name(be), (unsigned long long)o.sp.seed);
+            fprintf(stderr, "model %s on %s, seed %llu\n", o.model, cq_model_backend_name(model),
+                    (unsigned long long)o.sp.seed);
         const char *first = o.prompt;
         if (first && strcmp(first, "-") == 0 && !o.chat) {
             first = stdin_prompt = read_stdin();
             if (!first) rc = cq_cli_fail("run", CQ_ERR_NOMEM, "reading stdin");
         }
-        if (!rc && first) rc = one_turn(chat, smp, &o, first, &t);
-        if (!rc && o.chat) rc = chat_loop(chat, smp, &o, &t);
+        if (!rc && first) rc = one_turn(chat, &o, first, &t);
+        if (!rc && o.chat) rc = chat_loop(chat, &o, &t);
     }
     cq_free(stdin_prompt);
     cq_free(t.ids);
-    cq_sampler_free(smp);
-    cq_chat_free(chat);
-    if (m) entry->chat->free(m);
-    cq_backend_free(be);
+    cq_session_free(chat);
+    cq_model_free(model);
     cq_cmf_close(cmf);
     return rc;
 }

@@ -1,7 +1,6 @@
 /*
  * main.c — the `cortiq` command: dispatches to one file per subcommand.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +19,7 @@ static const command k_commands[] = {
     {"info", cq_cmd_info, "show what a .cmf file holds (arch, sections, tensors, codecs)"},
     {"verify", cq_cmd_verify, "check every integrity hash of a .cmf file"},
     {"convert", cq_cmd_convert, "convert safetensors / diffusers / Hugging Face folders to .cmf"},
-    {"bench", cq_cmd_bench, "benchmarks (gemm, attention, qi21, tokenizer)"},
+    {"bench", cq_cmd_bench, "benchmarks (gemm, attention, qi21, ...): runs cortiq-bench, a separate program"},
     {"forward", cq_cmd_forward, "run one denoiser forward on tensors from a safetensors file"},
     {"run", cq_cmd_run, "chat with / generate from a language model"},
     {"imagine", cq_cmd_imagine, "text to image"},
@@ -38,42 +37,6 @@ static void usage(FILE *f) {
             "\n`cortiq <command> --help` describes each command.\n"
             "Environment: CORTIQ_THREADS (worker threads), CORTIQ_CPU (generic|avx2|avx512|amx|neon),\n"
             "CORTIQ_BACKEND (cpu|cuda), CORTIQ_LOG (debug|info|warn|error|none).\n");
-}
-
-int cq_cli_fail(const char *cmd, cq_status s, const char *what) {
-    if (s == CQ_ERR_INTERRUPTED && cq_cli_signal()) return cq_cli_interrupted(cmd, cq_last_error());
-    const char *msg = cq_last_error();
-    if (what && *what && *msg && strstr(msg, what)) what = NULL; /* the message names it already (a path, say) */
-    fprintf(stderr, "cortiq %s: error: %s%s%s (%s)\n", cmd, what ? what : "", (what && *what && *msg) ? ": " : "", msg,
-            cq_status_str(s));
-    return 1;
-}
-
-int cq_cli_usage_error(const char *cmd, const char *fmt, ...) {
-    fprintf(stderr, "cortiq %s: ", cmd);
-    va_list ap;
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\n(see `cortiq %s --help`)\n", cmd);
-    return 2;
-}
-
-bool cq_cli_is_help(const char *arg) { return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0; }
-
-bool cq_cli_parse_int(const char *cmd, const char *opt, const char *val, long lo, long hi, long *out) {
-    if (!val) {
-        cq_cli_usage_error(cmd, "%s needs a value", opt);
-        return false;
-    }
-    char *end;
-    long v = strtol(val, &end, 10);
-    if (*val == '\0' || *end != '\0' || v < lo || v > hi) {
-        cq_cli_usage_error(cmd, "%s wants an integer in [%ld, %ld], got '%s'", opt, lo, hi, val);
-        return false;
-    }
-    *out = v;
-    return true;
 }
 
 int main(int argc, char **argv) {

@@ -17,18 +17,18 @@ void cq_image_result_free(cq_image_result *r) {
     memset(r, 0, sizeof *r);
 }
 
-static void phase(const cq_image_job *j, cq_image_phase ph) {
+static void phase(const cq_image_job *j, cq_gen_phase ph) {
     if (j->on_phase) j->on_phase(ph, j->user);
 }
 
 /* text encoder + the denoiser's prepare, for one prompt */
-static cq_status condition(const cq_image_job *j, const char *prompt, void **cond, cq_image_timings *t) {
+static cq_status condition(const cq_image_job *j, const char *prompt, void **cond, cq_gen_timings *t) {
     float *rows;
     int n_rows;
-    phase(j, CQ_IMAGE_PHASE_TEXT);
+    phase(j, CQ_GEN_PHASE_TEXT);
     double a = cq_now();
     CQ_TRY(j->te->encode(j->te->self, prompt, &rows, &n_rows));
-    phase(j, CQ_IMAGE_PHASE_PREFILL);
+    phase(j, CQ_GEN_PHASE_PREFILL);
     double b = cq_now();
     t->text += b - a;
     cq_status s = j->dn->prepare(j->dn->self, rows, n_rows, j->lat_h, j->lat_w, cond);
@@ -50,7 +50,7 @@ static cq_status check_job(const cq_image_job *j) {
     return CQ_OK;
 }
 
-cq_status cq_image_generate(const cq_image_job *j, cq_image_result *res) {
+cq_status cq_image_job_run(const cq_image_job *j, cq_image_result *res) {
     memset(res, 0, sizeof *res);
     CQ_TRY(check_job(j));
     const cq_latent_codec *codec = j->codec;
@@ -70,7 +70,7 @@ cq_status cq_image_generate(const cq_image_job *j, cq_image_result *res) {
     if (s == CQ_OK) s = cq_flow_schedule_make(j->sched, j->steps, j->tokens, &sch);
     if (s == CQ_OK) s = condition(j, j->prompt, &pos, &res->t);
     if (s == CQ_OK && guided) s = condition(j, j->negative, &neg, &res->t);
-    if (s == CQ_OK) phase(j, CQ_IMAGE_PHASE_STEPS);
+    if (s == CQ_OK) phase(j, CQ_GEN_PHASE_STEPS);
     double t_steps = cq_now();
     if (s == CQ_OK) {
         const cq_flow_sample_opts so = {.sch = &sch, .num_train_timesteps = j->sched->num_train_timesteps,
@@ -80,7 +80,7 @@ cq_status cq_image_generate(const cq_image_job *j, cq_image_result *res) {
         s = cq_flow_sample(&so, x);
     }
     t_steps = cq_now() - t_steps;
-    if (s == CQ_OK) phase(j, CQ_IMAGE_PHASE_VAE);
+    if (s == CQ_OK) phase(j, CQ_GEN_PHASE_VAE);
     double t_vae = cq_now();
     if (s == CQ_OK) {
         codec->unpack(codec->self, x, z, j->lat_h, j->lat_w);
@@ -91,7 +91,7 @@ cq_status cq_image_generate(const cq_image_job *j, cq_image_result *res) {
     }
     if (s == CQ_OK) s = codec->decode(codec->self, z, j->lat_h, j->lat_w, res->image);
     t_vae = cq_now() - t_vae;
-    if (s == CQ_OK) phase(j, CQ_IMAGE_PHASE_DONE);
+    if (s == CQ_OK) phase(j, CQ_GEN_PHASE_DONE);
     if (s == CQ_OK) {
         res->width = j->width;
         res->height = j->height;

@@ -7,7 +7,7 @@
  *
  * A model's pipeline (e.g. qi21_pipe.c) supplies the components and the
  * data (schedule, timestep transform, guidance, noise dtype) and checks a
- * request against its own limits before calling cq_image_generate.
+ * request against its own limits before calling cq_image_job_run.
  */
 #ifndef CQ_PIPELINES_IMAGE_GEN_H
 #define CQ_PIPELINES_IMAGE_GEN_H
@@ -21,19 +21,19 @@
 
 /* The phases of one generation, in order; text and prefill come once per
  * prompt (twice with guidance). DONE follows the decode. */
-typedef enum cq_image_phase {
-    CQ_IMAGE_PHASE_TEXT = 0, /* tokenizer + text encoder */
-    CQ_IMAGE_PHASE_PREFILL,  /* the denoiser's prepared conditioning */
-    CQ_IMAGE_PHASE_STEPS,    /* the sampler loop (on_step after each step) */
-    CQ_IMAGE_PHASE_VAE,      /* latents -> pixels */
-    CQ_IMAGE_PHASE_DONE,
-} cq_image_phase;
+typedef enum cq_gen_phase {
+    CQ_GEN_PHASE_TEXT = 0, /* tokenizer + text encoder */
+    CQ_GEN_PHASE_PREFILL,  /* the denoiser's prepared conditioning */
+    CQ_GEN_PHASE_STEPS,    /* the sampler loop (on_step after each step) */
+    CQ_GEN_PHASE_VAE,      /* latents -> pixels */
+    CQ_GEN_PHASE_DONE,
+} cq_gen_phase;
 
-typedef void (*cq_image_phase_fn)(cq_image_phase phase, void *user);
+typedef void (*cq_gen_phase_fn)(cq_gen_phase phase, void *user);
 
-typedef struct cq_image_timings {
+typedef struct cq_gen_timings {
     double text, prefill, steps, vae; /* seconds */
-} cq_image_timings;
+} cq_gen_timings;
 
 typedef struct cq_image_result {
     int width, height;
@@ -41,7 +41,7 @@ typedef struct cq_image_result {
     float *image;        /* planar [channels][height][width], in [-1, 1] */
     int tokens, latent_channels;
     float *latents;      /* final packed latents [tokens][latent_channels] */
-    cq_image_timings t;
+    cq_gen_timings t;
 } cq_image_result;
 
 void cq_image_result_free(cq_image_result *r);
@@ -62,10 +62,10 @@ typedef struct cq_image_job {
     uint64_t seed;
     cq_torch_dtype noise_dtype; /* the dtype torch.randn draws the noise in */
     cq_flow_step_fn on_step;
-    cq_image_phase_fn on_phase;
+    cq_gen_phase_fn on_phase;
     void *user;
 } cq_image_job;
 
-cq_status cq_image_generate(const cq_image_job *j, cq_image_result *res);
+cq_status cq_image_job_run(const cq_image_job *j, cq_image_result *res);
 
 #endif /* CQ_PIPELINES_IMAGE_GEN_H */

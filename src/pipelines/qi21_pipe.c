@@ -317,5 +317,5 @@ cq_status cq_qi21_pipe_generate(cq_qi21_pipe *p, const cq_qi21_gen_opts *o, cq_q
         .on_phase = o->on_phase,
         .user = o->user,
     };
-    return cq_image_generate(&j, res);
+    return cq_image_job_run(&j, res);
 }

@@ -34,15 +34,15 @@ typedef struct cq_qi21_pipe cq_qi21_pipe;
 typedef cq_flow_step_fn cq_qi21_step_fn;
 
 /* The phases of one generation (image_gen.h), under this pipeline's names. */
-typedef cq_image_phase cq_qi21_phase;
+typedef cq_gen_phase cq_qi21_phase;
 enum {
-    CQ_QI21_PHASE_TEXT = CQ_IMAGE_PHASE_TEXT,
-    CQ_QI21_PHASE_PREFILL = CQ_IMAGE_PHASE_PREFILL, /* the denoiser's prefix cache */
-    CQ_QI21_PHASE_STEPS = CQ_IMAGE_PHASE_STEPS,
-    CQ_QI21_PHASE_VAE = CQ_IMAGE_PHASE_VAE,
-    CQ_QI21_PHASE_DONE = CQ_IMAGE_PHASE_DONE,
+    CQ_QI21_PHASE_TEXT = CQ_GEN_PHASE_TEXT,
+    CQ_QI21_PHASE_PREFILL = CQ_GEN_PHASE_PREFILL, /* the denoiser's prefix cache */
+    CQ_QI21_PHASE_STEPS = CQ_GEN_PHASE_STEPS,
+    CQ_QI21_PHASE_VAE = CQ_GEN_PHASE_VAE,
+    CQ_QI21_PHASE_DONE = CQ_GEN_PHASE_DONE,
 };
-typedef cq_image_phase_fn cq_qi21_phase_fn;
+typedef cq_gen_phase_fn cq_qi21_phase_fn;
 
 typedef struct cq_qi21_gen_opts {
     const char *prompt;
@@ -57,7 +57,7 @@ typedef struct cq_qi21_gen_opts {
     void *user;                /* passed to on_step and on_phase */
 } cq_qi21_gen_opts;
 
-typedef cq_image_timings cq_qi21_timings;
+typedef cq_gen_timings cq_qi21_timings;
 typedef cq_image_result cq_qi21_result; /* planar image in [-1, 1] (the decoder's clamp), channels 4: RGBA */
 
 /* Two stages, so every check runs before any weight is read:

@@ -31,7 +31,7 @@ static int qi21_extra_parse(void *extra, const char *opt, const char *val) {
     return 2;
 }
 
-static cq_qi21_gen_opts qi21_opts(const cq_image_opts *o) {
+static cq_qi21_gen_opts qi21_opts(const cq_image_req *o) {
     const qi21_extra *e = o->extra;
     return (cq_qi21_gen_opts){.prompt = o->prompt, .negative = o->negative, .width = o->width, .height = o->height,
                               .steps = o->steps, .seed = o->seed, .guidance = o->guidance,
@@ -45,12 +45,12 @@ static cq_status qi21_open(const cq_cmf *cmf, void **pipe) {
     *pipe = p;
     return s;
 }
-static cq_status qi21_check(void *pipe, const cq_image_opts *o) {
+static cq_status qi21_check(void *pipe, const cq_image_req *o) {
     const cq_qi21_gen_opts g = qi21_opts(o);
     return cq_qi21_pipe_check(pipe, &g);
 }
 static cq_status qi21_load_weights(void *pipe, cq_backend *be) { return cq_qi21_pipe_load_weights(pipe, be); }
-static cq_status qi21_generate(void *pipe, const cq_image_opts *o, cq_image_result *res) {
+static cq_status qi21_generate(void *pipe, const cq_image_req *o, cq_image_result *res) {
     const cq_qi21_gen_opts g = qi21_opts(o);
     return cq_qi21_pipe_generate(pipe, &g, res);
 }
@@ -88,24 +88,24 @@ static const cq_chat_arch k_qwen3 = {.load = qwen3_load, .free = qwen3_free};
 
 /* ---- the table ---- */
 
-static const cq_model_entry k_models[] = {
+static const cq_arch_entry k_models[] = {
     {"qwen_image21", "Qwen-Image-2.1", CQ_TASK_IMAGE, &k_qi21, NULL},
     {"qwen3", "Qwen3", CQ_TASK_CHAT, NULL, &k_qwen3},
     {"qwen3_vl", "Qwen3-VL (its language model)", CQ_TASK_CHAT, NULL, &k_qwen3},
     {"qwen3_vl_text", "Qwen3-VL (its language model)", CQ_TASK_CHAT, NULL, &k_qwen3},
 };
 
-size_t cq_model_count(void) { return CQ_ARRAY_LEN(k_models); }
+size_t cq_arch_count(void) { return CQ_ARRAY_LEN(k_models); }
 
-const cq_model_entry *cq_model_at(size_t i) { return i < CQ_ARRAY_LEN(k_models) ? &k_models[i] : NULL; }
+const cq_arch_entry *cq_arch_at(size_t i) { return i < CQ_ARRAY_LEN(k_models) ? &k_models[i] : NULL; }
 
-const cq_model_entry *cq_model_find(const char *arch, cq_model_task task) {
+const cq_arch_entry *cq_arch_find(const char *arch, cq_arch_task task) {
     for (size_t i = 0; arch && i < CQ_ARRAY_LEN(k_models); i++)
         if (k_models[i].task == task && strcmp(k_models[i].arch, arch) == 0) return &k_models[i];
     return NULL;
 }
 
-const char *cq_model_list(cq_model_task task, char *buf, size_t len) {
+const char *cq_arch_list(cq_arch_task task, char *buf, size_t len) {
     size_t o = 0;
     if (len) buf[0] = 0;
     for (size_t i = 0; i < CQ_ARRAY_LEN(k_models); i++) {
@@ -117,15 +117,15 @@ const char *cq_model_list(cq_model_task task, char *buf, size_t len) {
     return buf;
 }
 
-cq_status cq_model_for_pack(const cq_cmf *cmf, const char *path, cq_model_task task, const cq_model_entry **out) {
+cq_status cq_arch_for_pack(const cq_cmf *cmf, const char *path, cq_arch_task task, const cq_arch_entry **out) {
     *out = NULL;
     if ((unsigned)task >= CQ_TASK_COUNT) return cq_fail(CQ_ERR_INVALID_ARG, "model registry: unknown task %d", task);
     cq_cmf_info info;
     CQ_TRY(cq_cmf_get_info(cmf, &info));
-    *out = cq_model_find(info.arch_name, task);
+    *out = cq_arch_find(info.arch_name, task);
     if (*out) return CQ_OK;
     char list[512];
-    cq_model_list(task, list, sizeof list);
+    cq_arch_list(task, list, sizeof list);
     static const char *const what[CQ_TASK_COUNT] = {"a pipeline", "a language model"};
     static const char *const how[CQ_TASK_COUNT] = {"cortiq imagine draws with", "cortiq run chats with"};
     return cq_fail(CQ_ERR_UNSUPPORTED, "'%s' is %s of arch '%s'; %s: %s", path ? path : "the pack", what[task],

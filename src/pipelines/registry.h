@@ -4,7 +4,7 @@
  * the pack's arch for its task and runs whatever implementation it finds;
  * adding a model is one entry in registry.c.
  *
- * Image models share one set of options (cq_image_opts: prompt, negative
+ * Image models share one set of options (cq_image_req: prompt, negative
  * prompt, size, steps, seed, guidance); what only one architecture has
  * lives in its `extra` block, parsed by the architecture itself.
  */
@@ -19,14 +19,14 @@
 #include "ops/ops.h"
 #include "pipelines/image_gen.h"
 
-typedef enum cq_model_task {
+typedef enum cq_arch_task {
     CQ_TASK_IMAGE = 0, /* text to image: `cortiq imagine` */
     CQ_TASK_CHAT = 1,  /* a causal LM: `cortiq run` */
     CQ_TASK_COUNT
-} cq_model_task;
+} cq_arch_task;
 
 /* The options every image model takes. */
-typedef struct cq_image_opts {
+typedef struct cq_image_req {
     const char *prompt;
     const char *negative; /* NULL: none */
     int width, height;
@@ -34,10 +34,10 @@ typedef struct cq_image_opts {
     uint64_t seed;
     double guidance;
     cq_flow_step_fn on_step;    /* NULL: none */
-    cq_image_phase_fn on_phase; /* NULL: none */
+    cq_gen_phase_fn on_phase; /* NULL: none */
     void *user;
     const void *extra;          /* the architecture's own options (extra_size bytes), NULL: its defaults */
-} cq_image_opts;
+} cq_image_req;
 
 typedef struct cq_image_arch {
     int default_width, default_height, default_steps;
@@ -52,9 +52,9 @@ typedef struct cq_image_arch {
     /* open (configs, tokenizer: no weights), check a request against the
      * model's limits, load the weights on a backend, generate, free */
     cq_status (*open)(const cq_cmf *cmf, void **pipe);
-    cq_status (*check)(void *pipe, const cq_image_opts *o);
+    cq_status (*check)(void *pipe, const cq_image_req *o);
     cq_status (*load_weights)(void *pipe, cq_backend *be);
-    cq_status (*generate)(void *pipe, const cq_image_opts *o, cq_image_result *res);
+    cq_status (*generate)(void *pipe, const cq_image_req *o, cq_image_result *res);
     void (*free)(void *pipe);
 } cq_image_arch;
 
@@ -64,22 +64,22 @@ typedef struct cq_chat_arch {
     void (*free)(void *model);
 } cq_chat_arch;
 
-typedef struct cq_model_entry {
+typedef struct cq_arch_entry {
     const char *arch;   /* the pack's arch_name */
     const char *family; /* the model's name for people */
-    cq_model_task task;
+    cq_arch_task task;
     const cq_image_arch *image; /* CQ_TASK_IMAGE */
     const cq_chat_arch *chat;   /* CQ_TASK_CHAT */
-} cq_model_entry;
+} cq_arch_entry;
 
-size_t cq_model_count(void);
-const cq_model_entry *cq_model_at(size_t i);
+size_t cq_arch_count(void);
+const cq_arch_entry *cq_arch_at(size_t i);
 /* The entry of `arch` for `task`, or NULL. */
-const cq_model_entry *cq_model_find(const char *arch, cq_model_task task);
+const cq_arch_entry *cq_arch_find(const char *arch, cq_arch_task task);
 /* The entry for the pack's arch; CQ_ERR_UNSUPPORTED naming the arch and the
  * supported ones otherwise. `path` names the pack in the message. */
-cq_status cq_model_for_pack(const cq_cmf *cmf, const char *path, cq_model_task task, const cq_model_entry **out);
+cq_status cq_arch_for_pack(const cq_cmf *cmf, const char *path, cq_arch_task task, const cq_arch_entry **out);
 /* "qwen3, qwen3_vl, ...": the arch names of a task. */
-const char *cq_model_list(cq_model_task task, char *buf, size_t len);
+const char *cq_arch_list(cq_arch_task task, char *buf, size_t len);
 
 #endif /* CQ_PIPELINES_REGISTRY_H */

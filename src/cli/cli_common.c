@@ -1,0 +1,48 @@
+/*
+ * cli_common.c — what both programs, `cortiq` and `cortiq-bench`, share:
+ * error and usage messages, option value parsing, and the mapping of the
+ * environment onto the library's settings (the library reads none itself).
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "ops/ops.h"
+
+int cq_cli_fail(const char *cmd, cq_status s, const char *what) {
+    if (s == CQ_ERR_INTERRUPTED && cq_cli_signal()) return cq_cli_interrupted(cmd, cq_last_error());
+    const char *msg = cq_last_error();
+    if (what && *what && *msg && strstr(msg, what)) what = NULL; /* the message names it already (a path, say) */
+    fprintf(stderr, "cortiq %s: error: %s%s%s (%s)\n", cmd, what ? what : "", (what && *what && *msg) ? ": " : "", msg,
+            cq_status_str(s));
+    return 1;
+}
+
+int cq_cli_usage_error(const char *cmd, const char *fmt, ...) {
+    fprintf(stderr, "cortiq %s: ", cmd);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n(see `cortiq %s --help`)\n", cmd);
+    return 2;
+}
+
+bool cq_cli_is_help(const char *arg) { return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0; }
+
+bool cq_cli_parse_int(const char *cmd, const char *opt, const char *val, long lo, long hi, long *out) {
+    if (!val) {
+        cq_cli_usage_error(cmd, "%s needs a value", opt);
+        return false;
+    }
+    char *end;
+    long v = strtol(val, &end, 10);
+    if (*val == '\0' || *end != '\0' || v < lo || v > hi) {
+        cq_cli_usage_error(cmd, "%s wants an integer in [%ld, %ld], got '%s'", opt, lo, hi, val);
+        return false;
+    }
+    *out = v;
+    return true;
+}
