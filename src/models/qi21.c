@@ -27,8 +27,9 @@
 
 #include "base/base.h"
 #include "format/jsonutil.h"
+#include "models/tables.h"
 
-#define QI21_TPROJ 256 /* sinusoidal timestep channels */
+#define QI21_TPROJ CQ_QI21_TIMESTEP_CHANNELS /* sinusoidal timestep channels */
 #define QI21_MAX_ROWS (1 << 24) /* joint-sequence rows: keeps every row index an int */
 /* The reference's RoPE tables hold positions [-1024, 8192): image sides
  * up to 2048 (centred grids reach -1024) and frame positions below 8192. */
@@ -95,26 +96,27 @@ static const cq_tensor_view *find(const cq_cmf *cmf, const char *prefix, const c
     return cq_cmf_find(cmf, full);
 }
 
-static cq_status bind(cq_qi21 *m, const cq_cmf *cmf, const char *prefix, const char *name, int64_t rows,
-                      int64_t cols, cq_tensor *out) {
-    const cq_tensor_view *v = find(cmf, prefix, name);
-    if (!v) return cq_fail(CQ_ERR_MISSING, "qi21: tensor '%s%s' is missing", prefix, name);
-    uint64_t r = v->ndim >= 1 ? v->shape[0] : 1, c = v->ndim >= 2 && r ? v->nelem / r : 0;
-    if (v->ndim != 2 || (int64_t)r != rows || (int64_t)c != cols)
-        return cq_fail(CQ_ERR_SHAPE, "qi21: tensor '%s%s' has shape %s[%llu x %llu], the config implies [%lld x %lld]",
-                       prefix, name, v->ndim != 2 ? "(not 2-D) " : "", (unsigned long long)r, (unsigned long long)c,
-                       (long long)rows, (long long)cols);
-    return cq_tensor_bind_weight(m->be, v, out);
+/* Binding from the tensor table (models/tables.h): the pack's tensor, checked
+ * against the shape the config implies and the codec policy. */
+typedef struct qi21_binder {
+    cq_qi21 *m;
+    const cq_cmf *cmf;
+    const char *prefix;
+    cq_tt_list table;
+} qi21_binder;
+
+static cq_status bind(qi21_binder *b, const char *name, cq_tensor *out) {
+    const cq_tensor_view *v;
+    CQ_TRY(cq_tt_get("qi21", &b->table, b->cmf, &v, "%s%s", b->prefix, name));
+    return cq_tensor_bind_weight(b->m->be, v, out);
 }
 
 /* A per-channel vector as an F32 backend tensor (converted once if stored as f16/bf16). */
-static cq_status bind_vec(cq_qi21 *m, const cq_cmf *cmf, const char *prefix, const char *name, int64_t n,
-                          cq_tensor *out) {
-    const cq_tensor_view *v = find(cmf, prefix, name);
-    if (!v) return cq_fail(CQ_ERR_MISSING, "qi21: tensor '%s%s' is missing", prefix, name);
-    if ((int64_t)v->nelem != n)
-        return cq_fail(CQ_ERR_SHAPE, "qi21: tensor '%s%s' has %llu elements, expected %lld", prefix, name,
-                       (unsigned long long)v->nelem, (long long)n);
+static cq_status bind_vec(qi21_binder *b, const char *name, cq_tensor *out) {
+    cq_qi21 *m = b->m;
+    const cq_tensor_view *v;
+    CQ_TRY(cq_tt_get("qi21", &b->table, b->cmf, &v, "%s%s", b->prefix, name));
+    int64_t n = (int64_t)v->nelem;
     float *tmp = cq_mallocn((size_t)n, sizeof(float));
     if (!tmp) return CQ_ERR_NOMEM;
     cq_status s = cq_cmf_dequantize(v, tmp, (size_t)n);
@@ -122,7 +124,7 @@ static cq_status bind_vec(cq_qi21 *m, const cq_cmf *cmf, const char *prefix, con
     if (s == CQ_OK) s = cq_tensor_alloc(m->be, CQ_DTYPE_F32, 1, shape, out);
     if (s == CQ_OK) s = cq_tensor_upload(out, tmp, (size_t)n * sizeof(float));
     cq_free(tmp);
-    if (s != CQ_OK) return cq_fail_prefix(s, "qi21: tensor '%s%s': ", prefix, name);
+    if (s != CQ_OK) return cq_fail_prefix(s, "qi21: tensor '%s%s': ", b->prefix, name);
     if (m->n_owned == m->cap_owned) {
         int cap = m->cap_owned ? 2 * m->cap_owned : 64;
         cq_tensor *o = cq_reallocn(m->owned, (size_t)cap, sizeof *o);
@@ -223,46 +225,45 @@ cq_status cq_qi21_load(const cq_cmf *cmf, const char *prefix, cq_backend *be, cq
     m->be = be;
     cq_status s = cq_qi21_parse_config(cmf, prefix, &m->cfg);
     const cq_qi21_config *c = &m->cfg;
-    int64_t D = c->inner, M = c->mlp_hidden;
+    qi21_binder b = {m, cmf, prefix, {0}};
+    if (s == CQ_OK) s = cq_qi21_tensors(c, prefix, &b.table);
     if (s == CQ_OK) m->layers = cq_calloc((size_t)c->num_layers, sizeof *m->layers);
     if (s == CQ_OK && !m->layers) s = CQ_ERR_NOMEM;
-#define BIND(name, r, cc, t) \
-    if (s == CQ_OK) s = bind(m, cmf, prefix, name, r, cc, t)
-    BIND("time_text_embed.timestep_embedder.linear_1.weight", D, QI21_TPROJ, &m->t_lin1);
-    BIND("time_text_embed.timestep_embedder.linear_2.weight", D, D, &m->t_lin2);
-    if (s == CQ_OK) s = bind_vec(m, cmf, prefix, "txt_in.text_norm.weight", c->context_in_dim, &m->txt_norm);
-    BIND("txt_in.in_layer.weight", D, c->context_in_dim, &m->txt_in1);
-    BIND("txt_in.out_layer.weight", D, D, &m->txt_in2);
-    BIND("img_in.weight", D, c->in_channels, &m->img_in);
-    BIND("modulation.1.weight", 4 * D, D, &m->mod);
-    BIND("norm_out.linear.weight", D, D, &m->norm_out);
-    BIND("proj_out.weight", c->out_channels, D, &m->proj_out);
+#define BIND(name, t) \
+    if (s == CQ_OK) s = bind(&b, name, t)
+#define VBIND(name, t) \
+    if (s == CQ_OK) s = bind_vec(&b, name, t)
+    BIND("time_text_embed.timestep_embedder.linear_1.weight", &m->t_lin1);
+    BIND("time_text_embed.timestep_embedder.linear_2.weight", &m->t_lin2);
+    VBIND("txt_in.text_norm.weight", &m->txt_norm);
+    BIND("txt_in.in_layer.weight", &m->txt_in1);
+    BIND("txt_in.out_layer.weight", &m->txt_in2);
+    BIND("img_in.weight", &m->img_in);
+    BIND("modulation.1.weight", &m->mod);
+    BIND("norm_out.linear.weight", &m->norm_out);
+    BIND("proj_out.weight", &m->proj_out);
     for (int l = 0; s == CQ_OK && l < c->num_layers; l++) {
         qi21_layer *L = &m->layers[l];
         char n[128];
-#define LBIND(suffix, r, cc, t)                                               \
-    if (s == CQ_OK) {                                                         \
-        snprintf(n, sizeof n, "transformer_blocks.%d.%s", l, suffix);         \
-        s = bind(m, cmf, prefix, n, r, cc, t);                                \
+#define LBIND(suffix, t, fn)                                          \
+    if (s == CQ_OK) {                                                 \
+        snprintf(n, sizeof n, "transformer_blocks.%d.%s", l, suffix); \
+        s = fn(&b, n, t);                                             \
     }
-        LBIND("attn.to_q.weight", D, D, &L->q);
-        LBIND("attn.to_k.weight", D, D, &L->k);
-        LBIND("attn.to_v.weight", D, D, &L->v);
-        LBIND("attn.to_out.0.weight", D, D, &L->o);
-        LBIND("img_mlp.gate_layer.weight", M, D, &L->mlp_gate);
-        LBIND("img_mlp.proj.weight", M, D, &L->mlp_proj);
-        LBIND("img_mlp.out.weight", D, M, &L->mlp_out);
+        LBIND("attn.to_q.weight", &L->q, bind);
+        LBIND("attn.to_k.weight", &L->k, bind);
+        LBIND("attn.to_v.weight", &L->v, bind);
+        LBIND("attn.to_out.0.weight", &L->o, bind);
+        LBIND("img_mlp.gate_layer.weight", &L->mlp_gate, bind);
+        LBIND("img_mlp.proj.weight", &L->mlp_proj, bind);
+        LBIND("img_mlp.out.weight", &L->mlp_out, bind);
+        LBIND("attn.norm_q.weight", &L->norm_q, bind_vec);
+        LBIND("attn.norm_k.weight", &L->norm_k, bind_vec);
 #undef LBIND
-        if (s == CQ_OK) {
-            snprintf(n, sizeof n, "transformer_blocks.%d.attn.norm_q.weight", l);
-            s = bind_vec(m, cmf, prefix, n, c->head_dim, &L->norm_q);
-        }
-        if (s == CQ_OK) {
-            snprintf(n, sizeof n, "transformer_blocks.%d.attn.norm_k.weight", l);
-            s = bind_vec(m, cmf, prefix, n, c->head_dim, &L->norm_k);
-        }
     }
+#undef VBIND
 #undef BIND
+    cq_tt_list_free(&b.table);
     if (s != CQ_OK) {
         cq_qi21_free(m);
         return s;
