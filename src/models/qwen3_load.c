@@ -235,9 +235,7 @@ static cq_status bind_vec(qwen3_binder *b, const char *pre, const char *name, cq
     return CQ_OK;
 }
 
-/* Where the decoder stack lives: the first candidate holding embed_tokens
- * (the stack's prefix after the component prefix), or NULL. */
-static const char *stack_prefix(const cq_cmf *cmf, const char *prefix) {
+const char *cq_qwen3_stack_prefix(const cq_cmf *cmf, const char *prefix) {
     static const char *const cand[] = {"model.language_model.", "model.", "language_model.", ""};
     for (size_t i = 0; i < CQ_ARRAY_LEN(cand); i++) {
         char name[768];
@@ -287,7 +285,7 @@ static cq_status bind_stack(qwen3_binder *b, const char *prefix, const char *sta
 }
 
 static cq_status bind_all(cq_qwen3 *m, const cq_cmf *cmf, const char *prefix) {
-    const char *stack = stack_prefix(cmf, prefix);
+    const char *stack = cq_qwen3_stack_prefix(cmf, prefix);
     if (!stack)
         return cq_fail(CQ_ERR_MISSING, "qwen3: no '%smodel.embed_tokens.weight' (nor '%smodel.language_model.embed_tokens."
                        "weight') in the file", prefix, prefix);
