@@ -27,6 +27,7 @@
 
 #include "base/base.h"
 #include "format/jsonutil.h"
+#include "models/kit/dit.h"
 #include "models/tables.h"
 
 #define QI21_TPROJ CQ_QI21_TIMESTEP_CHANNELS /* sinusoidal timestep channels */
@@ -55,7 +56,7 @@ struct cq_qi21 {
     qi21_layer *layers;
     cq_tensor *owned;               /* F32 copies made at load */
     int n_owned, cap_owned;
-    float rope_freq[3][64];         /* per axis: 1 / theta^(2i/dim), f32 as the reference computes it */
+    cq_dit_rope rope;               /* the three axes' frequencies (models/kit/dit.h) */
 };
 
 /* Per-call activations for `n` query rows (prefill, full forward or a cache's step). */
@@ -82,9 +83,7 @@ struct cq_qi21_cache {
     cq_tensor tin, vel;             /* target latents in, velocity out */
     /* A device backend records the step's ops at the second step and replays
      * them from then on (ops.h recordings): the first step sizes every buffer. */
-    cq_recording *rec;
-    int direct_steps;               /* steps run op by op so far */
-    bool no_rec;                    /* recording failed once: op by op from then on */
+    cq_dit_stepper stepper;
 };
 
 /* ------------------------------------------------------------------------ */
@@ -270,11 +269,11 @@ cq_status cq_qi21_load(const cq_cmf *cmf, const char *prefix, cq_backend *be, cq
     }
     /* RoPE inverse frequencies per axis, in f32 exactly as the reference
      * builds them: 1 / pow(theta, arange(0, dim, 2).float() / dim). */
-    for (int a = 0; a < 3; a++)
-        for (int i = 0; i < c->axes[a] / 2; i++) {
-            float e = (float)(2 * i) / (float)c->axes[a];
-            m->rope_freq[a][i] = 1.0f / powf(10000.0f, e);
-        }
+    s = cq_dit_rope_init(&m->rope, 3, c->axes, 10000.0f);
+    if (s != CQ_OK) {
+        cq_qi21_free(m);
+        return s;
+    }
     *out = m;
     return CQ_OK;
 }
@@ -453,18 +452,7 @@ static cq_status rows_build(const cq_qi21_layout *lay, qi21_rows *r) {
 
 /* cos/sin tables [n][head_dim/2] for rows with positions pos[n][3]. */
 static void rope_tables(const cq_qi21 *m, const int32_t *pos, int n, float *cosv, float *sinv) {
-    const cq_qi21_config *c = &m->cfg;
-    int half = c->head_dim / 2;
-    for (int i = 0; i < n; i++) {
-        int col = 0;
-        for (int a = 0; a < 3; a++)
-            for (int f = 0; f < c->axes[a] / 2; f++, col++) {
-                /* the reference forms the angle in f32 (index * freq), then cos/sin */
-                float ang = (float)pos[3 * i + a] * m->rope_freq[a][f];
-                cosv[(size_t)i * half + col] = (float)cos((double)ang);
-                sinv[(size_t)i * half + col] = (float)sin((double)ang);
-            }
-    }
+    cq_dit_rope_tables(&m->rope, pos, n, cosv, sinv);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -472,19 +460,13 @@ static void rope_tables(const cq_qi21 *m, const int32_t *pos, int n, float *cosv
 /* ------------------------------------------------------------------------ */
 /* Sinusoidal timestep features for rows t[0..n): cos half first, t * 1000. */
 static void timestep_features(const float *t, int n, float *out) {
-    const int half = QI21_TPROJ / 2;
-    const float k = (float)(-log(10000.0));
+    static const cq_dit_tproj k_tproj = {.dim = QI21_TPROJ, .flip_sin_to_cos = true, .downscale_freq_shift = 0.0f,
+                                         .scale = 1.0f, .max_period = 10000.0f};
     for (int r = 0; r < n; r++) {
         float tt = 1000.0f * t[r];
-        for (int i = 0; i < half; i++) {
-            float freq = expf(k * (float)i / (float)half);
-            float a = tt * freq;
-            out[r * QI21_TPROJ + i] = (float)cos((double)a);
-            out[r * QI21_TPROJ + half + i] = (float)sin((double)a);
-        }
+        cq_dit_timestep_features(&k_tproj, &tt, 1, out + (size_t)r * QI21_TPROJ);
     }
 }
-
 
 static cq_status mod_alloc(cq_qi21 *m, qi21_mod *q) {
     int64_t D = m->cfg.inner;
@@ -541,19 +523,14 @@ static cq_status mod_compute(cq_qi21 *m, qi21_mod *q, float t) {
     return mod_ops(m, q);
 }
 
-/* The [D] vector `which` (0 scale1, 1 gate1, 2 scale2, 3 gate2) of row r. */
-static cq_tensor mod_vec(const cq_qi21 *m, const qi21_mod *q, int r, int which) {
-    cq_tensor v;
-    int64_t D = m->cfg.inner, shape[1] = {D};
-    if (cq_tensor_subview(&q->mod, (r * 4 + which) * D, 1, shape, &v) != CQ_OK) memset(&v, 0, sizeof v);
-    return v;
+/* The modulation table (models/kit/dit.h): per row scale1 | tanh(gate1) | scale2 | tanh(gate2). */
+static cq_dit_mod mod_table(const cq_qi21 *m, const qi21_mod *q) {
+    return (cq_dit_mod){.t = &q->mod, .dim = m->cfg.inner, .per_row = 4};
 }
 
 static cq_tensor scale_out_vec(const cq_qi21 *m, const qi21_mod *q, int r) {
-    cq_tensor v;
-    int64_t D = m->cfg.inner, shape[1] = {D};
-    if (cq_tensor_subview(&q->scale_out, r * D, 1, shape, &v) != CQ_OK) memset(&v, 0, sizeof v);
-    return v;
+    cq_dit_mod t = {.t = &q->scale_out, .dim = m->cfg.inner, .per_row = 1};
+    return cq_dit_mod_vec(&t, r, 0);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -608,11 +585,8 @@ static cq_status upload_rows_meta(cq_qi21 *m, qi21_scratch *s, const int32_t *po
     return st;
 }
 
-/* A run of consecutive rows that share one modulation row. */
-typedef struct qi21_group {
-    int64_t r0, n;
-    int mod_row; /* 0 = sampled t, 1 = t = 0 */
-} qi21_group;
+/* A run of consecutive rows that share one modulation row (0 = sampled t, 1 = t = 0). */
+typedef cq_dit_group qi21_group;
 
 typedef struct qi21_pass {
     qi21_scratch *s;
@@ -626,26 +600,15 @@ typedef struct qi21_pass {
 } qi21_pass;
 
 static cq_status modulated_ln(cq_qi21 *m, const qi21_pass *p, cq_tensor *y, const cq_tensor *x, int which) {
-    for (int g = 0; g < p->n_groups; g++) {
-        const qi21_group *gr = &p->groups[g];
-        cq_tensor xv = cq_tensor_rows_view(x, gr->r0, gr->n), yv = cq_tensor_rows_view(y, gr->r0, gr->n);
-        cq_tensor sc = mod_vec(m, p->mod, gr->mod_row, which);
-        CQ_TRY(cq_op_layernorm(m->be, &yv, &xv, &sc, NULL, m->cfg.eps));
-    }
-    return CQ_OK;
+    cq_dit_mod t = mod_table(m, p->mod);
+    return cq_dit_modulated_ln(m->be, p->groups, p->n_groups, y, x, &t, which, m->cfg.eps);
 }
 
 /* x += tanh(gate) ⊙ (in · Wᵀ), per row group. */
 static cq_status gated_proj(cq_qi21 *m, const qi21_pass *p, cq_tensor *x, const cq_tensor *in, const cq_tensor *w,
                             int which) {
-    for (int g = 0; g < p->n_groups; g++) {
-        const qi21_group *gr = &p->groups[g];
-        cq_tensor xv = cq_tensor_rows_view(x, gr->r0, gr->n), iv = cq_tensor_rows_view(in, gr->r0, gr->n);
-        cq_tensor gate = mod_vec(m, p->mod, gr->mod_row, which);
-        cq_matmul_args a = {.y = &xv, .x = &iv, .w = w, .gate = &gate, .accumulate = true};
-        CQ_TRY(cq_op_matmul(m->be, &a));
-    }
-    return CQ_OK;
+    cq_dit_mod t = mod_table(m, p->mod);
+    return cq_dit_gated_proj(m->be, p->groups, p->n_groups, x, in, w, &t, which);
 }
 
 static cq_status run_blocks(cq_qi21 *m, const qi21_pass *p) {
@@ -800,7 +763,7 @@ void cq_qi21_cache_free(cq_qi21_cache *c) {
     }
     cq_free(c->k);
     cq_free(c->v);
-    cq_recording_free(c->rec);
+    cq_dit_stepper_free(&c->stepper);
     scratch_free(&c->s);
     mod_free(&c->q);
     cq_tensor_free(&c->tin);
@@ -901,6 +864,16 @@ static cq_status step_ops(cq_qi21 *m, cq_qi21_cache *c) {
     return final_ops(m, &c->q, &c->s.x, &c->s.h, &c->vel);
 }
 
+typedef struct step_call {
+    cq_qi21 *m;
+    cq_qi21_cache *c;
+} step_call;
+
+static cq_status step_ops_cb(void *user) {
+    step_call *k = user;
+    return step_ops(k->m, k->c);
+}
+
 cq_status cq_qi21_step(cq_qi21 *m, cq_qi21_cache *c, const float *target, float t, float *velocity) {
     if (!m || !c || c->m != m) return cq_fail(CQ_ERR_INVALID_ARG, "qi21: step needs a cache made by this model's prefill");
     if (!target || !velocity) return cq_fail(CQ_ERR_INVALID_ARG, "qi21: step needs target latents and a velocity buffer");
@@ -911,32 +884,8 @@ cq_status cq_qi21_step(cq_qi21 *m, cq_qi21_cache *c, const float *target, float 
      * step) and replayed (every step after) */
     CQ_TRY(mod_upload(&c->q, t));
     CQ_TRY(target_upload(m, target, &c->tin));
-    cq_status st = CQ_OK;
-    if (c->rec) {
-        st = cq_recording_replay(c->rec);
-        if (st == CQ_ERR_AGAIN) { /* the backend replaced a buffer the recording used: direct, record anew */
-            cq_recording_free(c->rec);
-            c->rec = NULL;
-            c->direct_steps = 0;
-            st = step_ops(m, c);
-        }
-    } else if (c->direct_steps >= 1 && !c->no_rec && cq_backend_can_record(m->be)) {
-        CQ_TRY(cq_backend_record_begin(m->be));
-        st = step_ops(m, c);
-        cq_status e = cq_backend_record_end(m->be, st == CQ_OK, &c->rec);
-        if (st == CQ_OK && e == CQ_OK) {
-            st = cq_recording_replay(c->rec);
-        } else { /* something in the step cannot be recorded: this cache runs its steps op by op */
-            CQ_DEBUG("qi21: the step could not be recorded (%s); running it op by op", cq_last_error());
-            cq_recording_free(c->rec);
-            c->rec = NULL;
-            c->no_rec = true;
-            st = step_ops(m, c);
-        }
-    } else {
-        st = step_ops(m, c);
-        if (st == CQ_OK) c->direct_steps++;
-    }
+    step_call call = {m, c};
+    cq_status st = cq_dit_stepper_run(&c->stepper, m->be, step_ops_cb, &call, "qi21");
     CQ_TRY(st);
     CQ_TRY(cq_tensor_download(&c->vel, velocity, (size_t)n * m->cfg.out_channels * sizeof(float)));
     return cq_backend_sync(m->be);
