@@ -20,13 +20,12 @@
 #include "models/qi21.h"
 
 #include <cJSON.h>
-#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "base/base.h"
-#include "format/jsonutil.h"
+#include "models/kit/config.h"
 #include "models/kit/dit.h"
 #include "models/tables.h"
 
@@ -89,12 +88,6 @@ struct cq_qi21_cache {
 /* ------------------------------------------------------------------------ */
 /* Loading                                                                  */
 /* ------------------------------------------------------------------------ */
-static const cq_tensor_view *find(const cq_cmf *cmf, const char *prefix, const char *name) {
-    char full[512];
-    snprintf(full, sizeof full, "%s%s", prefix, name);
-    return cq_cmf_find(cmf, full);
-}
-
 /* Binding from the tensor table (models/tables.h): the pack's tensor, checked
  * against the shape the config implies and the codec policy. */
 typedef struct qi21_binder {
@@ -138,73 +131,46 @@ static cq_status bind_vec(qi21_binder *b, const char *name, cq_tensor *out) {
     return CQ_OK;
 }
 
-/* An integer config value; absent or null gives `def`; anything but a whole
- * number in [-2^20, 2^20] gives INT_MIN, which every size check rejects. */
-static int json_int(const cJSON *o, const char *key, int def) {
-    const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!it || cJSON_IsNull(it)) return def;
-    if (!cJSON_IsNumber(it) || !(fabs(it->valuedouble) <= (double)(1 << 20)) || it->valuedouble != floor(it->valuedouble))
-        return INT_MIN;
-    return (int)it->valuedouble;
-}
-
-cq_status cq_qi21_parse_config(const cq_cmf *cmf, const char *prefix, cq_qi21_config *c) {
-    const cq_tensor_view *v = find(cmf, prefix, "config_json");
-    if (!v) return cq_fail(CQ_ERR_MISSING, "qi21: '%sconfig_json' is missing (convert the model with `cortiq convert`)", prefix);
-    if (v->dtype != CQ_DTYPE_U8) return cq_fail(CQ_ERR_DTYPE, "qi21: '%sconfig_json' is not a u8 tensor", prefix);
-    cJSON *j = NULL;
-    char what[96];
-    snprintf(what, sizeof what, "'%sconfig_json'", prefix);
-    CQ_TRY(cq_cmf_check_tensor(v));
-    CQ_TRY(cq_json_parse(v->data, (size_t)v->nbytes, what, &j));
-    if (!cJSON_IsObject(j)) {
-        cJSON_Delete(j);
-        return cq_fail(CQ_ERR_PARSE, "qi21: '%sconfig_json' is not a JSON object", prefix);
-    }
-    const cJSON *cls = cJSON_GetObjectItemCaseSensitive(j, "_class_name");
-    if (cJSON_IsString(cls) && strcmp(cls->valuestring, "QwenImage21Transformer2DModel") != 0) {
-        cq_status s = cq_fail(CQ_ERR_UNSUPPORTED, "qi21: config is for '%s', not QwenImage21Transformer2DModel",
-                              cls->valuestring);
-        cJSON_Delete(j);
-        return s;
-    }
+/* The config, read with the models' one convention (models/kit/config.h):
+ * absent or null members take diffusers' defaults, anything else must be in
+ * range. */
+static cq_status parse_json(const cJSON *j, cq_qi21_config *c) {
+    const cq_cfg g = {j, "qi21", ""};
+    const cJSON *cls = cq_cfg_get(&g, "_class_name");
+    if (cJSON_IsString(cls) && strcmp(cls->valuestring, "QwenImage21Transformer2DModel") != 0)
+        return cq_fail(CQ_ERR_UNSUPPORTED, "qi21: config is for '%s', not QwenImage21Transformer2DModel",
+                       cls->valuestring);
     memset(c, 0, sizeof *c);
-    int patch = json_int(j, "patch_size", 1);
-    c->in_channels = json_int(j, "in_channels", 64);
-    c->out_channels = json_int(j, "out_channels", c->in_channels);
-    if (c->out_channels == 0) c->out_channels = c->in_channels; /* `out_channels or in_channels` */
-    c->num_layers = json_int(j, "num_layers", 32);
-    c->head_dim = json_int(j, "attention_head_dim", 128);
-    c->n_heads = json_int(j, "num_attention_heads", 32);
-    c->context_in_dim = json_int(j, "context_in_dim", 4096);
-    int ratio = json_int(j, "mlp_ratio", 3);
-    const cJSON *eps = cJSON_GetObjectItemCaseSensitive(j, "eps");
-    c->eps = cJSON_IsNumber(eps) ? (float)eps->valuedouble : 1e-6f;
-    const cJSON *cc = cJSON_GetObjectItemCaseSensitive(j, "causal_condition");
-    c->causal_condition = cc ? cJSON_IsTrue(cc) : true;
-    const cJSON *axes = cJSON_GetObjectItemCaseSensitive(j, "axes_dims_rope");
-    int ax[3] = {16, 56, 56};
-    if (axes) {
-        if (!cJSON_IsArray(axes) || cJSON_GetArraySize(axes) != 3) {
-            cJSON_Delete(j);
-            return cq_fail(CQ_ERR_PARSE, "qi21: config axes_dims_rope must be an array of 3 integers");
-        }
-        for (int i = 0; i < 3; i++) {
-            const cJSON *a = cJSON_GetArrayItem(axes, i);
-            ax[i] = cJSON_IsNumber(a) && fabs(a->valuedouble) <= 1024 ? (int)a->valuedouble : -1;
-        }
-    }
-    cJSON_Delete(j);
-    memcpy(c->axes, ax, sizeof ax);
+    const int big = 1 << 20;
+    int patch, ratio;
+    CQ_TRY(cq_cfg_int(&g, "patch_size", 1, -big, big, &patch));
     if (patch != 1) return cq_fail(CQ_ERR_UNSUPPORTED, "qi21: patch_size %d is not supported (2.1 uses 1)", patch);
+    CQ_TRY(cq_cfg_int(&g, "in_channels", 64, 1, big, &c->in_channels));
+    CQ_TRY(cq_cfg_int(&g, "out_channels", c->in_channels, 0, big, &c->out_channels));
+    if (c->out_channels == 0) c->out_channels = c->in_channels; /* `out_channels or in_channels` */
+    CQ_TRY(cq_cfg_int(&g, "num_layers", 32, 1, 4096, &c->num_layers));
+    CQ_TRY(cq_cfg_int(&g, "attention_head_dim", 128, 1, big, &c->head_dim));
+    CQ_TRY(cq_cfg_int(&g, "num_attention_heads", 32, 1, big, &c->n_heads));
+    CQ_TRY(cq_cfg_int(&g, "context_in_dim", 4096, 1, big, &c->context_in_dim));
+    CQ_TRY(cq_cfg_int(&g, "mlp_ratio", 3, 1, big, &ratio));
+    const cJSON *eps = cq_cfg_get(&g, "eps");
+    c->eps = 1e-6f;
+    if (eps) {
+        double e;
+        CQ_TRY(cq_cfg_num_item(&g, eps, "eps", 0.0, false, 1.0, &e));
+        c->eps = (float)e;
+    }
+    if (!(c->eps < 1.0f)) return cq_fail(CQ_ERR_PARSE, "qi21: config eps %g is invalid (below 1)", (double)c->eps);
+    CQ_TRY(cq_cfg_bool(&g, "causal_condition", true, &c->causal_condition));
+    int ax[3] = {16, 56, 56}, n_ax;
+    CQ_TRY(cq_cfg_ints(&g, "axes_dims_rope", 3, 3, -1024, 1024, ax, &n_ax));
+    memcpy(c->axes, ax, sizeof ax);
     /* every size is in [1, 2^20] here, so the products below fit an int64 */
-    if (c->in_channels <= 0 || c->out_channels <= 0 || c->num_layers <= 0 || c->num_layers > 4096 ||
-        c->head_dim <= 0 || c->head_dim % 2 || c->n_heads <= 0 || c->context_in_dim <= 0 || ratio <= 0 ||
-        (int64_t)c->n_heads * c->head_dim > (1 << 20) || (int64_t)c->n_heads * c->head_dim * ratio > (1 << 22))
-        return cq_fail(CQ_ERR_PARSE, "qi21: config has an invalid size (in %d, out %d, layers %d, heads %d x %d, "
-                       "context %d, mlp_ratio %d)", c->in_channels, c->out_channels, c->num_layers, c->n_heads,
-                       c->head_dim, c->context_in_dim, ratio);
-    if (!(c->eps >= 0.0f && c->eps < 1.0f)) return cq_fail(CQ_ERR_PARSE, "qi21: config eps %g is invalid", (double)c->eps);
+    if (c->head_dim % 2 || (int64_t)c->n_heads * c->head_dim > (1 << 20) ||
+        (int64_t)c->n_heads * c->head_dim * ratio > (1 << 22))
+        return cq_fail(CQ_ERR_PARSE, "qi21: config has an invalid size (heads %d x %d, mlp_ratio %d: the head dim must "
+                       "be even, heads x head dim at most 2^20 and times mlp_ratio at most 2^22)", c->n_heads,
+                       c->head_dim, ratio);
     c->inner = c->n_heads * c->head_dim;
     c->mlp_hidden = c->inner * ratio;
     for (int i = 0; i < 3; i++)
@@ -214,6 +180,14 @@ cq_status cq_qi21_parse_config(const cq_cmf *cmf, const char *prefix, cq_qi21_co
         return cq_fail(CQ_ERR_PARSE, "qi21: axes_dims_rope sum %d != attention_head_dim %d", ax[0] + ax[1] + ax[2],
                        c->head_dim);
     return CQ_OK;
+}
+
+cq_status cq_qi21_parse_config(const cq_cmf *cmf, const char *prefix, cq_qi21_config *c) {
+    cJSON *j = NULL;
+    CQ_TRY(cq_cfg_open(cmf, prefix ? prefix : "", "qi21", &j));
+    cq_status s = parse_json(j, c);
+    cJSON_Delete(j);
+    return s;
 }
 
 cq_status cq_qi21_load(const cq_cmf *cmf, const char *prefix, cq_backend *be, cq_qi21 **out) {

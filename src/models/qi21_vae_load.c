@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "format/jsonutil.h"
+#include "models/kit/config.h"
 #include "models/qi21_vae_impl.h"
 #include "models/tables.h"
 
@@ -37,32 +38,20 @@ static cq_status name_fmt(char *dst, size_t len, const char *fmt, ...) {
 typedef cq_qi21_vae_geometry qv_json;
 _Static_assert(CQ_QI21_VAE_MAX_LEVELS == QI21_VAE_MAX_LEVELS, "one level limit");
 
+/* The models' config convention (models/kit/config.h). */
 static cq_status json_int(const cJSON *o, const char *key, int def, int lo, int hi, int *out) {
-    const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!it || cJSON_IsNull(it)) {
-        *out = def;
-        return CQ_OK;
-    }
-    if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) || it->valuedouble < lo || it->valuedouble > hi)
-        return cq_fail(CQ_ERR_PARSE, "vae config: '%s' must be an integer in [%d, %d]", key, lo, hi);
-    *out = (int)it->valuedouble;
-    return CQ_OK;
+    const cq_cfg g = {o, "vae", ""};
+    return cq_cfg_int(&g, key, def, lo, hi, out);
 }
 
 static cq_status json_floats(const cJSON *o, const char *key, int n, float **out) {
-    const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != n)
-        return cq_fail(CQ_ERR_PARSE, "vae config: '%s' must be an array of z_dim = %d numbers", key, n);
     float *v = cq_mallocn((size_t)n, sizeof(float));
     if (!v) return CQ_ERR_NOMEM;
-    int i = 0;
-    const cJSON *it;
-    cJSON_ArrayForEach(it, a) {
-        if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble)) {
-            cq_free(v);
-            return cq_fail(CQ_ERR_PARSE, "vae config: '%s'[%d] is not a finite number", key, i);
-        }
-        v[i++] = (float)it->valuedouble; /* torch.tensor(list) rounds to f32 */
+    const cq_cfg g = {o, "vae", ""};
+    cq_status s = cq_cfg_floats(&g, key, n, v);
+    if (s != CQ_OK) {
+        cq_free(v);
+        return s;
     }
     *out = v;
     return CQ_OK;
@@ -83,54 +72,42 @@ static cq_status parse_json(const cJSON *j, qv_json *c, float **mean, float **st
     CQ_TRY(json_int(j, "in_channels", 4, 1, 1 << 14, &c->in_channels));
     CQ_TRY(json_int(j, "out_channels", 4, 1, 1 << 14, &c->out_channels));
     CQ_TRY(json_int(j, "patch_size", 1, 1, 64, &c->patch));
-    const cJSON *dm = cJSON_GetObjectItemCaseSensitive(j, "dim_mult");
-    if (!cJSON_IsArray(dm) || cJSON_GetArraySize(dm) < 1 || cJSON_GetArraySize(dm) > QI21_VAE_MAX_LEVELS)
-        return cq_fail(CQ_ERR_PARSE, "vae config: 'dim_mult' must be an array of 1..%d integers", QI21_VAE_MAX_LEVELS);
-    c->n_mult = cJSON_GetArraySize(dm);
-    for (int i = 0; i < c->n_mult; i++) {
-        const cJSON *it = cJSON_GetArrayItem(dm, i);
-        if (!cJSON_IsNumber(it) || it->valuedouble < 1 || it->valuedouble > 64 || it->valuedouble != floor(it->valuedouble))
-            return cq_fail(CQ_ERR_PARSE, "vae config: dim_mult[%d] must be an integer in [1, 64]", i);
-        c->mult[i] = (int)it->valuedouble;
-    }
+    const cq_cfg g = {j, "vae", ""};
+    CQ_TRY(cq_cfg_ints(&g, "dim_mult", 1, QI21_VAE_MAX_LEVELS, 1, 64, c->mult, &c->n_mult));
+    if (c->n_mult == 0) return cq_fail(CQ_ERR_PARSE, "vae: config dim_mult is missing");
     const cJSON *td = cJSON_GetObjectItemCaseSensitive(j, "temperal_downsample");
     if (!cJSON_IsArray(td) || cJSON_GetArraySize(td) < c->n_mult - 1)
-        return cq_fail(CQ_ERR_PARSE, "vae config: 'temperal_downsample' must hold len(dim_mult) - 1 = %d booleans",
+        return cq_fail(CQ_ERR_PARSE, "vae: config 'temperal_downsample' must hold len(dim_mult) - 1 = %d booleans",
                        c->n_mult - 1);
     for (int i = 0; i < c->n_mult - 1; i++) {
         const cJSON *it = cJSON_GetArrayItem(td, i);
-        if (!cJSON_IsBool(it)) return cq_fail(CQ_ERR_PARSE, "vae config: temperal_downsample[%d] is not a boolean", i);
+        if (!cJSON_IsBool(it)) return cq_fail(CQ_ERR_PARSE, "vae: config temperal_downsample[%d] is not a boolean", i);
         c->tdown[i] = cJSON_IsTrue(it);
     }
     int pp = c->patch * c->patch;
     if (c->in_channels % pp || c->out_channels % pp || c->in_channels / pp != c->out_channels / pp)
-        return cq_fail(CQ_ERR_PARSE, "vae config: in_channels %d / out_channels %d do not fold %dx%d patches of one image",
+        return cq_fail(CQ_ERR_PARSE, "vae: config in_channels %d / out_channels %d do not fold %dx%d patches of one image",
                        c->in_channels, c->out_channels, c->patch, c->patch);
     if ((int64_t)c->decoder_base_dim * c->mult[c->n_mult - 1] > (1 << 16) || (int64_t)c->base_dim * 64 > (1 << 16))
-        return cq_fail(CQ_ERR_PARSE, "vae config: layer widths are implausibly large");
+        return cq_fail(CQ_ERR_PARSE, "vae: config layer widths are implausibly large");
     /* attn_scales and dropout have no effect on the residual layout at inference. */
     int sf;
     CQ_TRY(json_int(j, "scale_factor_spatial", 0, 0, 1 << 20, &sf));
     if (sf && sf != (1 << (c->n_mult - 1)) * c->patch)
-        return cq_fail(CQ_ERR_PARSE, "vae config: scale_factor_spatial %d, but %d levels and patch %d make %d", sf,
+        return cq_fail(CQ_ERR_PARSE, "vae: config scale_factor_spatial %d, but %d levels and patch %d make %d", sf,
                        c->n_mult, c->patch, (1 << (c->n_mult - 1)) * c->patch);
     if (!mean || !std) return CQ_OK;
     CQ_TRY(json_floats(j, "latents_mean", c->z_dim, mean));
     CQ_TRY(json_floats(j, "latents_std", c->z_dim, std));
     for (int i = 0; i < c->z_dim; i++)
-        if ((*std)[i] == 0.0f) return cq_fail(CQ_ERR_PARSE, "vae config: latents_std[%d] is zero", i);
+        if ((*std)[i] == 0.0f) return cq_fail(CQ_ERR_PARSE, "vae: config latents_std[%d] is zero", i);
     return CQ_OK;
 }
 
 static cq_status parse_config(const cq_cmf *cmf, const char *prefix, qv_json *c, float **mean, float **std) {
-    char name[512];
-    CQ_TRY(name_fmt(name, sizeof name, "%sconfig_json", prefix));
-    const cq_tensor_view *t = cq_cmf_find(cmf, name);
-    if (!t) return cq_fail(CQ_ERR_MISSING, "vae: '%s' is missing (convert the model with `cortiq convert`)", name);
     cJSON *j = NULL;
-    CQ_TRY(cq_cmf_check_tensor(t));
-    CQ_TRY(cq_json_parse(t->data, (size_t)t->nbytes, name, &j));
-    cq_status s = cJSON_IsObject(j) ? parse_json(j, c, mean, std) : cq_fail(CQ_ERR_PARSE, "vae: '%s' is not a JSON object", name);
+    CQ_TRY(cq_cfg_open(cmf, prefix, "vae", &j));
+    cq_status s = parse_json(j, c, mean, std);
     cJSON_Delete(j);
     return s;
 }
@@ -367,7 +344,7 @@ static cq_status load_all(const loader *L, const qv_json *c) {
         lv->fs = last ? 1 : 2;
         lv->shortcut = true;
         if ((int64_t)lv->cin * lv->ft * lv->fs * lv->fs % lv->cout)
-            return cq_fail(CQ_ERR_PARSE, "vae config: encoder level %d folds %d channels into %d (not a whole group)", i,
+            return cq_fail(CQ_ERR_PARSE, "vae: config encoder level %d folds %d channels into %d (not a whole group)", i,
                            lv->cin * lv->ft * lv->fs * lv->fs, lv->cout);
         CQ_TRY(name_fmt(n, sizeof n, "encoder.down_blocks.%d", i));
         CQ_TRY(load_level(L, n, "downsampler", lv));
@@ -395,7 +372,7 @@ static cq_status load_all(const loader *L, const qv_json *c) {
         lv->ft = up && c->tdown[nl - 2 - i] ? 2 : 1;
         lv->fs = 2;
         if (up && (int64_t)lv->cout * lv->ft * lv->fs * lv->fs % lv->cin)
-            return cq_fail(CQ_ERR_PARSE, "vae config: decoder level %d repeats %d channels into %d (not a whole repeat)",
+            return cq_fail(CQ_ERR_PARSE, "vae: config decoder level %d repeats %d channels into %d (not a whole repeat)",
                            i, lv->cin, lv->cout * lv->ft * lv->fs * lv->fs);
         CQ_TRY(name_fmt(n, sizeof n, "decoder.up_blocks.%d", i));
         CQ_TRY(load_level(L, n, "upsampler", lv));

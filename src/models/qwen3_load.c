@@ -11,6 +11,7 @@
 
 #include "base/base.h"
 #include "format/jsonutil.h"
+#include "models/kit/config.h"
 #include "models/qwen3_impl.h"
 #include "models/tables.h"
 
@@ -33,37 +34,22 @@ static const cJSON *jget(const cJSON *o, const char *key) {
     return (it && !cJSON_IsNull(it)) ? it : NULL;
 }
 
-/* An integer member in [lo, hi]; `def` when absent (def < lo: required). */
+/* The models' config convention (models/kit/config.h): absent or null takes
+ * the default (a default outside the range: required), anything else must be
+ * in range. `where` is the object's path in messages. */
 static cq_status cfg_int(const cJSON *o, const char *where, const char *key, int def, int lo, int hi, int *out) {
-    const cJSON *it = jget(o, key);
-    if (!it) {
-        if (def < lo) return cq_fail(CQ_ERR_PARSE, "qwen3: config %s%s is missing", where, key);
-        *out = def;
-        return CQ_OK;
-    }
-    double v = cJSON_IsNumber(it) ? it->valuedouble : NAN;
-    if (!(v >= lo && v <= hi) || v != floor(v))
-        return cq_fail(CQ_ERR_PARSE, "qwen3: config %s%s must be an integer in [%d, %d]", where, key, lo, hi);
-    *out = (int)v;
-    return CQ_OK;
+    const cq_cfg g = {o, "qwen3", where};
+    return cq_cfg_int(&g, key, def, lo, hi, out);
 }
 
 static cq_status cfg_num(const cJSON *it, const char *what, double lo, double hi, double *out) {
-    double v = cJSON_IsNumber(it) ? it->valuedouble : NAN;
-    if (!(v > lo && v <= hi)) return cq_fail(CQ_ERR_PARSE, "qwen3: config %s must be a number in (%g, %g]", what, lo, hi);
-    *out = v;
-    return CQ_OK;
+    const cq_cfg g = {NULL, "qwen3", ""};
+    return cq_cfg_num_item(&g, it, what, lo, true, hi, out);
 }
 
 static cq_status cfg_bool(const cJSON *o, const char *key, bool def, bool *out) {
-    const cJSON *it = jget(o, key);
-    if (!it) {
-        *out = def;
-        return CQ_OK;
-    }
-    if (!cJSON_IsBool(it)) return cq_fail(CQ_ERR_PARSE, "qwen3: config %s must be true or false", key);
-    *out = cJSON_IsTrue(it);
-    return CQ_OK;
+    const cq_cfg g = {o, "qwen3", ""};
+    return cq_cfg_bool(&g, key, def, out);
 }
 
 /* RoPE: transformers 5 keeps everything in rope_parameters; 4.x has
@@ -173,14 +159,9 @@ static cq_status parse_json(const cJSON *root, cq_qwen3_config *c) {
 }
 
 cq_status cq_qwen3_parse_config(const cq_cmf *cmf, const char *prefix, cq_qwen3_config *cfg) {
-    char name[512];
-    cat2(name, sizeof name, prefix, "config_json");
-    const cq_tensor_view *v = cq_cmf_find(cmf, name);
-    if (!v) return cq_fail(CQ_ERR_MISSING, "qwen3: '%s' is missing (convert the model folder with `cortiq convert`)", name);
-    CQ_TRY(cq_cmf_check_tensor(v));
     cJSON *j = NULL;
-    cq_status s = cq_json_parse(v->data, (size_t)v->nbytes, name, &j);
-    if (s == CQ_OK) s = parse_json(j, cfg);
+    CQ_TRY(cq_cfg_open(cmf, prefix ? prefix : "", "qwen3", &j));
+    cq_status s = parse_json(j, cfg);
     cJSON_Delete(j);
     return s;
 }
