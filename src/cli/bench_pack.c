@@ -59,23 +59,6 @@ cq_status cq_bench_pack_add(cq_bench_pack *p, cq_dtype dt, int ndim, const uint6
     return s;
 }
 
-cq_status cq_bench_pack_matrix(cq_bench_pack *p, cq_dtype dt, uint64_t rows, uint64_t cols, const char *fmt, ...) {
-    uint64_t shape[2] = {rows, cols};
-    va_list ap;
-    va_start(ap, fmt);
-    cq_status s = addv(p, dt, 2, shape, 0.0f, fmt, ap);
-    va_end(ap);
-    return s;
-}
-
-cq_status cq_bench_pack_vector(cq_bench_pack *p, uint64_t n, float base, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    cq_status s = addv(p, CQ_DTYPE_F32, 1, &n, base, fmt, ap);
-    va_end(ap);
-    return s;
-}
-
 void cq_bench_pack_free(cq_bench_pack *p) {
     if (!p) return;
     cq_free(p->w);

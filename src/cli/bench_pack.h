@@ -43,11 +43,6 @@ typedef struct cq_bench_pack {
 /* Append a tensor; the name is printf-formatted. */
 cq_status cq_bench_pack_add(cq_bench_pack *p, cq_dtype dt, int ndim, const uint64_t *shape, float base,
                             const char *fmt, ...) CQ_PRINTF(6, 7);
-/* A [rows, cols] weight matrix in `dt`. */
-cq_status cq_bench_pack_matrix(cq_bench_pack *p, cq_dtype dt, uint64_t rows, uint64_t cols, const char *fmt, ...)
-    CQ_PRINTF(5, 6);
-/* An f32 vector of n entries around `base`. */
-cq_status cq_bench_pack_vector(cq_bench_pack *p, uint64_t n, float base, const char *fmt, ...) CQ_PRINTF(4, 5);
 void cq_bench_pack_free(cq_bench_pack *p);
 /* Payload bytes of the listed tensors (what the data section will hold). */
 uint64_t cq_bench_pack_bytes(const cq_bench_pack *p);
