@@ -80,6 +80,7 @@ uint64_t cq_bench_pack_bytes(const cq_bench_pack *p) {
 cq_status cq_bench_pack_table(cq_bench_pack *p, const cq_tt_list *t, cq_dtype quant) {
     for (size_t i = 0; i < t->n; i++) {
         const cq_tt_entry *e = &t->e[i];
+        if (e->subtree) continue; /* another component's tensors, not listed one by one */
         /* matrices in the chosen quantization, vectors f32, kernels f16 (as `cortiq convert` stores them) */
         cq_dtype dt = e->codec == CQ_TT_MATRIX ? quant : e->codec == CQ_TT_KERNEL ? CQ_DTYPE_F16 : CQ_DTYPE_F32;
         CQ_TRY(cq_bench_pack_add(p, dt, e->ndim, e->shape, e->base, "%s", e->name));

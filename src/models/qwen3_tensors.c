@@ -43,5 +43,7 @@ cq_status cq_qwen3_tensors(const cq_qwen3_config *c, const char *prefix, const c
     sym[S_HD] = c->head_dim;
     CQ_TRY(cq_tt_expand(out, sp, k_qwen3, CQ_ARRAY_LEN(k_qwen3), c->n_layers, sym));
     uint64_t head[2] = {(uint64_t)c->vocab_size, (uint64_t)c->hidden};
-    return cq_tt_add(out, prefix, CQ_TT_MATRIX, false, 0.0f, 2, head, "lm_head.weight");
+    CQ_TRY(cq_tt_add(out, prefix, CQ_TT_MATRIX, false, 0.0f, 2, head, "lm_head.weight"));
+    /* Qwen3-VL: the vision tower sits beside the text tower; the text tower never reads it */
+    return c->vl ? cq_tt_add_subtree(out, prefix, "model.visual.") : CQ_OK;
 }

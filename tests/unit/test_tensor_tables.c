@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "codec/codec.h"
+#include "format/convert.h"
 #include "models/qi21_vae.h"
 #include "models/tables.h"
 #include "testutil.h"
@@ -372,6 +373,61 @@ static void test_vae_pack(void **st) {
     cq_tt_list_free(&t);
 }
 
+/* ---- the reference's own names ------------------------------------------------------------- */
+static void print_note(void *user, const char *line) {
+    (void)user;
+    print_message("  %s\n", line);
+}
+
+/* A pack against the tables: every component known, nothing missing, unexpected or mis-shaped. */
+static void expect_clean(const cq_cmf *cmf, const char *what, int components) {
+    cq_tt_report rep;
+    int n = -1;
+    assert_int_equal(cq_tables_check_pack(cmf, print_note, NULL, &rep, &n), CQ_OK);
+    if (n != components || rep.missing || rep.unexpected || rep.mismatched)
+        fail_msg("%s: %d components checked (expected %d), %zu missing, %zu unexpected, %zu mismatched", what, n,
+                 components, rep.missing, rep.unexpected, rep.mismatched);
+}
+
+/* The golden folders hold the reference implementations' own state dicts (diffusers' save_pretrained,
+ * transformers' save_pretrained): converted, each matches its table exactly. */
+static void test_golden_folders_match_tables(void **st) {
+    (void)st;
+    static const char *const dirs[] = {"qi21/tiny_a", "qi21/tiny_b", "vae/vae_a", "vae/vae_b",
+                                       "qwen3/qwen3_a", "qwen3/qwen3_b", "qwen3/qwen3vl_a"};
+    int done = 0;
+    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+        char src[1024];
+        snprintf(src, sizeof src, "%s/tests/golden/%s", CQ_SOURCE_DIR, dirs[i]);
+        FILE *f = fopen(src, "r");
+        if (!f) continue; /* a checkout without the golden data */
+        fclose(f);
+        char leaf[64];
+        snprintf(leaf, sizeof leaf, "golden_%zu.cmf", i);
+        const char *out = tu_path(tu_tmpdir("tensor_tables"), leaf);
+        cq_convert_opts opts = {.quant = CQ_DTYPE_F32};
+        cq_convert_report rep;
+        cq_status s = cq_convert(src, out, &opts, &rep);
+        cq_convert_report_free(&rep);
+        if (s != CQ_OK) fail_msg("convert %s: %s", dirs[i], cq_last_error());
+        cq_cmf *cmf;
+        assert_int_equal(cq_cmf_open(out, &cmf), CQ_OK);
+        expect_clean(cmf, dirs[i], 1);
+        cq_cmf_close(cmf);
+        done++;
+    }
+    if (!done) skip();
+}
+
+/* The shipped model: a whole pipeline (denoiser, text tower, VAE). */
+static void test_shipped_pipeline_matches_tables(void **st) {
+    (void)st;
+    cq_cmf *cmf;
+    if (cq_cmf_open(CQ_SOURCE_DIR "/models/shapes.cmf", &cmf) != CQ_OK) skip();
+    expect_clean(cmf, "models/shapes.cmf", 3);
+    cq_cmf_close(cmf);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_expand_patterns),
@@ -384,6 +440,8 @@ int main(void) {
         cmocka_unit_test(test_qi21_unexpected_tensor),
         cmocka_unit_test(test_qwen3_pack),
         cmocka_unit_test(test_vae_pack),
+        cmocka_unit_test(test_golden_folders_match_tables),
+        cmocka_unit_test(test_shipped_pipeline_matches_tables),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

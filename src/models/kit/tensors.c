@@ -62,6 +62,16 @@ cq_status cq_tt_add(cq_tt_list *l, const char *prefix, cq_tt_codec codec, bool r
     return s;
 }
 
+cq_status cq_tt_add_subtree(cq_tt_list *l, const char *prefix, const char *fmt, ...) {
+    const uint64_t one[1] = {1};
+    va_list ap;
+    va_start(ap, fmt);
+    cq_status s = addv(l, prefix, NULL, -1, CQ_TT_VECTOR, false, 0.0f, 1, one, fmt, ap);
+    va_end(ap);
+    if (s == CQ_OK) l->e[l->n - 1].subtree = true;
+    return s;
+}
+
 static cq_status add_layer(cq_tt_list *l, const char *prefix, const cq_tt_pattern *p, int layer, const uint64_t *shape,
                            ...) {
     va_list ap;
@@ -73,7 +83,7 @@ static cq_status add_layer(cq_tt_list *l, const char *prefix, const cq_tt_patter
 
 const cq_tt_entry *cq_tt_find(const cq_tt_list *l, const char *name) {
     for (size_t i = 0; l && i < l->n; i++)
-        if (strcmp(l->e[i].name, name) == 0) return &l->e[i];
+        if (!l->e[i].subtree && strcmp(l->e[i].name, name) == 0) return &l->e[i];
     return NULL;
 }
 
@@ -201,6 +211,12 @@ static void notef(cq_tt_note_fn note, void *user, const char *fmt, ...) {
     note(user, line);
 }
 
+static bool in_subtree(const cq_tt_list *l, const char *name) {
+    for (size_t i = 0; i < l->n; i++)
+        if (l->e[i].subtree && strncmp(name, l->e[i].name, strlen(l->e[i].name)) == 0) return true;
+    return false;
+}
+
 static bool is_config(const char *rest) {
     size_t n = strlen(rest), k = strlen("config_json");
     return n >= k && strcmp(rest + n - k, "config_json") == 0;
@@ -212,6 +228,7 @@ cq_status cq_tt_compare(const char *who, const cq_tt_list *l, const cq_cmf *cmf,
     char want[96];
     for (size_t i = 0; i < l->n; i++) {
         const cq_tt_entry *e = &l->e[i];
+        if (e->subtree) continue;
         const cq_tensor_view *v = cq_cmf_find(cmf, e->name);
         if (!v) {
             if (e->required) {
@@ -230,7 +247,7 @@ cq_status cq_tt_compare(const char *who, const cq_tt_list *l, const cq_cmf *cmf,
     for (size_t i = 0; i < cq_cmf_tensor_count(cmf); i++) {
         const cq_tensor_view *v = cq_cmf_tensor_at(cmf, i);
         if (!v || strncmp(v->name, prefix, pl) != 0 || is_config(v->name + pl)) continue;
-        if (cq_tt_find(l, v->name)) continue;
+        if (cq_tt_find(l, v->name) || in_subtree(l, v->name)) continue;
         rep->unexpected++;
         notef(note, user, "%s: tensor '%s' %s is not one the architecture uses", who, v->name,
               shape_str(want, sizeof want, v->ndim, v->shape));

@@ -49,6 +49,8 @@ typedef struct cq_tt_entry {
     cq_tt_codec codec;
     bool required;       /* false: the model runs without it (read by other uses, or never on a single frame) */
     float base;          /* benchmark packs: the level a vector's values scatter around (gains 1, biases 0) */
+    bool subtree;        /* a name prefix: every tensor under it belongs to a part another user reads (Qwen3-VL's
+                          * vision tower beside its text tower); never bound, never missing, never unexpected */
 } cq_tt_entry;
 
 typedef struct cq_tt_list {
@@ -60,7 +62,9 @@ void cq_tt_list_free(cq_tt_list *l);
 /* Append one entry; the name is prefix + printf(fmt, ...). */
 cq_status cq_tt_add(cq_tt_list *l, const char *prefix, cq_tt_codec codec, bool required, float base, int ndim,
                     const uint64_t *shape, const char *fmt, ...) CQ_PRINTF(8, 9);
-/* The entry of that full name, or NULL. */
+/* A subtree entry: prefix + printf(fmt, ...) is a name prefix (see cq_tt_entry.subtree). */
+cq_status cq_tt_add_subtree(cq_tt_list *l, const char *prefix, const char *fmt, ...) CQ_PRINTF(3, 4);
+/* The entry of that full name, or NULL (subtrees excepted). */
 const cq_tt_entry *cq_tt_find(const cq_tt_list *l, const char *name);
 
 /* ---- pattern tables ------------------------------------------------------------------- */
