@@ -66,6 +66,8 @@ cq_status cq_tables_check_pack(const cq_cmf *cmf, cq_tt_note_fn note, void *user
                               n_checked));
     }
     if (cq_cmf_find(cmf, "te.config_json")) CQ_TRY(check_qwen3(cmf, "te.", note, user, rep, n_checked));
-    if (cq_cmf_find(cmf, "config_json")) CQ_TRY(check_qwen3(cmf, "", note, user, rep, n_checked));
+    /* bare names: a language model, when it has a decoder stack (a bare config alone is no known architecture) */
+    if (cq_cmf_find(cmf, "config_json") && cq_qwen3_stack_prefix(cmf, ""))
+        CQ_TRY(check_qwen3(cmf, "", note, user, rep, n_checked));
     return CQ_OK;
 }
