@@ -32,6 +32,7 @@
 #include "cli/bench_pack.h"
 #include "cli/cli.h"
 #include "cli/env.h"
+#include "models/tables.h"
 #include "ops/ops.h"
 #include "pipelines/qi21_pipe.h"
 
@@ -200,25 +201,17 @@ static cq_status read_input(const char *path, const char *what, char **out, size
 
 /* ---- the pack's contents ---------------------------------------------------------------------- */
 static cq_status te_weights(cq_bench_pack *p, int layers) {
-    const cq_dtype q = CQ_DTYPE_Q8_2F; /* convert keeps the text tower at 8 bits */
-    const char *sp = "te.model.language_model";
-    const uint64_t H = TE_HIDDEN, Q = TE_HEADS * TE_HEAD_DIM, KV = TE_KV_HEADS * TE_HEAD_DIM, I = TE_INTER;
-    CQ_TRY(cq_bench_pack_matrix(p, q, TE_VOCAB, H, "%s.embed_tokens.weight", sp));
-    CQ_TRY(cq_bench_pack_vector(p, H, 1.0f, "%s.norm.weight", sp));
-    for (int l = 0; l < layers; l++) {
-        CQ_TRY(cq_bench_pack_vector(p, H, 1.0f, "%s.layers.%d.input_layernorm.weight", sp, l));
-        CQ_TRY(cq_bench_pack_matrix(p, q, Q, H, "%s.layers.%d.self_attn.q_proj.weight", sp, l));
-        CQ_TRY(cq_bench_pack_matrix(p, q, KV, H, "%s.layers.%d.self_attn.k_proj.weight", sp, l));
-        CQ_TRY(cq_bench_pack_matrix(p, q, KV, H, "%s.layers.%d.self_attn.v_proj.weight", sp, l));
-        CQ_TRY(cq_bench_pack_matrix(p, q, H, Q, "%s.layers.%d.self_attn.o_proj.weight", sp, l));
-        CQ_TRY(cq_bench_pack_vector(p, TE_HEAD_DIM, 1.0f, "%s.layers.%d.self_attn.q_norm.weight", sp, l));
-        CQ_TRY(cq_bench_pack_vector(p, TE_HEAD_DIM, 1.0f, "%s.layers.%d.self_attn.k_norm.weight", sp, l));
-        CQ_TRY(cq_bench_pack_vector(p, H, 1.0f, "%s.layers.%d.post_attention_layernorm.weight", sp, l));
-        CQ_TRY(cq_bench_pack_matrix(p, q, I, H, "%s.layers.%d.mlp.gate_proj.weight", sp, l));
-        CQ_TRY(cq_bench_pack_matrix(p, q, I, H, "%s.layers.%d.mlp.up_proj.weight", sp, l));
-        CQ_TRY(cq_bench_pack_matrix(p, q, H, I, "%s.layers.%d.mlp.down_proj.weight", sp, l));
-    }
-    return CQ_OK;
+    const cq_qwen3_config c = {.vocab_size = TE_VOCAB, .hidden = TE_HIDDEN, .intermediate = TE_INTER,
+                               .n_layers = layers, .n_heads = TE_HEADS, .n_kv_heads = TE_KV_HEADS,
+                               .head_dim = TE_HEAD_DIM};
+    cq_tt_list t = {0};
+    cq_status s = cq_qwen3_tensors(&c, "te.", "model.language_model.", &t);
+    /* the table ends with the optional head, which the text tower never reads */
+    if (s == CQ_OK && t.n && strcmp(t.e[t.n - 1].pattern, "lm_head.weight") == 0) t.n--;
+    /* convert keeps the text tower at 8 bits */
+    if (s == CQ_OK) s = cq_bench_pack_table(p, &t, CQ_DTYPE_Q8_2F);
+    cq_tt_list_free(&t);
+    return s;
 }
 
 /* Qwen3-VL-8B's config.json (the vision part left out: text to image never runs it). */

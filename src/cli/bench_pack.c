@@ -25,6 +25,7 @@
 
 #include "codec/codec.h"
 #include "format/cmf.h"
+#include "models/tables.h"
 
 /* ---- the list ---------------------------------------------------------------------------- */
 static cq_status addv(cq_bench_pack *p, cq_dtype dt, int ndim, const uint64_t *shape, float base, const char *fmt,
@@ -58,23 +59,6 @@ cq_status cq_bench_pack_add(cq_bench_pack *p, cq_dtype dt, int ndim, const uint6
     return s;
 }
 
-cq_status cq_bench_pack_matrix(cq_bench_pack *p, cq_dtype dt, uint64_t rows, uint64_t cols, const char *fmt, ...) {
-    uint64_t shape[2] = {rows, cols};
-    va_list ap;
-    va_start(ap, fmt);
-    cq_status s = addv(p, dt, 2, shape, 0.0f, fmt, ap);
-    va_end(ap);
-    return s;
-}
-
-cq_status cq_bench_pack_vector(cq_bench_pack *p, uint64_t n, float base, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    cq_status s = addv(p, CQ_DTYPE_F32, 1, &n, base, fmt, ap);
-    va_end(ap);
-    return s;
-}
-
 void cq_bench_pack_free(cq_bench_pack *p) {
     if (!p) return;
     cq_free(p->w);
@@ -92,31 +76,30 @@ uint64_t cq_bench_pack_bytes(const cq_bench_pack *p) {
     return total;
 }
 
-/* ---- the released denoiser ------------------------------------------------------------------ */
-cq_status cq_bench_dit_weights(cq_bench_pack *p, cq_dtype q, int layers) {
-    const uint64_t D = CQ_BENCH_DIT_HEADS * CQ_BENCH_DIT_HEAD_DIM, M = D * CQ_BENCH_DIT_RATIO;
-    CQ_TRY(cq_bench_pack_matrix(p, q, D, CQ_BENCH_DIT_TPROJ, "dit.time_text_embed.timestep_embedder.linear_1.weight"));
-    CQ_TRY(cq_bench_pack_matrix(p, q, D, D, "dit.time_text_embed.timestep_embedder.linear_2.weight"));
-    CQ_TRY(cq_bench_pack_vector(p, CQ_BENCH_DIT_CTX, 0.0f, "dit.txt_in.text_norm.weight"));
-    CQ_TRY(cq_bench_pack_matrix(p, q, D, CQ_BENCH_DIT_CTX, "dit.txt_in.in_layer.weight"));
-    CQ_TRY(cq_bench_pack_matrix(p, q, D, D, "dit.txt_in.out_layer.weight"));
-    CQ_TRY(cq_bench_pack_matrix(p, q, D, CQ_BENCH_DIT_CH, "dit.img_in.weight"));
-    CQ_TRY(cq_bench_pack_matrix(p, q, 4 * D, D, "dit.modulation.1.weight"));
-    CQ_TRY(cq_bench_pack_matrix(p, q, D, D, "dit.norm_out.linear.weight"));
-    CQ_TRY(cq_bench_pack_matrix(p, q, CQ_BENCH_DIT_CH, D, "dit.proj_out.weight"));
-    for (int l = 0; l < layers; l++) {
-        const char *b = "dit.transformer_blocks";
-        CQ_TRY(cq_bench_pack_matrix(p, q, D, D, "%s.%d.attn.to_q.weight", b, l));
-        CQ_TRY(cq_bench_pack_matrix(p, q, D, D, "%s.%d.attn.to_k.weight", b, l));
-        CQ_TRY(cq_bench_pack_matrix(p, q, D, D, "%s.%d.attn.to_v.weight", b, l));
-        CQ_TRY(cq_bench_pack_matrix(p, q, D, D, "%s.%d.attn.to_out.0.weight", b, l));
-        CQ_TRY(cq_bench_pack_vector(p, CQ_BENCH_DIT_HEAD_DIM, 1.0f, "%s.%d.attn.norm_q.weight", b, l));
-        CQ_TRY(cq_bench_pack_vector(p, CQ_BENCH_DIT_HEAD_DIM, 1.0f, "%s.%d.attn.norm_k.weight", b, l));
-        CQ_TRY(cq_bench_pack_matrix(p, q, M, D, "%s.%d.img_mlp.gate_layer.weight", b, l));
-        CQ_TRY(cq_bench_pack_matrix(p, q, M, D, "%s.%d.img_mlp.proj.weight", b, l));
-        CQ_TRY(cq_bench_pack_matrix(p, q, D, M, "%s.%d.img_mlp.out.weight", b, l));
+/* ---- from a tensor table ------------------------------------------------------------------- */
+cq_status cq_bench_pack_table(cq_bench_pack *p, const cq_tt_list *t, cq_dtype quant) {
+    for (size_t i = 0; i < t->n; i++) {
+        const cq_tt_entry *e = &t->e[i];
+        if (e->subtree) continue; /* another component's tensors, not listed one by one */
+        /* matrices in the chosen quantization, vectors f32, kernels f16 (as `cortiq convert` stores them) */
+        cq_dtype dt = e->codec == CQ_TT_MATRIX ? quant : e->codec == CQ_TT_KERNEL ? CQ_DTYPE_F16 : CQ_DTYPE_F32;
+        CQ_TRY(cq_bench_pack_add(p, dt, e->ndim, e->shape, e->base, "%s", e->name));
     }
     return CQ_OK;
+}
+
+/* ---- the released denoiser ------------------------------------------------------------------ */
+cq_status cq_bench_dit_weights(cq_bench_pack *p, cq_dtype q, int layers) {
+    const int D = CQ_BENCH_DIT_HEADS * CQ_BENCH_DIT_HEAD_DIM;
+    const cq_qi21_config c = {.in_channels = CQ_BENCH_DIT_CH, .out_channels = CQ_BENCH_DIT_CH, .num_layers = layers,
+                              .n_heads = CQ_BENCH_DIT_HEADS, .head_dim = CQ_BENCH_DIT_HEAD_DIM, .inner = D,
+                              .context_in_dim = CQ_BENCH_DIT_CTX, .mlp_hidden = D * CQ_BENCH_DIT_RATIO};
+    _Static_assert(CQ_BENCH_DIT_TPROJ == CQ_QI21_TIMESTEP_CHANNELS, "the table's timestep width");
+    cq_tt_list t = {0};
+    cq_status s = cq_qi21_tensors(&c, "dit.", &t);
+    if (s == CQ_OK) s = cq_bench_pack_table(p, &t, q);
+    cq_tt_list_free(&t);
+    return s;
 }
 
 int cq_bench_dit_config(char *buf, size_t len, int layers) {
@@ -134,90 +117,20 @@ int cq_bench_dit_config(char *buf, size_t len, int layers) {
 static const int k_vae_mult[CQ_BENCH_VAE_LEVELS] = {1, 2, 4, 8, 8};
 static const bool k_vae_tdown[CQ_BENCH_VAE_LEVELS - 1] = {false, true, true, true};
 
-/* A conv kernel [cout, cin, k, k] in f16 and its f32 bias, as the VAE stores them. */
-static cq_status vae_conv(cq_bench_pack *p, const char *name, int cin, int cout, int k) {
-    uint64_t w[4] = {(uint64_t)cout, (uint64_t)cin, (uint64_t)k, (uint64_t)k};
-    CQ_TRY(cq_bench_pack_add(p, CQ_DTYPE_F16, 4, w, 0.0f, "%s.weight", name));
-    return cq_bench_pack_vector(p, (uint64_t)cout, 0.0f, "%s.bias", name);
-}
-
-/* An RMS-norm gamma [C, 1, 1(, 1)]. */
-static cq_status vae_gamma(cq_bench_pack *p, const char *name, int c, int ndim) {
-    uint64_t shape[4] = {(uint64_t)c, 1, 1, 1};
-    return cq_bench_pack_add(p, CQ_DTYPE_F32, ndim, shape, 1.0f, "%s", name);
-}
-
-static cq_status vae_res(cq_bench_pack *p, const char *name, int cin, int cout) {
-    char n[200];
-    snprintf(n, sizeof n, "%s.norm1.gamma", name);
-    CQ_TRY(vae_gamma(p, n, cin, 4));
-    snprintf(n, sizeof n, "%s.conv1", name);
-    CQ_TRY(vae_conv(p, n, cin, cout, 3));
-    snprintf(n, sizeof n, "%s.norm2.gamma", name);
-    CQ_TRY(vae_gamma(p, n, cout, 4));
-    snprintf(n, sizeof n, "%s.conv2", name);
-    CQ_TRY(vae_conv(p, n, cout, cout, 3));
-    snprintf(n, sizeof n, "%s.conv_shortcut", name);
-    return cin != cout ? vae_conv(p, n, cin, cout, 1) : CQ_OK;
-}
-
-static cq_status vae_mid(cq_bench_pack *p, const char *coder, int c) {
-    char n[200];
-    for (int i = 0; i < 2; i++) {
-        snprintf(n, sizeof n, "vae.%s.mid_block.resnets.%d", coder, i);
-        CQ_TRY(vae_res(p, n, c, c));
-    }
-    snprintf(n, sizeof n, "vae.%s.mid_block.attentions.0.norm.gamma", coder);
-    CQ_TRY(vae_gamma(p, n, c, 3));
-    snprintf(n, sizeof n, "vae.%s.mid_block.attentions.0.to_qkv", coder);
-    CQ_TRY(vae_conv(p, n, c, 3 * c, 1));
-    snprintf(n, sizeof n, "vae.%s.mid_block.attentions.0.proj", coder);
-    return vae_conv(p, n, c, c, 1);
-}
-
 /* Every tensor of AutoencoderKLQwenImage21 as converted (the temporal convs too, which a
  * single frame never runs, so the file has the real size). */
 cq_status cq_bench_vae_weights(cq_bench_pack *p) {
-    int de[CQ_BENCH_VAE_LEVELS + 1], dd[CQ_BENCH_VAE_LEVELS + 1];
-    de[0] = CQ_BENCH_VAE_BASE;
-    dd[0] = CQ_BENCH_VAE_DEC_BASE * k_vae_mult[CQ_BENCH_VAE_LEVELS - 1];
-    for (int i = 0; i < CQ_BENCH_VAE_LEVELS; i++) {
-        de[i + 1] = CQ_BENCH_VAE_BASE * k_vae_mult[i];
-        dd[i + 1] = CQ_BENCH_VAE_DEC_BASE * k_vae_mult[CQ_BENCH_VAE_LEVELS - 1 - i];
-    }
-    char n[200];
-    CQ_TRY(vae_conv(p, "vae.encoder.conv_in", CQ_BENCH_VAE_IO, de[0], 3));
-    for (int i = 0; i < CQ_BENCH_VAE_LEVELS; i++) {
-        for (int j = 0; j < CQ_BENCH_VAE_RES; j++) {
-            snprintf(n, sizeof n, "vae.encoder.down_blocks.%d.resnets.%d", i, j);
-            CQ_TRY(vae_res(p, n, j ? de[i + 1] : de[i], de[i + 1]));
-        }
-        if (i == CQ_BENCH_VAE_LEVELS - 1) continue;
-        snprintf(n, sizeof n, "vae.encoder.down_blocks.%d.downsampler.resample.1", i);
-        CQ_TRY(vae_conv(p, n, de[i + 1], de[i + 1], 3));
-        snprintf(n, sizeof n, "vae.encoder.down_blocks.%d.downsampler.time_conv", i);
-        if (k_vae_tdown[i]) CQ_TRY(vae_conv(p, n, de[i + 1], de[i + 1], 1));
-    }
-    CQ_TRY(vae_mid(p, "encoder", de[CQ_BENCH_VAE_LEVELS]));
-    CQ_TRY(vae_gamma(p, "vae.encoder.norm_out.gamma", de[CQ_BENCH_VAE_LEVELS], 4));
-    CQ_TRY(vae_conv(p, "vae.encoder.conv_out", de[CQ_BENCH_VAE_LEVELS], 2 * CQ_BENCH_VAE_Z, 3));
-    CQ_TRY(vae_conv(p, "vae.quant_conv", 2 * CQ_BENCH_VAE_Z, 2 * CQ_BENCH_VAE_Z, 1));
-    CQ_TRY(vae_conv(p, "vae.post_quant_conv", CQ_BENCH_VAE_Z, CQ_BENCH_VAE_Z, 1));
-    CQ_TRY(vae_conv(p, "vae.decoder.conv_in", CQ_BENCH_VAE_Z, dd[0], 3));
-    CQ_TRY(vae_mid(p, "decoder", dd[0]));
-    for (int i = 0; i < CQ_BENCH_VAE_LEVELS; i++) {
-        for (int j = 0; j < CQ_BENCH_VAE_RES + 1; j++) {
-            snprintf(n, sizeof n, "vae.decoder.up_blocks.%d.resnets.%d", i, j);
-            CQ_TRY(vae_res(p, n, j ? dd[i + 1] : dd[i], dd[i + 1]));
-        }
-        if (i == CQ_BENCH_VAE_LEVELS - 1) continue;
-        snprintf(n, sizeof n, "vae.decoder.up_blocks.%d.upsampler.resample.1", i);
-        CQ_TRY(vae_conv(p, n, dd[i + 1], dd[i + 1], 3));
-        snprintf(n, sizeof n, "vae.decoder.up_blocks.%d.upsampler.time_conv", i);
-        if (k_vae_tdown[CQ_BENCH_VAE_LEVELS - 2 - i]) CQ_TRY(vae_conv(p, n, dd[i + 1], 2 * dd[i + 1], 1));
-    }
-    CQ_TRY(vae_gamma(p, "vae.decoder.norm_out.gamma", dd[CQ_BENCH_VAE_LEVELS], 4));
-    return vae_conv(p, "vae.decoder.conv_out", dd[CQ_BENCH_VAE_LEVELS], CQ_BENCH_VAE_IO, 3);
+    cq_qi21_vae_geometry g = {.base_dim = CQ_BENCH_VAE_BASE, .decoder_base_dim = CQ_BENCH_VAE_DEC_BASE,
+                              .z_dim = CQ_BENCH_VAE_Z, .num_res_blocks = CQ_BENCH_VAE_RES,
+                              .in_channels = CQ_BENCH_VAE_IO, .out_channels = CQ_BENCH_VAE_IO, .patch = 1,
+                              .n_mult = CQ_BENCH_VAE_LEVELS};
+    for (int i = 0; i < CQ_BENCH_VAE_LEVELS; i++) g.mult[i] = k_vae_mult[i];
+    for (int i = 0; i < CQ_BENCH_VAE_LEVELS - 1; i++) g.tdown[i] = k_vae_tdown[i];
+    cq_tt_list t = {0};
+    cq_status s = cq_qi21_vae_tensors(&g, "vae.", &t);
+    if (s == CQ_OK) s = cq_bench_pack_table(p, &t, CQ_DTYPE_F16);
+    cq_tt_list_free(&t);
+    return s;
 }
 
 char *cq_bench_vae_config(void) {

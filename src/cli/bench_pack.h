@@ -8,7 +8,8 @@
  *  - writing such a pack to a temporary .cmf under $TMPDIR, mapping it and
  *    removing it at once, so nothing outlives the run (the file is also
  *    removed when writing fails or the process is interrupted);
- *  - the released Qwen-Image-2.1 denoiser's weight list (7B shape);
+ *  - the released models' weight lists, generated from their tensor tables
+ *    (models/tables.h) at the released shapes;
  *  - the process measurements the reports print (CPU time, memory).
  */
 #ifndef CQ_CLI_BENCH_PACK_H
@@ -42,14 +43,14 @@ typedef struct cq_bench_pack {
 /* Append a tensor; the name is printf-formatted. */
 cq_status cq_bench_pack_add(cq_bench_pack *p, cq_dtype dt, int ndim, const uint64_t *shape, float base,
                             const char *fmt, ...) CQ_PRINTF(6, 7);
-/* A [rows, cols] weight matrix in `dt`. */
-cq_status cq_bench_pack_matrix(cq_bench_pack *p, cq_dtype dt, uint64_t rows, uint64_t cols, const char *fmt, ...)
-    CQ_PRINTF(5, 6);
-/* An f32 vector of n entries around `base`. */
-cq_status cq_bench_pack_vector(cq_bench_pack *p, uint64_t n, float base, const char *fmt, ...) CQ_PRINTF(4, 5);
 void cq_bench_pack_free(cq_bench_pack *p);
 /* Payload bytes of the listed tensors (what the data section will hold). */
 uint64_t cq_bench_pack_bytes(const cq_bench_pack *p);
+
+/* Every entry of a tensor table (models/kit/tensors.h): matrices in `quant`, vectors f32 around the table's
+ * base, kernels f16, as `cortiq convert` stores them. */
+struct cq_tt_list;
+cq_status cq_bench_pack_table(cq_bench_pack *p, const struct cq_tt_list *t, cq_dtype quant);
 
 /* ---- the released Qwen-Image-2.1 denoiser ------------------------------------------- */
 #define CQ_BENCH_DIT_LAYERS 32

@@ -9,9 +9,11 @@
 #include "base/outfile.h"
 #include "cli/cli.h"
 #include "format/convert.h"
+#include "models/tables.h"
 
 #define MAX_RULES 256
 #define MAX_LISTED_FALLBACKS 12
+#define MAX_LISTED_FINDINGS 20
 
 static void help(void) {
     printf(
@@ -26,7 +28,9 @@ static void help(void) {
         "  - a Hugging Face model folder (config.json + model*.safetensors + tokenizer files):\n"
         "    names kept as they are.\n"
         "Each config.json is stored as a u8 tensor <prefix>.config_json, tokenizer.json in the\n"
-        "tokenizer section, the chat template and stop ids in the header.\n"
+        "tokenizer section, the chat template and stop ids in the header. A pack of a known\n"
+        "architecture (Qwen-Image-2.1, its VAE, Qwen3) is checked against the architecture's\n"
+        "tensor table: the summary warns about missing tensors, tensors no loader reads and wrong shapes.\n"
         "\n"
         "options:\n"
         "  -o, --output FILE        the .cmf to write; it appears only once complete and verified\n"
@@ -107,6 +111,34 @@ static void summary(const char *out, const cq_convert_report *r) {
     for (size_t i = 0; i < r->n_notes; i++) printf("  note: %s\n", r->notes[i]);
 }
 
+typedef struct findings {
+    size_t n;
+} findings;
+
+static void on_finding(void *user, const char *line) {
+    findings *f = user;
+    if (f->n++ < MAX_LISTED_FINDINGS) printf("  warning: %s\n", line);
+}
+
+/* A pack of a known architecture against its tensor tables: what is missing,
+ * what no loader reads, what has another shape or codec than the config
+ * implies, listed after the summary. Warnings only: the pack is written either way. */
+static void check_tables(const char *out) {
+    cq_cmf *cmf = NULL;
+    if (cq_cmf_open(out, &cmf) != CQ_OK) return; /* it was verified a moment ago; nothing to add */
+    findings f = {0};
+    cq_tt_report rep;
+    int n = 0;
+    if (cq_tables_check_pack(cmf, on_finding, &f, &rep, &n) == CQ_OK && f.n) {
+        if (f.n > MAX_LISTED_FINDINGS)
+            printf("  warning: ... and %zu more\n", f.n - MAX_LISTED_FINDINGS);
+        if (rep.missing || rep.mismatched)
+            printf("  warning: %zu tensor%s missing and %zu with another shape or codec than the architecture's "
+                   "table: loading this pack will fail\n", rep.missing, rep.missing == 1 ? "" : "s", rep.mismatched);
+    }
+    cq_cmf_close(cmf);
+}
+
 int cq_cmd_convert(int argc, char **argv) {
     const char *cmd = "convert", *src = NULL, *out = NULL;
     static cq_convert_rule rules[MAX_RULES];
@@ -178,6 +210,7 @@ int cq_cmd_convert(int argc, char **argv) {
         rc = cq_cli_fail(cmd, s, what);
     } else if (!quiet) {
         summary(out, &rep);
+        check_tables(out);
     }
     cq_convert_report_free(&rep);
     return rc;

@@ -20,15 +20,16 @@
 #include "models/qi21.h"
 
 #include <cJSON.h>
-#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "base/base.h"
-#include "format/jsonutil.h"
+#include "models/kit/config.h"
+#include "models/kit/dit.h"
+#include "models/tables.h"
 
-#define QI21_TPROJ 256 /* sinusoidal timestep channels */
+#define QI21_TPROJ CQ_QI21_TIMESTEP_CHANNELS /* sinusoidal timestep channels */
 #define QI21_MAX_ROWS (1 << 24) /* joint-sequence rows: keeps every row index an int */
 /* The reference's RoPE tables hold positions [-1024, 8192): image sides
  * up to 2048 (centred grids reach -1024) and frame positions below 8192. */
@@ -54,7 +55,7 @@ struct cq_qi21 {
     qi21_layer *layers;
     cq_tensor *owned;               /* F32 copies made at load */
     int n_owned, cap_owned;
-    float rope_freq[3][64];         /* per axis: 1 / theta^(2i/dim), f32 as the reference computes it */
+    cq_dit_rope rope;               /* the three axes' frequencies (models/kit/dit.h) */
 };
 
 /* Per-call activations for `n` query rows (prefill, full forward or a cache's step). */
@@ -81,40 +82,33 @@ struct cq_qi21_cache {
     cq_tensor tin, vel;             /* target latents in, velocity out */
     /* A device backend records the step's ops at the second step and replays
      * them from then on (ops.h recordings): the first step sizes every buffer. */
-    cq_recording *rec;
-    int direct_steps;               /* steps run op by op so far */
-    bool no_rec;                    /* recording failed once: op by op from then on */
+    cq_dit_stepper stepper;
 };
 
 /* ------------------------------------------------------------------------ */
 /* Loading                                                                  */
 /* ------------------------------------------------------------------------ */
-static const cq_tensor_view *find(const cq_cmf *cmf, const char *prefix, const char *name) {
-    char full[512];
-    snprintf(full, sizeof full, "%s%s", prefix, name);
-    return cq_cmf_find(cmf, full);
-}
+/* Binding from the tensor table (models/tables.h): the pack's tensor, checked
+ * against the shape the config implies and the codec policy. */
+typedef struct qi21_binder {
+    cq_qi21 *m;
+    const cq_cmf *cmf;
+    const char *prefix;
+    cq_tt_list table;
+} qi21_binder;
 
-static cq_status bind(cq_qi21 *m, const cq_cmf *cmf, const char *prefix, const char *name, int64_t rows,
-                      int64_t cols, cq_tensor *out) {
-    const cq_tensor_view *v = find(cmf, prefix, name);
-    if (!v) return cq_fail(CQ_ERR_MISSING, "qi21: tensor '%s%s' is missing", prefix, name);
-    uint64_t r = v->ndim >= 1 ? v->shape[0] : 1, c = v->ndim >= 2 && r ? v->nelem / r : 0;
-    if (v->ndim != 2 || (int64_t)r != rows || (int64_t)c != cols)
-        return cq_fail(CQ_ERR_SHAPE, "qi21: tensor '%s%s' has shape %s[%llu x %llu], the config implies [%lld x %lld]",
-                       prefix, name, v->ndim != 2 ? "(not 2-D) " : "", (unsigned long long)r, (unsigned long long)c,
-                       (long long)rows, (long long)cols);
-    return cq_tensor_bind_weight(m->be, v, out);
+static cq_status bind(qi21_binder *b, const char *name, cq_tensor *out) {
+    const cq_tensor_view *v;
+    CQ_TRY(cq_tt_get("qi21", &b->table, b->cmf, &v, "%s%s", b->prefix, name));
+    return cq_tensor_bind_weight(b->m->be, v, out);
 }
 
 /* A per-channel vector as an F32 backend tensor (converted once if stored as f16/bf16). */
-static cq_status bind_vec(cq_qi21 *m, const cq_cmf *cmf, const char *prefix, const char *name, int64_t n,
-                          cq_tensor *out) {
-    const cq_tensor_view *v = find(cmf, prefix, name);
-    if (!v) return cq_fail(CQ_ERR_MISSING, "qi21: tensor '%s%s' is missing", prefix, name);
-    if ((int64_t)v->nelem != n)
-        return cq_fail(CQ_ERR_SHAPE, "qi21: tensor '%s%s' has %llu elements, expected %lld", prefix, name,
-                       (unsigned long long)v->nelem, (long long)n);
+static cq_status bind_vec(qi21_binder *b, const char *name, cq_tensor *out) {
+    cq_qi21 *m = b->m;
+    const cq_tensor_view *v;
+    CQ_TRY(cq_tt_get("qi21", &b->table, b->cmf, &v, "%s%s", b->prefix, name));
+    int64_t n = (int64_t)v->nelem;
     float *tmp = cq_mallocn((size_t)n, sizeof(float));
     if (!tmp) return CQ_ERR_NOMEM;
     cq_status s = cq_cmf_dequantize(v, tmp, (size_t)n);
@@ -122,7 +116,7 @@ static cq_status bind_vec(cq_qi21 *m, const cq_cmf *cmf, const char *prefix, con
     if (s == CQ_OK) s = cq_tensor_alloc(m->be, CQ_DTYPE_F32, 1, shape, out);
     if (s == CQ_OK) s = cq_tensor_upload(out, tmp, (size_t)n * sizeof(float));
     cq_free(tmp);
-    if (s != CQ_OK) return cq_fail_prefix(s, "qi21: tensor '%s%s': ", prefix, name);
+    if (s != CQ_OK) return cq_fail_prefix(s, "qi21: tensor '%s%s': ", b->prefix, name);
     if (m->n_owned == m->cap_owned) {
         int cap = m->cap_owned ? 2 * m->cap_owned : 64;
         cq_tensor *o = cq_reallocn(m->owned, (size_t)cap, sizeof *o);
@@ -137,73 +131,46 @@ static cq_status bind_vec(cq_qi21 *m, const cq_cmf *cmf, const char *prefix, con
     return CQ_OK;
 }
 
-/* An integer config value; absent or null gives `def`; anything but a whole
- * number in [-2^20, 2^20] gives INT_MIN, which every size check rejects. */
-static int json_int(const cJSON *o, const char *key, int def) {
-    const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!it || cJSON_IsNull(it)) return def;
-    if (!cJSON_IsNumber(it) || !(fabs(it->valuedouble) <= (double)(1 << 20)) || it->valuedouble != floor(it->valuedouble))
-        return INT_MIN;
-    return (int)it->valuedouble;
-}
-
-cq_status cq_qi21_parse_config(const cq_cmf *cmf, const char *prefix, cq_qi21_config *c) {
-    const cq_tensor_view *v = find(cmf, prefix, "config_json");
-    if (!v) return cq_fail(CQ_ERR_MISSING, "qi21: '%sconfig_json' is missing (convert the model with `cortiq convert`)", prefix);
-    if (v->dtype != CQ_DTYPE_U8) return cq_fail(CQ_ERR_DTYPE, "qi21: '%sconfig_json' is not a u8 tensor", prefix);
-    cJSON *j = NULL;
-    char what[96];
-    snprintf(what, sizeof what, "'%sconfig_json'", prefix);
-    CQ_TRY(cq_cmf_check_tensor(v));
-    CQ_TRY(cq_json_parse(v->data, (size_t)v->nbytes, what, &j));
-    if (!cJSON_IsObject(j)) {
-        cJSON_Delete(j);
-        return cq_fail(CQ_ERR_PARSE, "qi21: '%sconfig_json' is not a JSON object", prefix);
-    }
-    const cJSON *cls = cJSON_GetObjectItemCaseSensitive(j, "_class_name");
-    if (cJSON_IsString(cls) && strcmp(cls->valuestring, "QwenImage21Transformer2DModel") != 0) {
-        cq_status s = cq_fail(CQ_ERR_UNSUPPORTED, "qi21: config is for '%s', not QwenImage21Transformer2DModel",
-                              cls->valuestring);
-        cJSON_Delete(j);
-        return s;
-    }
+/* The config, read with the models' one convention (models/kit/config.h):
+ * absent or null members take diffusers' defaults, anything else must be in
+ * range. */
+static cq_status parse_json(const cJSON *j, cq_qi21_config *c) {
+    const cq_cfg g = {j, "qi21", ""};
+    const cJSON *cls = cq_cfg_get(&g, "_class_name");
+    if (cJSON_IsString(cls) && strcmp(cls->valuestring, "QwenImage21Transformer2DModel") != 0)
+        return cq_fail(CQ_ERR_UNSUPPORTED, "qi21: config is for '%s', not QwenImage21Transformer2DModel",
+                       cls->valuestring);
     memset(c, 0, sizeof *c);
-    int patch = json_int(j, "patch_size", 1);
-    c->in_channels = json_int(j, "in_channels", 64);
-    c->out_channels = json_int(j, "out_channels", c->in_channels);
-    if (c->out_channels == 0) c->out_channels = c->in_channels; /* `out_channels or in_channels` */
-    c->num_layers = json_int(j, "num_layers", 32);
-    c->head_dim = json_int(j, "attention_head_dim", 128);
-    c->n_heads = json_int(j, "num_attention_heads", 32);
-    c->context_in_dim = json_int(j, "context_in_dim", 4096);
-    int ratio = json_int(j, "mlp_ratio", 3);
-    const cJSON *eps = cJSON_GetObjectItemCaseSensitive(j, "eps");
-    c->eps = cJSON_IsNumber(eps) ? (float)eps->valuedouble : 1e-6f;
-    const cJSON *cc = cJSON_GetObjectItemCaseSensitive(j, "causal_condition");
-    c->causal_condition = cc ? cJSON_IsTrue(cc) : true;
-    const cJSON *axes = cJSON_GetObjectItemCaseSensitive(j, "axes_dims_rope");
-    int ax[3] = {16, 56, 56};
-    if (axes) {
-        if (!cJSON_IsArray(axes) || cJSON_GetArraySize(axes) != 3) {
-            cJSON_Delete(j);
-            return cq_fail(CQ_ERR_PARSE, "qi21: config axes_dims_rope must be an array of 3 integers");
-        }
-        for (int i = 0; i < 3; i++) {
-            const cJSON *a = cJSON_GetArrayItem(axes, i);
-            ax[i] = cJSON_IsNumber(a) && fabs(a->valuedouble) <= 1024 ? (int)a->valuedouble : -1;
-        }
-    }
-    cJSON_Delete(j);
-    memcpy(c->axes, ax, sizeof ax);
+    const int big = 1 << 20;
+    int patch, ratio;
+    CQ_TRY(cq_cfg_int(&g, "patch_size", 1, -big, big, &patch));
     if (patch != 1) return cq_fail(CQ_ERR_UNSUPPORTED, "qi21: patch_size %d is not supported (2.1 uses 1)", patch);
+    CQ_TRY(cq_cfg_int(&g, "in_channels", 64, 1, big, &c->in_channels));
+    CQ_TRY(cq_cfg_int(&g, "out_channels", c->in_channels, 0, big, &c->out_channels));
+    if (c->out_channels == 0) c->out_channels = c->in_channels; /* `out_channels or in_channels` */
+    CQ_TRY(cq_cfg_int(&g, "num_layers", 32, 1, 4096, &c->num_layers));
+    CQ_TRY(cq_cfg_int(&g, "attention_head_dim", 128, 1, big, &c->head_dim));
+    CQ_TRY(cq_cfg_int(&g, "num_attention_heads", 32, 1, big, &c->n_heads));
+    CQ_TRY(cq_cfg_int(&g, "context_in_dim", 4096, 1, big, &c->context_in_dim));
+    CQ_TRY(cq_cfg_int(&g, "mlp_ratio", 3, 1, big, &ratio));
+    const cJSON *eps = cq_cfg_get(&g, "eps");
+    c->eps = 1e-6f;
+    if (eps) {
+        double e;
+        CQ_TRY(cq_cfg_num_item(&g, eps, "eps", 0.0, false, 1.0, &e));
+        c->eps = (float)e;
+    }
+    if (!(c->eps < 1.0f)) return cq_fail(CQ_ERR_PARSE, "qi21: config eps %g is invalid (below 1)", (double)c->eps);
+    CQ_TRY(cq_cfg_bool(&g, "causal_condition", true, &c->causal_condition));
+    int ax[3] = {16, 56, 56}, n_ax;
+    CQ_TRY(cq_cfg_ints(&g, "axes_dims_rope", 3, 3, -1024, 1024, ax, &n_ax));
+    memcpy(c->axes, ax, sizeof ax);
     /* every size is in [1, 2^20] here, so the products below fit an int64 */
-    if (c->in_channels <= 0 || c->out_channels <= 0 || c->num_layers <= 0 || c->num_layers > 4096 ||
-        c->head_dim <= 0 || c->head_dim % 2 || c->n_heads <= 0 || c->context_in_dim <= 0 || ratio <= 0 ||
-        (int64_t)c->n_heads * c->head_dim > (1 << 20) || (int64_t)c->n_heads * c->head_dim * ratio > (1 << 22))
-        return cq_fail(CQ_ERR_PARSE, "qi21: config has an invalid size (in %d, out %d, layers %d, heads %d x %d, "
-                       "context %d, mlp_ratio %d)", c->in_channels, c->out_channels, c->num_layers, c->n_heads,
-                       c->head_dim, c->context_in_dim, ratio);
-    if (!(c->eps >= 0.0f && c->eps < 1.0f)) return cq_fail(CQ_ERR_PARSE, "qi21: config eps %g is invalid", (double)c->eps);
+    if (c->head_dim % 2 || (int64_t)c->n_heads * c->head_dim > (1 << 20) ||
+        (int64_t)c->n_heads * c->head_dim * ratio > (1 << 22))
+        return cq_fail(CQ_ERR_PARSE, "qi21: config has an invalid size (heads %d x %d, mlp_ratio %d: the head dim must "
+                       "be even, heads x head dim at most 2^20 and times mlp_ratio at most 2^22)", c->n_heads,
+                       c->head_dim, ratio);
     c->inner = c->n_heads * c->head_dim;
     c->mlp_hidden = c->inner * ratio;
     for (int i = 0; i < 3; i++)
@@ -215,6 +182,14 @@ cq_status cq_qi21_parse_config(const cq_cmf *cmf, const char *prefix, cq_qi21_co
     return CQ_OK;
 }
 
+cq_status cq_qi21_parse_config(const cq_cmf *cmf, const char *prefix, cq_qi21_config *c) {
+    cJSON *j = NULL;
+    CQ_TRY(cq_cfg_open(cmf, prefix ? prefix : "", "qi21", &j));
+    cq_status s = parse_json(j, c);
+    cJSON_Delete(j);
+    return s;
+}
+
 cq_status cq_qi21_load(const cq_cmf *cmf, const char *prefix, cq_backend *be, cq_qi21 **out) {
     *out = NULL;
     if (!prefix) prefix = "";
@@ -223,57 +198,56 @@ cq_status cq_qi21_load(const cq_cmf *cmf, const char *prefix, cq_backend *be, cq
     m->be = be;
     cq_status s = cq_qi21_parse_config(cmf, prefix, &m->cfg);
     const cq_qi21_config *c = &m->cfg;
-    int64_t D = c->inner, M = c->mlp_hidden;
+    qi21_binder b = {m, cmf, prefix, {0}};
+    if (s == CQ_OK) s = cq_qi21_tensors(c, prefix, &b.table);
     if (s == CQ_OK) m->layers = cq_calloc((size_t)c->num_layers, sizeof *m->layers);
     if (s == CQ_OK && !m->layers) s = CQ_ERR_NOMEM;
-#define BIND(name, r, cc, t) \
-    if (s == CQ_OK) s = bind(m, cmf, prefix, name, r, cc, t)
-    BIND("time_text_embed.timestep_embedder.linear_1.weight", D, QI21_TPROJ, &m->t_lin1);
-    BIND("time_text_embed.timestep_embedder.linear_2.weight", D, D, &m->t_lin2);
-    if (s == CQ_OK) s = bind_vec(m, cmf, prefix, "txt_in.text_norm.weight", c->context_in_dim, &m->txt_norm);
-    BIND("txt_in.in_layer.weight", D, c->context_in_dim, &m->txt_in1);
-    BIND("txt_in.out_layer.weight", D, D, &m->txt_in2);
-    BIND("img_in.weight", D, c->in_channels, &m->img_in);
-    BIND("modulation.1.weight", 4 * D, D, &m->mod);
-    BIND("norm_out.linear.weight", D, D, &m->norm_out);
-    BIND("proj_out.weight", c->out_channels, D, &m->proj_out);
+#define BIND(name, t) \
+    if (s == CQ_OK) s = bind(&b, name, t)
+#define VBIND(name, t) \
+    if (s == CQ_OK) s = bind_vec(&b, name, t)
+    BIND("time_text_embed.timestep_embedder.linear_1.weight", &m->t_lin1);
+    BIND("time_text_embed.timestep_embedder.linear_2.weight", &m->t_lin2);
+    VBIND("txt_in.text_norm.weight", &m->txt_norm);
+    BIND("txt_in.in_layer.weight", &m->txt_in1);
+    BIND("txt_in.out_layer.weight", &m->txt_in2);
+    BIND("img_in.weight", &m->img_in);
+    BIND("modulation.1.weight", &m->mod);
+    BIND("norm_out.linear.weight", &m->norm_out);
+    BIND("proj_out.weight", &m->proj_out);
     for (int l = 0; s == CQ_OK && l < c->num_layers; l++) {
         qi21_layer *L = &m->layers[l];
         char n[128];
-#define LBIND(suffix, r, cc, t)                                               \
-    if (s == CQ_OK) {                                                         \
-        snprintf(n, sizeof n, "transformer_blocks.%d.%s", l, suffix);         \
-        s = bind(m, cmf, prefix, n, r, cc, t);                                \
+#define LBIND(suffix, t, fn)                                          \
+    if (s == CQ_OK) {                                                 \
+        snprintf(n, sizeof n, "transformer_blocks.%d.%s", l, suffix); \
+        s = fn(&b, n, t);                                             \
     }
-        LBIND("attn.to_q.weight", D, D, &L->q);
-        LBIND("attn.to_k.weight", D, D, &L->k);
-        LBIND("attn.to_v.weight", D, D, &L->v);
-        LBIND("attn.to_out.0.weight", D, D, &L->o);
-        LBIND("img_mlp.gate_layer.weight", M, D, &L->mlp_gate);
-        LBIND("img_mlp.proj.weight", M, D, &L->mlp_proj);
-        LBIND("img_mlp.out.weight", D, M, &L->mlp_out);
+        LBIND("attn.to_q.weight", &L->q, bind);
+        LBIND("attn.to_k.weight", &L->k, bind);
+        LBIND("attn.to_v.weight", &L->v, bind);
+        LBIND("attn.to_out.0.weight", &L->o, bind);
+        LBIND("img_mlp.gate_layer.weight", &L->mlp_gate, bind);
+        LBIND("img_mlp.proj.weight", &L->mlp_proj, bind);
+        LBIND("img_mlp.out.weight", &L->mlp_out, bind);
+        LBIND("attn.norm_q.weight", &L->norm_q, bind_vec);
+        LBIND("attn.norm_k.weight", &L->norm_k, bind_vec);
 #undef LBIND
-        if (s == CQ_OK) {
-            snprintf(n, sizeof n, "transformer_blocks.%d.attn.norm_q.weight", l);
-            s = bind_vec(m, cmf, prefix, n, c->head_dim, &L->norm_q);
-        }
-        if (s == CQ_OK) {
-            snprintf(n, sizeof n, "transformer_blocks.%d.attn.norm_k.weight", l);
-            s = bind_vec(m, cmf, prefix, n, c->head_dim, &L->norm_k);
-        }
     }
+#undef VBIND
 #undef BIND
+    cq_tt_list_free(&b.table);
     if (s != CQ_OK) {
         cq_qi21_free(m);
         return s;
     }
     /* RoPE inverse frequencies per axis, in f32 exactly as the reference
      * builds them: 1 / pow(theta, arange(0, dim, 2).float() / dim). */
-    for (int a = 0; a < 3; a++)
-        for (int i = 0; i < c->axes[a] / 2; i++) {
-            float e = (float)(2 * i) / (float)c->axes[a];
-            m->rope_freq[a][i] = 1.0f / powf(10000.0f, e);
-        }
+    s = cq_dit_rope_init(&m->rope, 3, c->axes, 10000.0f);
+    if (s != CQ_OK) {
+        cq_qi21_free(m);
+        return s;
+    }
     *out = m;
     return CQ_OK;
 }
@@ -452,18 +426,7 @@ static cq_status rows_build(const cq_qi21_layout *lay, qi21_rows *r) {
 
 /* cos/sin tables [n][head_dim/2] for rows with positions pos[n][3]. */
 static void rope_tables(const cq_qi21 *m, const int32_t *pos, int n, float *cosv, float *sinv) {
-    const cq_qi21_config *c = &m->cfg;
-    int half = c->head_dim / 2;
-    for (int i = 0; i < n; i++) {
-        int col = 0;
-        for (int a = 0; a < 3; a++)
-            for (int f = 0; f < c->axes[a] / 2; f++, col++) {
-                /* the reference forms the angle in f32 (index * freq), then cos/sin */
-                float ang = (float)pos[3 * i + a] * m->rope_freq[a][f];
-                cosv[(size_t)i * half + col] = (float)cos((double)ang);
-                sinv[(size_t)i * half + col] = (float)sin((double)ang);
-            }
-    }
+    cq_dit_rope_tables(&m->rope, pos, n, cosv, sinv);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -471,19 +434,13 @@ static void rope_tables(const cq_qi21 *m, const int32_t *pos, int n, float *cosv
 /* ------------------------------------------------------------------------ */
 /* Sinusoidal timestep features for rows t[0..n): cos half first, t * 1000. */
 static void timestep_features(const float *t, int n, float *out) {
-    const int half = QI21_TPROJ / 2;
-    const float k = (float)(-log(10000.0));
+    static const cq_dit_tproj k_tproj = {.dim = QI21_TPROJ, .flip_sin_to_cos = true, .downscale_freq_shift = 0.0f,
+                                         .scale = 1.0f, .max_period = 10000.0f};
     for (int r = 0; r < n; r++) {
         float tt = 1000.0f * t[r];
-        for (int i = 0; i < half; i++) {
-            float freq = expf(k * (float)i / (float)half);
-            float a = tt * freq;
-            out[r * QI21_TPROJ + i] = (float)cos((double)a);
-            out[r * QI21_TPROJ + half + i] = (float)sin((double)a);
-        }
+        cq_dit_timestep_features(&k_tproj, &tt, 1, out + (size_t)r * QI21_TPROJ);
     }
 }
-
 
 static cq_status mod_alloc(cq_qi21 *m, qi21_mod *q) {
     int64_t D = m->cfg.inner;
@@ -540,19 +497,14 @@ static cq_status mod_compute(cq_qi21 *m, qi21_mod *q, float t) {
     return mod_ops(m, q);
 }
 
-/* The [D] vector `which` (0 scale1, 1 gate1, 2 scale2, 3 gate2) of row r. */
-static cq_tensor mod_vec(const cq_qi21 *m, const qi21_mod *q, int r, int which) {
-    cq_tensor v;
-    int64_t D = m->cfg.inner, shape[1] = {D};
-    if (cq_tensor_subview(&q->mod, (r * 4 + which) * D, 1, shape, &v) != CQ_OK) memset(&v, 0, sizeof v);
-    return v;
+/* The modulation table (models/kit/dit.h): per row scale1 | tanh(gate1) | scale2 | tanh(gate2). */
+static cq_dit_mod mod_table(const cq_qi21 *m, const qi21_mod *q) {
+    return (cq_dit_mod){.t = &q->mod, .dim = m->cfg.inner, .per_row = 4};
 }
 
 static cq_tensor scale_out_vec(const cq_qi21 *m, const qi21_mod *q, int r) {
-    cq_tensor v;
-    int64_t D = m->cfg.inner, shape[1] = {D};
-    if (cq_tensor_subview(&q->scale_out, r * D, 1, shape, &v) != CQ_OK) memset(&v, 0, sizeof v);
-    return v;
+    cq_dit_mod t = {.t = &q->scale_out, .dim = m->cfg.inner, .per_row = 1};
+    return cq_dit_mod_vec(&t, r, 0);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -607,11 +559,8 @@ static cq_status upload_rows_meta(cq_qi21 *m, qi21_scratch *s, const int32_t *po
     return st;
 }
 
-/* A run of consecutive rows that share one modulation row. */
-typedef struct qi21_group {
-    int64_t r0, n;
-    int mod_row; /* 0 = sampled t, 1 = t = 0 */
-} qi21_group;
+/* A run of consecutive rows that share one modulation row (0 = sampled t, 1 = t = 0). */
+typedef cq_dit_group qi21_group;
 
 typedef struct qi21_pass {
     qi21_scratch *s;
@@ -625,26 +574,15 @@ typedef struct qi21_pass {
 } qi21_pass;
 
 static cq_status modulated_ln(cq_qi21 *m, const qi21_pass *p, cq_tensor *y, const cq_tensor *x, int which) {
-    for (int g = 0; g < p->n_groups; g++) {
-        const qi21_group *gr = &p->groups[g];
-        cq_tensor xv = cq_tensor_rows_view(x, gr->r0, gr->n), yv = cq_tensor_rows_view(y, gr->r0, gr->n);
-        cq_tensor sc = mod_vec(m, p->mod, gr->mod_row, which);
-        CQ_TRY(cq_op_layernorm(m->be, &yv, &xv, &sc, NULL, m->cfg.eps));
-    }
-    return CQ_OK;
+    cq_dit_mod t = mod_table(m, p->mod);
+    return cq_dit_modulated_ln(m->be, p->groups, p->n_groups, y, x, &t, which, m->cfg.eps);
 }
 
 /* x += tanh(gate) ⊙ (in · Wᵀ), per row group. */
 static cq_status gated_proj(cq_qi21 *m, const qi21_pass *p, cq_tensor *x, const cq_tensor *in, const cq_tensor *w,
                             int which) {
-    for (int g = 0; g < p->n_groups; g++) {
-        const qi21_group *gr = &p->groups[g];
-        cq_tensor xv = cq_tensor_rows_view(x, gr->r0, gr->n), iv = cq_tensor_rows_view(in, gr->r0, gr->n);
-        cq_tensor gate = mod_vec(m, p->mod, gr->mod_row, which);
-        cq_matmul_args a = {.y = &xv, .x = &iv, .w = w, .gate = &gate, .accumulate = true};
-        CQ_TRY(cq_op_matmul(m->be, &a));
-    }
-    return CQ_OK;
+    cq_dit_mod t = mod_table(m, p->mod);
+    return cq_dit_gated_proj(m->be, p->groups, p->n_groups, x, in, w, &t, which);
 }
 
 static cq_status run_blocks(cq_qi21 *m, const qi21_pass *p) {
@@ -799,7 +737,7 @@ void cq_qi21_cache_free(cq_qi21_cache *c) {
     }
     cq_free(c->k);
     cq_free(c->v);
-    cq_recording_free(c->rec);
+    cq_dit_stepper_free(&c->stepper);
     scratch_free(&c->s);
     mod_free(&c->q);
     cq_tensor_free(&c->tin);
@@ -900,6 +838,16 @@ static cq_status step_ops(cq_qi21 *m, cq_qi21_cache *c) {
     return final_ops(m, &c->q, &c->s.x, &c->s.h, &c->vel);
 }
 
+typedef struct step_call {
+    cq_qi21 *m;
+    cq_qi21_cache *c;
+} step_call;
+
+static cq_status step_ops_cb(void *user) {
+    step_call *k = user;
+    return step_ops(k->m, k->c);
+}
+
 cq_status cq_qi21_step(cq_qi21 *m, cq_qi21_cache *c, const float *target, float t, float *velocity) {
     if (!m || !c || c->m != m) return cq_fail(CQ_ERR_INVALID_ARG, "qi21: step needs a cache made by this model's prefill");
     if (!target || !velocity) return cq_fail(CQ_ERR_INVALID_ARG, "qi21: step needs target latents and a velocity buffer");
@@ -910,32 +858,8 @@ cq_status cq_qi21_step(cq_qi21 *m, cq_qi21_cache *c, const float *target, float 
      * step) and replayed (every step after) */
     CQ_TRY(mod_upload(&c->q, t));
     CQ_TRY(target_upload(m, target, &c->tin));
-    cq_status st = CQ_OK;
-    if (c->rec) {
-        st = cq_recording_replay(c->rec);
-        if (st == CQ_ERR_AGAIN) { /* the backend replaced a buffer the recording used: direct, record anew */
-            cq_recording_free(c->rec);
-            c->rec = NULL;
-            c->direct_steps = 0;
-            st = step_ops(m, c);
-        }
-    } else if (c->direct_steps >= 1 && !c->no_rec && cq_backend_can_record(m->be)) {
-        CQ_TRY(cq_backend_record_begin(m->be));
-        st = step_ops(m, c);
-        cq_status e = cq_backend_record_end(m->be, st == CQ_OK, &c->rec);
-        if (st == CQ_OK && e == CQ_OK) {
-            st = cq_recording_replay(c->rec);
-        } else { /* something in the step cannot be recorded: this cache runs its steps op by op */
-            CQ_DEBUG("qi21: the step could not be recorded (%s); running it op by op", cq_last_error());
-            cq_recording_free(c->rec);
-            c->rec = NULL;
-            c->no_rec = true;
-            st = step_ops(m, c);
-        }
-    } else {
-        st = step_ops(m, c);
-        if (st == CQ_OK) c->direct_steps++;
-    }
+    step_call call = {m, c};
+    cq_status st = cq_dit_stepper_run(&c->stepper, m->be, step_ops_cb, &call, "qi21");
     CQ_TRY(st);
     CQ_TRY(cq_tensor_download(&c->vel, velocity, (size_t)n * m->cfg.out_channels * sizeof(float)));
     return cq_backend_sync(m->be);

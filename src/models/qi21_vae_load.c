@@ -19,7 +19,9 @@
 #include <string.h>
 
 #include "format/jsonutil.h"
+#include "models/kit/config.h"
 #include "models/qi21_vae_impl.h"
+#include "models/tables.h"
 
 /* snprintf that fails instead of truncating a tensor name. */
 static cq_status name_fmt(char *dst, size_t len, const char *fmt, ...) CQ_PRINTF(3, 4);
@@ -33,44 +35,30 @@ static cq_status name_fmt(char *dst, size_t len, const char *fmt, ...) {
 }
 
 /* ---- config ---------------------------------------------------------------------------- */
-typedef struct qv_json {
-    int base_dim, decoder_base_dim, z_dim, num_res_blocks, in_channels, out_channels, patch;
-    int n_mult, mult[QI21_VAE_MAX_LEVELS];
-    bool tdown[QI21_VAE_MAX_LEVELS];
-} qv_json;
+typedef cq_qi21_vae_geometry qv_json;
+_Static_assert(CQ_QI21_VAE_MAX_LEVELS == QI21_VAE_MAX_LEVELS, "one level limit");
 
+/* The models' config convention (models/kit/config.h). */
 static cq_status json_int(const cJSON *o, const char *key, int def, int lo, int hi, int *out) {
-    const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!it || cJSON_IsNull(it)) {
-        *out = def;
-        return CQ_OK;
-    }
-    if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) || it->valuedouble < lo || it->valuedouble > hi)
-        return cq_fail(CQ_ERR_PARSE, "vae config: '%s' must be an integer in [%d, %d]", key, lo, hi);
-    *out = (int)it->valuedouble;
-    return CQ_OK;
+    const cq_cfg g = {o, "vae", ""};
+    return cq_cfg_int(&g, key, def, lo, hi, out);
 }
 
 static cq_status json_floats(const cJSON *o, const char *key, int n, float **out) {
-    const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != n)
-        return cq_fail(CQ_ERR_PARSE, "vae config: '%s' must be an array of z_dim = %d numbers", key, n);
     float *v = cq_mallocn((size_t)n, sizeof(float));
     if (!v) return CQ_ERR_NOMEM;
-    int i = 0;
-    const cJSON *it;
-    cJSON_ArrayForEach(it, a) {
-        if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble)) {
-            cq_free(v);
-            return cq_fail(CQ_ERR_PARSE, "vae config: '%s'[%d] is not a finite number", key, i);
-        }
-        v[i++] = (float)it->valuedouble; /* torch.tensor(list) rounds to f32 */
+    const cq_cfg g = {o, "vae", ""};
+    cq_status s = cq_cfg_floats(&g, key, n, v);
+    if (s != CQ_OK) {
+        cq_free(v);
+        return s;
     }
     *out = v;
     return CQ_OK;
 }
 
-static cq_status parse_json(const cJSON *j, cq_qi21_vae *v, qv_json *c) {
+/* The geometry, and the latent statistics into *mean / *std unless those are NULL. */
+static cq_status parse_json(const cJSON *j, qv_json *c, float **mean, float **std) {
     const cJSON *cls = cJSON_GetObjectItemCaseSensitive(j, "_class_name");
     if (cJSON_IsString(cls) && strcmp(cls->valuestring, "AutoencoderKLQwenImage21") != 0)
         return cq_fail(CQ_ERR_UNSUPPORTED, "vae: config is for '%s', not AutoencoderKLQwenImage21", cls->valuestring);
@@ -84,55 +72,49 @@ static cq_status parse_json(const cJSON *j, cq_qi21_vae *v, qv_json *c) {
     CQ_TRY(json_int(j, "in_channels", 4, 1, 1 << 14, &c->in_channels));
     CQ_TRY(json_int(j, "out_channels", 4, 1, 1 << 14, &c->out_channels));
     CQ_TRY(json_int(j, "patch_size", 1, 1, 64, &c->patch));
-    const cJSON *dm = cJSON_GetObjectItemCaseSensitive(j, "dim_mult");
-    if (!cJSON_IsArray(dm) || cJSON_GetArraySize(dm) < 1 || cJSON_GetArraySize(dm) > QI21_VAE_MAX_LEVELS)
-        return cq_fail(CQ_ERR_PARSE, "vae config: 'dim_mult' must be an array of 1..%d integers", QI21_VAE_MAX_LEVELS);
-    c->n_mult = cJSON_GetArraySize(dm);
-    for (int i = 0; i < c->n_mult; i++) {
-        const cJSON *it = cJSON_GetArrayItem(dm, i);
-        if (!cJSON_IsNumber(it) || it->valuedouble < 1 || it->valuedouble > 64 || it->valuedouble != floor(it->valuedouble))
-            return cq_fail(CQ_ERR_PARSE, "vae config: dim_mult[%d] must be an integer in [1, 64]", i);
-        c->mult[i] = (int)it->valuedouble;
-    }
+    const cq_cfg g = {j, "vae", ""};
+    CQ_TRY(cq_cfg_ints(&g, "dim_mult", 1, QI21_VAE_MAX_LEVELS, 1, 64, c->mult, &c->n_mult));
+    if (c->n_mult == 0) return cq_fail(CQ_ERR_PARSE, "vae: config dim_mult is missing");
     const cJSON *td = cJSON_GetObjectItemCaseSensitive(j, "temperal_downsample");
     if (!cJSON_IsArray(td) || cJSON_GetArraySize(td) < c->n_mult - 1)
-        return cq_fail(CQ_ERR_PARSE, "vae config: 'temperal_downsample' must hold len(dim_mult) - 1 = %d booleans",
+        return cq_fail(CQ_ERR_PARSE, "vae: config 'temperal_downsample' must hold len(dim_mult) - 1 = %d booleans",
                        c->n_mult - 1);
     for (int i = 0; i < c->n_mult - 1; i++) {
         const cJSON *it = cJSON_GetArrayItem(td, i);
-        if (!cJSON_IsBool(it)) return cq_fail(CQ_ERR_PARSE, "vae config: temperal_downsample[%d] is not a boolean", i);
+        if (!cJSON_IsBool(it)) return cq_fail(CQ_ERR_PARSE, "vae: config temperal_downsample[%d] is not a boolean", i);
         c->tdown[i] = cJSON_IsTrue(it);
     }
     int pp = c->patch * c->patch;
     if (c->in_channels % pp || c->out_channels % pp || c->in_channels / pp != c->out_channels / pp)
-        return cq_fail(CQ_ERR_PARSE, "vae config: in_channels %d / out_channels %d do not fold %dx%d patches of one image",
+        return cq_fail(CQ_ERR_PARSE, "vae: config in_channels %d / out_channels %d do not fold %dx%d patches of one image",
                        c->in_channels, c->out_channels, c->patch, c->patch);
     if ((int64_t)c->decoder_base_dim * c->mult[c->n_mult - 1] > (1 << 16) || (int64_t)c->base_dim * 64 > (1 << 16))
-        return cq_fail(CQ_ERR_PARSE, "vae config: layer widths are implausibly large");
+        return cq_fail(CQ_ERR_PARSE, "vae: config layer widths are implausibly large");
     /* attn_scales and dropout have no effect on the residual layout at inference. */
     int sf;
     CQ_TRY(json_int(j, "scale_factor_spatial", 0, 0, 1 << 20, &sf));
     if (sf && sf != (1 << (c->n_mult - 1)) * c->patch)
-        return cq_fail(CQ_ERR_PARSE, "vae config: scale_factor_spatial %d, but %d levels and patch %d make %d", sf,
+        return cq_fail(CQ_ERR_PARSE, "vae: config scale_factor_spatial %d, but %d levels and patch %d make %d", sf,
                        c->n_mult, c->patch, (1 << (c->n_mult - 1)) * c->patch);
-    CQ_TRY(json_floats(j, "latents_mean", c->z_dim, &v->mean));
-    CQ_TRY(json_floats(j, "latents_std", c->z_dim, &v->std));
+    if (!mean || !std) return CQ_OK;
+    CQ_TRY(json_floats(j, "latents_mean", c->z_dim, mean));
+    CQ_TRY(json_floats(j, "latents_std", c->z_dim, std));
     for (int i = 0; i < c->z_dim; i++)
-        if (v->std[i] == 0.0f) return cq_fail(CQ_ERR_PARSE, "vae config: latents_std[%d] is zero", i);
+        if ((*std)[i] == 0.0f) return cq_fail(CQ_ERR_PARSE, "vae: config latents_std[%d] is zero", i);
     return CQ_OK;
 }
 
-static cq_status parse_config(const cq_cmf *cmf, const char *prefix, cq_qi21_vae *v, qv_json *c) {
-    char name[512];
-    CQ_TRY(name_fmt(name, sizeof name, "%sconfig_json", prefix));
-    const cq_tensor_view *t = cq_cmf_find(cmf, name);
-    if (!t) return cq_fail(CQ_ERR_MISSING, "vae: '%s' is missing (convert the model with `cortiq convert`)", name);
+static cq_status parse_config(const cq_cmf *cmf, const char *prefix, qv_json *c, float **mean, float **std) {
     cJSON *j = NULL;
-    CQ_TRY(cq_cmf_check_tensor(t));
-    CQ_TRY(cq_json_parse(t->data, (size_t)t->nbytes, name, &j));
-    cq_status s = cJSON_IsObject(j) ? parse_json(j, v, c) : cq_fail(CQ_ERR_PARSE, "vae: '%s' is not a JSON object", name);
+    CQ_TRY(cq_cfg_open(cmf, prefix, "vae", &j));
+    cq_status s = parse_json(j, c, mean, std);
     cJSON_Delete(j);
     return s;
+}
+
+cq_status cq_qi21_vae_parse_geometry(const cq_cmf *cmf, const char *prefix, cq_qi21_vae_geometry *g) {
+    memset(g, 0, sizeof *g);
+    return parse_config(cmf, prefix ? prefix : "", g, NULL, NULL);
 }
 
 /* ---- weights --------------------------------------------------------------------------- */
@@ -140,7 +122,13 @@ typedef struct loader {
     cq_qi21_vae *v;
     const cq_cmf *cmf;
     const char *prefix;
+    cq_tt_list table; /* models/tables.h: every tensor is checked against it */
 } loader;
+
+/* The tensor `name` (under the prefix) from the pack, checked against the table. */
+static cq_status get(const loader *L, const char *name, const cq_tensor_view **out) {
+    return cq_tt_get("vae", &L->table, L->cmf, out, "%s%s", L->prefix, name);
+}
 
 static const cq_tensor_view *find(const loader *L, const char *name, char *full, size_t len) {
     if (name_fmt(full, len, "%s%s", L->prefix, name) != CQ_OK) return NULL;
@@ -193,18 +181,17 @@ static cq_status upload_f32(cq_qi21_vae *v, const float *host, int64_t rows, int
 
 /* A whole tensor of n elements dequantized to host f32 (caller frees). */
 static cq_status read_host(const loader *L, const char *name, int64_t n, float **out) {
-    char full[512];
-    const cq_tensor_view *t = find(L, name, full, sizeof full);
-    if (!t) return cq_fail(CQ_ERR_MISSING, "vae: tensor '%s' is missing", full);
-    if ((int64_t)t->nelem != n)
-        return cq_fail(CQ_ERR_SHAPE, "vae: tensor '%s' has %llu elements, the config implies %lld", full,
+    const cq_tensor_view *t;
+    CQ_TRY(get(L, name, &t));
+    if ((int64_t)t->nelem != n) /* the table and the loader disagree */
+        return cq_fail(CQ_ERR_INTERNAL, "vae: tensor '%s' has %llu elements, the loader expects %lld", t->name,
                        (unsigned long long)t->nelem, (long long)n);
     float *h = cq_mallocn((size_t)n, sizeof(float));
     if (!h) return CQ_ERR_NOMEM;
     cq_status s = cq_cmf_dequantize(t, h, (size_t)n);
     if (s != CQ_OK) {
         cq_free(h);
-        return cq_fail_prefix(s, "vae: tensor '%s': ", full);
+        return cq_fail_prefix(s, "vae: tensor '%s': ", t->name);
     }
     *out = h;
     return CQ_OK;
@@ -228,17 +215,15 @@ static cq_status load_gamma(const loader *L, const char *name, int C, cq_tensor 
 }
 
 static cq_status load_conv(const loader *L, const char *name, int cin, int cout, int k, qv_conv *c) {
-    char wname[400], full[512];
+    char wname[400];
     CQ_TRY(name_fmt(wname, sizeof wname, "%s.weight", name));
-    const cq_tensor_view *t = find(L, wname, full, sizeof full);
-    if (!t) return cq_fail(CQ_ERR_MISSING, "vae: tensor '%s' is missing", full);
-    bool ok = t->ndim >= 2 && t->shape[0] == (uint64_t)cout && t->nelem == (uint64_t)cout * cin * k * k;
-    if (ok && t->ndim == 4) ok = t->shape[1] == (uint64_t)cin && t->shape[2] == (uint64_t)k && t->shape[3] == (uint64_t)k;
-    if (!ok)
-        return cq_fail(CQ_ERR_SHAPE, "vae: tensor '%s' (%d dims, %llu elements) is not the [%d, %d, %d, %d] kernel the config implies",
-                       full, t->ndim, (unsigned long long)t->nelem, cout, cin, k, k);
+    const cq_tensor_view *t;
+    CQ_TRY(get(L, wname, &t));
+    if (t->nelem != (uint64_t)cout * cin * k * k) /* the table and the loader disagree */
+        return cq_fail(CQ_ERR_INTERNAL, "vae: tensor '%s' is not the [%d, %d, %d, %d] kernel the loader expects",
+                       t->name, cout, cin, k, k);
     if (!cq_backend_supports(L->v->be, CQ_OP_CONV2D, t->dtype, CQ_DTYPE_F32))
-        return cq_fail(CQ_ERR_UNSUPPORTED, "vae: tensor '%s' is %s, which backend %s does not convolve with", full,
+        return cq_fail(CQ_ERR_UNSUPPORTED, "vae: tensor '%s' is %s, which backend %s does not convolve with", t->name,
                        cq_dtype_name(t->dtype), cq_backend_name(L->v->be));
     CQ_TRY(cq_tensor_bind_weight(L->v->be, t, &c->w));
     CQ_TRY(own_bound(L->v, &c->w));
@@ -359,7 +344,7 @@ static cq_status load_all(const loader *L, const qv_json *c) {
         lv->fs = last ? 1 : 2;
         lv->shortcut = true;
         if ((int64_t)lv->cin * lv->ft * lv->fs * lv->fs % lv->cout)
-            return cq_fail(CQ_ERR_PARSE, "vae config: encoder level %d folds %d channels into %d (not a whole group)", i,
+            return cq_fail(CQ_ERR_PARSE, "vae: config encoder level %d folds %d channels into %d (not a whole group)", i,
                            lv->cin * lv->ft * lv->fs * lv->fs, lv->cout);
         CQ_TRY(name_fmt(n, sizeof n, "encoder.down_blocks.%d", i));
         CQ_TRY(load_level(L, n, "downsampler", lv));
@@ -387,7 +372,7 @@ static cq_status load_all(const loader *L, const qv_json *c) {
         lv->ft = up && c->tdown[nl - 2 - i] ? 2 : 1;
         lv->fs = 2;
         if (up && (int64_t)lv->cout * lv->ft * lv->fs * lv->fs % lv->cin)
-            return cq_fail(CQ_ERR_PARSE, "vae config: decoder level %d repeats %d channels into %d (not a whole repeat)",
+            return cq_fail(CQ_ERR_PARSE, "vae: config decoder level %d repeats %d channels into %d (not a whole repeat)",
                            i, lv->cin, lv->cout * lv->ft * lv->fs * lv->fs);
         CQ_TRY(name_fmt(n, sizeof n, "decoder.up_blocks.%d", i));
         CQ_TRY(load_level(L, n, "upsampler", lv));
@@ -406,9 +391,11 @@ cq_status cq_qi21_vae_load(const cq_cmf *cmf, const char *prefix, cq_backend *be
     v->be = be;
     qv_json c;
     memset(&c, 0, sizeof c);
-    cq_status s = parse_config(cmf, prefix, v, &c);
-    loader L = {v, cmf, prefix};
+    cq_status s = parse_config(cmf, prefix, &c, &v->mean, &v->std);
+    loader L = {v, cmf, prefix, {0}};
+    if (s == CQ_OK) s = cq_qi21_vae_tensors(&c, prefix, &L.table);
     if (s == CQ_OK) s = load_all(&L, &c);
+    cq_tt_list_free(&L.table);
     if (s != CQ_OK) {
         cq_qi21_vae_free(v);
         return s;

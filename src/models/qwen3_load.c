@@ -11,7 +11,9 @@
 
 #include "base/base.h"
 #include "format/jsonutil.h"
+#include "models/kit/config.h"
 #include "models/qwen3_impl.h"
+#include "models/tables.h"
 
 /* ------------------------------------------------------------------------ */
 /* Config                                                                   */
@@ -32,37 +34,22 @@ static const cJSON *jget(const cJSON *o, const char *key) {
     return (it && !cJSON_IsNull(it)) ? it : NULL;
 }
 
-/* An integer member in [lo, hi]; `def` when absent (def < lo: required). */
+/* The models' config convention (models/kit/config.h): absent or null takes
+ * the default (a default outside the range: required), anything else must be
+ * in range. `where` is the object's path in messages. */
 static cq_status cfg_int(const cJSON *o, const char *where, const char *key, int def, int lo, int hi, int *out) {
-    const cJSON *it = jget(o, key);
-    if (!it) {
-        if (def < lo) return cq_fail(CQ_ERR_PARSE, "qwen3: config %s%s is missing", where, key);
-        *out = def;
-        return CQ_OK;
-    }
-    double v = cJSON_IsNumber(it) ? it->valuedouble : NAN;
-    if (!(v >= lo && v <= hi) || v != floor(v))
-        return cq_fail(CQ_ERR_PARSE, "qwen3: config %s%s must be an integer in [%d, %d]", where, key, lo, hi);
-    *out = (int)v;
-    return CQ_OK;
+    const cq_cfg g = {o, "qwen3", where};
+    return cq_cfg_int(&g, key, def, lo, hi, out);
 }
 
 static cq_status cfg_num(const cJSON *it, const char *what, double lo, double hi, double *out) {
-    double v = cJSON_IsNumber(it) ? it->valuedouble : NAN;
-    if (!(v > lo && v <= hi)) return cq_fail(CQ_ERR_PARSE, "qwen3: config %s must be a number in (%g, %g]", what, lo, hi);
-    *out = v;
-    return CQ_OK;
+    const cq_cfg g = {NULL, "qwen3", ""};
+    return cq_cfg_num_item(&g, it, what, lo, true, hi, out);
 }
 
 static cq_status cfg_bool(const cJSON *o, const char *key, bool def, bool *out) {
-    const cJSON *it = jget(o, key);
-    if (!it) {
-        *out = def;
-        return CQ_OK;
-    }
-    if (!cJSON_IsBool(it)) return cq_fail(CQ_ERR_PARSE, "qwen3: config %s must be true or false", key);
-    *out = cJSON_IsTrue(it);
-    return CQ_OK;
+    const cq_cfg g = {o, "qwen3", ""};
+    return cq_cfg_bool(&g, key, def, out);
 }
 
 /* RoPE: transformers 5 keeps everything in rope_parameters; 4.x has
@@ -172,14 +159,9 @@ static cq_status parse_json(const cJSON *root, cq_qwen3_config *c) {
 }
 
 cq_status cq_qwen3_parse_config(const cq_cmf *cmf, const char *prefix, cq_qwen3_config *cfg) {
-    char name[512];
-    cat2(name, sizeof name, prefix, "config_json");
-    const cq_tensor_view *v = cq_cmf_find(cmf, name);
-    if (!v) return cq_fail(CQ_ERR_MISSING, "qwen3: '%s' is missing (convert the model folder with `cortiq convert`)", name);
-    CQ_TRY(cq_cmf_check_tensor(v));
     cJSON *j = NULL;
-    cq_status s = cq_json_parse(v->data, (size_t)v->nbytes, name, &j);
-    if (s == CQ_OK) s = parse_json(j, cfg);
+    CQ_TRY(cq_cfg_open(cmf, prefix ? prefix : "", "qwen3", &j));
+    cq_status s = parse_json(j, cfg);
     cJSON_Delete(j);
     return s;
 }
@@ -187,16 +169,18 @@ cq_status cq_qwen3_parse_config(const cq_cmf *cmf, const char *prefix, cq_qwen3_
 /* ------------------------------------------------------------------------ */
 /* Weights                                                                  */
 /* ------------------------------------------------------------------------ */
-static cq_status bind2(cq_qwen3 *m, const cq_cmf *cmf, const char *pre, const char *name, int64_t rows,
-                       int64_t cols, cq_tensor *out) {
-    char full[768];
-    cat2(full, sizeof full, pre, name);
-    const cq_tensor_view *v = cq_cmf_find(cmf, full);
-    if (!v) return cq_fail(CQ_ERR_MISSING, "qwen3: tensor '%s' is missing", full);
-    if (v->ndim != 2 || (int64_t)v->shape[0] != rows || (int64_t)v->shape[1] != cols)
-        return cq_fail(CQ_ERR_SHAPE, "qwen3: tensor '%s' is not [%lld, %lld] as the config implies", full,
-                       (long long)rows, (long long)cols);
-    return cq_tensor_bind_weight(m->be, v, out);
+/* Binding from the tensor table (models/tables.h): each tensor checked
+ * against the shape the config implies and the codec policy. */
+typedef struct qwen3_binder {
+    cq_qwen3 *m;
+    const cq_cmf *cmf;
+    cq_tt_list table;
+} qwen3_binder;
+
+static cq_status bind2(qwen3_binder *b, const char *pre, const char *name, cq_tensor *out) {
+    const cq_tensor_view *v;
+    CQ_TRY(cq_tt_get("qwen3", &b->table, b->cmf, &v, "%s%s", pre, name));
+    return cq_tensor_bind_weight(b->m->be, v, out);
 }
 
 static cq_status keep(cq_qwen3 *m, cq_tensor *t) {
@@ -212,15 +196,11 @@ static cq_status keep(cq_qwen3 *m, cq_tensor *t) {
 }
 
 /* A norm weight as an F32 backend tensor (dequantized once). */
-static cq_status bind_vec(cq_qwen3 *m, const cq_cmf *cmf, const char *pre, const char *name, int64_t n,
-                          cq_tensor *out) {
-    char full[768];
-    cat2(full, sizeof full, pre, name);
-    const cq_tensor_view *v = cq_cmf_find(cmf, full);
-    if (!v) return cq_fail(CQ_ERR_MISSING, "qwen3: tensor '%s' is missing", full);
-    if ((int64_t)v->nelem != n)
-        return cq_fail(CQ_ERR_SHAPE, "qwen3: tensor '%s' has %llu elements, the config implies %lld", full,
-                       (unsigned long long)v->nelem, (long long)n);
+static cq_status bind_vec(qwen3_binder *b, const char *pre, const char *name, cq_tensor *out) {
+    cq_qwen3 *m = b->m;
+    const cq_tensor_view *v;
+    CQ_TRY(cq_tt_get("qwen3", &b->table, b->cmf, &v, "%s%s", pre, name));
+    int64_t n = (int64_t)v->nelem;
     float *tmp = cq_mallocn((size_t)n, sizeof(float));
     if (!tmp) return CQ_ERR_NOMEM;
     int64_t shape[1] = {n};
@@ -231,64 +211,70 @@ static cq_status bind_vec(cq_qwen3 *m, const cq_cmf *cmf, const char *pre, const
     if (s == CQ_OK) s = keep(m, out);
     if (s != CQ_OK) {
         cq_tensor_free(out);
-        return cq_fail_prefix(s, "qwen3: tensor '%s': ", full);
+        return cq_fail_prefix(s, "qwen3: tensor '%s%s': ", pre, name);
     }
     return CQ_OK;
 }
 
-/* Where the decoder stack lives: the first candidate holding embed_tokens. */
-static const char *stack_prefix(const cq_cmf *cmf, const char *prefix, char *buf, size_t cap) {
+const char *cq_qwen3_stack_prefix(const cq_cmf *cmf, const char *prefix) {
     static const char *const cand[] = {"model.language_model.", "model.", "language_model.", ""};
     for (size_t i = 0; i < CQ_ARRAY_LEN(cand); i++) {
         char name[768];
-        if (cat2(buf, cap, prefix, cand[i]) && cat2(name, sizeof name, buf, "embed_tokens.weight") &&
-            cq_cmf_find(cmf, name))
-            return buf;
+        snprintf(name, sizeof name, "%s%sembed_tokens.weight", prefix, cand[i]);
+        if (cq_cmf_find(cmf, name)) return cand[i];
     }
     return NULL;
 }
 
-static cq_status bind_layer(cq_qwen3 *m, const cq_cmf *cmf, const char *sp, int l) {
-    const cq_qwen3_config *c = &m->cfg;
-    qwen3_layer *L = &m->layers[l];
-    int64_t H = c->hidden, Q = (int64_t)c->n_heads * c->head_dim, KV = (int64_t)c->n_kv_heads * c->head_dim;
-    char pre[600], num[32];
-    snprintf(num, sizeof num, "layers.%d.", l);
-    cat2(pre, sizeof pre, sp, num);
-    CQ_TRY(bind2(m, cmf, pre, "self_attn.q_proj.weight", Q, H, &L->q));
-    CQ_TRY(bind2(m, cmf, pre, "self_attn.k_proj.weight", KV, H, &L->k));
-    CQ_TRY(bind2(m, cmf, pre, "self_attn.v_proj.weight", KV, H, &L->v));
-    CQ_TRY(bind2(m, cmf, pre, "self_attn.o_proj.weight", H, Q, &L->o));
-    CQ_TRY(bind2(m, cmf, pre, "mlp.gate_proj.weight", c->intermediate, H, &L->gate));
-    CQ_TRY(bind2(m, cmf, pre, "mlp.up_proj.weight", c->intermediate, H, &L->up));
-    CQ_TRY(bind2(m, cmf, pre, "mlp.down_proj.weight", H, c->intermediate, &L->down));
-    CQ_TRY(bind_vec(m, cmf, pre, "self_attn.q_norm.weight", c->head_dim, &L->q_norm));
-    CQ_TRY(bind_vec(m, cmf, pre, "self_attn.k_norm.weight", c->head_dim, &L->k_norm));
-    CQ_TRY(bind_vec(m, cmf, pre, "input_layernorm.weight", H, &L->in_norm));
-    CQ_TRY(bind_vec(m, cmf, pre, "post_attention_layernorm.weight", H, &L->post_norm));
+static cq_status bind_layer(qwen3_binder *b, const char *sp, int l) {
+    qwen3_layer *L = &b->m->layers[l];
+    char pre[600];
+    snprintf(pre, sizeof pre, "%slayers.%d.", sp, l);
+    CQ_TRY(bind2(b, pre, "self_attn.q_proj.weight", &L->q));
+    CQ_TRY(bind2(b, pre, "self_attn.k_proj.weight", &L->k));
+    CQ_TRY(bind2(b, pre, "self_attn.v_proj.weight", &L->v));
+    CQ_TRY(bind2(b, pre, "self_attn.o_proj.weight", &L->o));
+    CQ_TRY(bind2(b, pre, "mlp.gate_proj.weight", &L->gate));
+    CQ_TRY(bind2(b, pre, "mlp.up_proj.weight", &L->up));
+    CQ_TRY(bind2(b, pre, "mlp.down_proj.weight", &L->down));
+    CQ_TRY(bind_vec(b, pre, "self_attn.q_norm.weight", &L->q_norm));
+    CQ_TRY(bind_vec(b, pre, "self_attn.k_norm.weight", &L->k_norm));
+    CQ_TRY(bind_vec(b, pre, "input_layernorm.weight", &L->in_norm));
+    CQ_TRY(bind_vec(b, pre, "post_attention_layernorm.weight", &L->post_norm));
     return CQ_OK;
 }
 
-static cq_status bind_all(cq_qwen3 *m, const cq_cmf *cmf, const char *prefix) {
+static cq_status bind_stack(qwen3_binder *b, const char *prefix, const char *stack) {
+    cq_qwen3 *m = b->m;
     cq_qwen3_config *c = &m->cfg;
     char sp[512];
-    if (!stack_prefix(cmf, prefix, sp, sizeof sp))
-        return cq_fail(CQ_ERR_MISSING, "qwen3: no '%smodel.embed_tokens.weight' (nor '%smodel.language_model.embed_tokens."
-                       "weight') in the file", prefix, prefix);
-    CQ_TRY(bind2(m, cmf, sp, "embed_tokens.weight", c->vocab_size, c->hidden, &m->embed));
-    CQ_TRY(bind_vec(m, cmf, sp, "norm.weight", c->hidden, &m->norm));
+    snprintf(sp, sizeof sp, "%s%s", prefix, stack);
+    CQ_TRY(bind2(b, sp, "embed_tokens.weight", &m->embed));
+    CQ_TRY(bind_vec(b, sp, "norm.weight", &m->norm));
     m->layers = cq_calloc((size_t)c->n_layers, sizeof *m->layers);
     if (!m->layers) return CQ_ERR_NOMEM;
-    for (int l = 0; l < c->n_layers; l++) CQ_TRY(bind_layer(m, cmf, sp, l));
+    for (int l = 0; l < c->n_layers; l++) CQ_TRY(bind_layer(b, sp, l));
     char head[512];
-    if (cat2(head, sizeof head, prefix, "lm_head.weight") && cq_cmf_find(cmf, head)) {
-        CQ_TRY(bind2(m, cmf, prefix, "lm_head.weight", c->vocab_size, c->hidden, &m->lm_head));
+    if (cat2(head, sizeof head, prefix, "lm_head.weight") && cq_cmf_find(b->cmf, head)) {
+        CQ_TRY(bind2(b, prefix, "lm_head.weight", &m->lm_head));
         c->has_lm_head = true;
     } else if (c->tie_embeddings) {
         m->lm_head = m->embed; /* shared binding: released once, with embed */
         c->has_lm_head = true;
     }
     return CQ_OK;
+}
+
+static cq_status bind_all(cq_qwen3 *m, const cq_cmf *cmf, const char *prefix) {
+    const char *stack = cq_qwen3_stack_prefix(cmf, prefix);
+    if (!stack)
+        return cq_fail(CQ_ERR_MISSING, "qwen3: no '%smodel.embed_tokens.weight' (nor '%smodel.language_model.embed_tokens."
+                       "weight') in the file", prefix, prefix);
+    qwen3_binder b = {m, cmf, {0}};
+    cq_status s = cq_qwen3_tensors(&m->cfg, prefix, stack, &b.table);
+    if (s == CQ_OK) s = bind_stack(&b, prefix, stack);
+    cq_tt_list_free(&b.table);
+    return s;
 }
 
 static void free_weight(cq_tensor *t) {

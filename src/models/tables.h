@@ -1,0 +1,50 @@
+/*
+ * tables.h — the tensor table of each architecture (kit/tensors.h): what a
+ * pack of it holds, as a function of the config. The loaders bind from these
+ * lists, the benchmark packs are generated from them and `cortiq convert`
+ * checks a converted pack against them.
+ */
+#ifndef CQ_MODELS_TABLES_H
+#define CQ_MODELS_TABLES_H
+
+#include <stdbool.h>
+
+#include "models/kit/tensors.h"
+#include "models/qi21.h"
+#include "models/qwen3.h"
+
+/* The Qwen-Image-2.1 denoiser's tensors, names under `prefix` ("dit."). */
+cq_status cq_qi21_tensors(const cq_qi21_config *c, const char *prefix, cq_tt_list *out);
+/* The sinusoidal timestep features the denoiser's first Linear reads. */
+#define CQ_QI21_TIMESTEP_CHANNELS 256
+
+/* The Qwen3 text tower's tensors: the stack under prefix + stack ("te." +
+ * "model." or "model.language_model."), the head at prefix + "lm_head.weight"
+ * (optional: tied embeddings or a tower without logits). */
+cq_status cq_qwen3_tensors(const cq_qwen3_config *c, const char *prefix, const char *stack, cq_tt_list *out);
+/* Where the stack lives after `prefix`: the first of "model.language_model.", "model.", "language_model.", ""
+ * holding embed_tokens.weight, or NULL. */
+const char *cq_qwen3_stack_prefix(const cq_cmf *cmf, const char *prefix);
+
+/* The Qwen-Image-2.1 VAE's geometry, as its config gives it. */
+#define CQ_QI21_VAE_MAX_LEVELS 8
+typedef struct cq_qi21_vae_geometry {
+    int base_dim, decoder_base_dim, z_dim, num_res_blocks, in_channels, out_channels, patch;
+    int n_mult, mult[CQ_QI21_VAE_MAX_LEVELS];
+    bool tdown[CQ_QI21_VAE_MAX_LEVELS];
+} cq_qi21_vae_geometry;
+/* The geometry from `<prefix>config_json` (the checks of the VAE's loader). */
+cq_status cq_qi21_vae_parse_geometry(const cq_cmf *cmf, const char *prefix, cq_qi21_vae_geometry *g);
+/* The VAE's tensors under `prefix` ("vae."): the encoder and quant_conv are
+ * optional (text to image never encodes), the temporal convolutions too (a
+ * single frame never runs them). */
+cq_status cq_qi21_vae_tensors(const cq_qi21_vae_geometry *g, const char *prefix, cq_tt_list *out);
+
+/* Check every component of a known architecture in the pack against its
+ * table (tables_check.c): the image pipeline's dit. / te. / vae., a lone
+ * denoiser or VAE, a Qwen3 language model. Findings go to note; the counts
+ * add up in *rep; *n_checked receives the number of components checked (0:
+ * no known architecture). */
+cq_status cq_tables_check_pack(const cq_cmf *cmf, cq_tt_note_fn note, void *user, cq_tt_report *rep, int *n_checked);
+
+#endif /* CQ_MODELS_TABLES_H */

@@ -1,0 +1,73 @@
+/*
+ * tables_check.c — a pack against the tensor tables of the architectures it
+ * holds (cq_tables_check_pack): what `cortiq convert` warns about.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "models/tables.h"
+
+static void add(cq_tt_report *to, const cq_tt_report *r) {
+    to->missing += r->missing;
+    to->unexpected += r->unexpected;
+    to->mismatched += r->mismatched;
+}
+
+/* A config that is not the architecture's (another class, another model
+ * type) means an unknown architecture: nothing to check, nothing to say. A
+ * known one that does not parse is worth a note. */
+static bool usable(cq_status s, const char *what, cq_tt_note_fn note, void *user) {
+    if (s == CQ_OK) return true;
+    if (s != CQ_ERR_UNSUPPORTED && s != CQ_ERR_MISSING && note) {
+        char line[600];
+        snprintf(line, sizeof line, "%s: the config does not parse, so its tensors were not checked: %s", what,
+                 cq_last_error());
+        note(user, line);
+    }
+    return false;
+}
+
+static cq_status check_list(const char *who, cq_tt_list *t, cq_status s, const cq_cmf *cmf, const char *prefix,
+                            cq_tt_note_fn note, void *user, cq_tt_report *rep, int *n) {
+    cq_tt_report r;
+    if (s == CQ_OK) s = cq_tt_compare(who, t, cmf, prefix, note, user, &r);
+    if (s == CQ_OK) {
+        add(rep, &r);
+        (*n)++;
+    }
+    cq_tt_list_free(t);
+    return s;
+}
+
+static cq_status check_qwen3(const cq_cmf *cmf, const char *prefix, cq_tt_note_fn note, void *user, cq_tt_report *rep,
+                             int *n) {
+    cq_qwen3_config c;
+    if (!usable(cq_qwen3_parse_config(cmf, prefix, &c), "qwen3", note, user)) return CQ_OK;
+    const char *stack = cq_qwen3_stack_prefix(cmf, prefix);
+    cq_tt_list t = {0};
+    if (!stack) stack = "model."; /* everything is missing: say so under the usual names */
+    return check_list("qwen3", &t, cq_qwen3_tensors(&c, prefix, stack, &t), cmf, prefix, note, user, rep, n);
+}
+
+cq_status cq_tables_check_pack(const cq_cmf *cmf, cq_tt_note_fn note, void *user, cq_tt_report *rep, int *n_checked) {
+    memset(rep, 0, sizeof *rep);
+    *n_checked = 0;
+    if (cq_cmf_find(cmf, "dit.config_json")) {
+        cq_qi21_config c;
+        cq_tt_list t = {0};
+        if (usable(cq_qi21_parse_config(cmf, "dit.", &c), "qi21", note, user))
+            CQ_TRY(check_list("qi21", &t, cq_qi21_tensors(&c, "dit.", &t), cmf, "dit.", note, user, rep, n_checked));
+    }
+    if (cq_cmf_find(cmf, "vae.config_json")) {
+        cq_qi21_vae_geometry g;
+        cq_tt_list t = {0};
+        if (usable(cq_qi21_vae_parse_geometry(cmf, "vae.", &g), "qi21_vae", note, user))
+            CQ_TRY(check_list("qi21_vae", &t, cq_qi21_vae_tensors(&g, "vae.", &t), cmf, "vae.", note, user, rep,
+                              n_checked));
+    }
+    if (cq_cmf_find(cmf, "te.config_json")) CQ_TRY(check_qwen3(cmf, "te.", note, user, rep, n_checked));
+    /* bare names: a language model, when it has a decoder stack (a bare config alone is no known architecture) */
+    if (cq_cmf_find(cmf, "config_json") && cq_qwen3_stack_prefix(cmf, ""))
+        CQ_TRY(check_qwen3(cmf, "", note, user, rep, n_checked));
+    return CQ_OK;
+}
