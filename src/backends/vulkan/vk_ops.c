@@ -1,0 +1,143 @@
+/*
+ * vk_ops.c — the ops the Vulkan backend runs itself (the portable path: f32
+ * compute, no cooperative matrices), each a dispatch of one shader of
+ * shaders/ with its tensors' element offsets in the push constants. The
+ * structs below mirror the shaders' push-constant blocks word for word.
+ * supports() answers for exactly these; every other op and combination runs
+ * on the host backend (fallback.c).
+ */
+#include <string.h>
+
+#include "backends/vulkan/vk_impl.h"
+
+static bool is_fl(cq_dtype dt) { return dt == CQ_DTYPE_F32 || dt == CQ_DTYPE_F16 || dt == CQ_DTYPE_BF16; }
+
+bool cq_vk_supports(const cq_backend *be, cq_op op, cq_dtype wdt, cq_dtype xdt) {
+    (void)be;
+    switch (op) {
+    case CQ_OP_COPY: return is_fl(xdt) || xdt == CQ_DTYPE_I32;
+    case CQ_OP_UNARY:
+    case CQ_OP_BINARY:
+    case CQ_OP_GATED_ADD:
+    case CQ_OP_SWIGLU:
+    case CQ_OP_SOFTMAX:
+    case CQ_OP_RMSNORM:
+    case CQ_OP_LAYERNORM: return xdt == CQ_DTYPE_F32;
+    case CQ_OP_MATMUL: return xdt == CQ_DTYPE_F32 && is_fl(wdt);
+    default: return false;
+    }
+}
+
+static cq_vk_buf *B(const cq_tensor *t) { return t ? (cq_vk_buf *)t->base : NULL; }
+
+/* Element offset of a tensor in its buffer (in units of its dtype). */
+static uint32_t eo(const cq_tensor *t) {
+    if (!t) return 0;
+    size_t es = t->dtype == CQ_DTYPE_F16 || t->dtype == CQ_DTYPE_BF16 ? 2 : 4;
+    return (uint32_t)(t->offset / es);
+}
+
+static uint32_t vdt(cq_dtype dt) { return dt == CQ_DTYPE_F16 ? VK_DT_F16 : dt == CQ_DTYPE_BF16 ? VK_DT_BF16 : VK_DT_F32; }
+
+/* Element counts and offsets travel as 32-bit words: buffers are at most maxStorageBufferRange bytes. */
+static cq_status elementwise(cq_vk *c, cq_op op, cq_vk_shader sh, cq_vk_buf *const *bufs, int nb, const void *push,
+                             uint32_t bytes, uint64_t n) {
+    uint32_t gx, gy;
+    CQ_TRY(cq_vk_grid(c, (n + 127) / 128, &gx, &gy));
+    return cq_vk_dispatch(c, op, sh, bufs, nb, push, bytes, gx, gy);
+}
+
+static cq_status per_row(cq_vk *c, cq_op op, cq_vk_shader sh, cq_vk_buf *const *bufs, int nb, const void *push,
+                         uint32_t bytes, uint64_t rows) {
+    uint32_t gx, gy;
+    CQ_TRY(cq_vk_grid(c, rows, &gx, &gy));
+    return cq_vk_dispatch(c, op, sh, bufs, nb, push, bytes, gx, gy);
+}
+
+cq_status cq_vk_copy(cq_backend *be, cq_tensor *y, const cq_tensor *x) {
+    cq_vk *c = cq_vk_of(be);
+    struct { uint32_t n, xo, yo, xdt, ydt; } p = {(uint32_t)cq_tensor_nelem(x), eo(x), eo(y), vdt(x->dtype), vdt(y->dtype)};
+    cq_vk_buf *b[] = {B(x), B(y)};
+    /* a 16-bit output: one invocation per 32-bit word it touches */
+    uint64_t work = p.ydt == VK_DT_F32 ? p.n : (uint64_t)(p.yo + p.n + 1) / 2 - p.yo / 2;
+    return elementwise(c, CQ_OP_COPY, CQ_VK_SH_copy, b, 2, &p, sizeof p, work);
+}
+
+cq_status cq_vk_unary(cq_backend *be, cq_tensor *y, const cq_tensor *x, cq_unary fn, float alpha, float beta) {
+    cq_vk *c = cq_vk_of(be);
+    struct { uint32_t n, xo, yo, fn; float alpha, beta; } p = {(uint32_t)cq_tensor_nelem(x), eo(x), eo(y), (uint32_t)fn,
+                                                                alpha, beta};
+    cq_vk_buf *b[] = {B(x), B(y)};
+    return elementwise(c, CQ_OP_UNARY, CQ_VK_SH_unary, b, 2, &p, sizeof p, p.n);
+}
+
+cq_status cq_vk_binary(cq_backend *be, cq_tensor *y, const cq_tensor *a, const cq_tensor *bt, cq_binary fn) {
+    cq_vk *c = cq_vk_of(be);
+    uint64_t n = (uint64_t)cq_tensor_nelem(a);
+    struct { uint32_t n, ao, bo, yo, cols, bcast, fn; } p = {(uint32_t)n, eo(a), eo(bt), eo(y), (uint32_t)cq_tensor_cols(a),
+                                                              (uint64_t)cq_tensor_nelem(bt) != n, (uint32_t)fn};
+    cq_vk_buf *b[] = {B(a), B(bt), B(y)};
+    return elementwise(c, CQ_OP_BINARY, CQ_VK_SH_binary, b, 3, &p, sizeof p, n);
+}
+
+cq_status cq_vk_gated_add(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *gate) {
+    cq_vk *c = cq_vk_of(be);
+    struct { uint32_t n, xo, go, yo, cols, has_gate; } p = {(uint32_t)cq_tensor_nelem(x), eo(x), eo(gate), eo(y),
+                                                             (uint32_t)cq_tensor_cols(x), gate != NULL};
+    cq_vk_buf *b[] = {B(x), B(gate), B(y)};
+    return elementwise(c, CQ_OP_GATED_ADD, CQ_VK_SH_gated_add, b, 3, &p, sizeof p, p.n);
+}
+
+cq_status cq_vk_swiglu(cq_backend *be, cq_tensor *y, const cq_tensor *a, const cq_tensor *bt) {
+    cq_vk *c = cq_vk_of(be);
+    struct { uint32_t n, ao, bo, yo, F, fused; } p = {(uint32_t)cq_tensor_nelem(y), eo(a), eo(bt), eo(y),
+                                                       (uint32_t)cq_tensor_cols(y), bt == NULL};
+    cq_vk_buf *b[] = {B(a), B(bt), B(y)};
+    return elementwise(c, CQ_OP_SWIGLU, CQ_VK_SH_swiglu, b, 3, &p, sizeof p, p.n);
+}
+
+cq_status cq_vk_softmax(cq_backend *be, cq_tensor *y, const cq_tensor *x, float scale) {
+    cq_vk *c = cq_vk_of(be);
+    struct { uint32_t rows, cols, xo, yo; float scale; } p = {(uint32_t)cq_tensor_rows(x), (uint32_t)cq_tensor_cols(x), eo(x),
+                                                               eo(y), scale != 0.0f ? scale : 1.0f};
+    cq_vk_buf *b[] = {B(x), B(y)};
+    return per_row(c, CQ_OP_SOFTMAX, CQ_VK_SH_softmax, b, 2, &p, sizeof p, p.rows);
+}
+
+cq_status cq_vk_rmsnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *w, const cq_tensor *bias,
+                        bool zero_centered, float eps) {
+    cq_vk *c = cq_vk_of(be);
+    struct { uint32_t rows, cols, xo, yo, wo, bo, has_w, has_b, zc; float eps; } p = {
+        (uint32_t)cq_tensor_rows(x), (uint32_t)cq_tensor_cols(x), eo(x), eo(y), eo(w), eo(bias), w != NULL, bias != NULL,
+        zero_centered, eps};
+    cq_vk_buf *b[] = {B(x), B(w), B(bias), B(y)};
+    return per_row(c, CQ_OP_RMSNORM, CQ_VK_SH_rmsnorm, b, 4, &p, sizeof p, p.rows);
+}
+
+cq_status cq_vk_layernorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *scale,
+                          const cq_tensor *shift, float eps) {
+    cq_vk *c = cq_vk_of(be);
+    struct { uint32_t rows, cols, xo, yo, so, to, has_s, has_t; float eps; } p = {
+        (uint32_t)cq_tensor_rows(x), (uint32_t)cq_tensor_cols(x), eo(x), eo(y), eo(scale), eo(shift), scale != NULL,
+        shift != NULL, eps};
+    cq_vk_buf *b[] = {B(x), B(scale), B(shift), B(y)};
+    return per_row(c, CQ_OP_LAYERNORM, CQ_VK_SH_layernorm, b, 4, &p, sizeof p, p.rows);
+}
+
+cq_status cq_vk_matmul(cq_backend *be, const cq_matmul_args *a) {
+    cq_vk *c = cq_vk_of(be);
+    const uint32_t M = (uint32_t)cq_tensor_rows(a->x), K = (uint32_t)cq_tensor_cols(a->x), N = (uint32_t)cq_tensor_cols(a->y);
+    struct {
+        uint32_t M, N, K, xo, yo, wo, w2o, bo, b2o, go, wdt, w2dt, act, flags;
+        float scale;
+    } p = {M, N, K, eo(a->x), eo(a->y), eo(a->w), eo(a->w2), eo(a->bias), eo(a->bias2), eo(a->gate),
+           vdt(a->w->dtype), a->w2 ? vdt(a->w2->dtype) : 0, (uint32_t)a->act,
+           (a->bias ? 1u : 0u) | (a->bias2 ? 2u : 0u) | (a->gate ? 4u : 0u) | (a->accumulate ? 8u : 0u) |
+               (a->w2 ? 16u : 0u),
+           a->scale};
+    _Static_assert(CQ_ACT_NONE == 0 && CQ_ACT_GELU_TANH == 1 && CQ_ACT_SILU == 2 && CQ_ACT_SWIGLU == 3,
+                   "matmul.comp numbers the activations as ops.h");
+    cq_vk_buf *b[] = {B(a->x), B(a->y), B(a->w), B(a->w2), B(a->bias), B(a->bias2), B(a->gate)};
+    uint32_t gx = (N + 15) / 16, gy = (M + 15) / 16;
+    return cq_vk_dispatch(c, CQ_OP_MATMUL, CQ_VK_SH_matmul, b, 7, &p, sizeof p, gx, gy);
+}
