@@ -98,7 +98,7 @@ static void env_vulkan(cq_backend_opts *o) {
         else CQ_WARN("ignoring CORTIQ_VULKAN_DEVICE='%s' (want a device number; `cortiq gpu` lists them)", e);
     }
     o->vulkan.sync_each_op = env_on("CORTIQ_VULKAN_SYNC");
-    o->vulkan.no_records = getenv("CORTIQ_VULKAN_RECORD") && !strcmp(getenv("CORTIQ_VULKAN_RECORD"), "0");
+    o->vulkan.records = env_on("CORTIQ_VULKAN_RECORD");
 }
 
 cq_status cq_env_backend_opts(const char *name, cq_backend_opts *out) {

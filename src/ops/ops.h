@@ -148,7 +148,9 @@ typedef struct cq_cuda_opts {
 typedef struct cq_vulkan_opts {
     int device;        /* the device for "vulkan" named without ":N" (< 0: 0); "vulkan:N" wins */
     bool sync_each_op; /* wait after every op (pins a device fault on its op; no recordings) */
-    bool no_records;   /* no recordings (cq_backend_can_record is false) */
+    /* recordings (record once, submit again): off by default while a model step still has ops that fall
+     * back to the host (their copies cannot be recorded, so the recording would fail every time) */
+    bool records;
 } cq_vulkan_opts;
 
 typedef struct cq_backend_opts {

@@ -236,20 +236,20 @@ static void test_env_mapping(void **state) {
     /* the Vulkan part, read only for Vulkan; CUDA's device does not reach it */
     setenv("CORTIQ_VULKAN_DEVICE", "1", 1);
     setenv("CORTIQ_VULKAN_SYNC", "1", 1);
-    setenv("CORTIQ_VULKAN_RECORD", "0", 1);
+    setenv("CORTIQ_VULKAN_RECORD", "1", 1);
     assert_int_equal(cq_env_backend_opts("cuda", &o), CQ_OK);
     assert_int_equal(o.vulkan.device, 0);
-    assert_false(o.vulkan.sync_each_op || o.vulkan.no_records);
+    assert_false(o.vulkan.sync_each_op || o.vulkan.records);
     assert_int_equal(cq_env_backend_opts("vulkan", &o), CQ_OK);
     assert_int_equal(o.vulkan.device, 1);
-    assert_true(o.vulkan.sync_each_op && o.vulkan.no_records);
+    assert_true(o.vulkan.sync_each_op && o.vulkan.records);
     assert_int_equal(o.device, 0);
     assert_int_equal(o.cuda.gemm, CQ_CUDA_GEMM_AUTO);
     setenv("CORTIQ_VULKAN_DEVICE", "first", 1); /* warned about, left at the default */
     unsetenv("CORTIQ_VULKAN_RECORD");
     assert_int_equal(cq_env_backend_opts("vulkan:0", &o), CQ_OK);
     assert_int_equal(o.vulkan.device, 0);
-    assert_false(o.vulkan.no_records);
+    assert_false(o.vulkan.records);
     for (size_t i = 0; i < CQ_ARRAY_LEN(vars); i++) unsetenv(vars[i]);
     /* process settings: threads and log level */
     int logged = 0;

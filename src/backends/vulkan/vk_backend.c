@@ -763,7 +763,7 @@ static cq_status vk_init(cq_vk *c, int device, const cq_vulkan_opts *o) {
     if (r != VK_SUCCESS) return cq_vk_fail(c, r, "vkCreatePipelineLayout");
     CQ_TRY(cq_vk_buf_create(c, 16, false, &c->dummy));
     c->sync_each_op = o->sync_each_op;
-    c->records = !o->no_records;
+    c->records = o->records;
     c->base.vt = &k_vk_vtbl;
     c->base.act_dtype = CQ_DTYPE_F32; /* the portable path computes in f32 */
     c->base.impl = c;
