@@ -232,6 +232,11 @@ cq_status cq_vk_flush(cq_vk *c) {
     cq_status st = CQ_OK;
     if (s->open) {
         s->open = false;
+        VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                              .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+                              .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
+        c->f.vkCmdPipelineBarrier(s->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                                  VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
         VkResult r = c->f.vkEndCommandBuffer(s->cb);
         if (r != VK_SUCCESS) st = cq_vk_fail(c, r, "vkEndCommandBuffer");
         else st = submit_wait(c, s->cb);
@@ -270,7 +275,9 @@ cq_status cq_vk_dispatch(cq_vk *c, cq_op op, cq_vk_shader sh, cq_vk_buf *const *
     VkDescriptorBufferInfo bi[CQ_VK_BINDINGS];
     VkWriteDescriptorSet w[CQ_VK_BINDINGS];
     for (int i = 0; i < CQ_VK_BINDINGS; i++) {
-        const cq_vk_buf *b = i < nbufs && bufs[i] && bufs[i] != &k_host_only ? bufs[i] : c->dummy;
+        const cq_vk_buf *b = i == CQ_VK_STATUS_BINDING                        ? c->status
+                             : i < nbufs && bufs[i] && bufs[i] != &k_host_only ? bufs[i]
+                                                                                : c->dummy;
         bi[i] = (VkDescriptorBufferInfo){.buffer = b->buf, .offset = 0, .range = VK_WHOLE_SIZE};
         w[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
                                       .dstSet = set,
@@ -286,6 +293,7 @@ cq_status cq_vk_dispatch(cq_vk *c, cq_op op, cq_vk_shader sh, cq_vk_buf *const *
     c->f.vkCmdDispatch(s->cb, gx, gy, 1);
     barrier(c, s->cb);
     s->ops++;
+    c->seq++;
     if (!c->rec && (c->sync_each_op || s->ops >= LIVE_OPS_MAX)) {
         cq_status st = cq_vk_flush(c);
         if (st != CQ_OK) return cq_fail_prefix(st, "%s: ", cq_op_name(op));
@@ -313,9 +321,20 @@ static cq_status copy_now(cq_vk *c, VkBuffer src, VkDeviceSize so, VkBuffer dst,
     return cq_vk_flush(c);
 }
 
+/* The kept failure, else what a shader reported in the status words (cleared once reported). */
 static cq_status sync_err(cq_vk *c) {
-    if (!c->err) return CQ_OK;
-    return cq_fail(c->err, "%s", c->err_msg);
+    if (c->err) return cq_fail(c->err, "%s", c->err_msg);
+    if (c->rec) return CQ_OK;
+    uint32_t *st = c->status->map;
+    if (st[0] == 0) return CQ_OK;
+    uint32_t code = st[0], op = st[1], seq = st[2], where = st[3];
+    int32_t value = (int32_t)st[4];
+    memset(st, 0, 5 * sizeof *st);
+    if (code == 1 && op == CQ_OP_GET_ROWS)
+        return cq_fail(CQ_ERR_BOUNDS, "get_rows: id %d at position %u is outside the table (op #%u since the last sync)",
+                       value, where, seq);
+    return cq_fail(CQ_ERR_INTERNAL, "vulkan: unknown status code %u from %s (op #%u since the last sync)", code,
+                   op < CQ_OP_COUNT ? cq_op_name((cq_op)op) : "an op", seq);
 }
 
 static cq_status vk_buf_upload(cq_backend *be, void *base, size_t offset, const void *src, size_t n) {
@@ -413,6 +432,7 @@ static cq_status vk_sync(cq_backend *be) {
     cq_vk *c = cq_vk_of(be);
     if (c->rec) return not_while_recording("sync");
     CQ_TRY(cq_vk_flush(c));
+    c->seq = 0;
     return sync_err(c);
 }
 
@@ -515,6 +535,7 @@ static void vk_destroy(cq_backend *be) {
         free_pending(c);
         cq_vk_pipelines_destroy(c);
         if (c->dummy) buf_release(c, c->dummy, true);
+        if (c->status) cq_vk_buf_destroy(c, c->status);
         if (c->layout) c->f.vkDestroyPipelineLayout(c->dev, c->layout, NULL);
         if (c->dsl) c->f.vkDestroyDescriptorSetLayout(c->dev, c->dsl, NULL);
         if (c->fence) c->f.vkDestroyFence(c->dev, c->fence, NULL);
@@ -546,6 +567,7 @@ static const cq_backend_vtbl k_vk_vtbl = {
     .rmsnorm = cq_vk_rmsnorm,
     .layernorm = cq_vk_layernorm,
     .matmul = cq_vk_matmul,
+    .get_rows = cq_vk_get_rows,
     .op_precision = vk_op_precision,
     .stats = vk_stats,
     .can_record = vk_can_record,
@@ -762,6 +784,8 @@ static cq_status vk_init(cq_vk *c, int device, const cq_vulkan_opts *o) {
     r = c->f.vkCreatePipelineLayout(c->dev, &pli, NULL, &c->layout);
     if (r != VK_SUCCESS) return cq_vk_fail(c, r, "vkCreatePipelineLayout");
     CQ_TRY(cq_vk_buf_create(c, 16, false, &c->dummy));
+    CQ_TRY(cq_vk_buf_create(c, 64, true, &c->status)); /* host-visible, coherent: read after each wait */
+    memset(c->status->map, 0, 64);
     c->sync_each_op = o->sync_each_op;
     c->records = o->records;
     c->base.vt = &k_vk_vtbl;

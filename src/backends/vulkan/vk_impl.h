@@ -116,6 +116,7 @@ typedef struct cq_vk_buf {
 #define CQ_VK_BINDINGS 8    /* storage buffers per dispatch (one descriptor set layout for every shader) */
 #define CQ_VK_POOL_SETS 256 /* descriptor sets per pool */
 #define CQ_VK_PUSH_BYTES 128
+#define CQ_VK_STATUS_BINDING 7 /* every dispatch binds the status words here */
 
 /* A command stream: the live one, or a recording's. */
 typedef struct cq_vk_stream {
@@ -136,7 +137,8 @@ typedef struct cq_vk_stream {
     X(softmax)                                                                                                         \
     X(rmsnorm)                                                                                                         \
     X(layernorm)                                                                                                       \
-    X(matmul)
+    X(matmul)                                                                                                          \
+    X(get_rows)
 
 typedef enum {
 #define CQ_VK_SHADER_ENUM_(n) CQ_VK_SH_##n,
@@ -165,6 +167,8 @@ typedef struct cq_vk {
     VkPipelineLayout layout;
     VkPipeline pipe[CQ_VK_SH_COUNT];
     cq_vk_buf *dummy;   /* bound to the bindings a dispatch does not use */
+    cq_vk_buf *status;  /* host-visible status words the shaders report failures in (bound at CQ_VK_STATUS_BINDING) */
+    unsigned seq;       /* dispatches since the last sync, for the error messages */
     cq_vk_stream live;
     struct cq_vk_rec *rec; /* the recording in progress, or NULL */
     cq_vk_buf *pending_free; /* freed while the live stream may still use them */
@@ -217,5 +221,6 @@ cq_status cq_vk_rmsnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, const 
 cq_status cq_vk_layernorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *scale,
                           const cq_tensor *shift, float eps);
 cq_status cq_vk_matmul(cq_backend *be, const cq_matmul_args *a);
+cq_status cq_vk_get_rows(cq_backend *be, cq_tensor *y, const cq_tensor *w, const cq_tensor *ids);
 
 #endif /* CQ_BACKENDS_VULKAN_IMPL_H */

@@ -23,7 +23,8 @@ bool cq_vk_supports(const cq_backend *be, cq_op op, cq_dtype wdt, cq_dtype xdt) 
     case CQ_OP_SOFTMAX:
     case CQ_OP_RMSNORM:
     case CQ_OP_LAYERNORM: return xdt == CQ_DTYPE_F32;
-    case CQ_OP_MATMUL: return xdt == CQ_DTYPE_F32 && is_fl(wdt);
+    case CQ_OP_MATMUL:
+    case CQ_OP_GET_ROWS: return xdt == CQ_DTYPE_F32 && is_fl(wdt);
     default: return false;
     }
 }
@@ -140,4 +141,13 @@ cq_status cq_vk_matmul(cq_backend *be, const cq_matmul_args *a) {
     cq_vk_buf *b[] = {B(a->x), B(a->y), B(a->w), B(a->w2), B(a->bias), B(a->bias2), B(a->gate)};
     uint32_t gx = (N + 15) / 16, gy = (M + 15) / 16;
     return cq_vk_dispatch(c, CQ_OP_MATMUL, CQ_VK_SH_matmul, b, 7, &p, sizeof p, gx, gy);
+}
+
+cq_status cq_vk_get_rows(cq_backend *be, cq_tensor *y, const cq_tensor *w, const cq_tensor *ids) {
+    cq_vk *c = cq_vk_of(be);
+    const uint32_t n = (uint32_t)cq_tensor_nelem(ids), C = (uint32_t)cq_tensor_cols(y);
+    struct { uint32_t n, C, V, wo, io, yo, wdt, op, seq; } p = {n, C, (uint32_t)w->shape[0], eo(w), eo(ids), eo(y),
+                                                                 vdt(w->dtype), CQ_OP_GET_ROWS, c->seq + 1};
+    cq_vk_buf *b[] = {B(w), B(ids), B(y)};
+    return elementwise(c, CQ_OP_GET_ROWS, CQ_VK_SH_get_rows, b, 3, &p, sizeof p, (uint64_t)n * C);
 }
