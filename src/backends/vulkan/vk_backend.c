@@ -568,6 +568,7 @@ static const cq_backend_vtbl k_vk_vtbl = {
     .layernorm = cq_vk_layernorm,
     .matmul = cq_vk_matmul,
     .get_rows = cq_vk_get_rows,
+    .attention = cq_vk_attention,
     .op_precision = vk_op_precision,
     .stats = vk_stats,
     .can_record = vk_can_record,

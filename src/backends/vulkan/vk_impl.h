@@ -138,7 +138,8 @@ typedef struct cq_vk_stream {
     X(rmsnorm)                                                                                                         \
     X(layernorm)                                                                                                       \
     X(matmul)                                                                                                          \
-    X(get_rows)
+    X(get_rows)                                                                                                        \
+    X(attention)
 
 typedef enum {
 #define CQ_VK_SHADER_ENUM_(n) CQ_VK_SH_##n,
@@ -221,6 +222,7 @@ cq_status cq_vk_rmsnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, const 
 cq_status cq_vk_layernorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *scale,
                           const cq_tensor *shift, float eps);
 cq_status cq_vk_matmul(cq_backend *be, const cq_matmul_args *a);
+cq_status cq_vk_attention(cq_backend *be, const cq_attn_args *a);
 cq_status cq_vk_get_rows(cq_backend *be, cq_tensor *y, const cq_tensor *w, const cq_tensor *ids);
 
 #endif /* CQ_BACKENDS_VULKAN_IMPL_H */

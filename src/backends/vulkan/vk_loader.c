@@ -15,7 +15,7 @@
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static void *g_lib;
 static PFN_vkGetInstanceProcAddr g_gipa;
-static char g_why[320];
+static char g_why[400];
 
 cq_status cq_vk_load(void) {
     pthread_mutex_lock(&g_lock);

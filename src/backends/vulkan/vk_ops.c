@@ -6,6 +6,7 @@
  * supports() answers for exactly these; every other op and combination runs
  * on the host backend (fallback.c).
  */
+#include <math.h>
 #include <string.h>
 
 #include "backends/vulkan/vk_impl.h"
@@ -22,7 +23,8 @@ bool cq_vk_supports(const cq_backend *be, cq_op op, cq_dtype wdt, cq_dtype xdt) 
     case CQ_OP_SWIGLU:
     case CQ_OP_SOFTMAX:
     case CQ_OP_RMSNORM:
-    case CQ_OP_LAYERNORM: return xdt == CQ_DTYPE_F32;
+    case CQ_OP_LAYERNORM:
+    case CQ_OP_ATTENTION: return xdt == CQ_DTYPE_F32;
     case CQ_OP_MATMUL:
     case CQ_OP_GET_ROWS: return xdt == CQ_DTYPE_F32 && is_fl(wdt);
     default: return false;
@@ -150,4 +152,30 @@ cq_status cq_vk_get_rows(cq_backend *be, cq_tensor *y, const cq_tensor *w, const
                                                                  vdt(w->dtype), CQ_OP_GET_ROWS, c->seq + 1};
     cq_vk_buf *b[] = {B(w), B(ids), B(y)};
     return elementwise(c, CQ_OP_GET_ROWS, CQ_VK_SH_get_rows, b, 3, &p, sizeof p, (uint64_t)n * C);
+}
+
+cq_status cq_vk_attention(cq_backend *be, const cq_attn_args *a) {
+    cq_vk *c = cq_vk_of(be);
+    const uint32_t Nq = (uint32_t)cq_tensor_rows(a->q);
+    struct {
+        uint32_t Nq, Hq, Hkv, D, P, Nk, qo, kpo, vpo, ko, vo, viso, oo, has_vis, causal;
+        float scale;
+    } p = {Nq,
+           (uint32_t)a->n_heads,
+           (uint32_t)a->n_kv_heads,
+           (uint32_t)a->head_dim,
+           a->k_prefix ? (uint32_t)cq_tensor_rows(a->k_prefix) : 0,
+           a->k ? (uint32_t)cq_tensor_rows(a->k) : 0,
+           eo(a->q),
+           eo(a->k_prefix),
+           eo(a->v_prefix),
+           eo(a->k),
+           eo(a->v),
+           eo(a->vis),
+           eo(a->o),
+           a->vis != NULL,
+           a->causal,
+           a->scale != 0.0f ? a->scale : (float)(1.0 / sqrt((double)a->head_dim))};
+    cq_vk_buf *b[] = {B(a->q), B(a->k_prefix), B(a->v_prefix), B(a->k), B(a->v), B(a->vis), B(a->o)};
+    return per_row(c, CQ_OP_ATTENTION, CQ_VK_SH_attention, b, 7, &p, sizeof p, (uint64_t)Nq * (uint64_t)a->n_heads);
 }

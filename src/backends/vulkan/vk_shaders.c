@@ -35,6 +35,9 @@ static const uint32_t k_spv_layernorm[] =
 static const uint32_t k_spv_matmul[] =
 #include "matmul.spv.h"
     ;
+static const uint32_t k_spv_attention[] =
+#include "attention.spv.h"
+    ;
 static const uint32_t k_spv_get_rows[] =
 #include "get_rows.spv.h"
     ;
