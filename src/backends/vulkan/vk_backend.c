@@ -569,6 +569,7 @@ static const cq_backend_vtbl k_vk_vtbl = {
     .matmul = cq_vk_matmul,
     .get_rows = cq_vk_get_rows,
     .attention = cq_vk_attention,
+    .qk_norm_rope = cq_vk_qk_norm_rope,
     .op_precision = vk_op_precision,
     .stats = vk_stats,
     .can_record = vk_can_record,

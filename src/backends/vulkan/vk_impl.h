@@ -139,7 +139,8 @@ typedef struct cq_vk_stream {
     X(layernorm)                                                                                                       \
     X(matmul)                                                                                                          \
     X(get_rows)                                                                                                        \
-    X(attention)
+    X(attention)                                                                                                       \
+    X(qk_norm_rope)
 
 typedef enum {
 #define CQ_VK_SHADER_ENUM_(n) CQ_VK_SH_##n,
@@ -222,6 +223,8 @@ cq_status cq_vk_rmsnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, const 
 cq_status cq_vk_layernorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *scale,
                           const cq_tensor *shift, float eps);
 cq_status cq_vk_matmul(cq_backend *be, const cq_matmul_args *a);
+cq_status cq_vk_qk_norm_rope(cq_backend *be, cq_tensor *t, int n_heads, int head_dim, const cq_tensor *w, float eps,
+                             const cq_tensor *cos_t, const cq_tensor *sin_t, cq_rope_mode mode, int rope_dim);
 cq_status cq_vk_attention(cq_backend *be, const cq_attn_args *a);
 cq_status cq_vk_get_rows(cq_backend *be, cq_tensor *y, const cq_tensor *w, const cq_tensor *ids);
 

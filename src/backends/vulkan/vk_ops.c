@@ -24,7 +24,8 @@ bool cq_vk_supports(const cq_backend *be, cq_op op, cq_dtype wdt, cq_dtype xdt) 
     case CQ_OP_SOFTMAX:
     case CQ_OP_RMSNORM:
     case CQ_OP_LAYERNORM:
-    case CQ_OP_ATTENTION: return xdt == CQ_DTYPE_F32;
+    case CQ_OP_ATTENTION:
+    case CQ_OP_QK_NORM_ROPE: return xdt == CQ_DTYPE_F32;
     case CQ_OP_MATMUL:
     case CQ_OP_GET_ROWS: return xdt == CQ_DTYPE_F32 && is_fl(wdt);
     default: return false;
@@ -178,4 +179,17 @@ cq_status cq_vk_attention(cq_backend *be, const cq_attn_args *a) {
            a->scale != 0.0f ? a->scale : (float)(1.0 / sqrt((double)a->head_dim))};
     cq_vk_buf *b[] = {B(a->q), B(a->k_prefix), B(a->v_prefix), B(a->k), B(a->v), B(a->vis), B(a->o)};
     return per_row(c, CQ_OP_ATTENTION, CQ_VK_SH_attention, b, 7, &p, sizeof p, (uint64_t)Nq * (uint64_t)a->n_heads);
+}
+
+cq_status cq_vk_qk_norm_rope(cq_backend *be, cq_tensor *t, int n_heads, int head_dim, const cq_tensor *w, float eps,
+                             const cq_tensor *cos_t, const cq_tensor *sin_t, cq_rope_mode mode, int rope_dim) {
+    cq_vk *c = cq_vk_of(be);
+    _Static_assert(CQ_ROPE_NONE == 0 && CQ_ROPE_INTERLEAVED == 1 && CQ_ROPE_HALF == 2,
+                   "qk_norm_rope.comp numbers the modes as ops.h");
+    const uint32_t N = (uint32_t)cq_tensor_rows(t);
+    struct { uint32_t N, H, D, rd, to, wo, co, so, has_w, mode; float eps; } p = {
+        N, (uint32_t)n_heads, (uint32_t)head_dim, (uint32_t)(rope_dim ? rope_dim : head_dim), eo(t), eo(w), eo(cos_t),
+        eo(sin_t), w != NULL, (uint32_t)mode, eps};
+    cq_vk_buf *b[] = {B(t), B(w), B(cos_t), B(sin_t)};
+    return per_row(c, CQ_OP_QK_NORM_ROPE, CQ_VK_SH_qk_norm_rope, b, 4, &p, sizeof p, (uint64_t)N * (uint64_t)n_heads);
 }

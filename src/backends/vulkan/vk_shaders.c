@@ -38,6 +38,9 @@ static const uint32_t k_spv_matmul[] =
 static const uint32_t k_spv_attention[] =
 #include "attention.spv.h"
     ;
+static const uint32_t k_spv_qk_norm_rope[] =
+#include "qk_norm_rope.spv.h"
+    ;
 static const uint32_t k_spv_get_rows[] =
 #include "get_rows.spv.h"
     ;
