@@ -1,7 +1,7 @@
 /*
  * test_vulkan.c — the Vulkan backend's own behaviour, beyond the op cases of
- * test_ops_vulkan: a bad index found by a shader is a deferred error that
- * sync reports once (and clears); a buffer over the device's largest storage
+ * test_ops_vulkan: a bad index found by a shader (get_rows, gather_cols) is
+ * a deferred error that sync reports once (and clears); a buffer over the device's largest storage
  * buffer is refused with that limit named; a device number past the last is
  * refused; the device description names what cortiq gpu shows; a quantized
  * weight is kept in the pack's mapping and its matmul falls back to the CPU
@@ -66,6 +66,17 @@ static void test_deferred_index_error(void **state) {
     assert_int_equal(cq_backend_sync(g_vk), CQ_OK);
     assert_int_equal(cq_tensor_download(&y, got, sizeof got), CQ_OK);
     assert_true(got[0] == table[3 * C] && got[C + 2] == table[C + 2]);
+    /* gather_cols likewise: x [V, C] columns gathered by {2, 7, -1}, index 7 at position 1 */
+    const int32_t cols[3] = {2, 7, -1};
+    assert_int_equal(cq_tensor_upload(&ids, cols, sizeof cols), CQ_OK);
+    cq_tensor g;
+    assert_int_equal(cq_tensor_alloc_2d(g_vk, CQ_DTYPE_F32, V, 3, &g), CQ_OK);
+    assert_int_equal(cq_op_gather_cols(g_vk, &g, &w, &ids, 1, 1.0f), CQ_OK);
+    expect(cq_backend_sync(g_vk), CQ_ERR_BOUNDS, "gather_cols: index 7 at position 1 is out of range (op #1 ");
+    float gg[V * 3];
+    assert_int_equal(cq_tensor_download(&g, gg, sizeof gg), CQ_OK);
+    for (int r = 0; r < V; r++) assert_true(gg[r * 3] == table[r * C + 2] && gg[r * 3 + 1] == 0.0f && gg[r * 3 + 2] == 0.0f);
+    cq_tensor_free(&g);
     cq_tensor_free(&w);
     cq_tensor_free(&ids);
     cq_tensor_free(&y);

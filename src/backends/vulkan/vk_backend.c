@@ -333,6 +333,9 @@ static cq_status sync_err(cq_vk *c) {
     if (code == 1 && op == CQ_OP_GET_ROWS)
         return cq_fail(CQ_ERR_BOUNDS, "get_rows: id %d at position %u is outside the table (op #%u since the last sync)",
                        value, where, seq);
+    if (code == 1 && op == CQ_OP_GATHER_COLS)
+        return cq_fail(CQ_ERR_BOUNDS, "gather_cols: index %d at position %u is out of range (op #%u since the last sync)",
+                       value, where, seq);
     return cq_fail(CQ_ERR_INTERNAL, "vulkan: unknown status code %u from %s (op #%u since the last sync)", code,
                    op < CQ_OP_COUNT ? cq_op_name((cq_op)op) : "an op", seq);
 }
@@ -570,6 +573,12 @@ static const cq_backend_vtbl k_vk_vtbl = {
     .get_rows = cq_vk_get_rows,
     .attention = cq_vk_attention,
     .qk_norm_rope = cq_vk_qk_norm_rope,
+    .transpose = cq_vk_transpose,
+    .concat_cols = cq_vk_concat_cols,
+    .upsample_nearest = cq_vk_upsample_nearest,
+    .pixel_shuffle = cq_vk_pixel_shuffle,
+    .pixel_unshuffle = cq_vk_pixel_unshuffle,
+    .gather_cols = cq_vk_gather_cols,
     .op_precision = vk_op_precision,
     .stats = vk_stats,
     .can_record = vk_can_record,

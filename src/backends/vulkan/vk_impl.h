@@ -140,7 +140,8 @@ typedef struct cq_vk_stream {
     X(matmul)                                                                                                          \
     X(get_rows)                                                                                                        \
     X(attention)                                                                                                       \
-    X(qk_norm_rope)
+    X(qk_norm_rope)                                                                                                    \
+    X(move)
 
 typedef enum {
 #define CQ_VK_SHADER_ENUM_(n) CQ_VK_SH_##n,
@@ -225,6 +226,13 @@ cq_status cq_vk_layernorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, cons
 cq_status cq_vk_matmul(cq_backend *be, const cq_matmul_args *a);
 cq_status cq_vk_qk_norm_rope(cq_backend *be, cq_tensor *t, int n_heads, int head_dim, const cq_tensor *w, float eps,
                              const cq_tensor *cos_t, const cq_tensor *sin_t, cq_rope_mode mode, int rope_dim);
+cq_status cq_vk_transpose(cq_backend *be, cq_tensor *y, const cq_tensor *x);
+cq_status cq_vk_concat_cols(cq_backend *be, cq_tensor *y, const cq_tensor *a, const cq_tensor *b);
+cq_status cq_vk_upsample_nearest(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int f);
+cq_status cq_vk_pixel_shuffle(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int r);
+cq_status cq_vk_pixel_unshuffle(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int r);
+cq_status cq_vk_gather_cols(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *idx, int group,
+                            float scale);
 cq_status cq_vk_attention(cq_backend *be, const cq_attn_args *a);
 cq_status cq_vk_get_rows(cq_backend *be, cq_tensor *y, const cq_tensor *w, const cq_tensor *ids);
 

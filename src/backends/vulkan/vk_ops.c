@@ -25,7 +25,13 @@ bool cq_vk_supports(const cq_backend *be, cq_op op, cq_dtype wdt, cq_dtype xdt) 
     case CQ_OP_RMSNORM:
     case CQ_OP_LAYERNORM:
     case CQ_OP_ATTENTION:
-    case CQ_OP_QK_NORM_ROPE: return xdt == CQ_DTYPE_F32;
+    case CQ_OP_QK_NORM_ROPE:
+    case CQ_OP_TRANSPOSE:
+    case CQ_OP_CONCAT_COLS:
+    case CQ_OP_UPSAMPLE_NEAREST:
+    case CQ_OP_PIXEL_SHUFFLE:
+    case CQ_OP_PIXEL_UNSHUFFLE:
+    case CQ_OP_GATHER_COLS: return xdt == CQ_DTYPE_F32;
     case CQ_OP_MATMUL:
     case CQ_OP_GET_ROWS: return xdt == CQ_DTYPE_F32 && is_fl(wdt);
     default: return false;
@@ -192,4 +198,57 @@ cq_status cq_vk_qk_norm_rope(cq_backend *be, cq_tensor *t, int n_heads, int head
         eo(sin_t), w != NULL, (uint32_t)mode, eps};
     cq_vk_buf *b[] = {B(t), B(w), B(cos_t), B(sin_t)};
     return per_row(c, CQ_OP_QK_NORM_ROPE, CQ_VK_SH_qk_norm_rope, b, 4, &p, sizeof p, (uint64_t)N * (uint64_t)n_heads);
+}
+
+/* move.comp: one invocation per output element; mode and shape words as the shader documents. */
+typedef struct move_push {
+    uint32_t mode, n, xo, x2o, io, yo, a, b, c, d, op, seq;
+    float scale;
+} move_push;
+
+static cq_status move(cq_backend *be, cq_op op, move_push p, const cq_tensor *y, const cq_tensor *x,
+                      const cq_tensor *x2, const cq_tensor *idx) {
+    cq_vk *c = cq_vk_of(be);
+    p.n = (uint32_t)cq_tensor_nelem(y);
+    p.xo = eo(x);
+    p.x2o = eo(x2);
+    p.io = eo(idx);
+    p.yo = eo(y);
+    p.op = (uint32_t)op;
+    p.seq = c->seq + 1;
+    cq_vk_buf *b[] = {B(x), B(x2), B(idx), B(y)};
+    return elementwise(c, op, CQ_VK_SH_move, b, 4, &p, sizeof p, p.n);
+}
+
+cq_status cq_vk_transpose(cq_backend *be, cq_tensor *y, const cq_tensor *x) {
+    move_push p = {.mode = 0, .a = (uint32_t)cq_tensor_rows(x), .b = (uint32_t)cq_tensor_cols(x)};
+    return move(be, CQ_OP_TRANSPOSE, p, y, x, NULL, NULL);
+}
+
+cq_status cq_vk_concat_cols(cq_backend *be, cq_tensor *y, const cq_tensor *a, const cq_tensor *b) {
+    move_push p = {.mode = 1, .a = (uint32_t)cq_tensor_rows(a), .b = (uint32_t)cq_tensor_cols(a),
+                   .c = (uint32_t)cq_tensor_cols(b)};
+    return move(be, CQ_OP_CONCAT_COLS, p, y, a, b, NULL);
+}
+
+cq_status cq_vk_upsample_nearest(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int f) {
+    move_push p = {.mode = 2, .a = (uint32_t)H, .b = (uint32_t)W, .c = (uint32_t)f, .d = (uint32_t)cq_tensor_cols(x)};
+    return move(be, CQ_OP_UPSAMPLE_NEAREST, p, y, x, NULL, NULL);
+}
+
+cq_status cq_vk_pixel_shuffle(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int r) {
+    move_push p = {.mode = 3, .a = (uint32_t)H, .b = (uint32_t)W, .c = (uint32_t)r, .d = (uint32_t)cq_tensor_cols(y)};
+    return move(be, CQ_OP_PIXEL_SHUFFLE, p, y, x, NULL, NULL);
+}
+
+cq_status cq_vk_pixel_unshuffle(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int r) {
+    move_push p = {.mode = 4, .a = (uint32_t)H, .b = (uint32_t)W, .c = (uint32_t)r, .d = (uint32_t)cq_tensor_cols(x)};
+    return move(be, CQ_OP_PIXEL_UNSHUFFLE, p, y, x, NULL, NULL);
+}
+
+cq_status cq_vk_gather_cols(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *idx, int group,
+                            float scale) {
+    move_push p = {.mode = 5, .a = (uint32_t)cq_tensor_cols(x), .b = (uint32_t)cq_tensor_cols(y), .c = (uint32_t)group,
+                   .scale = scale != 0.0f ? scale : 1.0f};
+    return move(be, CQ_OP_GATHER_COLS, p, y, x, NULL, idx);
 }

@@ -41,6 +41,9 @@ static const uint32_t k_spv_attention[] =
 static const uint32_t k_spv_qk_norm_rope[] =
 #include "qk_norm_rope.spv.h"
     ;
+static const uint32_t k_spv_move[] =
+#include "move.spv.h"
+    ;
 static const uint32_t k_spv_get_rows[] =
 #include "get_rows.spv.h"
     ;
