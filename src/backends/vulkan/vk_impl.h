@@ -141,7 +141,9 @@ typedef struct cq_vk_stream {
     X(get_rows)                                                                                                        \
     X(attention)                                                                                                       \
     X(qk_norm_rope)                                                                                                    \
-    X(move)
+    X(move)                                                                                                            \
+    X(groupnorm)                                                                                                       \
+    X(conv2d)
 
 typedef enum {
 #define CQ_VK_SHADER_ENUM_(n) CQ_VK_SH_##n,
@@ -233,6 +235,9 @@ cq_status cq_vk_pixel_shuffle(cq_backend *be, cq_tensor *y, const cq_tensor *x, 
 cq_status cq_vk_pixel_unshuffle(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int r);
 cq_status cq_vk_gather_cols(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *idx, int group,
                             float scale);
+cq_status cq_vk_groupnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, int groups, const cq_tensor *gamma,
+                          const cq_tensor *beta, float eps);
+cq_status cq_vk_conv2d(cq_backend *be, const cq_conv2d_args *a);
 cq_status cq_vk_attention(cq_backend *be, const cq_attn_args *a);
 cq_status cq_vk_get_rows(cq_backend *be, cq_tensor *y, const cq_tensor *w, const cq_tensor *ids);
 

@@ -31,7 +31,9 @@ bool cq_vk_supports(const cq_backend *be, cq_op op, cq_dtype wdt, cq_dtype xdt) 
     case CQ_OP_UPSAMPLE_NEAREST:
     case CQ_OP_PIXEL_SHUFFLE:
     case CQ_OP_PIXEL_UNSHUFFLE:
-    case CQ_OP_GATHER_COLS: return xdt == CQ_DTYPE_F32;
+    case CQ_OP_GATHER_COLS:
+    case CQ_OP_GROUPNORM: return xdt == CQ_DTYPE_F32;
+    case CQ_OP_CONV2D:
     case CQ_OP_MATMUL:
     case CQ_OP_GET_ROWS: return xdt == CQ_DTYPE_F32 && is_fl(wdt);
     default: return false;
@@ -251,4 +253,27 @@ cq_status cq_vk_gather_cols(cq_backend *be, cq_tensor *y, const cq_tensor *x, co
     move_push p = {.mode = 5, .a = (uint32_t)cq_tensor_cols(x), .b = (uint32_t)cq_tensor_cols(y), .c = (uint32_t)group,
                    .scale = scale != 0.0f ? scale : 1.0f};
     return move(be, CQ_OP_GATHER_COLS, p, y, x, NULL, idx);
+}
+
+cq_status cq_vk_groupnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, int groups, const cq_tensor *gamma,
+                          const cq_tensor *beta, float eps) {
+    cq_vk *c = cq_vk_of(be);
+    struct { uint32_t R, C, groups, xo, yo, go, bo, has_g, has_b; float eps; } p = {
+        (uint32_t)cq_tensor_rows(x), (uint32_t)cq_tensor_cols(x), (uint32_t)groups, eo(x), eo(y), eo(gamma), eo(beta),
+        gamma != NULL, beta != NULL, eps};
+    cq_vk_buf *b[] = {B(x), B(gamma), B(beta), B(y)};
+    return per_row(c, CQ_OP_GROUPNORM, CQ_VK_SH_groupnorm, b, 4, &p, sizeof p, (uint64_t)groups);
+}
+
+cq_status cq_vk_conv2d(cq_backend *be, const cq_conv2d_args *a) {
+    cq_vk *c = cq_vk_of(be);
+    _Static_assert(CQ_PAD_ZERO == 0 && CQ_PAD_REPLICATE == 1 && CQ_PAD_REFLECT == 2, "conv2d.comp numbers the pad modes");
+    const uint32_t Ho = (uint32_t)((a->H + a->pad_t + a->pad_b - a->kh) / a->stride_y + 1);
+    const uint32_t Wo = (uint32_t)((a->W + a->pad_l + a->pad_r - a->kw) / a->stride_x + 1);
+    struct { uint32_t H, W, Cin, Cout, kh, kw, sy, sx, pl, pt, Ho, Wo, mode, xo, yo, wo, bo, has_b, wdt; } p = {
+        (uint32_t)a->H, (uint32_t)a->W, (uint32_t)cq_tensor_cols(a->x), (uint32_t)a->w->shape[0], (uint32_t)a->kh,
+        (uint32_t)a->kw, (uint32_t)a->stride_y, (uint32_t)a->stride_x, (uint32_t)a->pad_l, (uint32_t)a->pad_t, Ho, Wo,
+        (uint32_t)a->mode, eo(a->x), eo(a->y), eo(a->w), eo(a->bias), a->bias != NULL, vdt(a->w->dtype)};
+    cq_vk_buf *b[] = {B(a->x), B(a->w), B(a->bias), B(a->y)};
+    return elementwise(c, CQ_OP_CONV2D, CQ_VK_SH_conv2d, b, 4, &p, sizeof p, (uint64_t)Ho * Wo * p.Cout);
 }

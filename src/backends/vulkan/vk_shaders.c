@@ -44,6 +44,12 @@ static const uint32_t k_spv_qk_norm_rope[] =
 static const uint32_t k_spv_move[] =
 #include "move.spv.h"
     ;
+static const uint32_t k_spv_groupnorm[] =
+#include "groupnorm.spv.h"
+    ;
+static const uint32_t k_spv_conv2d[] =
+#include "conv2d.spv.h"
+    ;
 static const uint32_t k_spv_get_rows[] =
 #include "get_rows.spv.h"
     ;
