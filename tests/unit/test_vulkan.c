@@ -2,7 +2,8 @@
  * test_vulkan.c — the Vulkan backend's own behaviour, beyond the op cases of
  * test_ops_vulkan: a bad index found by a shader (get_rows, gather_cols) is
  * a deferred error that sync reports once (and clears); a buffer over the device's largest storage
- * buffer is refused with that limit named; a device number past the last is
+ * buffer is refused with that limit named; a matmul output that overflows
+ * is a deferred CQ_ERR_NUMERIC; a device number past the last is
  * refused; the device description names what cortiq gpu shows; a quantized
  * weight is kept in the pack's mapping and its matmul falls back to the CPU
  * with the CPU's result. Exits 77 (skipped) where the backend is not built or
@@ -79,6 +80,29 @@ static void test_deferred_index_error(void **state) {
     cq_tensor_free(&g);
     cq_tensor_free(&w);
     cq_tensor_free(&ids);
+    cq_tensor_free(&y);
+}
+
+/* A matmul whose output overflows f32: reported at sync as CQ_ERR_NUMERIC naming the op and the element. */
+static void test_nonfinite_output(void **state) {
+    (void)state;
+    cq_tensor x, w, y;
+    assert_int_equal(cq_tensor_alloc_2d(g_vk, CQ_DTYPE_F32, 2, 4, &x), CQ_OK);
+    assert_int_equal(cq_tensor_alloc_2d(g_vk, CQ_DTYPE_F32, 3, 4, &w), CQ_OK);
+    assert_int_equal(cq_tensor_alloc_2d(g_vk, CQ_DTYPE_F32, 2, 3, &y), CQ_OK);
+    float xv[8] = {1, 1, 1, 1, 1, 1, 1, 1}, wv[12] = {1, 2, 3, 4, 0, 0, 0, 0, 1, 1, 1, 1};
+    wv[4] = 3e38f; /* row 1: 3e38 + 3e38 overflows */
+    wv[5] = 3e38f;
+    assert_int_equal(cq_tensor_upload(&x, xv, sizeof xv), CQ_OK);
+    assert_int_equal(cq_tensor_upload(&w, wv, sizeof wv), CQ_OK);
+    assert_int_equal(cq_op_linear(g_vk, &y, &x, &w, NULL), CQ_OK);
+    expect(cq_backend_sync(g_vk), CQ_ERR_NUMERIC, "matmul produced a non-finite value (output element 1; op #1 ");
+    assert_int_equal(cq_backend_sync(g_vk), CQ_OK);
+    float got[6];
+    assert_int_equal(cq_tensor_download(&y, got, sizeof got), CQ_OK);
+    assert_true(got[0] == 10.0f && got[2] == 4.0f && got[3] == 10.0f);
+    cq_tensor_free(&x);
+    cq_tensor_free(&w);
     cq_tensor_free(&y);
 }
 
@@ -188,6 +212,7 @@ int main(void) {
     cq_backend_free(probe);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_deferred_index_error),
+        cmocka_unit_test(test_nonfinite_output),
         cmocka_unit_test(test_buffer_limit),
         cmocka_unit_test(test_devices),
         cmocka_unit_test(test_quantized_weight_falls_back),

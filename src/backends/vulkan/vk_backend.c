@@ -333,6 +333,11 @@ static cq_status sync_err(cq_vk *c) {
     if (code == 1 && op == CQ_OP_GET_ROWS)
         return cq_fail(CQ_ERR_BOUNDS, "get_rows: id %d at position %u is outside the table (op #%u since the last sync)",
                        value, where, seq);
+    if (code == 2)
+        return cq_fail(CQ_ERR_NUMERIC,
+                       "%s produced a non-finite value (output element %u; op #%u since the last sync): the inputs or "
+                       "weights hold values too large for the computation",
+                       op < CQ_OP_COUNT ? cq_op_name((cq_op)op) : "an op", where, seq);
     if (code == 1 && op == CQ_OP_GATHER_COLS)
         return cq_fail(CQ_ERR_BOUNDS, "gather_cols: index %d at position %u is out of range (op #%u since the last sync)",
                        value, where, seq);

@@ -142,11 +142,14 @@ cq_status cq_vk_matmul(cq_backend *be, const cq_matmul_args *a) {
     struct {
         uint32_t M, N, K, xo, yo, wo, w2o, bo, b2o, go, wdt, w2dt, act, flags;
         float scale;
+        uint32_t op, seq;
     } p = {M, N, K, eo(a->x), eo(a->y), eo(a->w), eo(a->w2), eo(a->bias), eo(a->bias2), eo(a->gate),
            vdt(a->w->dtype), a->w2 ? vdt(a->w2->dtype) : 0, (uint32_t)a->act,
            (a->bias ? 1u : 0u) | (a->bias2 ? 2u : 0u) | (a->gate ? 4u : 0u) | (a->accumulate ? 8u : 0u) |
                (a->w2 ? 16u : 0u),
-           a->scale};
+           a->scale,
+           CQ_OP_MATMUL,
+           c->seq + 1};
     _Static_assert(CQ_ACT_NONE == 0 && CQ_ACT_GELU_TANH == 1 && CQ_ACT_SILU == 2 && CQ_ACT_SWIGLU == 3,
                    "matmul.comp numbers the activations as ops.h");
     cq_vk_buf *b[] = {B(a->x), B(a->y), B(a->w), B(a->w2), B(a->bias), B(a->bias2), B(a->gate)};

@@ -5,7 +5,8 @@
 // x [M, K] and y [M, N] f32; W, W2 [N, K] (fused SwiGLU: W [2N, K], gate rows
 // first) in f32, f16 or bf16, read from their words. A workgroup of 128
 // computes a 16 x 16 output tile, two rows per invocation, through 16-wide
-// K slices in shared memory; accumulation is f32.
+// K slices in shared memory; accumulation is f32. A non-finite output is reported in the status words
+// (CQ_ERR_NUMERIC at sync, as the CUDA backend scans its matmul outputs).
 layout(local_size_x = 128) in; // before common.glsl, whose cq_gid reads gl_WorkGroupSize
 #include "common.glsl"
 #include "act.glsl"
@@ -18,10 +19,12 @@ layout(std430, binding = 3) readonly buffer W2W { uint w2w[]; };
 layout(std430, binding = 4) readonly buffer B1 { float bias[]; };
 layout(std430, binding = 5) readonly buffer B2 { float bias2[]; };
 layout(std430, binding = 6) readonly buffer G { float gate[]; };
+layout(std430, binding = 7) buffer S { uint st[]; }; // code, op, seq, where, value: a non-finite output is code 2
 layout(push_constant) uniform P {
     uint M, N, K, xo, yo, wo, w2o, bo, b2o, go;
     uint wdt, w2dt, act, flags; // flags: 1 bias, 2 bias2, 4 gate, 8 accumulate, 16 w2 given (else fused)
     float scale;
+    uint op, seq;
 } p;
 
 shared float xs[16][17];
@@ -73,6 +76,13 @@ void main() {
         else if (p.act == 2u) v = cq_silu(v);
         else if (swiglu) v = cq_silu(v) * (s * (h == 0u ? c0 : c1) + b2);
         uint o = p.yo + m * p.N + n;
-        y[o] = (p.flags & 8u) != 0u ? y[o] + g * v : v;
+        float r = (p.flags & 8u) != 0u ? y[o] + g * v : v;
+        y[o] = r;
+        if ((isinf(r) || isnan(r)) && atomicCompSwap(st[0], 0u, 2u) == 0u) {
+            st[1] = p.op;
+            st[2] = p.seq;
+            st[3] = m * p.N + n;
+            st[4] = 0u;
+        }
     }
 }
