@@ -44,7 +44,7 @@ static void usage(FILE *f) {
             "  --threads N           CPU threads (default: all cores, or CORTIQ_THREADS)\n"
             "  --backend NAME        cpu (default), ref, cuda[:N] or vulkan[:N]; also CORTIQ_BACKEND (with cuda\n"
             "                        the text tower, the denoiser and the VAE all run on the GPU; with vulkan\n"
-            "                        the ops on quantized weights run on the CPU)\n"
+            "                        the ops it does not run natively run on the CPU)\n"
             "  --no-verify           do not check each tensor's hash when it is first read (the header and\n"
             "                        directory hashes are still checked; `cortiq verify` checks everything)\n"
             "  -q, --quiet           no progress bar and no summary\n"

@@ -1,12 +1,12 @@
 /*
  * test_vulkan.c — the Vulkan backend's own behaviour, beyond the op cases of
  * test_ops_vulkan: a bad index found by a shader (get_rows, gather_cols) is
- * a deferred error that sync reports once (and clears); a buffer over the device's largest storage
- * buffer is refused with that limit named; a matmul output that overflows
- * is a deferred CQ_ERR_NUMERIC; a device number past the last is
- * refused; the device description names what cortiq gpu shows; a quantized
- * weight is kept in the pack's mapping and its matmul falls back to the CPU
- * with the CPU's result. Exits 77 (skipped) where the backend is not built or
+ * a deferred error that sync reports once (and clears); a buffer over the
+ * device's largest storage buffer is refused with that limit named; a matmul
+ * output that overflows is a deferred CQ_ERR_NUMERIC; a device number past
+ * the last is refused; the device description names what cortiq gpu shows;
+ * a q4 weight (a codec no shader decodes yet) is kept in the pack's mapping
+ * and its matmul falls back to the CPU with the CPU's result. Exits 77 (skipped) where the backend is not built or
  * no Vulkan device is present (lavapipe is one).
  */
 #include <stdio.h>
@@ -148,32 +148,33 @@ static void test_devices(void **state) {
     expect(cq_vulkan_describe(n, line, sizeof line), CQ_ERR_UNSUPPORTED, "does not exist");
 }
 
-/* A q8_row weight: nothing on the device; its matmul runs on the host backend, with the CPU's result. */
+/* A q4_block weight: nothing on the device; its matmul runs on the host backend, with the CPU's result. */
 static void test_quantized_weight_falls_back(void **state) {
     (void)state;
     enum { M = 5, K = 64, N = 7 };
     uint64_t shape[2] = {N, K};
     uint64_t nb = 0;
-    assert_int_equal(cq_codec_nbytes(CQ_DTYPE_Q8_ROW, 2, shape, &nb), CQ_OK);
+    assert_int_equal(cq_codec_nbytes(CQ_DTYPE_Q4_BLOCK, 2, shape, &nb), CQ_OK);
     float wv[N * K], xv[M * K], on_vk[M * N], on_cpu[M * N];
     tu_rng rng;
     tu_rng_seed(&rng, 7);
     tu_fill_normal(&rng, wv, N * K, 1.0f);
     tu_fill_normal(&rng, xv, M * K, 1.0f);
     uint8_t *payload = malloc(nb);
-    assert_int_equal(cq_codec_quantize(CQ_DTYPE_Q8_ROW, 2, shape, wv, payload, nb), CQ_OK);
+    assert_int_equal(cq_codec_quantize(CQ_DTYPE_Q4_BLOCK, 2, shape, wv, payload, nb), CQ_OK);
     cq_tensor_view v;
     memset(&v, 0, sizeof v);
     v.name = "w";
-    v.dtype = CQ_DTYPE_Q8_ROW;
+    v.dtype = CQ_DTYPE_Q4_BLOCK;
     v.ndim = 2;
     v.shape[0] = N;
     v.shape[1] = K;
     v.nelem = N * K;
     v.data = payload;
     v.nbytes = nb;
-    assert_false(cq_backend_supports(g_vk, CQ_OP_MATMUL, CQ_DTYPE_Q8_ROW, CQ_DTYPE_F32));
-    assert_true(cq_backend_runs(g_vk, CQ_OP_MATMUL, CQ_DTYPE_Q8_ROW, CQ_DTYPE_F32));
+    assert_false(cq_backend_supports(g_vk, CQ_OP_MATMUL, CQ_DTYPE_Q4_BLOCK, CQ_DTYPE_F32));
+    assert_true(cq_backend_supports(g_vk, CQ_OP_MATMUL, CQ_DTYPE_Q8_ROW, CQ_DTYPE_F32)); /* decoded in the shader */
+    assert_true(cq_backend_runs(g_vk, CQ_OP_MATMUL, CQ_DTYPE_Q4_BLOCK, CQ_DTYPE_F32));
     cq_backend *cpu = NULL;
     assert_int_equal(cq_backend_cpu_create(1, CQ_CPU_AUTO, &cpu), CQ_OK);
     cq_backend *bes[2] = {g_vk, cpu};

@@ -405,7 +405,11 @@ static cq_status vk_buf_zero(cq_backend *be, void *base, size_t offset, size_t n
 }
 
 /* ---- weights ------------------------------------------------------------------------------------------------ */
-static bool plain_codec(cq_dtype dt) { return dt == CQ_DTYPE_F32 || dt == CQ_DTYPE_F16 || dt == CQ_DTYPE_BF16; }
+/* The codecs the shaders decode (vk_ops.c's supports() says which op reads which). */
+static bool plain_codec(cq_dtype dt) {
+    return dt == CQ_DTYPE_F32 || dt == CQ_DTYPE_F16 || dt == CQ_DTYPE_BF16 || dt == CQ_DTYPE_Q8_ROW ||
+           dt == CQ_DTYPE_Q8_2F;
+}
 
 static cq_status vk_bind_weight(cq_backend *be, const cq_tensor_view *v, cq_tensor *t) {
     cq_vk *c = cq_vk_of(be);

@@ -102,7 +102,7 @@ const char *cq_vk_result_str(VkResult r);
 uint32_t cq_vk_ranked_devices(const cq_vk_fns *f, VkInstance inst, VkPhysicalDevice *out, uint32_t cap);
 
 /* ---- the backend ------------------------------------------------------------------------------------------- */
-typedef enum { VK_DT_F32 = 0, VK_DT_F16 = 1, VK_DT_BF16 = 2 } cq_vk_dt;
+typedef enum { VK_DT_F32 = 0, VK_DT_F16 = 1, VK_DT_BF16 = 2, VK_DT_Q8_ROW = 3, VK_DT_Q8_2F = 4 } cq_vk_dt;
 
 /* One allocation: the `base` handle of tensors. */
 typedef struct cq_vk_buf {

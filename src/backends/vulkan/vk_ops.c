@@ -33,8 +33,8 @@ bool cq_vk_supports(const cq_backend *be, cq_op op, cq_dtype wdt, cq_dtype xdt) 
     case CQ_OP_PIXEL_UNSHUFFLE:
     case CQ_OP_GATHER_COLS:
     case CQ_OP_GROUPNORM: return xdt == CQ_DTYPE_F32;
+    case CQ_OP_MATMUL: return xdt == CQ_DTYPE_F32 && (is_fl(wdt) || wdt == CQ_DTYPE_Q8_ROW || wdt == CQ_DTYPE_Q8_2F);
     case CQ_OP_CONV2D:
-    case CQ_OP_MATMUL:
     case CQ_OP_GET_ROWS: return xdt == CQ_DTYPE_F32 && is_fl(wdt);
     default: return false;
     }
@@ -49,7 +49,15 @@ static uint32_t eo(const cq_tensor *t) {
     return (uint32_t)(t->offset / es);
 }
 
-static uint32_t vdt(cq_dtype dt) { return dt == CQ_DTYPE_F16 ? VK_DT_F16 : dt == CQ_DTYPE_BF16 ? VK_DT_BF16 : VK_DT_F32; }
+static uint32_t vdt(cq_dtype dt) {
+    switch ((int)dt) {
+    case CQ_DTYPE_F16: return VK_DT_F16;
+    case CQ_DTYPE_BF16: return VK_DT_BF16;
+    case CQ_DTYPE_Q8_ROW: return VK_DT_Q8_ROW;
+    case CQ_DTYPE_Q8_2F: return VK_DT_Q8_2F;
+    default: return VK_DT_F32;
+    }
+}
 
 /* Element counts and offsets travel as 32-bit words: buffers are at most maxStorageBufferRange bytes. */
 static cq_status elementwise(cq_vk *c, cq_op op, cq_vk_shader sh, cq_vk_buf *const *bufs, int nb, const void *push,
@@ -142,14 +150,16 @@ cq_status cq_vk_matmul(cq_backend *be, const cq_matmul_args *a) {
     struct {
         uint32_t M, N, K, xo, yo, wo, w2o, bo, b2o, go, wdt, w2dt, act, flags;
         float scale;
-        uint32_t op, seq;
+        uint32_t op, seq, wrows, w2rows;
     } p = {M, N, K, eo(a->x), eo(a->y), eo(a->w), eo(a->w2), eo(a->bias), eo(a->bias2), eo(a->gate),
            vdt(a->w->dtype), a->w2 ? vdt(a->w2->dtype) : 0, (uint32_t)a->act,
            (a->bias ? 1u : 0u) | (a->bias2 ? 2u : 0u) | (a->gate ? 4u : 0u) | (a->accumulate ? 8u : 0u) |
                (a->w2 ? 16u : 0u),
            a->scale,
            CQ_OP_MATMUL,
-           c->seq + 1};
+           c->seq + 1,
+           (uint32_t)a->w->shape[0],
+           a->w2 ? (uint32_t)a->w2->shape[0] : 0};
     _Static_assert(CQ_ACT_NONE == 0 && CQ_ACT_GELU_TANH == 1 && CQ_ACT_SILU == 2 && CQ_ACT_SWIGLU == 3,
                    "matmul.comp numbers the activations as ops.h");
     cq_vk_buf *b[] = {B(a->x), B(a->y), B(a->w), B(a->w2), B(a->bias), B(a->bias2), B(a->gate)};
