@@ -33,8 +33,8 @@ static int teardown(void **state) {
 
 static void expect(cq_status got, cq_status want, const char *needle) {
     if (got != want || (needle && !strstr(cq_last_error(), needle)))
-        fail_msg("expected %s mentioning '%s', got %s: %s", cq_status_str(want), needle ? needle : "", cq_status_str(got),
-                 cq_last_error());
+        fail_msg("expected %s mentioning '%s', got %s: %s", cq_status_str(want), needle ? needle : "",
+                 cq_status_str(got), cq_last_error());
 }
 
 /* get_rows with an id past the table: the op is queued, sync names the id and its position, once. */
@@ -76,7 +76,8 @@ static void test_deferred_index_error(void **state) {
     expect(cq_backend_sync(g_vk), CQ_ERR_BOUNDS, "gather_cols: index 7 at position 1 is out of range (op #1 ");
     float gg[V * 3];
     assert_int_equal(cq_tensor_download(&g, gg, sizeof gg), CQ_OK);
-    for (int r = 0; r < V; r++) assert_true(gg[r * 3] == table[r * C + 2] && gg[r * 3 + 1] == 0.0f && gg[r * 3 + 2] == 0.0f);
+    for (int r = 0; r < V; r++)
+        assert_true(gg[r * 3] == table[r * C + 2] && gg[r * 3 + 1] == 0.0f && gg[r * 3 + 2] == 0.0f);
     cq_tensor_free(&g);
     cq_tensor_free(&w);
     cq_tensor_free(&ids);

@@ -1,8 +1,8 @@
 /*
  * vk_backend.c — the Vulkan backend: device choice, memory, the command
- * stream and its submission, sync with the deferred errors, recordings,
- * device listing for `cortiq gpu`, and the vtable (vk_impl.h describes the
- * execution model).
+ * stream and its submission, sync with the deferred errors, recordings and
+ * the vtable (vk_impl.h describes the execution model; the device listing
+ * for `cortiq gpu` is vk_devices.c).
  *
  * Memory: one VkDeviceMemory per buffer. On a discrete GPU buffers are
  * device-local and uploads and downloads go through a host-visible staging
@@ -29,13 +29,15 @@ static cq_vk_buf k_host_only;
 
 /* ---- errors ------------------------------------------------------------------------------------------------ */
 cq_status cq_vk_fail(cq_vk *c, VkResult r, const char *what) {
-    cq_status s = r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY ? CQ_ERR_NOMEM
+    cq_status s = r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY     ? CQ_ERR_NOMEM
                   : r == VK_ERROR_FEATURE_NOT_PRESENT || r == VK_ERROR_EXTENSION_NOT_PRESENT ? CQ_ERR_UNSUPPORTED
                                                                                              : CQ_ERR_INTERNAL;
     if (r == VK_ERROR_DEVICE_LOST && c && !c->err) { /* sticky: nothing runs on a lost device */
         c->err = CQ_ERR_INTERNAL;
-        snprintf(c->err_msg, sizeof c->err_msg, "vulkan %s: the device was lost (VK_ERROR_DEVICE_LOST); "
-                 "CORTIQ_VULKAN_SYNC=1 waits after every op to name the failing one", what);
+        snprintf(c->err_msg, sizeof c->err_msg,
+                 "vulkan %s: the device was lost (VK_ERROR_DEVICE_LOST); "
+                 "CORTIQ_VULKAN_SYNC=1 waits after every op to name the failing one",
+                 what);
     }
     return cq_fail(s, "vulkan %s failed: %s", what, cq_vk_result_str(r));
 }
@@ -57,10 +59,11 @@ cq_status cq_vk_buf_create(cq_vk *c, VkDeviceSize n, bool staging, cq_vk_buf **o
     if (size == 0) size = 16;
     if (!staging && size > c->limits.maxStorageBufferRange) {
         char a[32], b[32];
-        return cq_fail(CQ_ERR_UNSUPPORTED,
-                       "vulkan: a buffer of %s is larger than device %s's largest storage buffer (maxStorageBufferRange "
-                       "%s); this backend does not split buffers yet: use a smaller size or another backend",
-                       cq_fmt_bytes(n, a, sizeof a), c->dev_name, cq_fmt_bytes(c->limits.maxStorageBufferRange, b, sizeof b));
+        return cq_fail(
+            CQ_ERR_UNSUPPORTED,
+            "vulkan: a buffer of %s is larger than device %s's largest storage buffer (maxStorageBufferRange "
+            "%s); this backend does not split buffers yet: use a smaller size or another backend",
+            cq_fmt_bytes(n, a, sizeof a), c->dev_name, cq_fmt_bytes(c->limits.maxStorageBufferRange, b, sizeof b));
     }
     cq_vk_buf *b = cq_calloc(1, sizeof *b);
     if (!b) return CQ_ERR_NOMEM;
@@ -93,9 +96,8 @@ cq_status cq_vk_buf_create(cq_vk *c, VkDeviceSize n, bool staging, cq_vk_buf **o
         return cq_fail(CQ_ERR_UNSUPPORTED, "vulkan: device %s has no memory type for %s buffers", c->dev_name,
                        staging ? "staging" : "storage");
     }
-    VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
-                               .allocationSize = req.size,
-                               .memoryTypeIndex = (uint32_t)t};
+    VkMemoryAllocateInfo ai = {
+        .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = req.size, .memoryTypeIndex = (uint32_t)t};
     r = c->f.vkAllocateMemory(c->dev, &ai, NULL, &b->mem);
     if (r == VK_SUCCESS) r = c->f.vkBindBufferMemory(c->dev, b->buf, b->mem, 0);
     if (r == VK_SUCCESS && (c->memprops.memoryTypes[t].propertyFlags & hv) == hv)
@@ -238,8 +240,10 @@ cq_status cq_vk_flush(cq_vk *c) {
         c->f.vkCmdPipelineBarrier(s->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
                                   VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
         VkResult r = c->f.vkEndCommandBuffer(s->cb);
-        if (r != VK_SUCCESS) st = cq_vk_fail(c, r, "vkEndCommandBuffer");
-        else st = submit_wait(c, s->cb);
+        if (r != VK_SUCCESS)
+            st = cq_vk_fail(c, r, "vkEndCommandBuffer");
+        else
+            st = submit_wait(c, s->cb);
         c->f.vkResetCommandBuffer(s->cb, 0);
         for (int i = 0; i < s->npools && i <= s->cur; i++) c->f.vkResetDescriptorPool(c->dev, s->pools[i], 0);
         s->cur = 0;
@@ -254,7 +258,9 @@ cq_status cq_vk_grid(const cq_vk *c, uint64_t groups, uint32_t *gx, uint32_t *gy
     uint64_t mx = c->limits.maxComputeWorkGroupCount[0], my = c->limits.maxComputeWorkGroupCount[1];
     if (groups == 0) groups = 1;
     uint64_t x = groups < mx ? groups : mx, y = (groups + x - 1) / x;
-    if (y > my) return cq_fail(CQ_ERR_UNSUPPORTED, "vulkan: %llu workgroups exceed the device's grid", (unsigned long long)groups);
+    if (y > my)
+        return cq_fail(CQ_ERR_UNSUPPORTED, "vulkan: %llu workgroups exceed the device's grid",
+                       (unsigned long long)groups);
     *gx = (uint32_t)x;
     *gy = (uint32_t)y;
     return CQ_OK;
@@ -265,7 +271,8 @@ cq_status cq_vk_dispatch(cq_vk *c, cq_op op, cq_vk_shader sh, cq_vk_buf *const *
     if (c->err) return CQ_OK; /* the backend failed earlier: sync reports it */
     if (c->rec && c->rec->failed) return CQ_ERR_INVALID_ARG;
     if (gy > c->limits.maxComputeWorkGroupCount[1] || gx > c->limits.maxComputeWorkGroupCount[0])
-        return cq_fail(CQ_ERR_UNSUPPORTED, "vulkan %s: a grid of %u x %u workgroups exceeds the device's", cq_op_name(op), gx, gy);
+        return cq_fail(CQ_ERR_UNSUPPORTED, "vulkan %s: a grid of %u x %u workgroups exceeds the device's",
+                       cq_op_name(op), gx, gy);
     VkPipeline pipe;
     CQ_TRY(cq_vk_pipeline(c, sh, &pipe));
     cq_vk_stream *s = cq_vk_cur(c);
@@ -275,9 +282,9 @@ cq_status cq_vk_dispatch(cq_vk *c, cq_op op, cq_vk_shader sh, cq_vk_buf *const *
     VkDescriptorBufferInfo bi[CQ_VK_BINDINGS];
     VkWriteDescriptorSet w[CQ_VK_BINDINGS];
     for (int i = 0; i < CQ_VK_BINDINGS; i++) {
-        const cq_vk_buf *b = i == CQ_VK_STATUS_BINDING                        ? c->status
+        const cq_vk_buf *b = i == CQ_VK_STATUS_BINDING                         ? c->status
                              : i < nbufs && bufs[i] && bufs[i] != &k_host_only ? bufs[i]
-                                                                                : c->dummy;
+                                                                               : c->dummy;
         bi[i] = (VkDescriptorBufferInfo){.buffer = b->buf, .offset = 0, .range = VK_WHOLE_SIZE};
         w[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
                                       .dstSet = set,
@@ -331,16 +338,18 @@ static cq_status sync_err(cq_vk *c) {
     int32_t value = (int32_t)st[4];
     memset(st, 0, 5 * sizeof *st);
     if (code == 1 && op == CQ_OP_GET_ROWS)
-        return cq_fail(CQ_ERR_BOUNDS, "get_rows: id %d at position %u is outside the table (op #%u since the last sync)",
-                       value, where, seq);
+        return cq_fail(CQ_ERR_BOUNDS,
+                       "get_rows: id %d at position %u is outside the table (op #%u since the last sync)", value, where,
+                       seq);
     if (code == 2)
         return cq_fail(CQ_ERR_NUMERIC,
                        "%s produced a non-finite value (output element %u; op #%u since the last sync): the inputs or "
                        "weights hold values too large for the computation",
                        op < CQ_OP_COUNT ? cq_op_name((cq_op)op) : "an op", where, seq);
     if (code == 1 && op == CQ_OP_GATHER_COLS)
-        return cq_fail(CQ_ERR_BOUNDS, "gather_cols: index %d at position %u is out of range (op #%u since the last sync)",
-                       value, where, seq);
+        return cq_fail(CQ_ERR_BOUNDS,
+                       "gather_cols: index %d at position %u is out of range (op #%u since the last sync)", value,
+                       where, seq);
     return cq_fail(CQ_ERR_INTERNAL, "vulkan: unknown status code %u from %s (op #%u since the last sync)", code,
                    op < CQ_OP_COUNT ? cq_op_name((cq_op)op) : "an op", seq);
 }
@@ -599,128 +608,7 @@ static const cq_backend_vtbl k_vk_vtbl = {
     .record_free = vk_record_free,
 };
 
-/* ---- devices ------------------------------------------------------------------------------------------------ */
-bool cq_vulkan_built(void) { return true; }
-
-static const char *type_name(VkPhysicalDeviceType t) {
-    switch (t) {
-    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete GPU";
-    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated GPU";
-    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual GPU";
-    case VK_PHYSICAL_DEVICE_TYPE_CPU: return "CPU";
-    default: return "other";
-    }
-}
-
-/* An instance and the ranked devices, for the listing functions. */
-typedef struct probe {
-    cq_vk_fns f;
-    VkInstance inst;
-    VkPhysicalDevice dev[64];
-    uint32_t n;
-} probe;
-
-static cq_status probe_open(probe *p) {
-    memset(p, 0, sizeof *p);
-    CQ_TRY(cq_vk_instance(&p->inst, &p->f));
-    p->n = cq_vk_ranked_devices(&p->f, p->inst, p->dev, 64);
-    return CQ_OK;
-}
-
-static void probe_close(probe *p) {
-    if (p->inst) p->f.vkDestroyInstance(p->inst, NULL);
-    p->inst = VK_NULL_HANDLE;
-}
-
-int cq_vulkan_device_count(char *why, size_t why_len) {
-    probe p;
-    if (probe_open(&p) != CQ_OK) {
-        if (why && why_len) snprintf(why, why_len, "%s", cq_last_error());
-        return 0;
-    }
-    int n = (int)p.n;
-    if (n == 0 && why && why_len)
-        snprintf(why, why_len, "the Vulkan loader reports no device of Vulkan 1.1 or newer with a compute queue "
-                               "(no driver installed? Debian: mesa-vulkan-drivers, or the GPU vendor's)");
-    probe_close(&p);
-    return n;
-}
-
-static bool has_ext(const cq_vk_fns *f, VkPhysicalDevice pd, const char *name) {
-    uint32_t n = 0;
-    if (f->vkEnumerateDeviceExtensionProperties(pd, NULL, &n, NULL) != VK_SUCCESS || !n) return false;
-    VkExtensionProperties *e = cq_calloc(n, sizeof *e);
-    if (!e) return false;
-    bool found = false;
-    if (f->vkEnumerateDeviceExtensionProperties(pd, NULL, &n, e) == VK_SUCCESS)
-        for (uint32_t i = 0; i < n && !found; i++) found = !strcmp(e[i].extensionName, name);
-    cq_free(e);
-    return found;
-}
-
-static void fill_info(const cq_vk_fns *f, VkPhysicalDevice pd, cq_vulkan_info *out) {
-    memset(out, 0, sizeof *out);
-    VkPhysicalDeviceSubgroupProperties sg = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
-    VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &sg};
-    f->vkGetPhysicalDeviceProperties2(pd, &p2);
-    const VkPhysicalDeviceProperties *p = &p2.properties;
-    snprintf(out->name, sizeof out->name, "%s", p->deviceName);
-    out->type = type_name(p->deviceType);
-    out->api_major = VK_API_VERSION_MAJOR(p->apiVersion);
-    out->api_minor = VK_API_VERSION_MINOR(p->apiVersion);
-    out->api_patch = VK_API_VERSION_PATCH(p->apiVersion);
-    out->max_buffer_range = p->limits.maxStorageBufferRange;
-    out->subgroup_size = sg.subgroupSize;
-    VkPhysicalDeviceMemoryProperties mp;
-    f->vkGetPhysicalDeviceMemoryProperties(pd, &mp);
-    for (uint32_t i = 0; i < mp.memoryHeapCount; i++)
-        if (mp.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) out->mem_device_local += mp.memoryHeaps[i].size;
-    VkPhysicalDevice16BitStorageFeatures s16 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
-    VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &s16};
-    f->vkGetPhysicalDeviceFeatures2(pd, &f2);
-    out->storage16 = s16.storageBuffer16BitAccess;
-    out->float16 = has_ext(f, pd, "VK_KHR_shader_float16_int8");
-    out->coopmat_khr = has_ext(f, pd, "VK_KHR_cooperative_matrix");
-    out->coopmat_nv = has_ext(f, pd, "VK_NV_cooperative_matrix");
-    if (has_ext(f, pd, "VK_KHR_driver_properties")) {
-        VkPhysicalDeviceDriverProperties dp = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
-        VkPhysicalDeviceProperties2 q = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &dp};
-        f->vkGetPhysicalDeviceProperties2(pd, &q);
-        snprintf(out->driver, sizeof out->driver, "%s %s", dp.driverName, dp.driverInfo);
-    }
-}
-
-cq_status cq_vulkan_device_info(int device, cq_vulkan_info *out) {
-    if (!out) return cq_fail(CQ_ERR_INVALID_ARG, "cq_vulkan_device_info: out is NULL");
-    memset(out, 0, sizeof *out);
-    probe p;
-    CQ_TRY(probe_open(&p));
-    cq_status s = CQ_OK;
-    if (device < 0 || (uint32_t)device >= p.n)
-        s = cq_fail(CQ_ERR_UNSUPPORTED, "vulkan: device %d does not exist (%u device%s visible)", device, p.n,
-                    p.n == 1 ? "" : "s");
-    else
-        fill_info(&p.f, p.dev[device], out);
-    probe_close(&p);
-    return s;
-}
-
-cq_status cq_vulkan_describe(int device, char *buf, size_t len) {
-    if (!buf || !len) return cq_fail(CQ_ERR_INVALID_ARG, "cq_vulkan_describe: no buffer");
-    *buf = '\0';
-    cq_vulkan_info d;
-    CQ_TRY(cq_vulkan_device_info(device, &d));
-    char mem[32], rng[32];
-    snprintf(buf, len,
-             "%s (%s), %s device-local memory, Vulkan %u.%u.%u%s%s%s; largest buffer %s, subgroup %u; "
-             "16-bit storage %s, f16 arithmetic %s, cooperative matrices %s (the backend uses f32 compute)",
-             d.name, d.type, cq_fmt_bytes(d.mem_device_local, mem, sizeof mem), d.api_major, d.api_minor, d.api_patch,
-             d.driver[0] ? " (" : "", d.driver, d.driver[0] ? ")" : "", cq_fmt_bytes(d.max_buffer_range, rng, sizeof rng),
-             d.subgroup_size, d.storage16 ? "yes" : "no", d.float16 ? "yes" : "no",
-             d.coopmat_khr ? (d.coopmat_nv ? "KHR and NV" : "KHR") : d.coopmat_nv ? "NV" : "none");
-    return CQ_OK;
-}
-
+/* ---- creation ------------------------------------------------------------------------------------------- */
 static cq_status vk_init(cq_vk *c, int device, const cq_vulkan_opts *o) {
     CQ_TRY(cq_vk_instance(&c->inst, &c->f));
     VkPhysicalDevice devs[64];
@@ -729,16 +617,19 @@ static cq_status vk_init(cq_vk *c, int device, const cq_vulkan_opts *o) {
         return cq_fail(CQ_ERR_UNSUPPORTED, "vulkan backend: no usable device: the Vulkan loader reports no device of "
                                            "Vulkan 1.1 or newer with a compute queue (no driver installed?)");
     if ((uint32_t)device >= n)
-        return cq_fail(CQ_ERR_UNSUPPORTED, "vulkan backend: device %d does not exist (%u device%s visible; `cortiq gpu` "
-                                           "lists them)", device, n, n == 1 ? "" : "s");
+        return cq_fail(CQ_ERR_UNSUPPORTED,
+                       "vulkan backend: device %d does not exist (%u device%s visible; `cortiq gpu` "
+                       "lists them)",
+                       device, n, n == 1 ? "" : "s");
     c->phys = devs[device];
     c->index = device;
     VkPhysicalDeviceProperties p;
     c->f.vkGetPhysicalDeviceProperties(c->phys, &p);
     snprintf(c->dev_name, sizeof c->dev_name, "%s", p.deviceName);
     c->limits = p.limits;
-    if (p.limits.maxPerStageDescriptorStorageBuffers < CQ_VK_BINDINGS || p.limits.maxPushConstantsSize < CQ_VK_PUSH_BYTES ||
-        p.limits.maxComputeWorkGroupInvocations < 128 || p.limits.maxComputeSharedMemorySize < 4096)
+    if (p.limits.maxPerStageDescriptorStorageBuffers < CQ_VK_BINDINGS ||
+        p.limits.maxPushConstantsSize < CQ_VK_PUSH_BYTES || p.limits.maxComputeWorkGroupInvocations < 128 ||
+        p.limits.maxComputeSharedMemorySize < 4096)
         return cq_fail(CQ_ERR_UNSUPPORTED,
                        "vulkan backend: device %s is too small for the shaders (%u storage buffers per stage, %u bytes "
                        "of push constants; needs %d and %d)",
@@ -770,7 +661,8 @@ static cq_status vk_init(cq_vk *c, int device, const cq_vulkan_opts *o) {
                                   .queueFamilyIndex = c->qfam,
                                   .queueCount = 1,
                                   .pQueuePriorities = &prio};
-    VkDeviceCreateInfo di = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .queueCreateInfoCount = 1, .pQueueCreateInfos = &qi};
+    VkDeviceCreateInfo di = {
+        .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .queueCreateInfoCount = 1, .pQueueCreateInfos = &qi};
     VkResult r = c->f.vkCreateDevice(c->phys, &di, NULL, &c->dev);
     if (r != VK_SUCCESS) {
         c->dev = VK_NULL_HANDLE;
@@ -792,9 +684,8 @@ static cq_status vk_init(cq_vk *c, int device, const cq_vulkan_opts *o) {
                                               .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                               .descriptorCount = 1,
                                               .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
-    VkDescriptorSetLayoutCreateInfo li = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
-                                          .bindingCount = CQ_VK_BINDINGS,
-                                          .pBindings = b};
+    VkDescriptorSetLayoutCreateInfo li = {
+        .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO, .bindingCount = CQ_VK_BINDINGS, .pBindings = b};
     r = c->f.vkCreateDescriptorSetLayout(c->dev, &li, NULL, &c->dsl);
     if (r != VK_SUCCESS) return cq_vk_fail(c, r, "vkCreateDescriptorSetLayout");
     VkPushConstantRange pr = {.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .offset = 0, .size = CQ_VK_PUSH_BYTES};

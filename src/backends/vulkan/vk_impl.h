@@ -1,7 +1,7 @@
 /*
  * vk_impl.h — the Vulkan backend's private state, shared by its files:
  * vk_loader.c (the loader opened with dlopen, the function table),
- * vk_backend.c (instance, device choice, memory, submission, sync and the
+ * vk_devices.c (device listing and description), vk_backend.c (instance, device choice, memory, submission, sync and the
  * deferred errors, recordings, the vtable), vk_ops.c (the native ops) and
  * vk_shaders.c (the embedded SPIR-V and the pipelines).
  *
@@ -109,7 +109,7 @@ typedef struct cq_vk_buf {
     VkBuffer buf;
     VkDeviceMemory mem;
     VkDeviceSize size;
-    void *map;           /* host address when the memory is host-visible (lavapipe, UMA devices) */
+    void *map; /* host address when the memory is host-visible (lavapipe, UMA devices) */
     struct cq_vk_buf *next_free;
 } cq_vk_buf;
 
@@ -121,11 +121,11 @@ typedef struct cq_vk_buf {
 /* A command stream: the live one, or a recording's. */
 typedef struct cq_vk_stream {
     VkCommandBuffer cb;
-    bool open;             /* begun, not ended */
-    unsigned ops;          /* dispatches in it */
+    bool open;    /* begun, not ended */
+    unsigned ops; /* dispatches in it */
     VkDescriptorPool *pools;
-    int npools, cur;       /* pools [0, cur] are in use */
-    uint32_t used;         /* sets taken from pools[cur] */
+    int npools, cur; /* pools [0, cur] are in use */
+    uint32_t used;   /* sets taken from pools[cur] */
 } cq_vk_stream;
 
 #define CQ_VK_SHADERS(X)                                                                                               \
@@ -171,11 +171,11 @@ typedef struct cq_vk {
     VkDescriptorSetLayout dsl;
     VkPipelineLayout layout;
     VkPipeline pipe[CQ_VK_SH_COUNT];
-    cq_vk_buf *dummy;   /* bound to the bindings a dispatch does not use */
-    cq_vk_buf *status;  /* host-visible status words the shaders report failures in (bound at CQ_VK_STATUS_BINDING) */
-    unsigned seq;       /* dispatches since the last sync, for the error messages */
+    cq_vk_buf *dummy;  /* bound to the bindings a dispatch does not use */
+    cq_vk_buf *status; /* host-visible status words the shaders report failures in (bound at CQ_VK_STATUS_BINDING) */
+    unsigned seq;      /* dispatches since the last sync, for the error messages */
     cq_vk_stream live;
-    struct cq_vk_rec *rec; /* the recording in progress, or NULL */
+    struct cq_vk_rec *rec;   /* the recording in progress, or NULL */
     cq_vk_buf *pending_free; /* freed while the live stream may still use them */
     bool sync_each_op, records;
     /* the first failure since the last sync */

@@ -85,7 +85,8 @@ cq_status cq_vk_instance(VkInstance *inst, cq_vk_fns *fns) {
     memcpy(&fns->vkCreateInstance, &p, sizeof p);
     p = g_gipa(VK_NULL_HANDLE, "vkEnumerateInstanceVersion");
     memcpy(&fns->vkEnumerateInstanceVersion, &p, sizeof p);
-    if (!fns->vkCreateInstance) return cq_fail(CQ_ERR_UNSUPPORTED, "vulkan backend: the loader has no vkCreateInstance");
+    if (!fns->vkCreateInstance)
+        return cq_fail(CQ_ERR_UNSUPPORTED, "vulkan backend: the loader has no vkCreateInstance");
     uint32_t ver = VK_API_VERSION_1_0;
     if (fns->vkEnumerateInstanceVersion) fns->vkEnumerateInstanceVersion(&ver);
     if (ver < VK_API_VERSION_1_1)

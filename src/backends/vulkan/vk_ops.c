@@ -76,7 +76,9 @@ static cq_status per_row(cq_vk *c, cq_op op, cq_vk_shader sh, cq_vk_buf *const *
 
 cq_status cq_vk_copy(cq_backend *be, cq_tensor *y, const cq_tensor *x) {
     cq_vk *c = cq_vk_of(be);
-    struct { uint32_t n, xo, yo, xdt, ydt; } p = {(uint32_t)cq_tensor_nelem(x), eo(x), eo(y), vdt(x->dtype), vdt(y->dtype)};
+    struct {
+        uint32_t n, xo, yo, xdt, ydt;
+    } p = {(uint32_t)cq_tensor_nelem(x), eo(x), eo(y), vdt(x->dtype), vdt(y->dtype)};
     cq_vk_buf *b[] = {B(x), B(y)};
     /* a 16-bit output: one invocation per 32-bit word it touches */
     uint64_t work = p.ydt == VK_DT_F32 ? p.n : (uint64_t)(p.yo + p.n + 1) / 2 - p.yo / 2;
@@ -85,8 +87,10 @@ cq_status cq_vk_copy(cq_backend *be, cq_tensor *y, const cq_tensor *x) {
 
 cq_status cq_vk_unary(cq_backend *be, cq_tensor *y, const cq_tensor *x, cq_unary fn, float alpha, float beta) {
     cq_vk *c = cq_vk_of(be);
-    struct { uint32_t n, xo, yo, fn; float alpha, beta; } p = {(uint32_t)cq_tensor_nelem(x), eo(x), eo(y), (uint32_t)fn,
-                                                                alpha, beta};
+    struct {
+        uint32_t n, xo, yo, fn;
+        float alpha, beta;
+    } p = {(uint32_t)cq_tensor_nelem(x), eo(x), eo(y), (uint32_t)fn, alpha, beta};
     cq_vk_buf *b[] = {B(x), B(y)};
     return elementwise(c, CQ_OP_UNARY, CQ_VK_SH_unary, b, 2, &p, sizeof p, p.n);
 }
@@ -94,32 +98,38 @@ cq_status cq_vk_unary(cq_backend *be, cq_tensor *y, const cq_tensor *x, cq_unary
 cq_status cq_vk_binary(cq_backend *be, cq_tensor *y, const cq_tensor *a, const cq_tensor *bt, cq_binary fn) {
     cq_vk *c = cq_vk_of(be);
     uint64_t n = (uint64_t)cq_tensor_nelem(a);
-    struct { uint32_t n, ao, bo, yo, cols, bcast, fn; } p = {(uint32_t)n, eo(a), eo(bt), eo(y), (uint32_t)cq_tensor_cols(a),
-                                                              (uint64_t)cq_tensor_nelem(bt) != n, (uint32_t)fn};
+    struct {
+        uint32_t n, ao, bo, yo, cols, bcast, fn;
+    } p = {(uint32_t)n, eo(a), eo(bt), eo(y), (uint32_t)cq_tensor_cols(a), (uint64_t)cq_tensor_nelem(bt) != n,
+           (uint32_t)fn};
     cq_vk_buf *b[] = {B(a), B(bt), B(y)};
     return elementwise(c, CQ_OP_BINARY, CQ_VK_SH_binary, b, 3, &p, sizeof p, n);
 }
 
 cq_status cq_vk_gated_add(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *gate) {
     cq_vk *c = cq_vk_of(be);
-    struct { uint32_t n, xo, go, yo, cols, has_gate; } p = {(uint32_t)cq_tensor_nelem(x), eo(x), eo(gate), eo(y),
-                                                             (uint32_t)cq_tensor_cols(x), gate != NULL};
+    struct {
+        uint32_t n, xo, go, yo, cols, has_gate;
+    } p = {(uint32_t)cq_tensor_nelem(x), eo(x), eo(gate), eo(y), (uint32_t)cq_tensor_cols(x), gate != NULL};
     cq_vk_buf *b[] = {B(x), B(gate), B(y)};
     return elementwise(c, CQ_OP_GATED_ADD, CQ_VK_SH_gated_add, b, 3, &p, sizeof p, p.n);
 }
 
 cq_status cq_vk_swiglu(cq_backend *be, cq_tensor *y, const cq_tensor *a, const cq_tensor *bt) {
     cq_vk *c = cq_vk_of(be);
-    struct { uint32_t n, ao, bo, yo, F, fused; } p = {(uint32_t)cq_tensor_nelem(y), eo(a), eo(bt), eo(y),
-                                                       (uint32_t)cq_tensor_cols(y), bt == NULL};
+    struct {
+        uint32_t n, ao, bo, yo, F, fused;
+    } p = {(uint32_t)cq_tensor_nelem(y), eo(a), eo(bt), eo(y), (uint32_t)cq_tensor_cols(y), bt == NULL};
     cq_vk_buf *b[] = {B(a), B(bt), B(y)};
     return elementwise(c, CQ_OP_SWIGLU, CQ_VK_SH_swiglu, b, 3, &p, sizeof p, p.n);
 }
 
 cq_status cq_vk_softmax(cq_backend *be, cq_tensor *y, const cq_tensor *x, float scale) {
     cq_vk *c = cq_vk_of(be);
-    struct { uint32_t rows, cols, xo, yo; float scale; } p = {(uint32_t)cq_tensor_rows(x), (uint32_t)cq_tensor_cols(x), eo(x),
-                                                               eo(y), scale != 0.0f ? scale : 1.0f};
+    struct {
+        uint32_t rows, cols, xo, yo;
+        float scale;
+    } p = {(uint32_t)cq_tensor_rows(x), (uint32_t)cq_tensor_cols(x), eo(x), eo(y), scale != 0.0f ? scale : 1.0f};
     cq_vk_buf *b[] = {B(x), B(y)};
     return per_row(c, CQ_OP_SOFTMAX, CQ_VK_SH_softmax, b, 2, &p, sizeof p, p.rows);
 }
@@ -127,9 +137,19 @@ cq_status cq_vk_softmax(cq_backend *be, cq_tensor *y, const cq_tensor *x, float 
 cq_status cq_vk_rmsnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *w, const cq_tensor *bias,
                         bool zero_centered, float eps) {
     cq_vk *c = cq_vk_of(be);
-    struct { uint32_t rows, cols, xo, yo, wo, bo, has_w, has_b, zc; float eps; } p = {
-        (uint32_t)cq_tensor_rows(x), (uint32_t)cq_tensor_cols(x), eo(x), eo(y), eo(w), eo(bias), w != NULL, bias != NULL,
-        zero_centered, eps};
+    struct {
+        uint32_t rows, cols, xo, yo, wo, bo, has_w, has_b, zc;
+        float eps;
+    } p = {(uint32_t)cq_tensor_rows(x),
+           (uint32_t)cq_tensor_cols(x),
+           eo(x),
+           eo(y),
+           eo(w),
+           eo(bias),
+           w != NULL,
+           bias != NULL,
+           zero_centered,
+           eps};
     cq_vk_buf *b[] = {B(x), B(w), B(bias), B(y)};
     return per_row(c, CQ_OP_RMSNORM, CQ_VK_SH_rmsnorm, b, 4, &p, sizeof p, p.rows);
 }
@@ -137,22 +157,43 @@ cq_status cq_vk_rmsnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, const 
 cq_status cq_vk_layernorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *scale,
                           const cq_tensor *shift, float eps) {
     cq_vk *c = cq_vk_of(be);
-    struct { uint32_t rows, cols, xo, yo, so, to, has_s, has_t; float eps; } p = {
-        (uint32_t)cq_tensor_rows(x), (uint32_t)cq_tensor_cols(x), eo(x), eo(y), eo(scale), eo(shift), scale != NULL,
-        shift != NULL, eps};
+    struct {
+        uint32_t rows, cols, xo, yo, so, to, has_s, has_t;
+        float eps;
+    } p = {(uint32_t)cq_tensor_rows(x),
+           (uint32_t)cq_tensor_cols(x),
+           eo(x),
+           eo(y),
+           eo(scale),
+           eo(shift),
+           scale != NULL,
+           shift != NULL,
+           eps};
     cq_vk_buf *b[] = {B(x), B(scale), B(shift), B(y)};
     return per_row(c, CQ_OP_LAYERNORM, CQ_VK_SH_layernorm, b, 4, &p, sizeof p, p.rows);
 }
 
 cq_status cq_vk_matmul(cq_backend *be, const cq_matmul_args *a) {
     cq_vk *c = cq_vk_of(be);
-    const uint32_t M = (uint32_t)cq_tensor_rows(a->x), K = (uint32_t)cq_tensor_cols(a->x), N = (uint32_t)cq_tensor_cols(a->y);
+    const uint32_t M = (uint32_t)cq_tensor_rows(a->x), K = (uint32_t)cq_tensor_cols(a->x),
+                   N = (uint32_t)cq_tensor_cols(a->y);
     struct {
         uint32_t M, N, K, xo, yo, wo, w2o, bo, b2o, go, wdt, w2dt, act, flags;
         float scale;
         uint32_t op, seq, wrows, w2rows;
-    } p = {M, N, K, eo(a->x), eo(a->y), eo(a->w), eo(a->w2), eo(a->bias), eo(a->bias2), eo(a->gate),
-           vdt(a->w->dtype), a->w2 ? vdt(a->w2->dtype) : 0, (uint32_t)a->act,
+    } p = {M,
+           N,
+           K,
+           eo(a->x),
+           eo(a->y),
+           eo(a->w),
+           eo(a->w2),
+           eo(a->bias),
+           eo(a->bias2),
+           eo(a->gate),
+           vdt(a->w->dtype),
+           a->w2 ? vdt(a->w2->dtype) : 0,
+           (uint32_t)a->act,
            (a->bias ? 1u : 0u) | (a->bias2 ? 2u : 0u) | (a->gate ? 4u : 0u) | (a->accumulate ? 8u : 0u) |
                (a->w2 ? 16u : 0u),
            a->scale,
@@ -170,8 +211,9 @@ cq_status cq_vk_matmul(cq_backend *be, const cq_matmul_args *a) {
 cq_status cq_vk_get_rows(cq_backend *be, cq_tensor *y, const cq_tensor *w, const cq_tensor *ids) {
     cq_vk *c = cq_vk_of(be);
     const uint32_t n = (uint32_t)cq_tensor_nelem(ids), C = (uint32_t)cq_tensor_cols(y);
-    struct { uint32_t n, C, V, wo, io, yo, wdt, op, seq; } p = {n, C, (uint32_t)w->shape[0], eo(w), eo(ids), eo(y),
-                                                                 vdt(w->dtype), CQ_OP_GET_ROWS, c->seq + 1};
+    struct {
+        uint32_t n, C, V, wo, io, yo, wdt, op, seq;
+    } p = {n, C, (uint32_t)w->shape[0], eo(w), eo(ids), eo(y), vdt(w->dtype), CQ_OP_GET_ROWS, c->seq + 1};
     cq_vk_buf *b[] = {B(w), B(ids), B(y)};
     return elementwise(c, CQ_OP_GET_ROWS, CQ_VK_SH_get_rows, b, 3, &p, sizeof p, (uint64_t)n * C);
 }
@@ -208,9 +250,20 @@ cq_status cq_vk_qk_norm_rope(cq_backend *be, cq_tensor *t, int n_heads, int head
     _Static_assert(CQ_ROPE_NONE == 0 && CQ_ROPE_INTERLEAVED == 1 && CQ_ROPE_HALF == 2,
                    "qk_norm_rope.comp numbers the modes as ops.h");
     const uint32_t N = (uint32_t)cq_tensor_rows(t);
-    struct { uint32_t N, H, D, rd, to, wo, co, so, has_w, mode; float eps; } p = {
-        N, (uint32_t)n_heads, (uint32_t)head_dim, (uint32_t)(rope_dim ? rope_dim : head_dim), eo(t), eo(w), eo(cos_t),
-        eo(sin_t), w != NULL, (uint32_t)mode, eps};
+    struct {
+        uint32_t N, H, D, rd, to, wo, co, so, has_w, mode;
+        float eps;
+    } p = {N,
+           (uint32_t)n_heads,
+           (uint32_t)head_dim,
+           (uint32_t)(rope_dim ? rope_dim : head_dim),
+           eo(t),
+           eo(w),
+           eo(cos_t),
+           eo(sin_t),
+           w != NULL,
+           (uint32_t)mode,
+           eps};
     cq_vk_buf *b[] = {B(t), B(w), B(cos_t), B(sin_t)};
     return per_row(c, CQ_OP_QK_NORM_ROPE, CQ_VK_SH_qk_norm_rope, b, 4, &p, sizeof p, (uint64_t)N * (uint64_t)n_heads);
 }
@@ -241,7 +294,9 @@ cq_status cq_vk_transpose(cq_backend *be, cq_tensor *y, const cq_tensor *x) {
 }
 
 cq_status cq_vk_concat_cols(cq_backend *be, cq_tensor *y, const cq_tensor *a, const cq_tensor *b) {
-    move_push p = {.mode = 1, .a = (uint32_t)cq_tensor_rows(a), .b = (uint32_t)cq_tensor_cols(a),
+    move_push p = {.mode = 1,
+                   .a = (uint32_t)cq_tensor_rows(a),
+                   .b = (uint32_t)cq_tensor_cols(a),
                    .c = (uint32_t)cq_tensor_cols(b)};
     return move(be, CQ_OP_CONCAT_COLS, p, y, a, b, NULL);
 }
@@ -263,7 +318,10 @@ cq_status cq_vk_pixel_unshuffle(cq_backend *be, cq_tensor *y, const cq_tensor *x
 
 cq_status cq_vk_gather_cols(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *idx, int group,
                             float scale) {
-    move_push p = {.mode = 5, .a = (uint32_t)cq_tensor_cols(x), .b = (uint32_t)cq_tensor_cols(y), .c = (uint32_t)group,
+    move_push p = {.mode = 5,
+                   .a = (uint32_t)cq_tensor_cols(x),
+                   .b = (uint32_t)cq_tensor_cols(y),
+                   .c = (uint32_t)group,
                    .scale = scale != 0.0f ? scale : 1.0f};
     return move(be, CQ_OP_GATHER_COLS, p, y, x, NULL, idx);
 }
@@ -271,22 +329,50 @@ cq_status cq_vk_gather_cols(cq_backend *be, cq_tensor *y, const cq_tensor *x, co
 cq_status cq_vk_groupnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, int groups, const cq_tensor *gamma,
                           const cq_tensor *beta, float eps) {
     cq_vk *c = cq_vk_of(be);
-    struct { uint32_t R, C, groups, xo, yo, go, bo, has_g, has_b; float eps; } p = {
-        (uint32_t)cq_tensor_rows(x), (uint32_t)cq_tensor_cols(x), (uint32_t)groups, eo(x), eo(y), eo(gamma), eo(beta),
-        gamma != NULL, beta != NULL, eps};
+    struct {
+        uint32_t R, C, groups, xo, yo, go, bo, has_g, has_b;
+        float eps;
+    } p = {(uint32_t)cq_tensor_rows(x),
+           (uint32_t)cq_tensor_cols(x),
+           (uint32_t)groups,
+           eo(x),
+           eo(y),
+           eo(gamma),
+           eo(beta),
+           gamma != NULL,
+           beta != NULL,
+           eps};
     cq_vk_buf *b[] = {B(x), B(gamma), B(beta), B(y)};
     return per_row(c, CQ_OP_GROUPNORM, CQ_VK_SH_groupnorm, b, 4, &p, sizeof p, (uint64_t)groups);
 }
 
 cq_status cq_vk_conv2d(cq_backend *be, const cq_conv2d_args *a) {
     cq_vk *c = cq_vk_of(be);
-    _Static_assert(CQ_PAD_ZERO == 0 && CQ_PAD_REPLICATE == 1 && CQ_PAD_REFLECT == 2, "conv2d.comp numbers the pad modes");
+    _Static_assert(CQ_PAD_ZERO == 0 && CQ_PAD_REPLICATE == 1 && CQ_PAD_REFLECT == 2,
+                   "conv2d.comp numbers the pad modes");
     const uint32_t Ho = (uint32_t)((a->H + a->pad_t + a->pad_b - a->kh) / a->stride_y + 1);
     const uint32_t Wo = (uint32_t)((a->W + a->pad_l + a->pad_r - a->kw) / a->stride_x + 1);
-    struct { uint32_t H, W, Cin, Cout, kh, kw, sy, sx, pl, pt, Ho, Wo, mode, xo, yo, wo, bo, has_b, wdt; } p = {
-        (uint32_t)a->H, (uint32_t)a->W, (uint32_t)cq_tensor_cols(a->x), (uint32_t)a->w->shape[0], (uint32_t)a->kh,
-        (uint32_t)a->kw, (uint32_t)a->stride_y, (uint32_t)a->stride_x, (uint32_t)a->pad_l, (uint32_t)a->pad_t, Ho, Wo,
-        (uint32_t)a->mode, eo(a->x), eo(a->y), eo(a->w), eo(a->bias), a->bias != NULL, vdt(a->w->dtype)};
+    struct {
+        uint32_t H, W, Cin, Cout, kh, kw, sy, sx, pl, pt, Ho, Wo, mode, xo, yo, wo, bo, has_b, wdt;
+    } p = {(uint32_t)a->H,
+           (uint32_t)a->W,
+           (uint32_t)cq_tensor_cols(a->x),
+           (uint32_t)a->w->shape[0],
+           (uint32_t)a->kh,
+           (uint32_t)a->kw,
+           (uint32_t)a->stride_y,
+           (uint32_t)a->stride_x,
+           (uint32_t)a->pad_l,
+           (uint32_t)a->pad_t,
+           Ho,
+           Wo,
+           (uint32_t)a->mode,
+           eo(a->x),
+           eo(a->y),
+           eo(a->w),
+           eo(a->bias),
+           a->bias != NULL,
+           vdt(a->w->dtype)};
     cq_vk_buf *b[] = {B(a->x), B(a->w), B(a->bias), B(a->y)};
     return elementwise(c, CQ_OP_CONV2D, CQ_VK_SH_conv2d, b, 4, &p, sizeof p, (uint64_t)Ho * Wo * p.Cout);
 }

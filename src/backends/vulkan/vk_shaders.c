@@ -74,8 +74,9 @@ cq_status cq_vk_pipeline(cq_vk *c, cq_vk_shader sh, VkPipeline *out) {
                                    .pCode = k_shaders[sh].code};
     VkShaderModule mod;
     VkResult r = c->f.vkCreateShaderModule(c->dev, &mi, NULL, &mod);
-    if (r != VK_SUCCESS) return cq_fail(CQ_ERR_INTERNAL, "vulkan: shader %s: vkCreateShaderModule failed: %s",
-                                        k_shaders[sh].name, cq_vk_result_str(r));
+    if (r != VK_SUCCESS)
+        return cq_fail(CQ_ERR_INTERNAL, "vulkan: shader %s: vkCreateShaderModule failed: %s", k_shaders[sh].name,
+                       cq_vk_result_str(r));
     VkComputePipelineCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
                                       .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
                                                 .stage = VK_SHADER_STAGE_COMPUTE_BIT,

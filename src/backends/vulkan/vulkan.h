@@ -16,16 +16,16 @@
 
 typedef struct cq_vulkan_info {
     char name[256];
-    const char *type;          /* "discrete GPU", "integrated GPU", "virtual GPU", "CPU", "other" */
-    char driver[544];          /* the driver's name and version, where the driver says */
+    const char *type; /* "discrete GPU", "integrated GPU", "virtual GPU", "CPU", "other" */
+    char driver[544]; /* the driver's name and version, where the driver says */
     uint32_t api_major, api_minor, api_patch;
     uint64_t mem_device_local; /* the device-local heaps' bytes */
     uint64_t max_buffer_range; /* maxStorageBufferRange: the largest buffer the backend allocates */
     uint32_t subgroup_size;
-    bool storage16;            /* 16-bit storage buffers (VK_KHR_16bit_storage) */
-    bool float16;              /* f16 arithmetic in shaders (shaderFloat16) */
-    bool coopmat_khr;          /* VK_KHR_cooperative_matrix */
-    bool coopmat_nv;           /* VK_NV_cooperative_matrix */
+    bool storage16;   /* 16-bit storage buffers (VK_KHR_16bit_storage) */
+    bool float16;     /* f16 arithmetic in shaders (shaderFloat16) */
+    bool coopmat_khr; /* VK_KHR_cooperative_matrix */
+    bool coopmat_nv;  /* VK_NV_cooperative_matrix */
 } cq_vulkan_info;
 
 /* Whether this build contains the Vulkan backend. */
