@@ -1,9 +1,10 @@
 /*
  * vk_impl.h — the Vulkan backend's private state, shared by its files:
  * vk_loader.c (the loader opened with dlopen, the function table),
- * vk_devices.c (device listing and description), vk_backend.c (instance, device choice, memory, submission, sync and the
- * deferred errors, recordings, the vtable), vk_ops.c (the native ops) and
- * vk_shaders.c (the embedded SPIR-V and the pipelines).
+ * vk_devices.c (device listing and description), vk_backend.c (instance,
+ * device choice, memory, submission, sync and the deferred errors,
+ * recordings, the vtable), vk_ops.c (the native ops) and vk_shaders.c (the
+ * embedded SPIR-V and the pipelines).
  *
  * Execution: ops are recorded into one open command buffer, each dispatch
  * followed by a compute-to-compute memory barrier; the buffer is submitted
