@@ -99,6 +99,7 @@ static void env_vulkan(cq_backend_opts *o) {
     }
     o->vulkan.sync_each_op = env_on("CORTIQ_VULKAN_SYNC");
     o->vulkan.records = env_on("CORTIQ_VULKAN_RECORD");
+    o->vulkan.staging = env_on("CORTIQ_VULKAN_STAGING");
 }
 
 cq_status cq_env_backend_opts(const char *name, cq_backend_opts *out) {

@@ -14,7 +14,7 @@
  *   CORTIQ_CUDA_SYNC, CORTIQ_CUDA_PROFILE (on unless empty or 0), CORTIQ_CUDA_SIDE 0|1,
  *   CORTIQ_CUDA_GRAPH 0|1  -> cq_cuda_opts
  *   CORTIQ_VULKAN_DEVICE   N (the device of "vulkan" without ":N"; `cortiq gpu` numbers them),
- *   CORTIQ_VULKAN_SYNC, CORTIQ_VULKAN_RECORD (on unless empty or 0)  -> cq_vulkan_opts
+ *   CORTIQ_VULKAN_SYNC, CORTIQ_VULKAN_RECORD, CORTIQ_VULKAN_STAGING (on unless empty or 0)  -> cq_vulkan_opts
  */
 #ifndef CQ_CLI_ENV_H
 #define CQ_CLI_ENV_H

@@ -148,6 +148,8 @@ typedef struct cq_cuda_opts {
 typedef struct cq_vulkan_opts {
     int device;        /* the device for "vulkan" named without ":N" (< 0: 0); "vulkan:N" wins */
     bool sync_each_op; /* wait after every op (pins a device fault on its op; no recordings) */
+    bool staging;      /* copy through staging buffers even where device memory is host-visible (as on a
+                        * discrete GPU: how that path is tested on integrated devices and lavapipe) */
     /* recordings (record once, submit again): off by default while a model step still has ops that fall
      * back to the host (their copies cannot be recorded, so the recording would fail every time) */
     bool records;

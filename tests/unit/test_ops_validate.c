@@ -190,7 +190,8 @@ static void test_env_mapping(void **state) {
     static const char *const vars[] = {"CORTIQ_CUDA_CHECK", "CORTIQ_CUDA_GEMM", "CORTIQ_CUDA_GEMM_TUNE",
                                        "CORTIQ_CUDA_ATTN", "CORTIQ_CUDA_SYNC", "CORTIQ_CUDA_SIDE", "CORTIQ_CUDA_GRAPH",
                                        "CORTIQ_CUDA_PROFILE", "CORTIQ_CUDA_DEVICE", "CORTIQ_BACKEND", "CORTIQ_CPU",
-                                       "CORTIQ_VULKAN_DEVICE", "CORTIQ_VULKAN_SYNC", "CORTIQ_VULKAN_RECORD"};
+                                       "CORTIQ_VULKAN_DEVICE", "CORTIQ_VULKAN_SYNC", "CORTIQ_VULKAN_RECORD",
+                                       "CORTIQ_VULKAN_STAGING"};
     for (size_t i = 0; i < CQ_ARRAY_LEN(vars); i++) unsetenv(vars[i]);
     cq_backend_opts o;
     memset(&o, 0x5a, sizeof o);
@@ -237,12 +238,13 @@ static void test_env_mapping(void **state) {
     setenv("CORTIQ_VULKAN_DEVICE", "1", 1);
     setenv("CORTIQ_VULKAN_SYNC", "1", 1);
     setenv("CORTIQ_VULKAN_RECORD", "1", 1);
+    setenv("CORTIQ_VULKAN_STAGING", "1", 1);
     assert_int_equal(cq_env_backend_opts("cuda", &o), CQ_OK);
     assert_int_equal(o.vulkan.device, 0);
-    assert_false(o.vulkan.sync_each_op || o.vulkan.records);
+    assert_false(o.vulkan.sync_each_op || o.vulkan.records || o.vulkan.staging);
     assert_int_equal(cq_env_backend_opts("vulkan", &o), CQ_OK);
     assert_int_equal(o.vulkan.device, 1);
-    assert_true(o.vulkan.sync_each_op && o.vulkan.records);
+    assert_true(o.vulkan.sync_each_op && o.vulkan.records && o.vulkan.staging);
     assert_int_equal(o.device, 0);
     assert_int_equal(o.cuda.gemm, CQ_CUDA_GEMM_AUTO);
     setenv("CORTIQ_VULKAN_DEVICE", "first", 1); /* warned about, left at the default */

@@ -100,7 +100,8 @@ cq_status cq_vk_buf_create(cq_vk *c, VkDeviceSize n, bool staging, cq_vk_buf **o
         .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = req.size, .memoryTypeIndex = (uint32_t)t};
     r = c->f.vkAllocateMemory(c->dev, &ai, NULL, &b->mem);
     if (r == VK_SUCCESS) r = c->f.vkBindBufferMemory(c->dev, b->buf, b->mem, 0);
-    if (r == VK_SUCCESS && (c->memprops.memoryTypes[t].propertyFlags & hv) == hv)
+    /* mapped: staging buffers, and buffers where device memory is host memory (not a discrete GPU's BAR) */
+    if (r == VK_SUCCESS && (staging || c->device_mapped) && (c->memprops.memoryTypes[t].propertyFlags & hv) == hv)
         r = c->f.vkMapMemory(c->dev, b->mem, 0, VK_WHOLE_SIZE, 0, &b->map);
     if (r != VK_SUCCESS) {
         char sz[32];
@@ -638,7 +639,7 @@ static cq_status vk_init(cq_vk *c, int device, const cq_vulkan_opts *o) {
     c->f.vkGetPhysicalDeviceMemoryProperties(c->phys, &c->memprops);
     /* mapped buffers where device-local memory is host memory anyway (not on a discrete GPU, whose host-visible
      * device memory is slow to read from the host) */
-    if (p.deviceType != VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU) {
+    if (p.deviceType != VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU && !o->staging) {
         const VkMemoryPropertyFlags want = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
                                            VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
         for (uint32_t i = 0; i < c->memprops.memoryTypeCount; i++)
