@@ -2,14 +2,16 @@
 # every test; `make run` draws a picture with the model shipped in models/.
 # CUDA=OFF (or ON, AUTO) sets the CUDA backend for release, test, asan and run:
 # AUTO, CMake's default, builds it when nvcc is found, which makes the first
-# build several times longer (README, Build). Unset, a build directory keeps
-# what it was configured with.
+# build several times longer (README, Build). VULKAN=OFF (or ON, AUTO) does
+# the same for the Vulkan backend (AUTO: built when the Vulkan headers and
+# glslc are found). Unset, a build directory keeps what it was configured with.
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 BUILD ?= build
 CMAKE ?= cmake
 FUZZ_SECONDS ?= 30
 CUDA ?=
-CUDA_FLAG = $(if $(CUDA),-DCORTIQ_CUDA=$(CUDA))
+VULKAN ?=
+CUDA_FLAG = $(if $(CUDA),-DCORTIQ_CUDA=$(CUDA)) $(if $(VULKAN),-DCORTIQ_VULKAN=$(VULKAN))
 FUZZ_LONG_SECONDS ?= 1800
 FUZZ_LONG_RUNS ?= 10000000
 

@@ -3,9 +3,9 @@
  * memory, compute capability) and the backend a command would pick. The CPU
  * stays the default until the CUDA backend runs every op the pipelines need;
  * this command says how to choose CUDA where it is usable. It is the one
- * command that loads the CUDA driver and cuBLASLt without being asked to run
- * on the GPU (elsewhere they load when a CUDA backend is created), so it also
- * says whether cuBLASLt loads.
+ * command that loads the CUDA driver and cuBLASLt, and the Vulkan loader,
+ * without being asked to run on the GPU (elsewhere they load when a backend
+ * is created), so it also says whether cuBLASLt loads.
  */
 #include <stdio.h>
 #include <string.h>
@@ -19,8 +19,10 @@
 static void list_devices(const cq_backend_desc *d) {
     if (!d->built()) {
         printf("%s backend: not built (%s)\n", d->label,
-               !strcmp(d->name, "cuda") ? "no CUDA toolkit when this build was configured; -DCORTIQ_CUDA=ON requires it"
-                                        : "not in this build");
+               !strcmp(d->name, "cuda")     ? "no CUDA toolkit when this build was configured; -DCORTIQ_CUDA=ON requires it"
+               : !strcmp(d->name, "vulkan") ? "no Vulkan headers or glslc when this build was configured; "
+                                              "-DCORTIQ_VULKAN=ON requires them"
+                                            : "not in this build");
         return;
     }
     char why[256] = "";
@@ -57,7 +59,6 @@ int cq_cmd_gpu(int argc, char **argv) {
         const cq_backend_desc *d = cq_backend_registry_get(i);
         if (d->has_devices) list_devices(d);
     }
-    printf("Vulkan backend: not built yet\n");
     const char *dflt = cq_env_backend_name();
     cq_backend *be = NULL;
     cq_status s = cq_env_backend_create(NULL, 0, &be);

@@ -42,7 +42,7 @@ static void help(void) {
         "  --max-tokens N      at most N tokens per reply (default 512)\n"
         "  --ctx N             context length in tokens (default: the model's maximum, at most 4096)\n"
         "  --threads N         worker threads (default: CORTIQ_THREADS or all cores)\n"
-        "  --backend NAME      cpu (default), ref or cuda[:N]; also CORTIQ_BACKEND\n"
+        "  --backend NAME      cpu (default), ref, cuda[:N] or vulkan[:N]; also CORTIQ_BACKEND\n"
         "  --think, --no-think set the template's enable_thinking (Qwen3) to true / false\n"
         "  --raw               no chat template: the model continues the prompt text\n"
         "  --print-ids         after each reply print its token ids to stderr: \"ids: 1 2 3 [stop 7]\"\n"

@@ -89,6 +89,19 @@ static void env_cuda(cq_backend_opts *o) {
     o->device = e && *e ? atoi(e) : 0;
 }
 
+static void env_vulkan(cq_backend_opts *o) {
+    const char *e = getenv("CORTIQ_VULKAN_DEVICE");
+    if (e && *e) {
+        char *end;
+        long n = strtol(e, &end, 10);
+        if (*end == '\0' && n >= 0 && n <= 1024) o->vulkan.device = (int)n;
+        else CQ_WARN("ignoring CORTIQ_VULKAN_DEVICE='%s' (want a device number; `cortiq gpu` lists them)", e);
+    }
+    o->vulkan.sync_each_op = env_on("CORTIQ_VULKAN_SYNC");
+    o->vulkan.records = env_on("CORTIQ_VULKAN_RECORD");
+    o->vulkan.staging = env_on("CORTIQ_VULKAN_STAGING");
+}
+
 cq_status cq_env_backend_opts(const char *name, cq_backend_opts *out) {
     if (!out) return cq_fail(CQ_ERR_INVALID_ARG, "cq_env_backend_opts: out is NULL");
     memset(out, 0, sizeof *out);
@@ -96,6 +109,7 @@ cq_status cq_env_backend_opts(const char *name, cq_backend_opts *out) {
     CQ_TRY(env_isa(&out->cpu.isa));
     const cq_backend_desc *d;
     if (cq_backend_lookup(name, &d, NULL) == CQ_OK && !strcmp(d->name, "cuda")) env_cuda(out);
+    if (cq_backend_lookup(name, &d, NULL) == CQ_OK && !strcmp(d->name, "vulkan")) env_vulkan(out);
     return CQ_OK;
 }
 

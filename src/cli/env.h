@@ -13,6 +13,8 @@
  *   CORTIQ_CUDA_GEMM_TUNE  0|1, CORTIQ_CUDA_ATTN auto|generic|wmma|flash128|flash64|flash128w4|wgmma,
  *   CORTIQ_CUDA_SYNC, CORTIQ_CUDA_PROFILE (on unless empty or 0), CORTIQ_CUDA_SIDE 0|1,
  *   CORTIQ_CUDA_GRAPH 0|1  -> cq_cuda_opts
+ *   CORTIQ_VULKAN_DEVICE   N (the device of "vulkan" without ":N"; `cortiq gpu` numbers them),
+ *   CORTIQ_VULKAN_SYNC, CORTIQ_VULKAN_RECORD, CORTIQ_VULKAN_STAGING (on unless empty or 0)  -> cq_vulkan_opts
  */
 #ifndef CQ_CLI_ENV_H
 #define CQ_CLI_ENV_H
@@ -26,7 +28,7 @@ const char *cq_env_backend_name(void);
 /* The options for backend `name` (NULL: cq_env_backend_name()): a bad
  * CORTIQ_CPU fails (CQ_ERR_INVALID_ARG naming it); a bad CORTIQ_CUDA_* value
  * is warned about and left at its default. The CUDA part is read only for a
- * CUDA backend. */
+ * CUDA backend, the Vulkan part only for a Vulkan backend. */
 cq_status cq_env_backend_opts(const char *name, cq_backend_opts *out);
 /* The backend `name` (NULL: CORTIQ_BACKEND, else cpu) with the environment's
  * options and `threads` CPU threads (<= 0: the default). */

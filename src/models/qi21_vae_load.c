@@ -222,7 +222,7 @@ static cq_status load_conv(const loader *L, const char *name, int cin, int cout,
     if (t->nelem != (uint64_t)cout * cin * k * k) /* the table and the loader disagree */
         return cq_fail(CQ_ERR_INTERNAL, "vae: tensor '%s' is not the [%d, %d, %d, %d] kernel the loader expects",
                        t->name, cout, cin, k, k);
-    if (!cq_backend_supports(L->v->be, CQ_OP_CONV2D, t->dtype, CQ_DTYPE_F32))
+    if (!cq_backend_runs(L->v->be, CQ_OP_CONV2D, t->dtype, CQ_DTYPE_F32))
         return cq_fail(CQ_ERR_UNSUPPORTED, "vae: tensor '%s' is %s, which backend %s does not convolve with", t->name,
                        cq_dtype_name(t->dtype), cq_backend_name(L->v->be));
     CQ_TRY(cq_tensor_bind_weight(L->v->be, t, &c->w));
@@ -280,7 +280,7 @@ static cq_status load_attn(const loader *L, const char *name, int C, vs_attn_w *
     a->bv = t[5];
     CQ_TRY(name_fmt(n, sizeof n, "%s.proj", name));
     CQ_TRY(load_conv(L, n, C, C, 1, proj));
-    if (!cq_backend_supports(L->v->be, CQ_OP_MATMUL, proj->w.dtype, CQ_DTYPE_F32))
+    if (!cq_backend_runs(L->v->be, CQ_OP_MATMUL, proj->w.dtype, CQ_DTYPE_F32))
         return cq_fail(CQ_ERR_UNSUPPORTED, "vae: '%s%s.proj.weight' is %s, which backend %s does not multiply with",
                        L->prefix, name, cq_dtype_name(proj->w.dtype), cq_backend_name(L->v->be));
     a->wo = &proj->w;

@@ -10,6 +10,7 @@
 
 #include "codec/codec.h"
 #include "ops/backend.h"
+#include "ops/fallback.h"
 
 /* ---- names ----------------------------------------------------------------- */
 #define CQ_OP_NAME_(E, name, P, A, u) #name,
@@ -93,6 +94,10 @@ cq_status cq_backend_sync(cq_backend *be) {
 bool cq_backend_supports(const cq_backend *be, cq_op op, cq_dtype wdt, cq_dtype xdt) {
     if (!be || (unsigned)op >= CQ_OP_COUNT || !cq_backend_has_entry(be, op)) return false;
     return be->vt->supports(be, op, wdt, xdt);
+}
+
+bool cq_backend_runs(cq_backend *be, cq_op op, cq_dtype wdt, cq_dtype xdt) {
+    return cq_backend_supports(be, op, wdt, xdt) || (be && cq_fallback_route(be, op, wdt, xdt, wdt));
 }
 
 cq_dtype cq_backend_op_precision(const cq_backend *be, cq_op op, cq_dtype wdt) {

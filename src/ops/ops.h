@@ -141,10 +141,25 @@ typedef struct cq_cuda_opts {
     bool profile;       /* per-op device times in cq_backend_get_stats (no recordings) */
 } cq_cuda_opts;
 
+/* Vulkan knobs (the CORTIQ_VULKAN_* variables of the CLI); zeros are the
+ * defaults. Devices are numbered in the backend's order of preference:
+ * discrete GPUs, then integrated, virtual and CPU devices (vulkan:0 is the
+ * first of them). */
+typedef struct cq_vulkan_opts {
+    int device;        /* the device for "vulkan" named without ":N" (< 0: 0); "vulkan:N" wins */
+    bool sync_each_op; /* wait after every op (pins a device fault on its op; no recordings) */
+    bool staging;      /* copy through staging buffers even where device memory is host-visible (as on a
+                        * discrete GPU: how that path is tested on integrated devices and lavapipe) */
+    /* recordings (record once, submit again): off by default while a model step still has ops that fall
+     * back to the host (their copies cannot be recorded, so the recording would fail every time) */
+    bool records;
+} cq_vulkan_opts;
+
 typedef struct cq_backend_opts {
     int device;       /* device number for a device backend named without ":N" (< 0: 0) */
     cq_cpu_opts cpu;  /* the CPU backend, and the host backend ops fall back to on any other */
     cq_cuda_opts cuda;
+    cq_vulkan_opts vulkan;
     /* An op a device backend does not run fails with CQ_ERR_UNSUPPORTED
      * instead of running on the host backend (op tests of the backend itself). */
     bool no_fallback;
@@ -155,11 +170,12 @@ typedef struct cq_backend_opts {
  * create then fails with CQ_ERR_UNSUPPORTED saying so). device_count and
  * describe are NULL for host backends (one implicit device). */
 typedef struct cq_backend_desc {
-    const char *name;    /* "cpu", "ref", "cuda" */
-    const char *label;   /* for people: "CPU", "reference", "CUDA" */
+    const char *name;    /* "cpu", "ref", "cuda", "vulkan" */
+    const char *label;   /* for people: "CPU", "reference", "CUDA", "Vulkan" */
     const char *summary; /* one line for help texts */
     bool has_devices;    /* accepts "name:N" */
     bool (*built)(void);
+    /* device: the N of "name:N", or -1 for the backend's default (its options' device) */
     cq_status (*create)(int device, const cq_backend_opts *opts, cq_backend **out);
     /* devices visible to this process; 0 with the reason in `why` (may be NULL) */
     int (*device_count)(char *why, size_t why_len);
@@ -234,6 +250,10 @@ const char *cq_op_name(cq_op op);
  * dtype; for conv2d wdt is the weight codec. Unsupported combinations return
  * CQ_ERR_UNSUPPORTED from the op. */
 bool cq_backend_supports(const cq_backend *be, cq_op op, cq_dtype wdt, cq_dtype xdt);
+/* Whether `op` runs at all on `be`: the backend runs it (cq_backend_supports)
+ * or it falls back to the host backend (not with no_fallback). What loaders
+ * check before binding weights for an op. */
+bool cq_backend_runs(cq_backend *be, cq_op op, cq_dtype wdt, cq_dtype xdt);
 
 /* The narrowest precision `op` rounds its inputs to on this backend, for
  * tests that scale their tolerances: F32 when it computes in f32 or wider

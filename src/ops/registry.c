@@ -13,6 +13,7 @@
 #include <strings.h>
 
 #include "backends/cuda/cuda.h"
+#include "backends/vulkan/vulkan.h"
 #include "ops/backend.h"
 
 static bool always(void) { return true; }
@@ -28,8 +29,13 @@ static cq_status ref_create(int device, const cq_backend_opts *o, cq_backend **o
     return cq_backend_ref_create(out);
 }
 
+/* device: the N of "name:N", or -1 when the name has none (each backend's default then) */
 static cq_status cuda_create(int device, const cq_backend_opts *o, cq_backend **out) {
-    return cq_backend_cuda_open(device, &o->cuda, out);
+    return cq_backend_cuda_open(device < 0 ? o->device : device, &o->cuda, out);
+}
+
+static cq_status vulkan_create(int device, const cq_backend_opts *o, cq_backend **out) {
+    return cq_backend_vulkan_open(device < 0 ? o->vulkan.device : device, &o->vulkan, out);
 }
 
 static const cq_backend_desc k_backends[] = {
@@ -37,6 +43,8 @@ static const cq_backend_desc k_backends[] = {
     {"ref", "reference", "the plain-C reference ops (slow; for checking and debugging)", false, always, ref_create, NULL, NULL},
     {"cuda", "CUDA", "NVIDIA GPUs of compute capability 8.0 or newer", true, cq_cuda_built, cuda_create, cq_cuda_device_count,
      cq_cuda_describe},
+    {"vulkan", "Vulkan", "GPUs with a Vulkan 1.1 driver (AMD, Intel, NVIDIA; lavapipe on the CPU for testing)", true,
+     cq_vulkan_built, vulkan_create, cq_vulkan_device_count, cq_vulkan_describe},
 };
 
 size_t cq_backend_registry_count(void) { return CQ_ARRAY_LEN(k_backends); }
@@ -135,7 +143,6 @@ cq_status cq_backend_open(const char *name, const cq_backend_opts *opts, cq_back
     const cq_backend_desc *d;
     int dev;
     CQ_TRY(cq_backend_lookup(name, &d, &dev));
-    if (dev < 0) dev = opts->device < 0 ? 0 : opts->device;
     cq_backend *be = NULL;
     CQ_TRY(d->create(dev, opts, &be));
     cq_status s = cq_backend_check(be);

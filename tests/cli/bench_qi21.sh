@@ -24,8 +24,8 @@ expect 2 "$CQ" bench qi21 --quant f16
 has err "q8_2f, q4tp or bf16"
 expect 2 "$CQ" bench qi21 --layers 33
 has err "--layers"
-expect 2 "$CQ" bench qi21 --backend vulkan
-has err "unknown backend 'vulkan' (have: cpu, ref, cuda"
+expect 2 "$CQ" bench qi21 --backend metal
+has err "unknown backend 'metal' (have: cpu, ref, cuda"
 # Without a usable GPU the CUDA run fails at once, before any weights are
 # written (with one, it would be the real benchmark: not run here).
 "$CQ" gpu >"$W/gpu" 2>&1

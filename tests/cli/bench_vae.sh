@@ -22,8 +22,8 @@ expect 2 "$CQ" bench vae --repeat 0
 has err "--repeat"
 expect 2 "$CQ" bench vae --threads 0
 has err "--threads"
-expect 2 "$CQ" bench vae --backend vulkan
-has err "unknown backend 'vulkan' (have: cpu, ref, cuda"
+expect 2 "$CQ" bench vae --backend metal
+has err "unknown backend 'metal' (have: cpu, ref, cuda"
 expect 2 "$CQ" bench vae extra
 has err "unknown argument"
 

@@ -127,7 +127,7 @@ static void test_registry(void **state) {
     assert_false(cq_backend_registry_get(0)->has_devices);
     assert_true(cq_backend_registry_get(2)->has_devices);
     char names[128];
-    assert_string_equal(cq_backend_names(names, sizeof names), "cpu, ref, cuda[:N]");
+    assert_string_equal(cq_backend_names(names, sizeof names), "cpu, ref, cuda[:N], vulkan[:N]");
     const cq_backend_desc *d = NULL;
     int dev = 7;
     EXPECT(CQ_OK, cq_backend_lookup("CUDA:3", &d, &dev), NULL);
@@ -142,7 +142,22 @@ static void test_registry(void **state) {
     assert_null(d);
     EXPECT(CQ_ERR_INVALID_ARG, cq_backend_lookup("cuda:", &d, &dev), "cuda:N");
     EXPECT(CQ_ERR_INVALID_ARG, cq_backend_lookup("cpu:1", &d, &dev), "no devices");
-    EXPECT(CQ_ERR_UNSUPPORTED, cq_backend_lookup("cudax", &d, &dev), "unknown backend 'cudax' (have: cpu, ref, cuda[:N]");
+    EXPECT(CQ_ERR_UNSUPPORTED, cq_backend_lookup("cudax", &d, &dev), "unknown backend 'cudax' (have: cpu, ref, cuda[:N], vulkan[:N]");
+    EXPECT(CQ_OK, cq_backend_lookup("vulkan:2", &d, &dev), NULL);
+    assert_string_equal(d->name, "vulkan");
+    assert_int_equal(dev, 2);
+    assert_true(d->has_devices);
+    EXPECT(CQ_ERR_INVALID_ARG, cq_backend_lookup("vulkan:-1", &d, &dev), "vulkan:N with N a device number");
+    if (!cq_backend_registry_get(3)->built()) {
+        cq_backend *be = NULL;
+        EXPECT(CQ_ERR_UNSUPPORTED, cq_backend_open("vulkan", NULL, &be), "no Vulkan backend");
+        assert_null(be);
+    } else {
+        /* a device number past the last: a clear refusal (or no device at all) */
+        cq_backend *be = NULL;
+        EXPECT(CQ_ERR_UNSUPPORTED, cq_backend_open("vulkan:1000", NULL, &be), "vulkan backend: ");
+        assert_null(be);
+    }
     if (!cq_backend_registry_get(2)->built()) {
         cq_backend *be = NULL;
         EXPECT(CQ_ERR_UNSUPPORTED, cq_backend_open("cuda", NULL, &be), "no CUDA backend");
@@ -174,7 +189,9 @@ static void test_env_mapping(void **state) {
     (void)state;
     static const char *const vars[] = {"CORTIQ_CUDA_CHECK", "CORTIQ_CUDA_GEMM", "CORTIQ_CUDA_GEMM_TUNE",
                                        "CORTIQ_CUDA_ATTN", "CORTIQ_CUDA_SYNC", "CORTIQ_CUDA_SIDE", "CORTIQ_CUDA_GRAPH",
-                                       "CORTIQ_CUDA_PROFILE", "CORTIQ_CUDA_DEVICE", "CORTIQ_BACKEND", "CORTIQ_CPU"};
+                                       "CORTIQ_CUDA_PROFILE", "CORTIQ_CUDA_DEVICE", "CORTIQ_BACKEND", "CORTIQ_CPU",
+                                       "CORTIQ_VULKAN_DEVICE", "CORTIQ_VULKAN_SYNC", "CORTIQ_VULKAN_RECORD",
+                                       "CORTIQ_VULKAN_STAGING"};
     for (size_t i = 0; i < CQ_ARRAY_LEN(vars); i++) unsetenv(vars[i]);
     cq_backend_opts o;
     memset(&o, 0x5a, sizeof o);
@@ -217,6 +234,24 @@ static void test_env_mapping(void **state) {
     assert_int_equal(o.cuda.gemm, CQ_CUDA_GEMM_AUTO);
     assert_false(o.cuda.sync_each_op);
     assert_false(o.cuda.no_side_copy);
+    /* the Vulkan part, read only for Vulkan; CUDA's device does not reach it */
+    setenv("CORTIQ_VULKAN_DEVICE", "1", 1);
+    setenv("CORTIQ_VULKAN_SYNC", "1", 1);
+    setenv("CORTIQ_VULKAN_RECORD", "1", 1);
+    setenv("CORTIQ_VULKAN_STAGING", "1", 1);
+    assert_int_equal(cq_env_backend_opts("cuda", &o), CQ_OK);
+    assert_int_equal(o.vulkan.device, 0);
+    assert_false(o.vulkan.sync_each_op || o.vulkan.records || o.vulkan.staging);
+    assert_int_equal(cq_env_backend_opts("vulkan", &o), CQ_OK);
+    assert_int_equal(o.vulkan.device, 1);
+    assert_true(o.vulkan.sync_each_op && o.vulkan.records && o.vulkan.staging);
+    assert_int_equal(o.device, 0);
+    assert_int_equal(o.cuda.gemm, CQ_CUDA_GEMM_AUTO);
+    setenv("CORTIQ_VULKAN_DEVICE", "first", 1); /* warned about, left at the default */
+    unsetenv("CORTIQ_VULKAN_RECORD");
+    assert_int_equal(cq_env_backend_opts("vulkan:0", &o), CQ_OK);
+    assert_int_equal(o.vulkan.device, 0);
+    assert_false(o.vulkan.records);
     for (size_t i = 0; i < CQ_ARRAY_LEN(vars); i++) unsetenv(vars[i]);
     /* process settings: threads and log level */
     int logged = 0;

@@ -98,7 +98,7 @@ int tu_system(const char *fmt, ...) {
  * CPU instance); a device backend is a known name with an optional ":N"
  * device number. */
 static const char *const k_host_backends[] = {"cpu"};
-static const char *const k_device_backends[] = {"cuda"};
+static const char *const k_device_backends[] = {"cuda", "vulkan"};
 
 static bool device_name(const char *name) {
     for (size_t i = 0; i < sizeof k_device_backends / sizeof *k_device_backends; i++) {
@@ -119,7 +119,7 @@ int tu_backend_select(const char *prog, int argc, char **argv, tu_backend_arg *o
     bool host = false;
     for (size_t i = 0; i < sizeof k_host_backends / sizeof *k_host_backends; i++) host |= !strcmp(name, k_host_backends[i]);
     if (argc > 2 || strlen(name) >= sizeof out->name || (!host && !device_name(name))) {
-        fprintf(stderr, "usage: %s [cpu|cuda|cuda:N]  (the backend the tests run on; cpu when absent)\n", prog);
+        fprintf(stderr, "usage: %s [cpu|cuda[:N]|vulkan[:N]]  (the backend the tests run on; cpu when absent)\n", prog);
         return 1;
     }
     snprintf(out->name, sizeof out->name, "%s", name);

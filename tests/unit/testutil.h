@@ -35,13 +35,15 @@ int tu_system(const char *fmt, ...);
 
 /* ---- the backend a model test runs on ----------------------------------------
  * A model test is one program run once per backend: `test_qi21 [BACKEND]`,
- * BACKEND one of cpu (the default), cuda or cuda:N. ctest runs each such
- * program twice (cq_add_backend_test in CMakeLists.txt): `test_x cpu`, label
- * unit, and `test_x cuda` as test_x_cuda, label gpu. The host backend (cpu) is
+ * BACKEND one of cpu (the default), cuda[:N] or vulkan[:N]. ctest runs each
+ * such program once per backend (cq_add_backend_test in CMakeLists.txt):
+ * `test_x cpu`, label unit, `test_x cuda` as test_x_cuda, label gpu, and
+ * `test_x vulkan` as test_x_vulkan, label unit (lavapipe runs it anywhere;
+ * skipped without a Vulkan device). The host backend (cpu) is
  * held to the CPU bounds; any other is a device, held to the device bounds
  * and, where a test says so, to the CPU backend running the same file. */
 typedef struct tu_backend_arg {
-    char name[32]; /* as given: "cpu", "cuda", "cuda:1" */
+    char name[32]; /* as given: "cpu", "cuda", "cuda:1", "vulkan" */
     bool device;   /* not the host (CPU) backend */
 } tu_backend_arg;
 /* Read the backend from argv (at most one argument) and check that it opens

@@ -1,0 +1,23 @@
+#version 450
+// swiglu.comp — y = silu(a) ⊙ b on f32; fused (b absent): a [M, 2F] holds gate|up.
+layout(local_size_x = 128) in; // before common.glsl, whose cq_gid reads gl_WorkGroupSize
+#include "common.glsl"
+layout(std430, binding = 0) readonly buffer A { float a[]; };
+layout(std430, binding = 1) readonly buffer B { float b[]; };
+layout(std430, binding = 2) writeonly buffer Y { float y[]; };
+layout(push_constant) uniform P { uint n, ao, bo, yo, F, fused; } p;
+
+void main() {
+    uint g = cq_gid();
+    if (g >= p.n) return;
+    float gv, uv;
+    if (p.fused != 0u) {
+        uint r = g / p.F, f = g % p.F;
+        gv = a[p.ao + r * 2u * p.F + f];
+        uv = a[p.ao + r * 2u * p.F + p.F + f];
+    } else {
+        gv = a[p.ao + g];
+        uv = b[p.bo + g];
+    }
+    y[p.yo + g] = gv / (1.0 + exp(-gv)) * uv;
+}

@@ -1,0 +1,378 @@
+/*
+ * vk_ops.c — the ops the Vulkan backend runs itself (the portable path: f32
+ * compute, no cooperative matrices), each a dispatch of one shader of
+ * shaders/ with its tensors' element offsets in the push constants. The
+ * structs below mirror the shaders' push-constant blocks word for word.
+ * supports() answers for exactly these; every other op and combination runs
+ * on the host backend (fallback.c).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "backends/vulkan/vk_impl.h"
+
+static bool is_fl(cq_dtype dt) { return dt == CQ_DTYPE_F32 || dt == CQ_DTYPE_F16 || dt == CQ_DTYPE_BF16; }
+
+bool cq_vk_supports(const cq_backend *be, cq_op op, cq_dtype wdt, cq_dtype xdt) {
+    (void)be;
+    switch (op) {
+    case CQ_OP_COPY: return is_fl(xdt) || xdt == CQ_DTYPE_I32;
+    case CQ_OP_UNARY:
+    case CQ_OP_BINARY:
+    case CQ_OP_GATED_ADD:
+    case CQ_OP_SWIGLU:
+    case CQ_OP_SOFTMAX:
+    case CQ_OP_RMSNORM:
+    case CQ_OP_LAYERNORM:
+    case CQ_OP_ATTENTION:
+    case CQ_OP_QK_NORM_ROPE:
+    case CQ_OP_TRANSPOSE:
+    case CQ_OP_CONCAT_COLS:
+    case CQ_OP_UPSAMPLE_NEAREST:
+    case CQ_OP_PIXEL_SHUFFLE:
+    case CQ_OP_PIXEL_UNSHUFFLE:
+    case CQ_OP_GATHER_COLS:
+    case CQ_OP_GROUPNORM: return xdt == CQ_DTYPE_F32;
+    case CQ_OP_MATMUL: return xdt == CQ_DTYPE_F32 && (is_fl(wdt) || wdt == CQ_DTYPE_Q8_ROW || wdt == CQ_DTYPE_Q8_2F);
+    case CQ_OP_CONV2D:
+    case CQ_OP_GET_ROWS: return xdt == CQ_DTYPE_F32 && is_fl(wdt);
+    default: return false;
+    }
+}
+
+static cq_vk_buf *B(const cq_tensor *t) { return t ? (cq_vk_buf *)t->base : NULL; }
+
+/* Element offset of a tensor in its buffer (in units of its dtype). */
+static uint32_t eo(const cq_tensor *t) {
+    if (!t) return 0;
+    size_t es = t->dtype == CQ_DTYPE_F16 || t->dtype == CQ_DTYPE_BF16 ? 2 : 4;
+    return (uint32_t)(t->offset / es);
+}
+
+static uint32_t vdt(cq_dtype dt) {
+    switch ((int)dt) {
+    case CQ_DTYPE_F16: return VK_DT_F16;
+    case CQ_DTYPE_BF16: return VK_DT_BF16;
+    case CQ_DTYPE_Q8_ROW: return VK_DT_Q8_ROW;
+    case CQ_DTYPE_Q8_2F: return VK_DT_Q8_2F;
+    default: return VK_DT_F32;
+    }
+}
+
+/* Element counts and offsets travel as 32-bit words: buffers are at most maxStorageBufferRange bytes. */
+static cq_status elementwise(cq_vk *c, cq_op op, cq_vk_shader sh, cq_vk_buf *const *bufs, int nb, const void *push,
+                             uint32_t bytes, uint64_t n) {
+    uint32_t gx, gy;
+    CQ_TRY(cq_vk_grid(c, (n + 127) / 128, &gx, &gy));
+    return cq_vk_dispatch(c, op, sh, bufs, nb, push, bytes, gx, gy);
+}
+
+static cq_status per_row(cq_vk *c, cq_op op, cq_vk_shader sh, cq_vk_buf *const *bufs, int nb, const void *push,
+                         uint32_t bytes, uint64_t rows) {
+    uint32_t gx, gy;
+    CQ_TRY(cq_vk_grid(c, rows, &gx, &gy));
+    return cq_vk_dispatch(c, op, sh, bufs, nb, push, bytes, gx, gy);
+}
+
+cq_status cq_vk_copy(cq_backend *be, cq_tensor *y, const cq_tensor *x) {
+    cq_vk *c = cq_vk_of(be);
+    struct {
+        uint32_t n, xo, yo, xdt, ydt;
+    } p = {(uint32_t)cq_tensor_nelem(x), eo(x), eo(y), vdt(x->dtype), vdt(y->dtype)};
+    cq_vk_buf *b[] = {B(x), B(y)};
+    /* a 16-bit output: one invocation per 32-bit word it touches */
+    uint64_t work = p.ydt == VK_DT_F32 ? p.n : (uint64_t)(p.yo + p.n + 1) / 2 - p.yo / 2;
+    return elementwise(c, CQ_OP_COPY, CQ_VK_SH_copy, b, 2, &p, sizeof p, work);
+}
+
+cq_status cq_vk_unary(cq_backend *be, cq_tensor *y, const cq_tensor *x, cq_unary fn, float alpha, float beta) {
+    cq_vk *c = cq_vk_of(be);
+    struct {
+        uint32_t n, xo, yo, fn;
+        float alpha, beta;
+    } p = {(uint32_t)cq_tensor_nelem(x), eo(x), eo(y), (uint32_t)fn, alpha, beta};
+    cq_vk_buf *b[] = {B(x), B(y)};
+    return elementwise(c, CQ_OP_UNARY, CQ_VK_SH_unary, b, 2, &p, sizeof p, p.n);
+}
+
+cq_status cq_vk_binary(cq_backend *be, cq_tensor *y, const cq_tensor *a, const cq_tensor *bt, cq_binary fn) {
+    cq_vk *c = cq_vk_of(be);
+    uint64_t n = (uint64_t)cq_tensor_nelem(a);
+    struct {
+        uint32_t n, ao, bo, yo, cols, bcast, fn;
+    } p = {(uint32_t)n, eo(a), eo(bt), eo(y), (uint32_t)cq_tensor_cols(a), (uint64_t)cq_tensor_nelem(bt) != n,
+           (uint32_t)fn};
+    cq_vk_buf *b[] = {B(a), B(bt), B(y)};
+    return elementwise(c, CQ_OP_BINARY, CQ_VK_SH_binary, b, 3, &p, sizeof p, n);
+}
+
+cq_status cq_vk_gated_add(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *gate) {
+    cq_vk *c = cq_vk_of(be);
+    struct {
+        uint32_t n, xo, go, yo, cols, has_gate;
+    } p = {(uint32_t)cq_tensor_nelem(x), eo(x), eo(gate), eo(y), (uint32_t)cq_tensor_cols(x), gate != NULL};
+    cq_vk_buf *b[] = {B(x), B(gate), B(y)};
+    return elementwise(c, CQ_OP_GATED_ADD, CQ_VK_SH_gated_add, b, 3, &p, sizeof p, p.n);
+}
+
+cq_status cq_vk_swiglu(cq_backend *be, cq_tensor *y, const cq_tensor *a, const cq_tensor *bt) {
+    cq_vk *c = cq_vk_of(be);
+    struct {
+        uint32_t n, ao, bo, yo, F, fused;
+    } p = {(uint32_t)cq_tensor_nelem(y), eo(a), eo(bt), eo(y), (uint32_t)cq_tensor_cols(y), bt == NULL};
+    cq_vk_buf *b[] = {B(a), B(bt), B(y)};
+    return elementwise(c, CQ_OP_SWIGLU, CQ_VK_SH_swiglu, b, 3, &p, sizeof p, p.n);
+}
+
+cq_status cq_vk_softmax(cq_backend *be, cq_tensor *y, const cq_tensor *x, float scale) {
+    cq_vk *c = cq_vk_of(be);
+    struct {
+        uint32_t rows, cols, xo, yo;
+        float scale;
+    } p = {(uint32_t)cq_tensor_rows(x), (uint32_t)cq_tensor_cols(x), eo(x), eo(y), scale != 0.0f ? scale : 1.0f};
+    cq_vk_buf *b[] = {B(x), B(y)};
+    return per_row(c, CQ_OP_SOFTMAX, CQ_VK_SH_softmax, b, 2, &p, sizeof p, p.rows);
+}
+
+cq_status cq_vk_rmsnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *w, const cq_tensor *bias,
+                        bool zero_centered, float eps) {
+    cq_vk *c = cq_vk_of(be);
+    struct {
+        uint32_t rows, cols, xo, yo, wo, bo, has_w, has_b, zc;
+        float eps;
+    } p = {(uint32_t)cq_tensor_rows(x),
+           (uint32_t)cq_tensor_cols(x),
+           eo(x),
+           eo(y),
+           eo(w),
+           eo(bias),
+           w != NULL,
+           bias != NULL,
+           zero_centered,
+           eps};
+    cq_vk_buf *b[] = {B(x), B(w), B(bias), B(y)};
+    return per_row(c, CQ_OP_RMSNORM, CQ_VK_SH_rmsnorm, b, 4, &p, sizeof p, p.rows);
+}
+
+cq_status cq_vk_layernorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *scale,
+                          const cq_tensor *shift, float eps) {
+    cq_vk *c = cq_vk_of(be);
+    struct {
+        uint32_t rows, cols, xo, yo, so, to, has_s, has_t;
+        float eps;
+    } p = {(uint32_t)cq_tensor_rows(x),
+           (uint32_t)cq_tensor_cols(x),
+           eo(x),
+           eo(y),
+           eo(scale),
+           eo(shift),
+           scale != NULL,
+           shift != NULL,
+           eps};
+    cq_vk_buf *b[] = {B(x), B(scale), B(shift), B(y)};
+    return per_row(c, CQ_OP_LAYERNORM, CQ_VK_SH_layernorm, b, 4, &p, sizeof p, p.rows);
+}
+
+cq_status cq_vk_matmul(cq_backend *be, const cq_matmul_args *a) {
+    cq_vk *c = cq_vk_of(be);
+    const uint32_t M = (uint32_t)cq_tensor_rows(a->x), K = (uint32_t)cq_tensor_cols(a->x),
+                   N = (uint32_t)cq_tensor_cols(a->y);
+    struct {
+        uint32_t M, N, K, xo, yo, wo, w2o, bo, b2o, go, wdt, w2dt, act, flags;
+        float scale;
+        uint32_t op, seq, wrows, w2rows;
+    } p = {M,
+           N,
+           K,
+           eo(a->x),
+           eo(a->y),
+           eo(a->w),
+           eo(a->w2),
+           eo(a->bias),
+           eo(a->bias2),
+           eo(a->gate),
+           vdt(a->w->dtype),
+           a->w2 ? vdt(a->w2->dtype) : 0,
+           (uint32_t)a->act,
+           (a->bias ? 1u : 0u) | (a->bias2 ? 2u : 0u) | (a->gate ? 4u : 0u) | (a->accumulate ? 8u : 0u) |
+               (a->w2 ? 16u : 0u),
+           a->scale,
+           CQ_OP_MATMUL,
+           c->seq + 1,
+           (uint32_t)a->w->shape[0],
+           a->w2 ? (uint32_t)a->w2->shape[0] : 0};
+    _Static_assert(CQ_ACT_NONE == 0 && CQ_ACT_GELU_TANH == 1 && CQ_ACT_SILU == 2 && CQ_ACT_SWIGLU == 3,
+                   "matmul.comp numbers the activations as ops.h");
+    cq_vk_buf *b[] = {B(a->x), B(a->y), B(a->w), B(a->w2), B(a->bias), B(a->bias2), B(a->gate)};
+    uint32_t gx = (N + 15) / 16, gy = (M + 15) / 16;
+    return cq_vk_dispatch(c, CQ_OP_MATMUL, CQ_VK_SH_matmul, b, 7, &p, sizeof p, gx, gy);
+}
+
+cq_status cq_vk_get_rows(cq_backend *be, cq_tensor *y, const cq_tensor *w, const cq_tensor *ids) {
+    cq_vk *c = cq_vk_of(be);
+    const uint32_t n = (uint32_t)cq_tensor_nelem(ids), C = (uint32_t)cq_tensor_cols(y);
+    struct {
+        uint32_t n, C, V, wo, io, yo, wdt, op, seq;
+    } p = {n, C, (uint32_t)w->shape[0], eo(w), eo(ids), eo(y), vdt(w->dtype), CQ_OP_GET_ROWS, c->seq + 1};
+    cq_vk_buf *b[] = {B(w), B(ids), B(y)};
+    return elementwise(c, CQ_OP_GET_ROWS, CQ_VK_SH_get_rows, b, 3, &p, sizeof p, (uint64_t)n * C);
+}
+
+cq_status cq_vk_attention(cq_backend *be, const cq_attn_args *a) {
+    cq_vk *c = cq_vk_of(be);
+    const uint32_t Nq = (uint32_t)cq_tensor_rows(a->q);
+    struct {
+        uint32_t Nq, Hq, Hkv, D, P, Nk, qo, kpo, vpo, ko, vo, viso, oo, has_vis, causal;
+        float scale;
+    } p = {Nq,
+           (uint32_t)a->n_heads,
+           (uint32_t)a->n_kv_heads,
+           (uint32_t)a->head_dim,
+           a->k_prefix ? (uint32_t)cq_tensor_rows(a->k_prefix) : 0,
+           a->k ? (uint32_t)cq_tensor_rows(a->k) : 0,
+           eo(a->q),
+           eo(a->k_prefix),
+           eo(a->v_prefix),
+           eo(a->k),
+           eo(a->v),
+           eo(a->vis),
+           eo(a->o),
+           a->vis != NULL,
+           a->causal,
+           a->scale != 0.0f ? a->scale : (float)(1.0 / sqrt((double)a->head_dim))};
+    cq_vk_buf *b[] = {B(a->q), B(a->k_prefix), B(a->v_prefix), B(a->k), B(a->v), B(a->vis), B(a->o)};
+    return per_row(c, CQ_OP_ATTENTION, CQ_VK_SH_attention, b, 7, &p, sizeof p, (uint64_t)Nq * (uint64_t)a->n_heads);
+}
+
+cq_status cq_vk_qk_norm_rope(cq_backend *be, cq_tensor *t, int n_heads, int head_dim, const cq_tensor *w, float eps,
+                             const cq_tensor *cos_t, const cq_tensor *sin_t, cq_rope_mode mode, int rope_dim) {
+    cq_vk *c = cq_vk_of(be);
+    _Static_assert(CQ_ROPE_NONE == 0 && CQ_ROPE_INTERLEAVED == 1 && CQ_ROPE_HALF == 2,
+                   "qk_norm_rope.comp numbers the modes as ops.h");
+    const uint32_t N = (uint32_t)cq_tensor_rows(t);
+    struct {
+        uint32_t N, H, D, rd, to, wo, co, so, has_w, mode;
+        float eps;
+    } p = {N,
+           (uint32_t)n_heads,
+           (uint32_t)head_dim,
+           (uint32_t)(rope_dim ? rope_dim : head_dim),
+           eo(t),
+           eo(w),
+           eo(cos_t),
+           eo(sin_t),
+           w != NULL,
+           (uint32_t)mode,
+           eps};
+    cq_vk_buf *b[] = {B(t), B(w), B(cos_t), B(sin_t)};
+    return per_row(c, CQ_OP_QK_NORM_ROPE, CQ_VK_SH_qk_norm_rope, b, 4, &p, sizeof p, (uint64_t)N * (uint64_t)n_heads);
+}
+
+/* move.comp: one invocation per output element; mode and shape words as the shader documents. */
+typedef struct move_push {
+    uint32_t mode, n, xo, x2o, io, yo, a, b, c, d, op, seq;
+    float scale;
+} move_push;
+
+static cq_status move(cq_backend *be, cq_op op, move_push p, const cq_tensor *y, const cq_tensor *x,
+                      const cq_tensor *x2, const cq_tensor *idx) {
+    cq_vk *c = cq_vk_of(be);
+    p.n = (uint32_t)cq_tensor_nelem(y);
+    p.xo = eo(x);
+    p.x2o = eo(x2);
+    p.io = eo(idx);
+    p.yo = eo(y);
+    p.op = (uint32_t)op;
+    p.seq = c->seq + 1;
+    cq_vk_buf *b[] = {B(x), B(x2), B(idx), B(y)};
+    return elementwise(c, op, CQ_VK_SH_move, b, 4, &p, sizeof p, p.n);
+}
+
+cq_status cq_vk_transpose(cq_backend *be, cq_tensor *y, const cq_tensor *x) {
+    move_push p = {.mode = 0, .a = (uint32_t)cq_tensor_rows(x), .b = (uint32_t)cq_tensor_cols(x)};
+    return move(be, CQ_OP_TRANSPOSE, p, y, x, NULL, NULL);
+}
+
+cq_status cq_vk_concat_cols(cq_backend *be, cq_tensor *y, const cq_tensor *a, const cq_tensor *b) {
+    move_push p = {.mode = 1,
+                   .a = (uint32_t)cq_tensor_rows(a),
+                   .b = (uint32_t)cq_tensor_cols(a),
+                   .c = (uint32_t)cq_tensor_cols(b)};
+    return move(be, CQ_OP_CONCAT_COLS, p, y, a, b, NULL);
+}
+
+cq_status cq_vk_upsample_nearest(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int f) {
+    move_push p = {.mode = 2, .a = (uint32_t)H, .b = (uint32_t)W, .c = (uint32_t)f, .d = (uint32_t)cq_tensor_cols(x)};
+    return move(be, CQ_OP_UPSAMPLE_NEAREST, p, y, x, NULL, NULL);
+}
+
+cq_status cq_vk_pixel_shuffle(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int r) {
+    move_push p = {.mode = 3, .a = (uint32_t)H, .b = (uint32_t)W, .c = (uint32_t)r, .d = (uint32_t)cq_tensor_cols(y)};
+    return move(be, CQ_OP_PIXEL_SHUFFLE, p, y, x, NULL, NULL);
+}
+
+cq_status cq_vk_pixel_unshuffle(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int r) {
+    move_push p = {.mode = 4, .a = (uint32_t)H, .b = (uint32_t)W, .c = (uint32_t)r, .d = (uint32_t)cq_tensor_cols(x)};
+    return move(be, CQ_OP_PIXEL_UNSHUFFLE, p, y, x, NULL, NULL);
+}
+
+cq_status cq_vk_gather_cols(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *idx, int group,
+                            float scale) {
+    move_push p = {.mode = 5,
+                   .a = (uint32_t)cq_tensor_cols(x),
+                   .b = (uint32_t)cq_tensor_cols(y),
+                   .c = (uint32_t)group,
+                   .scale = scale != 0.0f ? scale : 1.0f};
+    return move(be, CQ_OP_GATHER_COLS, p, y, x, NULL, idx);
+}
+
+cq_status cq_vk_groupnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, int groups, const cq_tensor *gamma,
+                          const cq_tensor *beta, float eps) {
+    cq_vk *c = cq_vk_of(be);
+    struct {
+        uint32_t R, C, groups, xo, yo, go, bo, has_g, has_b;
+        float eps;
+    } p = {(uint32_t)cq_tensor_rows(x),
+           (uint32_t)cq_tensor_cols(x),
+           (uint32_t)groups,
+           eo(x),
+           eo(y),
+           eo(gamma),
+           eo(beta),
+           gamma != NULL,
+           beta != NULL,
+           eps};
+    cq_vk_buf *b[] = {B(x), B(gamma), B(beta), B(y)};
+    return per_row(c, CQ_OP_GROUPNORM, CQ_VK_SH_groupnorm, b, 4, &p, sizeof p, (uint64_t)groups);
+}
+
+cq_status cq_vk_conv2d(cq_backend *be, const cq_conv2d_args *a) {
+    cq_vk *c = cq_vk_of(be);
+    _Static_assert(CQ_PAD_ZERO == 0 && CQ_PAD_REPLICATE == 1 && CQ_PAD_REFLECT == 2,
+                   "conv2d.comp numbers the pad modes");
+    const uint32_t Ho = (uint32_t)((a->H + a->pad_t + a->pad_b - a->kh) / a->stride_y + 1);
+    const uint32_t Wo = (uint32_t)((a->W + a->pad_l + a->pad_r - a->kw) / a->stride_x + 1);
+    struct {
+        uint32_t H, W, Cin, Cout, kh, kw, sy, sx, pl, pt, Ho, Wo, mode, xo, yo, wo, bo, has_b, wdt;
+    } p = {(uint32_t)a->H,
+           (uint32_t)a->W,
+           (uint32_t)cq_tensor_cols(a->x),
+           (uint32_t)a->w->shape[0],
+           (uint32_t)a->kh,
+           (uint32_t)a->kw,
+           (uint32_t)a->stride_y,
+           (uint32_t)a->stride_x,
+           (uint32_t)a->pad_l,
+           (uint32_t)a->pad_t,
+           Ho,
+           Wo,
+           (uint32_t)a->mode,
+           eo(a->x),
+           eo(a->y),
+           eo(a->w),
+           eo(a->bias),
+           a->bias != NULL,
+           vdt(a->w->dtype)};
+    cq_vk_buf *b[] = {B(a->x), B(a->w), B(a->bias), B(a->y)};
+    return elementwise(c, CQ_OP_CONV2D, CQ_VK_SH_conv2d, b, 4, &p, sizeof p, (uint64_t)Ho * Wo * p.Cout);
+}

@@ -1,0 +1,101 @@
+/*
+ * vk_shaders.c — the compute shaders, compiled by glslc at build time
+ * (shaders/<name>.comp -> <build>/vk_spv/<name>.spv.h, a C array initializer) and
+ * embedded here, and their pipelines: one per shader, created at its first
+ * use on a backend (the driver translates the SPIR-V then) and kept.
+ */
+#include <string.h>
+
+#include "backends/vulkan/vk_impl.h"
+
+static const uint32_t k_spv_copy[] =
+#include "copy.spv.h"
+    ;
+static const uint32_t k_spv_unary[] =
+#include "unary.spv.h"
+    ;
+static const uint32_t k_spv_binary[] =
+#include "binary.spv.h"
+    ;
+static const uint32_t k_spv_gated_add[] =
+#include "gated_add.spv.h"
+    ;
+static const uint32_t k_spv_swiglu[] =
+#include "swiglu.spv.h"
+    ;
+static const uint32_t k_spv_softmax[] =
+#include "softmax.spv.h"
+    ;
+static const uint32_t k_spv_rmsnorm[] =
+#include "rmsnorm.spv.h"
+    ;
+static const uint32_t k_spv_layernorm[] =
+#include "layernorm.spv.h"
+    ;
+static const uint32_t k_spv_matmul[] =
+#include "matmul.spv.h"
+    ;
+static const uint32_t k_spv_attention[] =
+#include "attention.spv.h"
+    ;
+static const uint32_t k_spv_qk_norm_rope[] =
+#include "qk_norm_rope.spv.h"
+    ;
+static const uint32_t k_spv_move[] =
+#include "move.spv.h"
+    ;
+static const uint32_t k_spv_groupnorm[] =
+#include "groupnorm.spv.h"
+    ;
+static const uint32_t k_spv_conv2d[] =
+#include "conv2d.spv.h"
+    ;
+static const uint32_t k_spv_get_rows[] =
+#include "get_rows.spv.h"
+    ;
+
+static const struct {
+    const char *name;
+    const uint32_t *code;
+    size_t bytes;
+} k_shaders[CQ_VK_SH_COUNT] = {
+#define CQ_VK_SHADER_ROW_(n) [CQ_VK_SH_##n] = {#n, k_spv_##n, sizeof k_spv_##n},
+    CQ_VK_SHADERS(CQ_VK_SHADER_ROW_)
+#undef CQ_VK_SHADER_ROW_
+};
+
+cq_status cq_vk_pipeline(cq_vk *c, cq_vk_shader sh, VkPipeline *out) {
+    if (c->pipe[sh]) {
+        *out = c->pipe[sh];
+        return CQ_OK;
+    }
+    VkShaderModuleCreateInfo mi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+                                   .codeSize = k_shaders[sh].bytes,
+                                   .pCode = k_shaders[sh].code};
+    VkShaderModule mod;
+    VkResult r = c->f.vkCreateShaderModule(c->dev, &mi, NULL, &mod);
+    if (r != VK_SUCCESS)
+        return cq_fail(CQ_ERR_INTERNAL, "vulkan: shader %s: vkCreateShaderModule failed: %s", k_shaders[sh].name,
+                       cq_vk_result_str(r));
+    VkComputePipelineCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+                                      .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                                                .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+                                                .module = mod,
+                                                .pName = "main"},
+                                      .layout = c->layout};
+    r = c->f.vkCreateComputePipelines(c->dev, VK_NULL_HANDLE, 1, &pi, NULL, &c->pipe[sh]);
+    c->f.vkDestroyShaderModule(c->dev, mod, NULL);
+    if (r != VK_SUCCESS) {
+        c->pipe[sh] = VK_NULL_HANDLE;
+        return cq_fail(CQ_ERR_INTERNAL, "vulkan: shader %s: vkCreateComputePipelines failed: %s", k_shaders[sh].name,
+                       cq_vk_result_str(r));
+    }
+    *out = c->pipe[sh];
+    return CQ_OK;
+}
+
+void cq_vk_pipelines_destroy(cq_vk *c) {
+    for (int i = 0; i < CQ_VK_SH_COUNT; i++)
+        if (c->pipe[i]) c->f.vkDestroyPipeline(c->dev, c->pipe[i], NULL);
+    memset(c->pipe, 0, sizeof c->pipe);
+}

@@ -1,0 +1,223 @@
+/*
+ * test_vulkan.c — the Vulkan backend's own behaviour, beyond the op cases of
+ * test_ops_vulkan: a bad index found by a shader (get_rows, gather_cols) is
+ * a deferred error that sync reports once (and clears); a buffer over the
+ * device's largest storage buffer is refused with that limit named; a matmul
+ * output that overflows is a deferred CQ_ERR_NUMERIC; a device number past
+ * the last is refused; the device description names what cortiq gpu shows;
+ * a q4 weight (a codec no shader decodes yet) is kept in the pack's mapping
+ * and its matmul falls back to the CPU with the CPU's result. Exits 77 (skipped) where the backend is not built or
+ * no Vulkan device is present (lavapipe is one).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/vulkan/vulkan.h"
+#include "codec/codec.h"
+#include "ops/ops.h"
+#include "testutil.h"
+
+static cq_backend *g_vk;
+
+static int setup(void **state) {
+    (void)state;
+    return cq_backend_open("vulkan", NULL, &g_vk) == CQ_OK ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    cq_backend_free(g_vk);
+    return 0;
+}
+
+static void expect(cq_status got, cq_status want, const char *needle) {
+    if (got != want || (needle && !strstr(cq_last_error(), needle)))
+        fail_msg("expected %s mentioning '%s', got %s: %s", cq_status_str(want), needle ? needle : "",
+                 cq_status_str(got), cq_last_error());
+}
+
+/* get_rows with an id past the table: the op is queued, sync names the id and its position, once. */
+static void test_deferred_index_error(void **state) {
+    (void)state;
+    enum { V = 4, C = 3 };
+    float table[V * C];
+    for (int i = 0; i < V * C; i++) table[i] = (float)i + 0.5f;
+    cq_tensor w, ids, y;
+    assert_int_equal(cq_tensor_alloc_2d(g_vk, CQ_DTYPE_F32, V, C, &w), CQ_OK);
+    int64_t n = 3;
+    assert_int_equal(cq_tensor_alloc(g_vk, CQ_DTYPE_I32, 1, &n, &ids), CQ_OK);
+    assert_int_equal(cq_tensor_alloc_2d(g_vk, CQ_DTYPE_F32, n, C, &y), CQ_OK);
+    assert_int_equal(cq_tensor_upload(&w, table, sizeof table), CQ_OK);
+    const int32_t bad[3] = {2, 5, 0};
+    assert_int_equal(cq_tensor_upload(&ids, bad, sizeof bad), CQ_OK);
+    assert_int_equal(cq_op_get_rows(g_vk, &y, &w, &ids), CQ_OK); /* queued: the id lives on the device */
+    expect(cq_backend_sync(g_vk), CQ_ERR_BOUNDS, "get_rows: id 5 at position 1 is outside the table (op #1");
+    assert_int_equal(cq_backend_sync(g_vk), CQ_OK); /* reported once */
+    float got[3 * C];
+    assert_int_equal(cq_tensor_download(&y, got, sizeof got), CQ_OK);
+    for (int k = 0; k < C; k++) {
+        assert_true(got[k] == table[2 * C + k]);
+        assert_true(got[C + k] == 0.0f); /* the bad row is zeros */
+        assert_true(got[2 * C + k] == table[k]);
+    }
+    const int32_t good[3] = {3, 1, 1};
+    assert_int_equal(cq_tensor_upload(&ids, good, sizeof good), CQ_OK);
+    assert_int_equal(cq_op_get_rows(g_vk, &y, &w, &ids), CQ_OK);
+    assert_int_equal(cq_backend_sync(g_vk), CQ_OK);
+    assert_int_equal(cq_tensor_download(&y, got, sizeof got), CQ_OK);
+    assert_true(got[0] == table[3 * C] && got[C + 2] == table[C + 2]);
+    /* gather_cols likewise: x [V, C] columns gathered by {2, 7, -1}, index 7 at position 1 */
+    const int32_t cols[3] = {2, 7, -1};
+    assert_int_equal(cq_tensor_upload(&ids, cols, sizeof cols), CQ_OK);
+    cq_tensor g;
+    assert_int_equal(cq_tensor_alloc_2d(g_vk, CQ_DTYPE_F32, V, 3, &g), CQ_OK);
+    assert_int_equal(cq_op_gather_cols(g_vk, &g, &w, &ids, 1, 1.0f), CQ_OK);
+    expect(cq_backend_sync(g_vk), CQ_ERR_BOUNDS, "gather_cols: index 7 at position 1 is out of range (op #1 ");
+    float gg[V * 3];
+    assert_int_equal(cq_tensor_download(&g, gg, sizeof gg), CQ_OK);
+    for (int r = 0; r < V; r++)
+        assert_true(gg[r * 3] == table[r * C + 2] && gg[r * 3 + 1] == 0.0f && gg[r * 3 + 2] == 0.0f);
+    cq_tensor_free(&g);
+    cq_tensor_free(&w);
+    cq_tensor_free(&ids);
+    cq_tensor_free(&y);
+}
+
+/* A matmul whose output overflows f32: reported at sync as CQ_ERR_NUMERIC naming the op and the element. */
+static void test_nonfinite_output(void **state) {
+    (void)state;
+    cq_tensor x, w, y;
+    assert_int_equal(cq_tensor_alloc_2d(g_vk, CQ_DTYPE_F32, 2, 4, &x), CQ_OK);
+    assert_int_equal(cq_tensor_alloc_2d(g_vk, CQ_DTYPE_F32, 3, 4, &w), CQ_OK);
+    assert_int_equal(cq_tensor_alloc_2d(g_vk, CQ_DTYPE_F32, 2, 3, &y), CQ_OK);
+    float xv[8] = {1, 1, 1, 1, 1, 1, 1, 1}, wv[12] = {1, 2, 3, 4, 0, 0, 0, 0, 1, 1, 1, 1};
+    wv[4] = 3e38f; /* row 1: 3e38 + 3e38 overflows */
+    wv[5] = 3e38f;
+    assert_int_equal(cq_tensor_upload(&x, xv, sizeof xv), CQ_OK);
+    assert_int_equal(cq_tensor_upload(&w, wv, sizeof wv), CQ_OK);
+    assert_int_equal(cq_op_linear(g_vk, &y, &x, &w, NULL), CQ_OK);
+    expect(cq_backend_sync(g_vk), CQ_ERR_NUMERIC, "matmul produced a non-finite value (output element 1; op #1 ");
+    assert_int_equal(cq_backend_sync(g_vk), CQ_OK);
+    float got[6];
+    assert_int_equal(cq_tensor_download(&y, got, sizeof got), CQ_OK);
+    assert_true(got[0] == 10.0f && got[2] == 4.0f && got[3] == 10.0f);
+    cq_tensor_free(&x);
+    cq_tensor_free(&w);
+    cq_tensor_free(&y);
+}
+
+/* Shaders bind whole buffers: one over maxStorageBufferRange is refused up front, naming the limit. */
+static void test_buffer_limit(void **state) {
+    (void)state;
+    cq_vulkan_info d;
+    assert_int_equal(cq_vulkan_device_info(0, &d), CQ_OK);
+    assert_true(d.max_buffer_range >= ((uint64_t)1 << 27)); /* the Vulkan minimum is 128 MiB */
+    cq_tensor t;
+    int64_t cols = (int64_t)(d.max_buffer_range / 4) + 1;
+    expect(cq_tensor_alloc_2d(g_vk, CQ_DTYPE_F32, 1, cols, &t), CQ_ERR_UNSUPPORTED, "maxStorageBufferRange");
+    assert_int_equal(cq_tensor_alloc_2d(g_vk, CQ_DTYPE_F32, 1, 1024, &t), CQ_OK); /* and the backend goes on */
+    cq_tensor_free(&t);
+}
+
+static void test_devices(void **state) {
+    (void)state;
+    char why[256] = "";
+    int n = cq_vulkan_device_count(why, sizeof why);
+    assert_true(n >= 1);
+    cq_backend *be = NULL;
+    char name[32];
+    snprintf(name, sizeof name, "vulkan:%d", n);
+    expect(cq_backend_open(name, NULL, &be), CQ_ERR_UNSUPPORTED, "does not exist");
+    assert_null(be);
+    /* the options' device is used for the name without ":N" */
+    cq_backend_opts o = {.vulkan = {.device = n}};
+    expect(cq_backend_open("vulkan", &o, &be), CQ_ERR_UNSUPPORTED, "does not exist");
+    o.vulkan.device = n - 1;
+    assert_int_equal(cq_backend_open("vulkan", &o, &be), CQ_OK);
+    char want[32];
+    snprintf(want, sizeof want, "vulkan:%d (", n - 1);
+    assert_true(!strncmp(cq_backend_name(be), want, strlen(want)));
+    cq_backend_free(be);
+    char line[1024];
+    cq_vulkan_info d;
+    assert_int_equal(cq_vulkan_describe(0, line, sizeof line), CQ_OK);
+    assert_int_equal(cq_vulkan_device_info(0, &d), CQ_OK);
+    assert_non_null(strstr(line, d.name));
+    assert_non_null(strstr(line, "device-local memory, Vulkan 1."));
+    assert_non_null(strstr(line, "cooperative matrices"));
+    expect(cq_vulkan_describe(n, line, sizeof line), CQ_ERR_UNSUPPORTED, "does not exist");
+}
+
+/* A q4_block weight: nothing on the device; its matmul runs on the host backend, with the CPU's result. */
+static void test_quantized_weight_falls_back(void **state) {
+    (void)state;
+    enum { M = 5, K = 64, N = 7 };
+    uint64_t shape[2] = {N, K};
+    uint64_t nb = 0;
+    assert_int_equal(cq_codec_nbytes(CQ_DTYPE_Q4_BLOCK, 2, shape, &nb), CQ_OK);
+    float wv[N * K], xv[M * K], on_vk[M * N], on_cpu[M * N];
+    tu_rng rng;
+    tu_rng_seed(&rng, 7);
+    tu_fill_normal(&rng, wv, N * K, 1.0f);
+    tu_fill_normal(&rng, xv, M * K, 1.0f);
+    uint8_t *payload = malloc(nb);
+    assert_int_equal(cq_codec_quantize(CQ_DTYPE_Q4_BLOCK, 2, shape, wv, payload, nb), CQ_OK);
+    cq_tensor_view v;
+    memset(&v, 0, sizeof v);
+    v.name = "w";
+    v.dtype = CQ_DTYPE_Q4_BLOCK;
+    v.ndim = 2;
+    v.shape[0] = N;
+    v.shape[1] = K;
+    v.nelem = N * K;
+    v.data = payload;
+    v.nbytes = nb;
+    assert_false(cq_backend_supports(g_vk, CQ_OP_MATMUL, CQ_DTYPE_Q4_BLOCK, CQ_DTYPE_F32));
+    assert_true(cq_backend_supports(g_vk, CQ_OP_MATMUL, CQ_DTYPE_Q8_ROW, CQ_DTYPE_F32)); /* decoded in the shader */
+    assert_true(cq_backend_runs(g_vk, CQ_OP_MATMUL, CQ_DTYPE_Q4_BLOCK, CQ_DTYPE_F32));
+    cq_backend *cpu = NULL;
+    assert_int_equal(cq_backend_cpu_create(1, CQ_CPU_AUTO, &cpu), CQ_OK);
+    cq_backend *bes[2] = {g_vk, cpu};
+    float *outs[2] = {on_vk, on_cpu};
+    for (int b = 0; b < 2; b++) {
+        cq_tensor w, x, y;
+        cq_backend_stats s0, s1;
+        assert_int_equal(cq_backend_get_stats(bes[b], &s0, false), CQ_OK);
+        assert_int_equal(cq_tensor_bind_weight(bes[b], &v, &w), CQ_OK);
+        assert_int_equal(cq_backend_get_stats(bes[b], &s1, false), CQ_OK);
+        assert_true(s1.weight_bytes == s0.weight_bytes); /* not uploaded */
+        assert_int_equal(cq_tensor_alloc_2d(bes[b], CQ_DTYPE_F32, M, K, &x), CQ_OK);
+        assert_int_equal(cq_tensor_alloc_2d(bes[b], CQ_DTYPE_F32, M, N, &y), CQ_OK);
+        assert_int_equal(cq_tensor_upload(&x, xv, sizeof xv), CQ_OK);
+        assert_int_equal(cq_op_linear(bes[b], &y, &x, &w, NULL), CQ_OK);
+        assert_int_equal(cq_tensor_download(&y, outs[b], sizeof on_vk), CQ_OK);
+        cq_tensor_free(&w);
+        cq_tensor_free(&x);
+        cq_tensor_free(&y);
+    }
+    assert_memory_equal(on_vk, on_cpu, sizeof on_vk);
+    double mag = 0;
+    for (int i = 0; i < M * N; i++) mag += on_cpu[i] * on_cpu[i];
+    assert_true(mag > 1.0); /* a real product, not zeros */
+    cq_backend_free(cpu);
+    free(payload);
+}
+
+int main(void) {
+    cq_backend *probe = NULL;
+    cq_status s = cq_backend_open("vulkan", NULL, &probe);
+    if (s != CQ_OK) {
+        printf("test_vulkan: skipped: %s\n", cq_last_error());
+        return s == CQ_ERR_UNSUPPORTED ? TU_SKIP : 1;
+    }
+    cq_backend_free(probe);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_deferred_index_error),
+        cmocka_unit_test(test_nonfinite_output),
+        cmocka_unit_test(test_buffer_limit),
+        cmocka_unit_test(test_devices),
+        cmocka_unit_test(test_quantized_weight_falls_back),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
