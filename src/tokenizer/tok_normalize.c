@@ -4,6 +4,7 @@
  * Each maps a UTF-8 string to a new one; offsets are not tracked because
  * only ids are produced.
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -126,11 +127,29 @@ static cq_status strip(const tok_norm *nm, const char *s, size_t n, tok_buf *out
     return tok_buf_append(out, s + a, b - a);
 }
 
-static cq_status replace(const tok_norm *nm, const char *s, size_t n, tok_buf *out) {
+/* Normalized text may grow (NFKC expands one code point to at most 18, a
+ * Replace or Prepend adds its text), but not without bound: a Replace whose
+ * pattern matches the empty string inserts its content at every position,
+ * and a Sequence of such multiplies the text each time. */
+#define NORM_GROWTH 64
+#define NORM_SLACK 4096
+
+static cq_status too_long(size_t n, size_t limit) {
+    return cq_fail(CQ_ERR_INVALID_ARG,
+                   "tokenizer: normalizing %zu bytes of text makes more than %zu (the tokenizer.json's normalizers "
+                   "grow text without bound; a Replace whose pattern matches the empty string?)",
+                   n, limit);
+}
+
+static cq_status replace(const tok_norm *nm, const char *s, size_t n, tok_buf *out, size_t limit, size_t n0) {
     tok_spans sp = {0};
     cq_status st = tok_regex_find_all(nm->re, s, n, &sp);
     size_t prev = 0;
     for (size_t i = 0; st == CQ_OK && i < sp.n; i++) {
+        if (out->n + (sp.v[i].start - prev) + nm->text_len > limit) {
+            st = too_long(n0, limit);
+            break;
+        }
         st = tok_buf_append(out, s + prev, sp.v[i].start - prev);
         if (st == CQ_OK) st = tok_buf_append(out, nm->text, nm->text_len);
         prev = sp.v[i].end;
@@ -140,7 +159,7 @@ static cq_status replace(const tok_norm *nm, const char *s, size_t n, tok_buf *o
     return st;
 }
 
-static cq_status apply(const tok_norm *nm, const char *s, size_t n, tok_buf *out) {
+static cq_status apply(const tok_norm *nm, const char *s, size_t n, tok_buf *out, size_t limit, size_t n0) {
     switch (nm->type) {
     case TOK_NORM_NFC: case TOK_NORM_NFD: case TOK_NORM_NFKC: case TOK_NORM_NFKD:
         return unicode_form(nm->type, s, n, out);
@@ -149,7 +168,7 @@ static cq_status apply(const tok_norm *nm, const char *s, size_t n, tok_buf *out
     case TOK_NORM_STRIP:
         return strip(nm, s, n, out);
     case TOK_NORM_REPLACE:
-        return replace(nm, s, n, out);
+        return replace(nm, s, n, out, limit, n0);
     case TOK_NORM_PREPEND:
         if (n) CQ_TRY(tok_buf_append(out, nm->text, nm->text_len));
         return tok_buf_append(out, s, n);
@@ -158,7 +177,8 @@ static cq_status apply(const tok_norm *nm, const char *s, size_t n, tok_buf *out
         cq_status st = tok_buf_append(&a, s, n);
         for (size_t i = 0; st == CQ_OK && i < nm->n_items; i++) {
             b.n = 0;
-            st = apply(&nm->items[i], a.p, a.n, &b);
+            st = apply(&nm->items[i], a.p, a.n, &b, limit, n0);
+            if (st == CQ_OK && b.n > limit) st = too_long(n0, limit);
             tok_buf t = a;
             a = b;
             b = t;
@@ -176,5 +196,7 @@ cq_status tok_normalize(const tok_norm *nm, const char *s, size_t n, tok_buf *ou
     out->n = 0;
     CQ_TRY(tok_buf_reserve(out, n));
     if (!nm) return tok_buf_append(out, s, n);
-    return apply(nm, s, n, out);
+    const size_t limit = n > (SIZE_MAX - NORM_SLACK) / NORM_GROWTH ? SIZE_MAX : n * NORM_GROWTH + NORM_SLACK;
+    CQ_TRY(apply(nm, s, n, out, limit, n));
+    return out->n > limit ? too_long(n, limit) : CQ_OK;
 }

@@ -179,6 +179,37 @@ static void test_invalid_utf8(void **state) {
     cq_tokenizer_free(t);
 }
 
+/* A Replace whose pattern matches the empty string inserts its content at every
+ * position; three in a row would multiply a short text by a million. The
+ * normalizer stops at 64 times the text (plus 4 KiB) with an error instead. */
+static void test_normalizer_growth(void **state) {
+    (void)state;
+    char c100[101];
+    memset(c100, 'x', 100);
+    c100[100] = 0;
+    char json[1024];
+    snprintf(json, sizeof json,
+             "{\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":["
+             "{\"type\":\"Replace\",\"pattern\":{\"String\":\"\"},\"content\":\"%s\"},"
+             "{\"type\":\"Replace\",\"pattern\":{\"String\":\"\"},\"content\":\"%s\"},"
+             "{\"type\":\"Replace\",\"pattern\":{\"String\":\"\"},\"content\":\"%s\"}]},"
+             "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"x\":1},\"merges\":[]}}",
+             c100, c100, c100);
+    cq_tokenizer *t;
+    assert_int_equal(cq_tokenizer_load(json, strlen(json), &t), CQ_OK);
+    cq_tokens ids = {0};
+    assert_int_equal(cq_tokenizer_encode(t, "abc", 3, 0, &ids), CQ_ERR_INVALID_ARG);
+    assert_non_null(strstr(cq_last_error(), "grow text without bound"));
+    cq_tokens_free(&ids);
+    cq_tokenizer_free(t);
+    snprintf(json, sizeof json,
+             "{\"normalizer\":{\"type\":\"Replace\",\"pattern\":{\"String\":\"\"},\"content\":\"x\"},"
+             "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"x\":1},\"merges\":[]}}");
+    assert_int_equal(cq_tokenizer_load(json, strlen(json), &t), CQ_OK);
+    EXPECT(t, "aa", 0, 1, 0, 1, 0, 1); /* one such Replace is within the bound: x a x a x */
+    cq_tokenizer_free(t);
+}
+
 static void expect_load_error(const char *json, cq_status want, const char *needle) {
     cq_tokenizer *t = (cq_tokenizer *)0x1;
     cq_status st = cq_tokenizer_load(json, strlen(json), &t);
@@ -378,6 +409,7 @@ int main(void) {
         cmocka_unit_test(test_decode_rules),
         cmocka_unit_test(test_template_without_prefix),
         cmocka_unit_test(test_invalid_utf8),
+        cmocka_unit_test(test_normalizer_growth),
         cmocka_unit_test(test_regex_semantics),
         cmocka_unit_test(test_load_errors),
         cmocka_unit_test(test_call_errors),
