@@ -19,7 +19,7 @@
 static void help(void) {
     printf(
         "usage: cortiq forward MODEL.cmf --inputs IN.safetensors --output OUT.safetensors\n"
-        "                      [--no-cache] [--threads N] [--backend cpu|ref|cuda] [--no-verify]\n"
+        "                      [--no-cache] [--threads N] [--backend NAME] [--no-verify]\n"
         "\n"
         "Run the Qwen-Image-2.1 denoiser once on the tensors of IN and write the velocity of the\n"
         "target image to OUT. MODEL is a pipeline pack or a bare transformer converted with\n"
@@ -43,7 +43,7 @@ static void help(void) {
         "  -o, --output FILE   where to write the velocity (safetensors)\n"
         "  --no-cache          run the whole joint sequence at once instead of prefill + step\n"
         "  --threads N         worker threads (default: CORTIQ_THREADS or all cores)\n"
-        "  --backend NAME      cpu (default), ref (the plain-C reference ops; slow), cuda or cuda:N\n"
+        "  --backend NAME      cpu (default), ref (the plain-C reference ops; slow), cuda[:N] or vulkan[:N]\n"
         "  --no-verify         do not check each tensor's hash when it is first read (the header and\n"
         "                      directory hashes are still checked; `cortiq verify` checks everything)\n"
         "  -h, --help          this text\n"
