@@ -80,11 +80,5 @@ cq_status cq_session_turn(cq_session *s, const char *message, cq_token_fn on_tok
                           cq_turn_stats *stats) {
     if (!s || !message) return cq_fail(CQ_ERR_INVALID_ARG, "cq_session_turn: no session or message");
     emit_ctx e = {on_token, user};
-    cq_chat_stats st = {0};
-    cq_status r = cq_chat_turn(s->chat, message, s->smp, s->max_tokens, emit, &e, &st);
-    if (stats)
-        *stats = (cq_turn_stats){.prompt_tokens = st.prompt_tokens, .reused_tokens = st.reused_tokens,
-                                 .generated = st.generated, .stop_id = st.stop_id, .context_full = st.context_full,
-                                 .prefill_s = st.prefill_s, .generate_s = st.generate_s};
-    return r;
+    return cq_chat_turn(s->chat, message, s->smp, s->max_tokens, emit, &e, stats);
 }

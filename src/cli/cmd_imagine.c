@@ -338,10 +338,7 @@ int cq_cmd_imagine(int argc, char **argv) {
         rc = cq_cli_usage_error(cmd, "%s", cq_last_error());
         goto done;
     }
-    cq_backend *be = NULL;
-    s = cq_env_backend_create(a.backend, a.threads, &be);
-    if (s == CQ_OK) s = cq_api_model_use_backend(model, be);
-    if (s == CQ_OK) s = cq_model_load(model);
+    s = cq_env_model_load(model, a.backend, a.threads);
     if (s != CQ_OK) {
         rc = cq_cli_fail(cmd, s, "loading the pipeline");
         goto done;

@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "api/api_impl.h"
 #include "cli/env.h"
 #include "format/cmf.h"
 #include "pipelines/registry.h"
@@ -278,10 +277,7 @@ int cq_cmd_run(int argc, char **argv) {
     cq_cli_catch_signals();
     const cq_model_opts mo = {.threads = o.threads, .name = o.model};
     s = cq_model_open_cmf(cmf, &mo, &model);
-    cq_backend *be = NULL;
-    if (s == CQ_OK) s = cq_env_backend_create(o.backend, o.threads, &be);
-    if (s == CQ_OK) s = cq_api_model_use_backend(model, be);
-    if (s == CQ_OK) s = cq_model_load(model);
+    if (s == CQ_OK) s = cq_env_model_load(model, o.backend, o.threads);
     if (s == CQ_OK) {
         cq_session_opts so;
         cq_session_opts_init(&so);

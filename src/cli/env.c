@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "api/api_impl.h"
 #include "backends/cuda/cuda.h"
 #include "cli/env.h"
 
@@ -119,4 +120,11 @@ cq_status cq_env_backend_create(const char *name, int threads, cq_backend **out)
     CQ_TRY(cq_env_backend_opts(name, &o));
     o.cpu.threads = threads;
     return cq_backend_open(name, &o, out);
+}
+
+cq_status cq_env_model_load(cq_model *m, const char *name, int threads) {
+    cq_backend *be = NULL;
+    CQ_TRY(cq_env_backend_create(name, threads, &be));
+    CQ_TRY(cq_api_model_use_backend(m, be)); /* the model owns it, also on failure */
+    return cq_model_load(m);
 }

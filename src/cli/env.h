@@ -33,5 +33,8 @@ cq_status cq_env_backend_opts(const char *name, cq_backend_opts *out);
 /* The backend `name` (NULL: CORTIQ_BACKEND, else cpu) with the environment's
  * options and `threads` CPU threads (<= 0: the default). */
 cq_status cq_env_backend_create(const char *name, int threads, cq_backend **out);
+/* Load a model of the public API on that backend (the API itself takes only a
+ * backend name, without the environment's options). */
+cq_status cq_env_model_load(cq_model *m, const char *name, int threads);
 
 #endif /* CQ_CLI_ENV_H */

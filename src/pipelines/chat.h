@@ -50,14 +50,8 @@ cq_status cq_chat_add_message(cq_chat *c, const char *role, const char *content)
  * partial UTF-8 is held back). Return non-zero to end the turn there. */
 typedef int (*cq_chat_emit_fn)(void *user, int32_t id, const char *text, size_t len);
 
-typedef struct cq_chat_stats {
-    int prompt_tokens;    /* ids of the rendered conversation */
-    int reused_tokens;    /* of those, already in the cache */
-    int generated;        /* tokens generated (a stop token not counted) */
-    int32_t stop_id;      /* the stop token that ended the turn, or -1 */
-    bool context_full;    /* ended because the cache is full */
-    double prefill_s, generate_s;
-} cq_chat_stats;
+/* A turn's numbers: the public API's (cortiq.h), which cq_session_turn hands on as they are. */
+typedef cq_turn_stats cq_chat_stats;
 
 /* Add the user's message, generate the reply (at most max_tokens tokens),
  * stream it through `emit` (may be NULL), and add it to the conversation as
