@@ -84,6 +84,11 @@ const cJSON *cq_cmf_skill(const cq_cmf *cmf, size_t i);
 /* Shard coordinates from header.shard; false for a plain file. */
 bool cq_cmf_shard(const cq_cmf *cmf, uint64_t *no, uint64_t *count);
 
+/* The header's generation defaults (format/gen_defaults.h; all unset when it
+ * has none). Free *out with cq_gen_defaults_free. */
+struct cq_gen_defaults;
+cq_status cq_cmf_gen_defaults(const cq_cmf *cmf, struct cq_gen_defaults *out);
+
 /* Validate a header JSON document against the schema (§2 of the format
  * digest). CQ_ERR_PARSE naming the key path on failure. Used by the reader
  * and by the writer before anything is written. */

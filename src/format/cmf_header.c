@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "format/cmf_impl.h"
+#include "format/gen_defaults.h"
 #include "format/jsonutil.h"
 
 static const char *str_or_null(const cJSON *obj, const char *key) {
@@ -79,3 +80,8 @@ bool cq_cmf_shard(const cq_cmf *c, uint64_t *no, uint64_t *count) {
 }
 
 const char *cq_cmf_chat_template(const cq_cmf *c) { return c ? c->chat_template : NULL; }
+
+cq_status cq_cmf_gen_defaults(const cq_cmf *c, cq_gen_defaults *out) {
+    if (!c) return cq_fail(CQ_ERR_INVALID_ARG, "generation defaults: no file");
+    return cq_gen_defaults_from_json(cJSON_GetObjectItemCaseSensitive(c->header, CQ_GEN_DEFAULTS_KEY), out);
+}

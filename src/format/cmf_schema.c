@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "format/cmf_impl.h"
+#include "format/gen_defaults.h"
 
 typedef enum jkind {
     J_STR, J_U32, J_U64, J_NUM, J_BOOL, J_ANY, J_OBJ, J_ENUM,
@@ -179,6 +180,7 @@ static const jfield k_header_f[] = {
     {"shard", J_OBJ, OPT, &k_shard, 0},
     {"calibration", J_OBJ, OPT, &k_calib, 0},
     {"routing", J_OBJ, OPT, &k_routing, 0},
+    {CQ_GEN_DEFAULTS_KEY, J_ANY, OPT, 0, 0}, /* cortiq.c's; its bounds are checked by gen_defaults.c */
 };
 static const jschema k_header = SCHEMA(k_header_f);
 
@@ -336,7 +338,11 @@ static cq_status check_object(const cJSON *obj, const jschema *s, const char *do
 
 cq_status cq_cmf_header_check(const cJSON *root) {
     if (!cJSON_IsObject(root)) return cq_fail(CQ_ERR_PARSE, "header JSON: the top level must be an object");
-    return check_object(root, &k_header, "header JSON", "");
+    CQ_TRY(check_object(root, &k_header, "header JSON", ""));
+    cq_gen_defaults d;
+    CQ_TRY(cq_gen_defaults_from_json(cJSON_GetObjectItemCaseSensitive(root, CQ_GEN_DEFAULTS_KEY), &d));
+    cq_gen_defaults_free(&d);
+    return CQ_OK;
 }
 
 cq_status cq_cmf_masks_meta_check(const cJSON *root) {

@@ -79,7 +79,7 @@ cq_status cq_qwen3_cache_create(cq_qwen3 *m, int max_tokens, int max_batch, cq_q
     c->v = cq_calloc((size_t)cf->n_layers, sizeof(cq_tensor));
     c->cs = cq_mallocn((size_t)(2 * B * half), sizeof(float));
     if (!c->k || !c->v || !c->cs) s = CQ_ERR_NOMEM;
-    for (int l = 0; s == CQ_OK && l < cf->n_layers; l++) {
+    for (int l = 0; s == CQ_OK && l < m->n_loaded; l++) {
         s = cq_tensor_alloc_2d(be, CQ_DTYPE_F32, max_tokens, KV, &c->k[l]);
         if (s == CQ_OK) s = cq_tensor_alloc_2d(be, CQ_DTYPE_F32, max_tokens, KV, &c->v[l]);
     }
@@ -227,6 +227,9 @@ cq_status cq_qwen3_cache_feed(cq_qwen3_cache *c, const int32_t *ids, int n, floa
                        c->cap);
     if (logits && !c->m->cfg.has_lm_head)
         return cq_fail(CQ_ERR_UNSUPPORTED, "qwen3: the model has no lm_head (and untied embeddings): no logits");
+    if (!c->m->has_norm)
+        return cq_fail(CQ_ERR_UNSUPPORTED, "qwen3: the model was loaded as a text encoder (%d of %d layers, no final "
+                       "norm): it cannot generate", c->m->n_loaded, c->m->cfg.n_layers);
     CQ_TRY(check_ids(c->m, ids, n));
     int start = c->len;
     cq_status s = CQ_OK;
@@ -251,6 +254,11 @@ cq_status cq_qwen3_forward(cq_qwen3 *m, const int32_t *ids, int n, const cq_qwen
         return cq_fail(CQ_ERR_INVALID_ARG, "qwen3: hidden-state layer %d is outside [0, %d]", o->layer, cf->n_layers);
     if (o->logits && !cf->has_lm_head)
         return cq_fail(CQ_ERR_UNSUPPORTED, "qwen3: the model has no lm_head (and untied embeddings): no logits");
+    if ((o->hidden && o->layer > m->n_loaded) || (!m->has_norm && (o->all_hidden || o->normed || o->logits)))
+        return cq_fail(CQ_ERR_INVALID_ARG,
+                       "qwen3: the model was loaded as a text encoder of %d layers (of %d, no final norm); it cannot "
+                       "give %s", m->n_loaded, cf->n_layers,
+                       o->hidden && o->layer > m->n_loaded ? "a later layer's states" : "normed states or logits");
     CQ_TRY(check_ids(m, ids, n));
     /* run only as deep as the outputs need */
     int stop = 0;

@@ -60,6 +60,16 @@ typedef struct cq_qwen3_cache cq_qwen3_cache;
 /* The config alone (no weights), as cq_qwen3_load reads it from `<prefix>config_json`. */
 cq_status cq_qwen3_parse_config(const cq_cmf *cmf, const char *prefix, cq_qwen3_config *cfg);
 cq_status cq_qwen3_load(const cq_cmf *cmf, const char *prefix, cq_backend *be, cq_qwen3 **out);
+/* A text encoder that reads hidden state `layers` (1..n_layers; see
+ * cq_qwen3_outputs): only the embedding and decoder layers 0..layers-1 are
+ * bound, so a pack made for it may leave out the later layers, the final
+ * norm and the head (`cortiq convert --drop`). With layers == n_layers the
+ * final norm is bound too, as by cq_qwen3_load. Such a model runs
+ * cq_qwen3_forward up to its layers; normed outputs, logits and the cache
+ * need a full tower. */
+cq_status cq_qwen3_load_encoder(const cq_cmf *cmf, const char *prefix, cq_backend *be, int layers, cq_qwen3 **out);
+/* Decoder layers bound (n_layers for cq_qwen3_load). */
+int cq_qwen3_layers_loaded(const cq_qwen3 *m);
 void cq_qwen3_free(cq_qwen3 *m);
 const cq_qwen3_config *cq_qwen3_get_config(const cq_qwen3 *m);
 cq_backend *cq_qwen3_backend(const cq_qwen3 *m);

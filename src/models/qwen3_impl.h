@@ -21,6 +21,8 @@ struct cq_qwen3 {
     cq_tensor lm_head;              /* [vocab, hidden]; a copy of `embed` when tied; unset without a head */
     cq_tensor norm;                 /* F32 [hidden] */
     qwen3_layer *layers;
+    int n_loaded;                   /* decoder layers bound: n_layers, or fewer for a text encoder */
+    bool has_norm;                  /* the final norm is bound (a full tower) */
     cq_tensor *owned;               /* F32 copies made at load, freed with the model */
     int n_owned, cap_owned;
     float *inv_freq;                /* [head_dim / 2], f32 as the reference computes it */

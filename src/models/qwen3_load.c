@@ -250,10 +250,12 @@ static cq_status bind_stack(qwen3_binder *b, const char *prefix, const char *sta
     char sp[512];
     snprintf(sp, sizeof sp, "%s%s", prefix, stack);
     CQ_TRY(bind2(b, sp, "embed_tokens.weight", &m->embed));
-    CQ_TRY(bind_vec(b, sp, "norm.weight", &m->norm));
     m->layers = cq_calloc((size_t)c->n_layers, sizeof *m->layers);
     if (!m->layers) return CQ_ERR_NOMEM;
-    for (int l = 0; l < c->n_layers; l++) CQ_TRY(bind_layer(b, sp, l));
+    for (int l = 0; l < m->n_loaded; l++) CQ_TRY(bind_layer(b, sp, l));
+    if (m->n_loaded < c->n_layers) return CQ_OK; /* a text encoder: no final norm, no head */
+    CQ_TRY(bind_vec(b, sp, "norm.weight", &m->norm));
+    m->has_norm = true;
     char head[512];
     if (cat2(head, sizeof head, prefix, "lm_head.weight") && cq_cmf_find(b->cmf, head)) {
         CQ_TRY(bind2(b, prefix, "lm_head.weight", &m->lm_head));
@@ -271,7 +273,7 @@ static cq_status bind_all(cq_qwen3 *m, const cq_cmf *cmf, const char *prefix) {
         return cq_fail(CQ_ERR_MISSING, "qwen3: no '%smodel.embed_tokens.weight' (nor '%smodel.language_model.embed_tokens."
                        "weight') in the file", prefix, prefix);
     qwen3_binder b = {m, cmf, {0}};
-    cq_status s = cq_qwen3_tensors(&m->cfg, prefix, stack, &b.table);
+    cq_status s = cq_qwen3_tensors_upto(&m->cfg, prefix, stack, m->n_loaded, &b.table);
     if (s == CQ_OK) s = bind_stack(&b, prefix, stack);
     cq_tt_list_free(&b.table);
     return s;
@@ -298,7 +300,7 @@ void cq_qwen3_free(cq_qwen3 *m) {
     cq_free(m);
 }
 
-cq_status cq_qwen3_load(const cq_cmf *cmf, const char *prefix, cq_backend *be, cq_qwen3 **out) {
+static cq_status load(const cq_cmf *cmf, const char *prefix, cq_backend *be, int layers, cq_qwen3 **out) {
     if (!out) return cq_fail(CQ_ERR_INVALID_ARG, "qwen3: out is NULL");
     *out = NULL;
     if (!cmf || !be) return cq_fail(CQ_ERR_INVALID_ARG, "qwen3: file or backend is NULL");
@@ -308,6 +310,10 @@ cq_status cq_qwen3_load(const cq_cmf *cmf, const char *prefix, cq_backend *be, c
     if (!m) return CQ_ERR_NOMEM;
     m->be = be;
     cq_status s = cq_qwen3_parse_config(cmf, prefix, &m->cfg);
+    if (s == CQ_OK && layers > m->cfg.n_layers)
+        s = cq_fail(CQ_ERR_INVALID_ARG, "qwen3: a text encoder reading layer %d of a %d-layer tower", layers,
+                    m->cfg.n_layers);
+    if (s == CQ_OK) m->n_loaded = layers > 0 ? layers : m->cfg.n_layers;
     if (s == CQ_OK) s = bind_all(m, cmf, prefix);
     if (s == CQ_OK) {
         int half = m->cfg.head_dim / 2;
@@ -327,6 +333,20 @@ cq_status cq_qwen3_load(const cq_cmf *cmf, const char *prefix, cq_backend *be, c
     *out = m;
     return CQ_OK;
 }
+
+cq_status cq_qwen3_load(const cq_cmf *cmf, const char *prefix, cq_backend *be, cq_qwen3 **out) {
+    return load(cmf, prefix, be, 0, out);
+}
+
+cq_status cq_qwen3_load_encoder(const cq_cmf *cmf, const char *prefix, cq_backend *be, int layers, cq_qwen3 **out) {
+    if (layers < 1) {
+        if (out) *out = NULL;
+        return cq_fail(CQ_ERR_INVALID_ARG, "qwen3: a text encoder needs at least one layer (got %d)", layers);
+    }
+    return load(cmf, prefix, be, layers, out);
+}
+
+int cq_qwen3_layers_loaded(const cq_qwen3 *m) { return m ? m->n_loaded : 0; }
 
 const cq_qwen3_config *cq_qwen3_get_config(const cq_qwen3 *m) { return &m->cfg; }
 cq_backend *cq_qwen3_backend(const cq_qwen3 *m) { return m->be; }

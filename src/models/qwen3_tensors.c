@@ -3,6 +3,7 @@
  * (transformers' Qwen3ForCausalLM names under the stack prefix).
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "models/tables.h"
 
@@ -46,4 +47,15 @@ cq_status cq_qwen3_tensors(const cq_qwen3_config *c, const char *prefix, const c
     CQ_TRY(cq_tt_add(out, prefix, CQ_TT_MATRIX, false, 0.0f, 2, head, "lm_head.weight"));
     /* Qwen3-VL: the vision tower sits beside the text tower; the text tower never reads it */
     return c->vl ? cq_tt_add_subtree(out, prefix, "model.visual.") : CQ_OK;
+}
+
+cq_status cq_qwen3_tensors_upto(const cq_qwen3_config *c, const char *prefix, const char *stack, int layers,
+                                cq_tt_list *out) {
+    CQ_TRY(cq_qwen3_tensors(c, prefix, stack, out));
+    if (layers <= 0 || layers >= c->n_layers) return CQ_OK;
+    for (size_t i = 0; i < out->n; i++) {
+        cq_tt_entry *e = &out->e[i];
+        if (e->layer >= layers || (e->pattern && strcmp(e->pattern, "norm.weight") == 0)) e->required = false;
+    }
+    return CQ_OK;
 }

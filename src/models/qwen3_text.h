@@ -3,8 +3,9 @@
  * prompt wrapped in a fixed template, tokenized, run through the tower, and
  * the hidden states of one layer returned, the template's leading rows
  * dropped. Qwen-Image-2.1 reads the last layer before the final norm and
- * drops its system turn; other image models pick their own layer and
- * template, so all of that is data here.
+ * drops its system turn; Z-Image renders the prompt with the pack's chat
+ * template, reads the layer before the last, drops nothing and cuts the
+ * templated tokens at 512; all of that is data here.
  */
 #ifndef CQ_MODELS_QWEN3_TEXT_H
 #define CQ_MODELS_QWEN3_TEXT_H
@@ -13,12 +14,19 @@
 
 #include "models/component.h"
 #include "models/qwen3.h"
+#include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 typedef struct cq_text_template {
     const char *head, *tail; /* the text around the prompt */
+    /* a chat template instead of head/tail: the prompt as the one user message, rendered as
+     * apply_chat_template(..., add_generation_prompt=True[, enable_thinking]) renders it */
+    const cq_chat_template *chat;
+    int enable_thinking;     /* with chat: -1 not passed, 0 False, 1 True */
     const char *empty;       /* what an empty (or NULL) prompt becomes; NULL: it stays empty */
     int drop_rows;           /* leading rows of the states that are not returned */
+    int max_tokens;          /* > 0: the templated tokens are cut to this many (the reference's
+                              * truncation=True, which loses the template's closing tokens), with a warning */
     int32_t forbid_id;       /* a token a prompt may not hold (-1: none) ... */
     const char *forbid_why;  /* ... and the message that says so */
 } cq_text_template;
@@ -31,9 +39,10 @@ typedef struct cq_qwen3_text {
     cq_text_template tmpl;
 } cq_qwen3_text;
 
-/* The tokens of `prompt` in the template; refuses the forbidden token and a
- * prompt with no row left after drop_rows. The caller frees ids. */
-cq_status cq_qwen3_text_tokenize(const cq_qwen3_text *t, const char *prompt, cq_tokens *ids);
+/* The tokens of `prompt` in the template, cut to max_tokens; refuses the
+ * forbidden token and a prompt with no row left after drop_rows. *full
+ * (when not NULL) receives the count before the cut. The caller frees ids. */
+cq_status cq_qwen3_text_tokenize(const cq_qwen3_text *t, const char *prompt, cq_tokens *ids, int *full);
 
 /* The interface over t (which must outlive it). */
 cq_text_encoder cq_qwen3_text_encoder(cq_qwen3_text *t);

@@ -22,6 +22,10 @@ cq_status cq_qi21_tensors(const cq_qi21_config *c, const char *prefix, cq_tt_lis
  * "model." or "model.language_model."), the head at prefix + "lm_head.weight"
  * (optional: tied embeddings or a tower without logits). */
 cq_status cq_qwen3_tensors(const cq_qwen3_config *c, const char *prefix, const char *stack, cq_tt_list *out);
+/* The same for a text encoder that reads hidden state `layers` (cq_qwen3_load_encoder): decoder layers from
+ * `layers` on and the final norm are optional (a pack made for it may leave them out). */
+cq_status cq_qwen3_tensors_upto(const cq_qwen3_config *c, const char *prefix, const char *stack, int layers,
+                                cq_tt_list *out);
 /* Where the stack lives after `prefix`: the first of "model.language_model.", "model.", "language_model.", ""
  * holding embed_tokens.weight, or NULL. */
 const char *cq_qwen3_stack_prefix(const cq_cmf *cmf, const char *prefix);

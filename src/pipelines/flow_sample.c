@@ -33,7 +33,7 @@ float cq_flow_timestep_apply(const cq_flow_timestep *ts, float t, int num_train_
 
 bool cq_guidance_active(const cq_guidance *g, const cq_flow_schedule *sch, int num_train_timesteps, int i) {
     if (g->kind == CQ_GUIDANCE_NONE) return false;
-    if (g->truncate_after > 0.0) {
+    if (g->truncate) {
         /* the reference: t_norm = (T - t) / T in float32, guidance off when t_norm > the fraction */
         const float T = (float)num_train_timesteps;
         const float d = T - sch->timesteps[i];
@@ -98,7 +98,7 @@ static cq_status check_opts(const cq_flow_sample_opts *o) {
         return cq_fail(CQ_ERR_INVALID_ARG, "flow sampler: unknown timestep, guidance or norm kind");
     if (g->kind != CQ_GUIDANCE_NONE && !o->neg)
         return cq_fail(CQ_ERR_INVALID_ARG, "flow sampler: guidance needs the negative conditioning");
-    if (!isfinite(g->scale) || !(g->truncate_after >= 0.0 && g->truncate_after <= 1.0) ||
+    if (!isfinite(g->scale) || (g->truncate && !isfinite(g->truncate_after)) ||
         (g->norm == CQ_GUIDANCE_NORM_CAP && !(g->norm_cap > 0.0 && isfinite(g->norm_cap))))
         return cq_fail(CQ_ERR_INVALID_ARG, "flow sampler: guidance scale %g, truncation %g or norm cap %g out of range",
                        g->scale, g->truncate_after, g->norm_cap);
@@ -128,6 +128,8 @@ cq_status cq_flow_sample(const cq_flow_sample_opts *o, float *x) {
                     break;
                 }
         }
+        if (s == CQ_OK && o->negate)
+            for (size_t k = 0; k < n; k++) v[k] = -v[k]; /* exact, so the step is the reference's bit for bit */
         if (s == CQ_OK) cq_flow_euler_step(x, v, n, sch->sigmas[i], sch->sigmas[i + 1]);
         if (s == CQ_OK && o->on_step && o->on_step(i + 1, sch->steps, o->user))
             s = cq_fail(CQ_ERR_INTERRUPTED, "cancelled after step %d", i + 1);

@@ -16,7 +16,10 @@
  *    (each row to the positive row's norm, or the whole prediction capped at
  *    k times the positive's norm); optionally truncated, i.e. dropped (and
  *    the negative pass skipped) once the progress 1 - t / T is above a
- *    fraction.
+ *    fraction;
+ *  - the prediction's sign: the velocity itself, or its negation (Z-Image's
+ *    transformer predicts -v; the guidance combines the raw outputs and the
+ *    sign is flipped after it, as the reference does).
  * Every float operation is rounded as the reference computes it (schedule.h).
  */
 #ifndef CQ_PIPELINES_FLOW_SAMPLE_H
@@ -64,7 +67,9 @@ typedef struct cq_guidance {
     double scale;          /* g */
     cq_guidance_norm norm;
     double norm_cap;       /* CQ_GUIDANCE_NORM_CAP: k > 0 */
-    double truncate_after; /* in (0, 1]: no guidance at steps whose progress (T - t) / T is above it; 0: never */
+    bool truncate;         /* false: guided at every step */
+    double truncate_after; /* truncate: no guidance (one forward) at steps whose progress (T - t) / T, in
+                            * float32, is above it (any finite value: below 0 none is guided, 1 or more all) */
 } cq_guidance;
 
 /* Whether step i of schedule `sch` is guided (kind and truncation). */
@@ -84,6 +89,7 @@ typedef struct cq_flow_sample_opts {
     const cq_flow_schedule *sch;
     int num_train_timesteps; /* T of the timestep transform and of the truncation */
     cq_flow_timestep timestep;
+    bool negate;             /* the denoiser's output is -velocity (negated after the guidance) */
     cq_guidance guidance;    /* kind NONE, or a negative conditioning in `neg` */
     const cq_denoiser *dn;
     void *pos, *neg;         /* the denoiser's prepared conditionings (neg: NULL without guidance) */

@@ -120,7 +120,7 @@ cq_status cq_qi21_pipe_open(const cq_cmf *cmf, cq_qi21_pipe **out) {
         p->text = (cq_qwen3_text){
             .name = "qi21 pipeline",
             .tok = p->tok,
-            .tmpl = {.head = k_head, .tail = k_tail, .empty = " ", .drop_rows = p->drop_idx,
+            .tmpl = {.head = k_head, .tail = k_tail, .enable_thinking = -1, .empty = " ", .drop_rows = p->drop_idx,
                      .forbid_id = cq_tokenizer_token_to_id(p->tok, "<|image_pad|>", 13),
                      .forbid_why = "the prompt contains <|image_pad|>, a placeholder for a condition image; "
                                    "text-to-image prompts cannot hold one"}};
@@ -190,7 +190,7 @@ void cq_qi21_pipe_free(cq_qi21_pipe *p) {
 /* ------------------------------------------------------------------------ */
 /* The prompt in the pipeline's template, tokenized; refuses what the text tower must not read. */
 static cq_status tokenize_prompt(cq_qi21_pipe *p, const char *prompt, cq_tokens *ids) {
-    return cq_qwen3_text_tokenize(&p->text, prompt, ids);
+    return cq_qwen3_text_tokenize(&p->text, prompt, ids, NULL);
 }
 
 cq_status cq_qi21_pipe_prompt_tokens(cq_qi21_pipe *p, const char *prompt, int *total, int *rows) {

@@ -156,14 +156,38 @@ void cq_flow_linspace(double start, double stop, int n, double *out) {
     out[n - 1] = stop;
 }
 
+void cq_flow_linspace_torch_f32(double start, double end, int n, float *out) {
+    if (n <= 0) return;
+    const float a = (float)start, b = (float)end;
+    if (n == 1) {
+        out[0] = a; /* torch fills a one-step linspace with start */
+        return;
+    }
+    const float d = b - a;
+    const float step = d / (float)(n - 1);
+    const int half = n / 2;
+    for (int i = 0; i < n; i++) {
+        if (i < half) {
+            const float p = step * (float)i;
+            out[i] = a + p;
+        } else {
+            const float p = step * (float)(n - 1 - i);
+            out[i] = b - p;
+        }
+    }
+}
+
 cq_status cq_flow_schedule_make(const cq_flow_config *c, int steps, int64_t image_seq_len,
                                 cq_flow_schedule *out) {
     if (!c || !out) return cq_fail(CQ_ERR_INVALID_ARG, "schedule: no config or output");
     memset(out, 0, sizeof *out);
     if (steps < 1 || steps > 100000) return cq_fail(CQ_ERR_INVALID_ARG, "schedule: %d steps (need 1..100000)", steps);
     if (image_seq_len < 1) return cq_fail(CQ_ERR_INVALID_ARG, "schedule: %lld image tokens", (long long)image_seq_len);
-    if ((unsigned)c->shift_type >= CQ_FLOW_SHIFT_TYPE_COUNT)
-        return cq_fail(CQ_ERR_INVALID_ARG, "schedule: unknown shift type %d", (int)c->shift_type);
+    if ((unsigned)c->shift_type >= CQ_FLOW_SHIFT_TYPE_COUNT || (unsigned)c->sigmas >= CQ_FLOW_SIGMAS_COUNT)
+        return cq_fail(CQ_ERR_INVALID_ARG, "schedule: unknown shift type %d or sigma source %d", (int)c->shift_type,
+                       (int)c->sigmas);
+    if (!c->use_dynamic_shifting && !(isfinite(c->shift) && c->shift > 0.0))
+        return cq_fail(CQ_ERR_INVALID_ARG, "schedule: static shift %g is not a positive number", c->shift);
 
     double *lin = cq_mallocn((size_t)steps, sizeof *lin);
     float *sig = cq_mallocn((size_t)steps + 1, sizeof *sig);
@@ -174,8 +198,13 @@ cq_status cq_flow_schedule_make(const cq_flow_config *c, int steps, int64_t imag
         cq_free(ts);
         return CQ_ERR_NOMEM;
     }
-    /* 1 / N in Python (double) */
-    cq_flow_linspace(1.0, 1.0 / (double)steps, steps, lin);
+    /* 1 / N in Python (double); the torch variant rounds it to float32 */
+    if (c->sigmas == CQ_FLOW_SIGMAS_TORCH_F32) {
+        cq_flow_linspace_torch_f32(1.0, 1.0 / (double)steps, steps, sig);
+        for (int i = 0; i < steps; i++) lin[i] = sig[i]; /* exact: .tolist() then float32 again */
+    } else {
+        cq_flow_linspace(1.0, 1.0 / (double)steps, steps, lin);
+    }
 
     const double mu = cq_flow_mu(c, image_seq_len);
     for (int i = 0; i < steps; i++) {

@@ -39,6 +39,14 @@ typedef enum cq_flow_shift_type {
     CQ_FLOW_SHIFT_TYPE_COUNT
 } cq_flow_shift_type;
 
+/* Where the unshifted sigmas of step 1 come from (the pipeline's choice, not
+ * the scheduler config's). */
+typedef enum cq_flow_sigmas {
+    CQ_FLOW_SIGMAS_NUMPY = 0,     /* numpy.linspace(1, 1/N, N) in float64 (Qwen-Image) */
+    CQ_FLOW_SIGMAS_TORCH_F32 = 1, /* torch.linspace(1, 1/N, N) in float32 on the CPU (Z-Image) */
+    CQ_FLOW_SIGMAS_COUNT
+} cq_flow_sigmas;
+
 /* The FlowMatchEulerDiscreteScheduler options the pipeline uses. */
 typedef struct cq_flow_config {
     int num_train_timesteps;    /* 1000 */
@@ -50,6 +58,7 @@ typedef struct cq_flow_config {
     int64_t max_image_seq_len;  /* 8192 */
     double shift_terminal;      /* 0.02; 0 disables the terminal stretch */
     cq_flow_shift_type shift_type;
+    cq_flow_sigmas sigmas;      /* set by the pipeline; cq_flow_config_parse leaves NUMPY */
 } cq_flow_config;
 
 /* Qwen/Qwen-Image-2.1 scheduler/scheduler_config.json. */
@@ -66,6 +75,10 @@ double cq_flow_mu(const cq_flow_config *c, int64_t image_seq_len);
 
 /* numpy.linspace(start, stop, n) in float64, numpy's formula. */
 void cq_flow_linspace(double start, double stop, int n, double *out);
+
+/* torch.linspace(start, end, n) in float32 on the CPU, torch's formula (see
+ * the top of this file); start and end are rounded to float32 first. */
+void cq_flow_linspace_torch_f32(double start, double end, int n, float *out);
 
 typedef struct cq_flow_schedule {
     int steps;        /* N */

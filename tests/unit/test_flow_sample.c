@@ -135,11 +135,20 @@ static void test_guidance_truncation(void **state) {
     make(&c, 2, 1000, &s);
     cq_guidance g = {.kind = CQ_GUIDANCE_CFG, .scale = 3.0};
     assert_true(cq_guidance_active(&g, &s, 1000, 0) && cq_guidance_active(&g, &s, 1000, 1));
-    g.truncate_after = 0.2;
+    g.truncate_after = 0.2; /* no effect until truncation is asked for */
+    assert_true(cq_guidance_active(&g, &s, 1000, 1));
+    g.truncate = true;
     assert_true(cq_guidance_active(&g, &s, 1000, 0));
     assert_false(cq_guidance_active(&g, &s, 1000, 1));
     g.truncate_after = 0.25; /* off only above the fraction */
     assert_true(cq_guidance_active(&g, &s, 1000, 1));
+    g.truncate_after = 0.0; /* the reference's cfg_truncation 0: only the first step (progress 0) is guided */
+    assert_true(cq_guidance_active(&g, &s, 1000, 0));
+    assert_false(cq_guidance_active(&g, &s, 1000, 1));
+    g.truncate_after = -0.5; /* below 0: none */
+    assert_false(cq_guidance_active(&g, &s, 1000, 0));
+    g.truncate_after = 7.0; /* above 1: all */
+    assert_true(cq_guidance_active(&g, &s, 1000, 0) && cq_guidance_active(&g, &s, 1000, 1));
     g.kind = CQ_GUIDANCE_NONE;
     assert_false(cq_guidance_active(&g, &s, 1000, 0));
     cq_flow_schedule_free(&s);
@@ -170,7 +179,7 @@ static int fake_on_step(int step, int n, void *user) {
     return f->cancel_at && step == f->cancel_at;
 }
 
-static cq_status run(fake_dn *f, const cq_guidance *g, float *x) {
+static cq_status run_signed(fake_dn *f, const cq_guidance *g, bool negate, float *x) {
     cq_flow_config c = base_config();
     c.shift = 3.0;
     cq_flow_schedule s; /* sigmas 1, 0.75, 0 */
@@ -179,12 +188,14 @@ static cq_status run(fake_dn *f, const cq_guidance *g, float *x) {
     const cq_flow_sample_opts o = {.sch = &s, .num_train_timesteps = 1000, .timestep = {.kind = CQ_FLOW_T_SIGMA},
                                    .guidance = *g, .dn = &dn, .pos = &pos_cond,
                                    .neg = g->kind ? &neg_cond : NULL, .tokens = 1, .on_step = fake_on_step,
-                                   .user = f};
+                                   .user = f, .negate = negate};
     *x = 0.0f;
     cq_status st = cq_flow_sample(&o, x);
     cq_flow_schedule_free(&s);
     return st;
 }
+
+static cq_status run(fake_dn *f, const cq_guidance *g, float *x) { return run_signed(f, g, false, x); }
 
 static void test_sampler_loop(void **state) {
     (void)state;
@@ -204,10 +215,21 @@ static void test_sampler_loop(void **state) {
     assert_int_equal(f.calls, 4);
     /* truncated after 0.2: the second step is unguided and runs no negative pass: -1.25 - 0.75 */
     f = (fake_dn){.v_pos = 1, .v_neg = -1};
+    g.truncate = true;
     g.truncate_after = 0.2;
     assert_int_equal(run(&f, &g, &x), CQ_OK);
     assert_true(x == -2.0f);
     assert_int_equal(f.calls, 3);
+    /* a denoiser that predicts -v (Z-Image): the guidance combines the raw outputs, pos + 3 (pos - neg) = 7,
+     * then the sign flips: x = 0 + (0.75 - 1)(-7) + (0 - 0.75)(-7) = 7 */
+    f = (fake_dn){.v_pos = 1, .v_neg = -1};
+    g = (cq_guidance){.kind = CQ_GUIDANCE_CFG_POS, .scale = 3.0};
+    assert_int_equal(run_signed(&f, &g, true, &x), CQ_OK);
+    assert_true(x == 7.0f);
+    f = (fake_dn){.v_pos = 1, .v_neg = -1};
+    g = (cq_guidance){0};
+    assert_int_equal(run_signed(&f, &g, true, &x), CQ_OK);
+    assert_true(x == 1.0f);
     /* a non-finite velocity names its step; cancellation stops after the step */
     f = (fake_dn){.v_pos = NAN};
     g = (cq_guidance){0};
