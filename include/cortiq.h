@@ -331,12 +331,14 @@ typedef int (*cq_image_progress_fn)(cq_image_phase phase, int step, int n_steps,
 
 typedef struct cq_image_opts {
     const char *prompt;
-    const char *negative;   /* NULL: none */
-    int width, height;      /* pixels, multiples of 32; 0: the model's default size */
-    int steps;              /* denoising steps, 2..1000; 0: the model's default */
+    const char *negative;   /* NULL: the pack's default negative prompt, else none (Z-Image: the empty prompt) */
+    int width, height;      /* pixels, multiples of the model's cq_image_defaults.size_multiple (32 for
+                             * Qwen-Image-2.1, 16 for Z-Image); 0: the default size */
+    int steps;              /* denoising steps, cq_image_defaults.min_steps..1000; 0: the default */
     uint64_t seed;          /* noise seed (torch.randn's stream, bit-exact) */
-    double guidance;        /* true classifier-free guidance when > 1 and a negative prompt is given;
-                             * < 0: the model's default */
+    double guidance;        /* the reference pipeline's own guidance_scale, as that model defines it
+                             * (cq_image_defaults.guidance_rule: Qwen-Image-2.1 true CFG when > 1 with a
+                             * negative prompt; Z-Image pos + g (pos - neg) when > 0); < 0: the default */
     bool rgba;              /* keep the alpha channel; else composite over white to RGB */
     /* The architecture's own options as command-line words, NULL-terminated
      * ({"--noise-dtype", "bf16", NULL} for Qwen-Image-2.1; `cortiq imagine
@@ -349,8 +351,24 @@ typedef struct cq_image_opts {
 
 /* The defaults: the model's size, steps and guidance, seed 0, RGB. */
 CQ_API void cq_image_opts_init(cq_image_opts *o);
-/* Put the model's defaults into the fields left at them (size, steps,
- * guidance), so the caller sees what will be drawn. */
+
+/* What an image model draws with where a request leaves a field at its
+ * default: the pack's recommended settings (its header's
+ * generation_defaults, which `cortiq convert` writes for a known model),
+ * else its architecture's. */
+typedef struct cq_image_defaults {
+    int width, height, steps;
+    double guidance;
+    const char *negative;      /* the pack's default negative prompt, or NULL */
+    double shift;              /* the pack's schedule shift (used by models that take one), or 0 */
+    bool size_from_pack, steps_from_pack, guidance_from_pack; /* which of them the pack gave */
+    int size_multiple;         /* width and height must be multiples of it */
+    int min_steps;
+    const char *guidance_rule; /* what guidance means for this model, one line of text */
+} cq_image_defaults;
+CQ_API cq_status cq_image_get_defaults(cq_model *m, cq_image_defaults *out);
+/* Put the defaults into the fields left at them (size, steps, guidance, the
+ * negative prompt), so the caller sees what will be drawn. */
 CQ_API cq_status cq_image_resolve(cq_model *m, cq_image_opts *o);
 
 /* Seconds per phase of one generation. load: weights bound by this call

@@ -15,6 +15,7 @@
 
 #include "cortiq.h"
 
+#include "format/gen_defaults.h"
 #include "models/component.h"
 
 struct cq_outfile;
@@ -33,6 +34,7 @@ struct cq_model {
     struct cq_backend *be;  /* NULL until loaded */
     double load_s;
     void *pipe;             /* CQ_MODEL_IMAGE: the architecture's pipeline, opened at open, weights at load */
+    cq_gen_defaults defaults; /* the pack's generation defaults (CQ_MODEL_IMAGE) */
     void *lm_model;         /* CQ_MODEL_TEXT: the architecture's model, at load */
     cq_causal_lm lm;        /* and its causal-LM interface */
     bool session_open;

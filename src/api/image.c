@@ -61,16 +61,41 @@ static cq_status image_model(const cq_model *m) {
     return CQ_OK;
 }
 
+cq_status cq_image_get_defaults(cq_model *m, cq_image_defaults *out) {
+    if (!out) return cq_fail(CQ_ERR_INVALID_ARG, "cq_image_get_defaults: no output");
+    memset(out, 0, sizeof *out);
+    CQ_TRY(image_model(m));
+    const cq_image_arch *ia = m->entry->image;
+    const cq_gen_defaults *d = &m->defaults;
+    *out = (cq_image_defaults){
+        .width = d->has_size ? d->width : ia->default_width,
+        .height = d->has_size ? d->height : ia->default_height,
+        .steps = d->has_steps ? d->steps : ia->default_steps,
+        .guidance = d->has_guidance ? d->guidance : ia->default_guidance,
+        .negative = d->has_negative ? d->negative : NULL,
+        .shift = d->has_shift ? d->shift : 0.0,
+        .size_from_pack = d->has_size,
+        .steps_from_pack = d->has_steps,
+        .guidance_from_pack = d->has_guidance,
+        .size_multiple = ia->size_multiple,
+        .min_steps = ia->min_steps,
+        .guidance_rule = ia->guidance_help ? ia->guidance_help : "",
+    };
+    return CQ_OK;
+}
+
 cq_status cq_image_resolve(cq_model *m, cq_image_opts *o) {
     CQ_TRY(image_model(m));
     if (!o) return cq_fail(CQ_ERR_INVALID_ARG, "cq_image_resolve: no options");
-    const cq_image_arch *ia = m->entry->image;
+    cq_image_defaults d;
+    CQ_TRY(cq_image_get_defaults(m, &d));
     if (o->width == 0 && o->height == 0) {
-        o->width = ia->default_width;
-        o->height = ia->default_height;
+        o->width = d.width;
+        o->height = d.height;
     }
-    if (o->steps == 0) o->steps = ia->default_steps;
-    if (o->guidance < 0) o->guidance = ia->default_guidance;
+    if (o->steps == 0) o->steps = d.steps;
+    if (o->guidance < 0) o->guidance = d.guidance;
+    if (!o->negative) o->negative = d.negative;
     return CQ_OK;
 }
 

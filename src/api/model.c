@@ -67,6 +67,7 @@ static cq_status open_on(const cq_cmf *cmf, cq_cmf *owned, const char *path, con
     else
         snprintf(what, sizeof what, "the pack");
     if (s == CQ_OK) s = classify(cmf, arch, path, what, &m->kind, &m->entry);
+    if (s == CQ_OK && m->kind == CQ_MODEL_IMAGE) s = cq_cmf_gen_defaults(cmf, &m->defaults);
     if (s == CQ_OK && m->kind == CQ_MODEL_IMAGE) {
         s = m->entry->image->open(cmf, &m->pipe);
         if (s != CQ_OK && path) cq_fail_prefix(s, "%s: ", path);
@@ -153,6 +154,7 @@ void cq_model_free(cq_model *m) {
     cq_free(m->arch);
     cq_free(m->name);
     cq_free(m->backend_req);
+    cq_gen_defaults_free(&m->defaults);
     cq_free(m);
 }
 

@@ -18,7 +18,7 @@
 static void help(void) {
     printf(
         "usage: cortiq convert SRC -o OUT.cmf [--quant CODEC] [--quant-rule 'GLOB=CODEC']... [--drop GLOB]...\n"
-        "                      [--quiet]\n"
+        "                      [--default KEY=VALUE]... [--quiet]\n"
         "\n"
         "Convert safetensors weights into one .cmf file. SRC is a folder:\n"
         "  - a diffusers pipeline (model_index.json; transformer/, text_encoder/, vae/ ...,\n"
@@ -31,6 +31,14 @@ static void help(void) {
         "tokenizer section, the chat template and stop ids in the header. A pack of a known\n"
         "architecture (Qwen-Image-2.1, its VAE, Qwen3) is checked against the architecture's\n"
         "tensor table: the summary warns about missing tensors, tensors no loader reads and wrong shapes.\n"
+        "SRC may also be a .cmf pack: its tensors are copied as they are stored (no re-encoding), to\n"
+        "change its generation defaults or leave tensors out with --drop.\n"
+        "\n"
+        "Generation defaults: the header records the settings the model is meant to be drawn with\n"
+        "(`cortiq imagine` uses them when not told, `cortiq info` shows them): Z-Image-Turbo\n"
+        "(scheduler shift 3) 1024x1024, 8 steps, guidance 0, shift 3; Z-Image base (shift 6)\n"
+        "1024x1024, 28 steps, guidance 4, shift 6; Qwen-Image-2.1 1024x1024, 40 steps, guidance 1.\n"
+        "--default sets or overrides one of them.\n"
         "\n"
         "options:\n"
         "  -o, --output FILE        the .cmf to write; it appears only once complete and verified\n"
@@ -41,6 +49,10 @@ static void help(void) {
         "  --drop GLOB              leave out the tensors whose full name matches GLOB (parts a use\n"
         "                           never reads, e.g. the VAE encoder for text to image); repeatable;\n"
         "                           a pattern that matches nothing is an error\n"
+        "  --default KEY=VALUE      a generation default for the header, over the model's recipe (or the\n"
+        "                           source pack's): size=WxH (multiples of 16), steps=N (1..1000),\n"
+        "                           guidance=G (0..100, the model's own guidance scale), shift=S, negative=TEXT;\n"
+        "                           repeatable\n"
         "  -q, --quiet              no progress bar and no summary\n"
         "  -h, --help               this text\n"
         "\n"
@@ -54,7 +66,9 @@ static void help(void) {
         "  cortiq convert Qwen-Image-2.1/ -o qi21.cmf\n"
         "  cortiq convert Qwen-Image-2.1/ -o qi21-q4.cmf --quant-rule 'dit.*=q4tp'\n"
         "  cortiq convert Qwen3-0.6B/ -o qwen3.cmf --quant q8_row --quant-rule '*embed_tokens*=f16'\n"
-        "  cortiq convert Qwen-Image-2.1/ -o qi21-t2i.cmf --drop 'vae.encoder.*' --drop 'vae.quant_conv.*'\n");
+        "  cortiq convert Qwen-Image-2.1/ -o qi21-t2i.cmf --drop 'vae.encoder.*' --drop 'vae.quant_conv.*'\n"
+        "  cortiq convert Z-Image-Turbo/ -o zimage.cmf --drop 'te.layers.35.*' --drop 'te.norm.weight'\n"
+        "  cortiq convert models/shapes.cmf -o shapes2.cmf --default size=256x256 --default steps=20\n");
 }
 
 /* Two bars on one line in turn: writing the pack, then the writer's
@@ -85,8 +99,10 @@ static int on_verify(uint64_t done, uint64_t total, void *user) {
 
 static void summary(const char *out, const cq_convert_report *r) {
     char a[32], b[32];
-    printf("wrote %s: %s %s, %zu tensors, %s (from %s of safetensors) in %.1f s\n", out, r->arch, r->layout,
-           r->tensors, cq_fmt_bytes(r->file_size, a, sizeof a), cq_fmt_bytes(r->bytes_in, b, sizeof b), r->seconds);
+    const bool repack = strcmp(r->layout, "cmf") == 0;
+    printf("wrote %s: %s %s, %zu tensors, %s (from %s of %s) in %.1f s\n", out, r->arch, r->layout, r->tensors,
+           cq_fmt_bytes(r->file_size, a, sizeof a), cq_fmt_bytes(r->bytes_in, b, sizeof b),
+           repack ? "the source pack's tensors, copied" : "safetensors", r->seconds);
     if (r->dropped)
         printf("  left out (--drop): %zu tensors, %s of safetensors\n", r->dropped, cq_fmt_bytes(r->dropped_bytes, a, sizeof a));
     printf("  %-9s %8s %12s  %s\n", "codec", "tensors", "bytes", "worst relative RMS error");
@@ -108,6 +124,7 @@ static void summary(const char *out, const cq_convert_report *r) {
                    cq_dtype_name(r->fallbacks[i].used), r->fallbacks[i].why);
         if (r->n_fallbacks > MAX_LISTED_FALLBACKS) printf("    ... and %zu more\n", r->n_fallbacks - MAX_LISTED_FALLBACKS);
     }
+    if (r->defaults[0]) printf("  generation defaults: %s\n", r->defaults);
     for (size_t i = 0; i < r->n_notes; i++) printf("  note: %s\n", r->notes[i]);
 }
 
@@ -146,6 +163,8 @@ int cq_cmd_convert(int argc, char **argv) {
     size_t n_rules = 0, n_drops = 0;
     int quant = -1;
     bool quiet = false;
+    static cq_gen_defaults defaults; /* static, as the rules: an early usage error leaves it reachable */
+    bool any_default = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (cq_cli_is_help(a)) {
@@ -169,6 +188,13 @@ int cq_cmd_convert(int argc, char **argv) {
             if (++i >= argc) return cq_cli_usage_error(cmd, "--drop needs a GLOB");
             if (n_drops == MAX_RULES) return cq_cli_usage_error(cmd, "at most %d drop patterns", MAX_RULES);
             drops[n_drops++] = argv[i];
+        } else if (strcmp(a, "--default") == 0) {
+            if (++i >= argc) return cq_cli_usage_error(cmd, "--default needs KEY=VALUE");
+            if (cq_gen_defaults_set(&defaults, argv[i]) != CQ_OK) {
+                cq_gen_defaults_free(&defaults);
+                return cq_cli_usage_error(cmd, "%s", cq_last_error());
+            }
+            any_default = true;
         } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
             quiet = true;
         } else if (a[0] == '-' && a[1]) {
@@ -179,17 +205,23 @@ int cq_cmd_convert(int argc, char **argv) {
             return cq_cli_usage_error(cmd, "unexpected argument '%s'", a);
         }
     }
-    if (!src) return cq_cli_usage_error(cmd, "missing the source folder");
-    if (!out) return cq_cli_usage_error(cmd, "missing -o OUT.cmf");
-    if (!cq_path_has_ext(out, ".cmf"))
-        return cq_cli_usage_error(cmd, "-o %s: convert writes CMF files; name the output *.cmf", out);
+    int bad = 0;
+    if (!src) bad = cq_cli_usage_error(cmd, "missing the source folder (or .cmf pack)");
+    else if (!out) bad = cq_cli_usage_error(cmd, "missing -o OUT.cmf");
+    else if (!cq_path_has_ext(out, ".cmf"))
+        bad = cq_cli_usage_error(cmd, "-o %s: convert writes CMF files; name the output *.cmf", out);
+    if (bad) {
+        cq_gen_defaults_free(&defaults);
+        return bad;
+    }
     cq_cli_catch_signals();
 
     /* The bar is for people watching; piped runs stay clean. */
     bar_pair bars = {.conv = {.bytes = true}, .ver = {.bytes = true}};
     bool show_bar = !quiet && isatty(STDERR_FILENO);
     cq_progress_begin(&bars.conv, "converting", 0, !show_bar);
-    cq_convert_opts opts = {.quant = quant, .rules = rules, .n_rules = n_rules, .drop = drops, .n_drop = n_drops};
+    cq_convert_opts opts = {.quant = quant, .rules = rules, .n_rules = n_rules, .drop = drops, .n_drop = n_drops,
+                            .defaults = any_default ? &defaults : NULL};
     if (show_bar) {
         opts.progress = on_progress;
         opts.progress_user = &bars;
@@ -213,5 +245,6 @@ int cq_cmd_convert(int argc, char **argv) {
         check_tables(out);
     }
     cq_convert_report_free(&rep);
+    cq_gen_defaults_free(&defaults);
     return rc;
 }

@@ -6,6 +6,7 @@
  * option of one architecture is handed to that architecture's parser.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +27,10 @@ static void usage(FILE *f) {
             "       cortiq imagine PACK.cmf --prompt-file FILE|- [-o OUT.png] [options]\n\n"
             "Draw the prompt with a text-to-image pipeline pack (made by `cortiq convert` of the\n"
             "diffusers pipeline folder) of arch %s. The same seed and settings give the same\n"
-            "picture as the reference pipeline (diffusers' QwenImage21Pipeline) run in float32.\n\n"
+            "picture as the reference pipeline (diffusers' QwenImage21Pipeline, ZImagePipeline) run\n"
+            "in float32. Size, steps, guidance and the negative prompt left out are the pack's\n"
+            "recommended ones (`cortiq info` shows them; `cortiq convert` writes them), else the\n"
+            "architecture's; one line on standard error says which were used.\n\n"
             "options:\n"
             "  -o, --output FILE     PNG to write (default: out.png); '-' writes it to standard output.\n"
             "                        Only a .png name, and only a regular file (or a link to one) is\n"
@@ -34,12 +38,14 @@ static void usage(FILE *f) {
             "                        device or FIFO is refused before any work\n"
             "  --prompt-file FILE    read the prompt from FILE ('-': standard input; one final newline\n"
             "                        is dropped) instead of the command line\n"
-            "  --size WxH            image size in pixels, multiples of 32 (default: the model's, 1024x1024)\n"
-            "  --steps N             denoising steps, 2..1000 (default: the model's, 40)\n"
+            "  --size WxH            image size in pixels (default: the pack's); multiples of 32 for\n"
+            "                        qwen_image21, of 16 for z_image\n"
+            "  --steps N             denoising steps, 1..1000 (default: the pack's; qwen_image21 needs 2)\n"
             "  --seed S              noise seed, 0..2^64-1 (default: 0)\n"
-            "  --guidance G          true classifier-free guidance scale; used when > 1 together with\n"
-            "                        --negative (default: 1, i.e. none, as the model is meant to be sampled)\n"
-            "  --negative TEXT       negative prompt for guidance\n"
+            "  --guidance G          the reference pipeline's own guidance_scale, as the model defines\n"
+            "                        it (default: the pack's); see \"guidance\" under each arch below\n"
+            "  --negative TEXT       the negative prompt guidance reads (default: the pack's, else none;\n"
+            "                        z_image: the empty prompt)\n"
             "  --rgba                keep the alpha channel (default: composite over white, RGB)\n"
             "  --threads N           CPU threads (default: all cores, or CORTIQ_THREADS)\n"
             "  --backend NAME        cpu (default), ref, cuda[:N] or vulkan[:N]; also CORTIQ_BACKEND (with cuda\n"
@@ -53,8 +59,12 @@ static void usage(FILE *f) {
             cq_arch_list(CQ_TASK_IMAGE, archs, sizeof archs));
     for (size_t i = 0; i < cq_arch_count(); i++) {
         const cq_arch_entry *e = cq_arch_at(i);
-        if (e->task == CQ_TASK_IMAGE && e->image->extra_help && *e->image->extra_help)
-            fprintf(f, "\noptions of arch %s (%s):\n%s", e->arch, e->family, e->image->extra_help);
+        if (e->task != CQ_TASK_IMAGE) continue;
+        const cq_image_arch *ia = e->image;
+        fprintf(f, "\narch %s (%s):\n  guidance: %s\n  without pack defaults: %dx%d, %d steps, guidance %g\n", e->arch,
+                e->family, ia->guidance_help ? ia->guidance_help : "", ia->default_width, ia->default_height,
+                ia->default_steps, ia->default_guidance);
+        if (ia->extra_help && *ia->extra_help) fprintf(f, "%s", ia->extra_help);
     }
     fprintf(f,
             "\nEverything is checked before the model is loaded: the output path, the size and steps\n"
@@ -166,7 +176,7 @@ static int parse_args(int argc, char **argv, imagine_args *a) {
                                           val ? val : "");
             i++;
         } else if (!strcmp(o, "--steps")) {
-            if (!cq_cli_parse_int(cmd, o, val, 2, 1000, &n)) return 2;
+            if (!cq_cli_parse_int(cmd, o, val, 1, 1000, &n)) return 2;
             a->steps = (int)n;
             i++;
         } else if (!strcmp(o, "--seed")) {
@@ -220,15 +230,41 @@ static int parse_args(int argc, char **argv, imagine_args *a) {
                                   "-o %s: cortiq imagine writes PNG files only; name the output *.png (or - for "
                                   "standard output)",
                                   a->out);
-    if (a->width && (a->width % 32 || a->height % 32)) {
-        int w2 = a->width / 32 * 32, h2 = a->height / 32 * 32;
-        return cq_cli_usage_error(cmd,
-                                  "--size %dx%d: width and height must be multiples of 32 (each 2x2 group of 16-pixel "
-                                  "latent tokens is one slot of the model's sequence); the reference pipeline would "
-                                  "silently draw %dx%d",
-                                  a->width, a->height, w2 ? w2 : 32, h2 ? h2 : 32);
-    }
-    return 0;
+    return 0; /* the size and steps against the model once the pack says which */
+}
+
+typedef struct line_buf {
+    char s[320];
+    size_t n;
+} line_buf;
+
+static void append(line_buf *b, const char *fmt, ...) CQ_PRINTF(2, 3);
+static void append(line_buf *b, const char *fmt, ...) {
+    if (b->n + 1 >= sizeof b->s) return;
+    if (b->n) b->n += (size_t)snprintf(b->s + b->n, sizeof b->s - b->n, ", ");
+    if (b->n + 1 >= sizeof b->s) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(b->s + b->n, sizeof b->s - b->n, fmt, ap);
+    va_end(ap);
+    if (k > 0) b->n = CQ_MIN(sizeof b->s - 1, b->n + (size_t)k);
+}
+
+/* One line on stderr: the settings the user left out and where they came from. */
+static void say_defaults(cq_model *model, const imagine_args *given, const cq_image_opts *o) {
+    cq_image_defaults d;
+    if (cq_image_get_defaults(model, &d) != CQ_OK) return;
+    line_buf pack = {0}, arch = {0};
+    if (!given->width) append(d.size_from_pack ? &pack : &arch, "%dx%d", o->width, o->height);
+    if (!given->steps) append(d.steps_from_pack ? &pack : &arch, "%d steps", o->steps);
+    if (given->guidance < 0) append(d.guidance_from_pack ? &pack : &arch, "guidance %g", o->guidance);
+    if (!given->negative && d.negative)
+        append(&pack, "negative prompt \"%.60s%s\"", d.negative, strlen(d.negative) > 60 ? "..." : "");
+    if (d.shift > 0) append(&pack, "shift %g", d.shift);
+    if (!pack.n && !arch.n) return;
+    fprintf(stderr, "imagine: %s%s%s%s%s%s; guidance is %s\n", pack.n ? "the pack's defaults " : "", pack.s,
+            pack.n && arch.n ? "; " : "", arch.n ? cq_model_arch(model) : "", arch.n ? "'s defaults " : "", arch.s,
+            d.guidance_rule);
 }
 
 /* The pack must be an image pipeline of an architecture the registry draws with. */
@@ -328,10 +364,12 @@ int cq_cmd_imagine(int argc, char **argv) {
         rc = cq_cli_fail(cmd, s, a.model);
         goto done;
     }
+    if (!a.quiet) say_defaults(model, &a, &o);
     a.width = o.width;
     a.height = o.height;
     a.steps = o.steps;
     a.guidance = o.guidance;
+    a.negative = o.negative;
     /* size, steps, schedule, the architecture's options and prompt lengths against the model, before any
      * weight is read */
     if ((s = cq_image_check(model, &o)) != CQ_OK) {
@@ -372,11 +410,11 @@ int cq_cmd_imagine(int argc, char **argv) {
         } else if (!a.quiet) {
             double total = t_load + t.text + t.prefill + t.steps + t.decode + t_png;
             fprintf(stderr,
-                    "wrote %s (%dx%d, %s, seed %llu, %d steps%s)\n"
+                    "wrote %s (%dx%d, %s, seed %llu, %d steps, guidance %g)\n"
                     "time: load %.2fs, text %.2fs, prefill %.2fs, steps %.2fs (%.3fs/step), vae %.2fs, png %.2fs; "
                     "total %.2fs on %s\n",
                     to_stdout ? "the PNG to standard output" : a.out, a.width, a.height, oc == 4 ? "RGBA" : "RGB",
-                    (unsigned long long)a.seed, a.steps, a.guidance > 1 && a.negative ? ", true CFG" : "", t_load,
+                    (unsigned long long)a.seed, a.steps, a.guidance, t_load,
                     t.text, t.prefill, t.steps, t.steps / a.steps, t.decode, t_png, total,
                     cq_model_backend_name(model));
         }

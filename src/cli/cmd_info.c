@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "format/cmf.h"
+#include "format/gen_defaults.h"
 
 #define MAX_GROUPS 64
 
@@ -17,7 +19,9 @@ static void help(void) {
            "Show what a .cmf file holds: format version and feature bits, section sizes, the\n"
            "header's arch and quant_type, tensor counts and bytes per name prefix (dit., te., vae.)\n"
            "and per codec, stored configs (*.config_json), tokenizer and chat template presence,\n"
-           "stop ids, skills and shard number. The file is opened and validated; a header or\n"
+           "stop ids, skills and shard number, and an image pipeline's recommended generation\n"
+           "defaults (size, steps, guidance, shift, negative prompt; `cortiq imagine` uses them).\n"
+           "The file is opened and validated; a header or\n"
            "directory that does not match its recorded hash is refused as damaged (run `cortiq\n"
            "verify FILE`, which reports every problem). Tensor payloads are not hash-checked here.\n"
            "\n"
@@ -121,6 +125,8 @@ static int print_json(const char *path, const cq_cmf *cmf, const cq_cmf_info *in
     const cJSON *tc = cJSON_GetObjectItemCaseSensitive(hdr, "tokenizer_config");
     const cJSON *eos = cJSON_GetObjectItemCaseSensitive(tc, "eos_token_ids");
     cJSON_AddItemToObject(o, "eos_token_ids", eos ? cJSON_Duplicate(eos, 1) : cJSON_CreateArray());
+    const cJSON *gd = cJSON_GetObjectItemCaseSensitive(hdr, CQ_GEN_DEFAULTS_KEY);
+    if (cJSON_IsObject(gd)) cJSON_AddItemToObject(o, CQ_GEN_DEFAULTS_KEY, cJSON_Duplicate(gd, 1));
     cJSON_AddNumberToObject(o, "masks", (double)in->mask_count);
     cJSON *sk = cJSON_AddArrayToObject(o, "skills");
     for (size_t i = 0; i < in->skill_count; i++) cJSON_AddItemToArray(sk, cJSON_CreateString(cq_cmf_skill_id(cmf, i)));
@@ -207,6 +213,13 @@ static void print_text(const char *path, const cq_cmf *cmf, const cq_cmf_info *i
         for (const cJSON *e = eos->child; e; e = e->next) printf(" %.0f", e->valuedouble);
     }
     printf("\n");
+    cq_gen_defaults gd;
+    if (cq_cmf_gen_defaults(cmf, &gd) == CQ_OK) {
+        char desc[256];
+        cq_gen_defaults_describe(&gd, desc, sizeof desc);
+        if (*desc) printf("defaults:   %s (what `cortiq imagine` draws with when not told)\n", desc);
+        cq_gen_defaults_free(&gd);
+    }
     printf("skills:     ");
     if (!in->skill_count) printf("none");
     for (size_t i = 0; i < in->skill_count; i++) printf("%s%s", i ? ", " : "", cq_cmf_skill_id(cmf, i));

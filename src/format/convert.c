@@ -12,6 +12,7 @@
 
 #include "codec/codec.h"
 #include "format/convert_impl.h"
+#include "format/file_read.h"
 
 #define CV_CHUNK ((size_t)1 << 20) /* elements per streamed chunk */
 
@@ -410,6 +411,7 @@ cq_status cq_convert(const char *src_path, const char *out, const cq_convert_opt
     cq_convert_opts opts = opts_in ? *opts_in : (cq_convert_opts){.quant = -1};
     if (opts.quant >= 0) CQ_TRY(cq_convert_check_codec((cq_dtype)opts.quant));
     for (size_t i = 0; i < opts.n_rules; i++) CQ_TRY(cq_convert_check_codec(opts.rules[i].dtype));
+    if (cq_file_is_regular(src_path)) return cv_repack(src_path, out, &opts, rep);
     double t0 = cq_now();
     cv_source src;
     cv_item *items = NULL;
@@ -428,7 +430,7 @@ cq_status cq_convert(const char *src_path, const char *out, const cq_convert_opt
     }
     if (s == CQ_OK) {
         snprintf(rep->quant_type, sizeof rep->quant_type, "%s", dominant_quant(items, n));
-        s = cv_build_header(&src, rep->quant_type, rep, &header, &tok, &tok_len);
+        s = cv_build_header(&src, rep->quant_type, opts.defaults, rep, &header, &tok, &tok_len);
     }
     if (s == CQ_OK) s = cq_cmf_writer_create(out, &run.w);
     if (s == CQ_OK) s = cq_cmf_writer_check_space(run.w, estimate_size(items, n, strlen(header), tok_len));

@@ -29,6 +29,19 @@
  * Streaming: one tensor at a time is read from the mapping, encoded and
  * appended to the CMF writer; float targets are streamed in chunks, so peak
  * memory is about one quantized tensor (f32 copy + payload).
+ *
+ * Generation defaults: the header gets the known recipe of the architecture
+ * (format/gen_defaults.h): Z-Image-Turbo (scheduler shift 3) 1024x1024, 8
+ * steps, guidance 0, shift 3; Z-Image base (shift 6) 1024x1024, 28 steps,
+ * guidance 4, shift 6; Qwen-Image-2.1 1024x1024, 40 steps, guidance 1; then
+ * opts.defaults over it.
+ *
+ * A .cmf source is copied tensor by tensor as it is stored (each payload's
+ * hash checked on the way), with its header's generation defaults replaced
+ * by opts.defaults over its own and --drop applied: a cheap way to change a
+ * pack's defaults or leave out tensors without the original folder. Codecs
+ * are not changed (--quant and --quant-rule are refused), and a pack with
+ * task masks or a sparse index is refused.
  */
 #ifndef CQ_CONVERT_H
 #define CQ_CONVERT_H
@@ -38,6 +51,7 @@
 #include <stdint.h>
 
 #include "base/base.h"
+#include "format/gen_defaults.h"
 
 typedef struct cq_convert_rule {
     char glob[512];
@@ -58,6 +72,9 @@ typedef struct cq_convert_opts {
     const char *const *drop;       /* fnmatch globs: weight tensors whose full name matches one are left out
                                     * (each glob must match something); configs are always kept */
     size_t n_drop;
+    /* generation defaults written into the header over the architecture's known recipe (and, for a .cmf
+     * source, over the pack's own); NULL: the recipe alone */
+    const cq_gen_defaults *defaults;
     cq_progress_fn progress;       /* done/total in source bytes; non-zero return cancels */
     void *progress_user;
     cq_progress_fn verify_progress; /* the writer's read-back verification of the new file */
@@ -93,6 +110,7 @@ typedef struct cq_convert_report {
     char **notes;              /* things a user should know (missing tokenizer...) */
     size_t n_notes;
     bool has_tokenizer, has_chat_template;
+    char defaults[256];        /* the generation defaults written ("" for none) */
 } cq_convert_report;
 
 /* Convert `src` into `out` (written to a temporary name, verified, renamed).

@@ -140,12 +140,12 @@ static cq_status arch_pipeline(const cv_source *src, cJSON *arch) {
     const cJSON *te = comp_config(src, CV_TE);
     const cJSON *tt = cJSON_GetObjectItemCaseSensitive(te, "text_config");
     if (!cJSON_IsObject(tt)) tt = te;
-    uint64_t heads = pick_uint(dit, NULL, KEYS("num_attention_heads", "num_heads"), 0);
+    uint64_t heads = pick_uint(dit, NULL, KEYS("num_attention_heads", "num_heads", "n_heads"), 0);
     uint64_t head_dim = pick_uint(dit, NULL, KEYS("attention_head_dim", "head_dim"), 0);
     uint64_t hidden = pick_uint(dit, NULL, KEYS("hidden_size", "inner_dim"), heads * head_dim);
     if (hidden == 0) hidden = pick_uint(dit, NULL, KEYS("dim"), 0);
     if (head_dim == 0 && heads) head_dim = hidden / heads;
-    uint64_t layers = pick_uint(dit, NULL, KEYS("num_layers", "num_hidden_layers", "depth"), 0);
+    uint64_t layers = pick_uint(dit, NULL, KEYS("num_layers", "num_hidden_layers", "depth", "n_layers"), 0);
     layers += pick_uint(dit, NULL, KEYS("num_single_layers"), 0);
     double ratio;
     uint64_t inter = pick_uint(dit, NULL, KEYS("intermediate_size", "ffn_dim"), 0);
@@ -349,8 +349,59 @@ static const char *layout_name(cv_layout l) {
     return l == CV_PIPELINE ? "pipeline" : l == CV_COMPONENT ? "component" : "llm";
 }
 
-cq_status cv_build_header(const cv_source *src, const char *quant_type, cq_convert_report *rep, char **json,
-                          uint8_t **tokenizer, size_t *tokenizer_len) {
+/* ---- generation defaults ---- */
+
+static void set_recipe(cq_gen_defaults *d, int side, int steps, double guidance, double shift) {
+    d->has_size = true;
+    d->width = d->height = side;
+    d->has_steps = true;
+    d->steps = steps;
+    d->has_guidance = true;
+    d->guidance = guidance;
+    if (shift > 0.0) {
+        d->has_shift = true;
+        d->shift = shift;
+    }
+}
+
+cq_status cv_recipe(const char *arch, const cJSON *scheduler, cq_gen_defaults *d, cq_convert_report *rep) {
+    memset(d, 0, sizeof *d);
+    if (strcmp(arch, "qwen_image21") == 0) {
+        set_recipe(d, 1024, 40, 1.0, 0.0); /* dynamic shifting: no shift to recommend */
+    } else if (strcmp(arch, "z_image") == 0) {
+        /* Turbo and base share every config but the scheduler's shift */
+        double shift = 0.0;
+        if (!cv_json_num(scheduler, "shift", &shift))
+            return cv_note(rep, "z_image: no scheduler shift to tell Turbo from base; no generation defaults written "
+                           "(give them with --default)");
+        if (shift == 3.0)
+            set_recipe(d, 1024, 8, 0.0, 3.0); /* Z-Image-Turbo: 8 steps, no guidance */
+        else if (shift == 6.0)
+            set_recipe(d, 1024, 28, 4.0, 6.0); /* Z-Image base: guidance 4 with the empty negative prompt */
+        else
+            return cv_note(rep, "z_image: scheduler shift %g is neither Turbo's (3) nor base's (6); no generation "
+                           "defaults written (give them with --default)", shift);
+    }
+    return CQ_OK;
+}
+
+static cq_status add_defaults(const cv_source *src, const cq_gen_defaults *over, cJSON *h, cq_convert_report *rep) {
+    cJSON *sched = NULL;
+    for (size_t i = 0; i < src->n_blob; i++)
+        if (strcmp(src->blob[i].name, "scheduler.config_json") == 0)
+            sched = cJSON_ParseWithLength((const char *)src->blob[i].data, src->blob[i].len);
+    cq_gen_defaults d;
+    cq_status s = cv_recipe(src->arch, sched, &d, rep);
+    cJSON_Delete(sched);
+    if (s == CQ_OK && over) s = cq_gen_defaults_merge(&d, over);
+    if (s == CQ_OK) s = cq_gen_defaults_to_header(&d, h);
+    if (s == CQ_OK) cq_gen_defaults_describe(&d, rep->defaults, sizeof rep->defaults);
+    cq_gen_defaults_free(&d);
+    return s;
+}
+
+cq_status cv_build_header(const cv_source *src, const char *quant_type, const cq_gen_defaults *over,
+                          cq_convert_report *rep, char **json, uint8_t **tokenizer, size_t *tokenizer_len) {
     *json = NULL;
     *tokenizer = NULL;
     *tokenizer_len = 0;
@@ -384,6 +435,7 @@ cq_status cv_build_header(const cv_source *src, const char *quant_type, cq_conve
         goto done;
     }
     s = chat_bundle(src, h, rep, tokenizer, tokenizer_len);
+    if (s == CQ_OK) s = add_defaults(src, over, h, rep);
     if (s != CQ_OK) goto done;
     size_t len;
     s = cq_json_print(h, json, &len);

@@ -56,8 +56,12 @@ void cv_arch_from_class(const char *cls, char *out, size_t cap);
 
 /* Header JSON (cq_malloc'd, NUL-terminated) and the tokenizer.json bytes
  * (or NULL). */
-cq_status cv_build_header(const cv_source *src, const char *quant_type, cq_convert_report *rep, char **json,
-                          uint8_t **tokenizer, size_t *tokenizer_len);
+cq_status cv_build_header(const cv_source *src, const char *quant_type, const cq_gen_defaults *over,
+                          cq_convert_report *rep, char **json, uint8_t **tokenizer, size_t *tokenizer_len);
+/* The known recipe of an architecture into *d (nothing set when none is known). */
+cq_status cv_recipe(const char *arch, const cJSON *scheduler, cq_gen_defaults *d, cq_convert_report *rep);
+/* A .cmf source copied into `out` (convert.h). */
+cq_status cv_repack(const char *src, const char *out, const cq_convert_opts *opts, cq_convert_report *rep);
 
 /* JSON helpers shared by the convert files. */
 cq_status cv_read_json(const char *path, size_t max_len, cJSON **out);

@@ -74,7 +74,8 @@ cq_status cq_image_job_run(const cq_image_job *j, cq_image_result *res) {
     double t_steps = cq_now();
     if (s == CQ_OK) {
         const cq_flow_sample_opts so = {.sch = &sch, .num_train_timesteps = j->sched->num_train_timesteps,
-                                        .timestep = j->timestep, .guidance = j->guidance, .dn = j->dn,
+                                        .timestep = j->timestep, .negate = j->negate,
+                                        .guidance = j->guidance, .dn = j->dn,
                                         .pos = pos, .neg = neg, .tokens = j->tokens, .on_step = j->on_step,
                                         .user = j->user};
         s = cq_flow_sample(&so, x);

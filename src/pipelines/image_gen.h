@@ -5,8 +5,9 @@
  * drawn in the codec's latent layout and packed into tokens, the flow
  * sampler (flow_sample.h), then unpack, denormalise and decode.
  *
- * A model's pipeline (e.g. qi21_pipe.c) supplies the components and the
- * data (schedule, timestep transform, guidance, noise dtype) and checks a
+ * A model's pipeline (qi21_pipe.c, zimage_pipe.c) supplies the components and
+ * the data (schedule, timestep transform, prediction sign, guidance, noise
+ * dtype) and checks a
  * request against its own limits before calling cq_image_job_run.
  */
 #ifndef CQ_PIPELINES_IMAGE_GEN_H
@@ -53,6 +54,7 @@ typedef struct cq_image_job {
     const cq_latent_codec *codec;
     const cq_flow_config *sched;
     cq_flow_timestep timestep;
+    bool negate;                /* the denoiser predicts -velocity (Z-Image) */
     cq_guidance guidance;       /* kind NONE: the negative prompt is not read */
     const char *prompt, *negative;
     int width, height;          /* pixels: lat_w * codec->factor, lat_h * codec->factor */

@@ -61,6 +61,9 @@ static const cq_image_arch k_qi21 = {
     .default_height = 1024,
     .default_steps = 40,
     .default_guidance = 1.0,
+    .size_multiple = 32,
+    .min_steps = 2,
+    .guidance_help = "true CFG, neg + G (pos - neg) with --negative; 1 = off",
     .extra_help = "  --noise-dtype f32|bf16  draw the initial noise as a float32 (default) or a bfloat16\n"
                   "                        reference pipeline does (the two differ for the same seed)\n",
     .extra_size = sizeof(qi21_extra),

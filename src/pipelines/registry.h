@@ -40,8 +40,13 @@ typedef struct cq_image_req {
 } cq_image_req;
 
 typedef struct cq_image_arch {
+    /* what it draws when neither the request nor the pack's generation_defaults say */
     int default_width, default_height, default_steps;
     double default_guidance;
+    int size_multiple;          /* width and height must be multiples of it */
+    int min_steps;
+    /* what guidance (the reference pipeline's own guidance_scale) means for it, one line */
+    const char *guidance_help;
     const char *extra_help;     /* help lines of its own options ("" for none) */
     size_t extra_size;          /* bytes of its options block (0: none) */
     void (*extra_init)(void *extra);

@@ -22,10 +22,10 @@ expect 0 "$CQ" convert "$HERE/../golden/qwen3/qwen3_a" -o "$W/qwen3.cmf" --quiet
 expect 0 "$CQ" run "$W/qwen3.cmf" --prompt "hi" --greedy --max-tokens 2 -q
 
 # a pipeline folder of another class: imagine refuses it and lists what it draws with
-P=$W/zpipe
+P=$W/fpipe
 mkdir -p "$P/transformer" "$P/vae" "$P/scheduler" "$P/text_encoder" "$P/tokenizer"
 cat >"$P/model_index.json" <<'JSON'
-{"_class_name": "ZImagePipeline", "transformer": ["diffusers", "ZImageTransformer2DModel"],
+{"_class_name": "FluxPipeline", "transformer": ["diffusers", "FluxTransformer2DModel"],
  "vae": ["diffusers", "AutoencoderKL"], "text_encoder": ["transformers", "Qwen3ForCausalLM"],
  "tokenizer": ["transformers", "Qwen2Tokenizer"], "scheduler": ["diffusers", "FlowMatchEulerDiscreteScheduler"]}
 JSON
@@ -36,12 +36,12 @@ for c in transformer vae; do
     echo '{"_class_name": "X"}' >"$P/$c/config.json"
     cp "$HERE/../golden/qwen3/qwen3_a/model.safetensors" "$P/$c/diffusion_pytorch_model.safetensors"
 done
-expect 0 "$CQ" convert "$P" -o "$W/z.cmf" --quiet
-expect 1 "$CQ" imagine "$W/z.cmf" "a red circle" --size 64x64 --steps 2 -o "$W/z.png"
-has err "is a pipeline of arch 'z_image'; cortiq imagine draws with: qwen_image21"
-[ -e "$W/z.png" ] && fail "a refused pack wrote z.png"
+expect 0 "$CQ" convert "$P" -o "$W/f.cmf" --quiet
+expect 1 "$CQ" imagine "$W/f.cmf" "a red circle" --size 64x64 --steps 2 -o "$W/f.png"
+has err "is a pipeline of arch 'flux'; cortiq imagine draws with: qwen_image21"
+[ -e "$W/f.png" ] && fail "a refused pack wrote f.png"
 # an option of one architecture is still checked before the pack is read
-expect 2 "$CQ" imagine "$W/z.cmf" "a red circle" --noise-dtype f16
+expect 2 "$CQ" imagine "$W/f.cmf" "a red circle" --noise-dtype f16
 has err "--noise-dtype wants f32 or bf16"
 
 finish "model registry"
