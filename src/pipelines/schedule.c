@@ -166,15 +166,10 @@ void cq_flow_linspace_torch_f32(double start, double end, int n, float *out) {
     const float d = b - a;
     const float step = d / (float)(n - 1);
     const int half = n / 2;
-    for (int i = 0; i < n; i++) {
-        if (i < half) {
-            const float p = step * (float)i;
-            out[i] = a + p;
-        } else {
-            const float p = step * (float)(n - 1 - i);
-            out[i] = b - p;
-        }
-    }
+    /* torch's CPU kernels are compiled with FMA contraction (the AVX2 and AVX-512 builds torch dispatches to),
+     * so each value is one fused multiply-add: a + step*i and b - step*(n-1-i) rounded once (the golden tables
+     * of tests/golden/zimage pin this; the unfused form differs from N = 9 on) */
+    for (int i = 0; i < n; i++) out[i] = i < half ? fmaf(step, (float)i, a) : fmaf(-step, (float)(n - 1 - i), b);
 }
 
 cq_status cq_flow_schedule_make(const cq_flow_config *c, int steps, int64_t image_seq_len,

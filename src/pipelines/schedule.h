@@ -23,6 +23,18 @@
  *  6. True CFG (guidance > 1 with a negative prompt): neg + g * (pos - neg),
  *     each operation rounded in the prediction's type, g as float32. There is
  *     no norm rescaling in Qwen-Image-2.1.
+ *
+ * Z-Image (ZImagePipeline) differs in step 1: its sigmas are
+ * torch.linspace(1.0, 1/N, N) in float32 on the CPU (passed through
+ * .tolist(), i.e. exactly), which torch computes as
+ *   step = (end - start) / (N - 1)          in float32, end = float32(1/N);
+ *   lin[i] = start + step * i               for i <  N / 2,
+ *   lin[i] = end - step * (N - 1 - i)       for i >= N / 2
+ * (aten/src/ATen/native/cpu/RangeFactoriesKernel.cpp, scalar kernel; N = 1
+ * gives [start]), each a fused multiply-add: torch's vectorised-ISA builds
+ * of that kernel are compiled with FMA contraction. Its scheduler shifts
+ * statically (step 3's else branch, shift from scheduler_config.json), and
+ * its pipeline hands the transformer (1000 - t) / 1000 (flow_sample.h).
  */
 #ifndef CQ_PIPELINES_SCHEDULE_H
 #define CQ_PIPELINES_SCHEDULE_H
