@@ -272,6 +272,35 @@ static cq_status optional_json(const char *dir, const char *leaf, size_t max, cJ
     return s;
 }
 
+/* A tokenizer saved after use keeps the truncation and padding of its last
+ * call in tokenizer.json; transformers sets both anew on every call (the
+ * pipelines' own max_length and padding), so they are no property of the
+ * model: the pack's copy has them null. Otherwise the bytes stay verbatim. */
+static cq_status drop_call_state(cJSON *tok, uint8_t **bytes, size_t *len, cq_convert_report *rep) {
+    static const char *const keys[] = {"truncation", "padding"};
+    bool changed = false;
+    for (size_t i = 0; i < CQ_ARRAY_LEN(keys); i++) {
+        cJSON *v = cJSON_GetObjectItemCaseSensitive(tok, keys[i]);
+        if (!v || cJSON_IsNull(v)) continue;
+        cJSON *null = cJSON_CreateNull();
+        if (!null || !cJSON_ReplaceItemInObjectCaseSensitive(tok, keys[i], null)) {
+            cJSON_Delete(null);
+            return cq_fail(CQ_ERR_NOMEM, "tokenizer.json: out of memory");
+        }
+        CQ_TRY(cv_note(rep, "tokenizer.json's %s (the state of its last call) is left out: transformers sets it on "
+                       "every call", keys[i]));
+        changed = true;
+    }
+    if (!changed) return CQ_OK;
+    char *out;
+    size_t n;
+    CQ_TRY(cq_json_print(tok, &out, &n));
+    cq_free(*bytes);
+    *bytes = (uint8_t *)out;
+    *len = n;
+    return CQ_OK;
+}
+
 /* Builds `tokenizer_config` into hdr (when anything was found) and returns
  * the tokenizer.json bytes. */
 static cq_status chat_bundle(const cv_source *src, cJSON *hdr, cq_convert_report *rep, uint8_t **tok_bytes,
@@ -287,6 +316,7 @@ static cq_status chat_bundle(const cv_source *src, cJSON *hdr, cq_convert_report
         if (cq_file_is_regular(p)) {
             s = cq_file_read_all(p, CV_MAX_TOKENIZER, tok_bytes, tok_len);
             if (s == CQ_OK) s = cq_json_parse(*tok_bytes, *tok_len, p, &tok);
+            if (s == CQ_OK) s = drop_call_state(tok, tok_bytes, tok_len, rep);
         } else {
             s = cv_note(rep,
                         "no tokenizer.json in %s: the pack has no tokenizer section (a slow tokenizer's "
