@@ -199,10 +199,10 @@ int cq_bench_zimage(int argc, char **argv) {
     if (cq_zimage_layout_for(&cfg, o.caption, lat, lat, &lay) != CQ_OK)
         return cq_cli_fail("bench zimage", CQ_ERR_SHAPE, "sizing the sequence");
 
-    printf("Z-Image denoiser, %s shape (dim %d = %d heads x %d, %d layers%s, %d + %d refiner blocks, FFN %d), random "
+    printf("Z-Image denoiser, %s shape (dim %d = %d heads x %d, %d layer%s%s, %d + %d refiner blocks, FFN %d), random "
            "%s weights\n",
            o.heads == CQ_BENCH_ZI_HEADS ? "6B" : "narrowed", cfg.dim, cfg.n_heads, cfg.head_dim, o.layers,
-           o.layers < CQ_BENCH_ZI_LAYERS ? " of 30 built" : "", cfg.n_refiner_layers, cfg.n_refiner_layers,
+           o.layers == 1 ? "" : "s", o.layers < CQ_BENCH_ZI_LAYERS ? " of 30 built" : "", cfg.n_refiner_layers, cfg.n_refiner_layers,
            cfg.ffn_hidden, cq_dtype_name(o.quant));
     fflush(stdout);
     bench_run r = {0};
