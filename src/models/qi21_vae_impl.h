@@ -6,7 +6,7 @@
 #define CQ_MODELS_QI21_VAE_IMPL_H
 
 #include "models/qi21_vae.h"
-#include "models/qi21_vae_stream.h"
+#include "models/kit/vae_stream.h"
 
 #define QI21_VAE_MAX_LEVELS 8
 
