@@ -101,6 +101,7 @@ static const struct {
     {"QwenImageTransformer2DModel", "qwen_image"},
     {"QwenImageEditPipeline", "qwen_image_edit"},
     {"QwenImageEditPlusPipeline", "qwen_image_edit_plus"},
+    {"AutoencoderKL", "flux_vae"}, /* a lone VAE folder; a pipeline names its own arch */
 };
 
 static const char *known_arch(const char *cls) {
