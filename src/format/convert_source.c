@@ -103,6 +103,7 @@ static const struct {
     {"QwenImageEditPlusPipeline", "qwen_image_edit_plus"},
     {"ZImagePipeline", "z_image"},
     {"ZImageTransformer2DModel", "z_image"},
+    {"AutoencoderKL", "flux_vae"}, /* a lone VAE folder; a pipeline names its own arch */
 };
 
 static const char *known_arch(const char *cls) {

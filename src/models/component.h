@@ -16,7 +16,8 @@
  *    last one's logits, rewind.
  *
  * Qwen-Image-2.1 implements the first three (models/qi21.c, qi21_vae.c with
- * models/qwen3_text.c for its text tower), Qwen3 the last (models/qwen3.c).
+ * models/qwen3_text.c for its text tower), Qwen3 the last (models/qwen3.c);
+ * the Flux VAE (models/flux_vae.c, Z-Image's) is a latent codec.
  */
 #ifndef CQ_MODELS_COMPONENT_H
 #define CQ_MODELS_COMPONENT_H
@@ -90,5 +91,12 @@ typedef struct cq_causal_lm {
  * pixel, as Qwen-Image-2.1's _pack_latents lays them out), and back. */
 void cq_latents_chw_to_tokens(const float *chw, float *tokens, int channels, size_t hw);
 void cq_latents_tokens_to_chw(const float *tokens, float *chw, int channels, size_t hw);
+
+/* [C][h][w] latents <-> Z-Image's 2x2 patch tokens: token (y/2)*(w/2) + x/2
+ * holds 4C values, value (py*2 + px)*C + c = latent (c, y, x) with py = y%2,
+ * px = x%2 (channel fastest, as the DiT's patchify permutes them); h and w
+ * even. */
+void cq_latents_patchify2(const float *chw, float *tokens, int channels, int h, int w);
+void cq_latents_unpatchify2(const float *tokens, float *chw, int channels, int h, int w);
 
 #endif /* CQ_MODELS_COMPONENT_H */

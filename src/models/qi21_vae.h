@@ -5,7 +5,7 @@
  * images into the posterior moments (mean | logvar).
  *
  * Memory: everything between the mid block's global attention and the
- * image runs as a row stream (qi21_vae_stream.c): the output is produced in
+ * image runs as a row stream (models/kit/vae_stream.c): the output is produced in
  * horizontal bands and every layer keeps only the rows its consumers still
  * need, so no full-resolution activation ever exists and no row is computed
  * twice. The result equals the untiled computation exactly (same arithmetic

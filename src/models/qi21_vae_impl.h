@@ -6,15 +6,12 @@
 #define CQ_MODELS_QI21_VAE_IMPL_H
 
 #include "models/qi21_vae.h"
-#include "models/qi21_vae_stream.h"
+#include "models/kit/vae_stream.h"
+#include "models/kit/vae_weights.h"
 
 #define QI21_VAE_MAX_LEVELS 8
 
-typedef struct qv_conv {
-    cq_tensor w;       /* [cout, cin, k, k] as stored */
-    cq_tensor *b;      /* F32 [cout] or NULL */
-    int cin, cout, k;
-} qv_conv;
+typedef vw_conv qv_conv;
 
 /* ResidualBlock: norm1 -> SiLU -> conv1 -> norm2 -> SiLU -> conv2, plus a
  * 1x1 shortcut conv when the width changes. */
@@ -51,10 +48,7 @@ struct cq_qi21_vae {
     float *mean, *std;
     qv_coder enc, dec;
     qv_conv quant, post_quant;
-    cq_tensor **owned;             /* F32 tensors made at load (heap, freed with the model) */
-    int n_owned, cap_owned;
-    cq_tensor **bound;             /* weights bound from the file (inside the structs above) */
-    int n_bound, cap_bound;
+    vw_store st;                   /* what the loader made or bound (kernels inside the structs above) */
     int band_rows;
     cq_progress_fn progress;
     void *progress_user;

@@ -23,17 +23,6 @@
 #include "models/qi21_vae_impl.h"
 #include "models/tables.h"
 
-/* snprintf that fails instead of truncating a tensor name. */
-static cq_status name_fmt(char *dst, size_t len, const char *fmt, ...) CQ_PRINTF(3, 4);
-static cq_status name_fmt(char *dst, size_t len, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(dst, len, fmt, ap);
-    va_end(ap);
-    if (k < 0 || (size_t)k >= len) return cq_fail(CQ_ERR_INVALID_ARG, "vae: tensor name longer than %zu bytes", len - 1);
-    return CQ_OK;
-}
-
 /* ---- config ---------------------------------------------------------------------------- */
 typedef cq_qi21_vae_geometry qv_json;
 _Static_assert(CQ_QI21_VAE_MAX_LEVELS == QI21_VAE_MAX_LEVELS, "one level limit");
@@ -120,134 +109,41 @@ cq_status cq_qi21_vae_parse_geometry(const cq_cmf *cmf, const char *prefix, cq_q
 /* ---- weights --------------------------------------------------------------------------- */
 typedef struct loader {
     cq_qi21_vae *v;
-    const cq_cmf *cmf;
-    const char *prefix;
-    cq_tt_list table; /* models/tables.h: every tensor is checked against it */
+    vw_loader w;      /* every tensor is checked against the table (models/tables.h) */
+    cq_tt_list table;
 } loader;
 
-/* The tensor `name` (under the prefix) from the pack, checked against the table. */
-static cq_status get(const loader *L, const char *name, const cq_tensor_view **out) {
-    return cq_tt_get("vae", &L->table, L->cmf, out, "%s%s", L->prefix, name);
-}
-
-static const cq_tensor_view *find(const loader *L, const char *name, char *full, size_t len) {
-    if (name_fmt(full, len, "%s%s", L->prefix, name) != CQ_OK) return NULL;
-    return cq_cmf_find(L->cmf, full);
-}
-
-static cq_status own(cq_qi21_vae *v, cq_tensor *t) {
-    if (v->n_owned == v->cap_owned) {
-        int cap = v->cap_owned ? 2 * v->cap_owned : 128;
-        cq_tensor **o = cq_reallocn(v->owned, (size_t)cap, sizeof *o);
-        if (!o) return CQ_ERR_NOMEM;
-        v->owned = o;
-        v->cap_owned = cap;
-    }
-    v->owned[v->n_owned++] = t;
-    return CQ_OK;
-}
-
-/* Bound weights are released with the model (a device backend frees its copies). */
-static cq_status own_bound(cq_qi21_vae *v, cq_tensor *t) {
-    if (v->n_bound == v->cap_bound) {
-        int cap = v->cap_bound ? 2 * v->cap_bound : 256;
-        cq_tensor **o = cq_reallocn(v->bound, (size_t)cap, sizeof *o);
-        if (!o) {
-            cq_tensor_free(t);
-            return CQ_ERR_NOMEM;
-        }
-        v->bound = o;
-        v->cap_bound = cap;
-    }
-    v->bound[v->n_bound++] = t;
-    return CQ_OK;
-}
-
-/* An F32 backend tensor [rows, cols] from host values (owned by the model). */
-static cq_status upload_f32(cq_qi21_vae *v, const float *host, int64_t rows, int64_t cols, cq_tensor **out) {
-    cq_tensor *t = cq_calloc(1, sizeof *t);
-    if (!t) return CQ_ERR_NOMEM;
-    cq_status s = own(v, t);
-    if (s != CQ_OK) {
-        cq_free(t);
-        return s;
-    }
-    CQ_TRY(rows == 1 ? cq_tensor_alloc(v->be, CQ_DTYPE_F32, 1, &cols, t)
-                     : cq_tensor_alloc_2d(v->be, CQ_DTYPE_F32, rows, cols, t));
-    CQ_TRY(cq_tensor_upload(t, host, (size_t)(rows * cols) * sizeof(float)));
-    *out = t;
-    return CQ_OK;
-}
-
-/* A whole tensor of n elements dequantized to host f32 (caller frees). */
 static cq_status read_host(const loader *L, const char *name, int64_t n, float **out) {
-    const cq_tensor_view *t;
-    CQ_TRY(get(L, name, &t));
-    if ((int64_t)t->nelem != n) /* the table and the loader disagree */
-        return cq_fail(CQ_ERR_INTERNAL, "vae: tensor '%s' has %llu elements, the loader expects %lld", t->name,
-                       (unsigned long long)t->nelem, (long long)n);
-    float *h = cq_mallocn((size_t)n, sizeof(float));
-    if (!h) return CQ_ERR_NOMEM;
-    cq_status s = cq_cmf_dequantize(t, h, (size_t)n);
-    if (s != CQ_OK) {
-        cq_free(h);
-        return cq_fail_prefix(s, "vae: tensor '%s': ", t->name);
-    }
-    *out = h;
-    return CQ_OK;
+    return vw_read_host(&L->w, name, n, out);
 }
 
-/* A per-channel vector [n] as F32, times `scale`. */
-static cq_status load_vec(const loader *L, const char *name, int64_t n, float scale, cq_tensor **out) {
-    float *h;
-    CQ_TRY(read_host(L, name, n, &h));
-    if (scale != 1.0f)
-        for (int64_t i = 0; i < n; i++) h[i] *= scale;
-    cq_status s = upload_f32(L->v, h, 1, n, out);
-    cq_free(h);
-    return s;
+static cq_status upload_f32(cq_qi21_vae *v, const float *host, int64_t rows, int64_t cols, cq_tensor **out) {
+    return vw_upload_f32(&v->st, host, rows, cols, out);
+}
+
+static cq_status load_conv(const loader *L, const char *name, int cin, int cout, int k, qv_conv *c) {
+    return vw_load_conv(&L->w, name, cin, cout, k, c);
 }
 
 /* RMS_norm gamma ([C, 1, 1(, 1)] in the file). F.normalize(x) * sqrt(C) is
  * x / rms(x), so the gamma goes to the rmsnorm op as it is. */
 static cq_status load_gamma(const loader *L, const char *name, int C, cq_tensor **out) {
-    return load_vec(L, name, C, 1.0f, out);
-}
-
-static cq_status load_conv(const loader *L, const char *name, int cin, int cout, int k, qv_conv *c) {
-    char wname[400];
-    CQ_TRY(name_fmt(wname, sizeof wname, "%s.weight", name));
-    const cq_tensor_view *t;
-    CQ_TRY(get(L, wname, &t));
-    if (t->nelem != (uint64_t)cout * cin * k * k) /* the table and the loader disagree */
-        return cq_fail(CQ_ERR_INTERNAL, "vae: tensor '%s' is not the [%d, %d, %d, %d] kernel the loader expects",
-                       t->name, cout, cin, k, k);
-    if (!cq_backend_runs(L->v->be, CQ_OP_CONV2D, t->dtype, CQ_DTYPE_F32))
-        return cq_fail(CQ_ERR_UNSUPPORTED, "vae: tensor '%s' is %s, which backend %s does not convolve with", t->name,
-                       cq_dtype_name(t->dtype), cq_backend_name(L->v->be));
-    CQ_TRY(cq_tensor_bind_weight(L->v->be, t, &c->w));
-    CQ_TRY(own_bound(L->v, &c->w));
-    c->cin = cin;
-    c->cout = cout;
-    c->k = k;
-    char bname[400];
-    CQ_TRY(name_fmt(bname, sizeof bname, "%s.bias", name));
-    return load_vec(L, bname, cout, 1.0f, &c->b);
+    return vw_load_vec(&L->w, name, C, out);
 }
 
 static cq_status load_res(const loader *L, const char *name, int cin, int cout, qv_res *r) {
     char n[400];
-    CQ_TRY(name_fmt(n, sizeof n, "%s.norm1.gamma", name));
+    CQ_TRY(vw_name(n, sizeof n, "%s.norm1.gamma", name));
     CQ_TRY(load_gamma(L, n, cin, &r->g1));
-    CQ_TRY(name_fmt(n, sizeof n, "%s.conv1", name));
+    CQ_TRY(vw_name(n, sizeof n, "%s.conv1", name));
     CQ_TRY(load_conv(L, n, cin, cout, 3, &r->c1));
-    CQ_TRY(name_fmt(n, sizeof n, "%s.norm2.gamma", name));
+    CQ_TRY(vw_name(n, sizeof n, "%s.norm2.gamma", name));
     CQ_TRY(load_gamma(L, n, cout, &r->g2));
-    CQ_TRY(name_fmt(n, sizeof n, "%s.conv2", name));
+    CQ_TRY(vw_name(n, sizeof n, "%s.conv2", name));
     CQ_TRY(load_conv(L, n, cout, cout, 3, &r->c2));
     r->has_sc = cin != cout;
     if (r->has_sc) {
-        CQ_TRY(name_fmt(n, sizeof n, "%s.conv_shortcut", name));
+        CQ_TRY(vw_name(n, sizeof n, "%s.conv_shortcut", name));
         CQ_TRY(load_conv(L, n, cin, cout, 1, &r->sc));
     }
     return CQ_OK;
@@ -257,14 +153,14 @@ static cq_status load_res(const loader *L, const char *name, int cin, int cout, 
  * matrices (rows [0, C), [C, 2C), [2C, 3C)), proj as a 1x1 kernel. */
 static cq_status load_attn(const loader *L, const char *name, int C, vs_attn_w *a, qv_conv *proj) {
     char n[400];
-    CQ_TRY(name_fmt(n, sizeof n, "%s.norm.gamma", name));
+    CQ_TRY(vw_name(n, sizeof n, "%s.norm.gamma", name));
     cq_tensor *g;
     CQ_TRY(load_gamma(L, n, C, &g));
     a->gamma = g;
     float *w = NULL, *b = NULL;
-    CQ_TRY(name_fmt(n, sizeof n, "%s.to_qkv.weight", name));
+    CQ_TRY(vw_name(n, sizeof n, "%s.to_qkv.weight", name));
     cq_status s = read_host(L, n, (int64_t)3 * C * C, &w);
-    CQ_TRY(name_fmt(n, sizeof n, "%s.to_qkv.bias", name));
+    CQ_TRY(vw_name(n, sizeof n, "%s.to_qkv.bias", name));
     if (s == CQ_OK) s = read_host(L, n, (int64_t)3 * C, &b);
     cq_tensor *t[6] = {0};
     for (int i = 0; i < 3 && s == CQ_OK; i++) s = upload_f32(L->v, w + (size_t)i * C * C, C, C, &t[i]);
@@ -278,11 +174,11 @@ static cq_status load_attn(const loader *L, const char *name, int C, vs_attn_w *
     a->bq = t[3];
     a->bk = t[4];
     a->bv = t[5];
-    CQ_TRY(name_fmt(n, sizeof n, "%s.proj", name));
+    CQ_TRY(vw_name(n, sizeof n, "%s.proj", name));
     CQ_TRY(load_conv(L, n, C, C, 1, proj));
     if (!cq_backend_runs(L->v->be, CQ_OP_MATMUL, proj->w.dtype, CQ_DTYPE_F32))
         return cq_fail(CQ_ERR_UNSUPPORTED, "vae: '%s%s.proj.weight' is %s, which backend %s does not multiply with",
-                       L->prefix, name, cq_dtype_name(proj->w.dtype), cq_backend_name(L->v->be));
+                       L->w.prefix, name, cq_dtype_name(proj->w.dtype), cq_backend_name(L->v->be));
     a->wo = &proj->w;
     a->bo = proj->b;
     return CQ_OK;
@@ -291,10 +187,10 @@ static cq_status load_attn(const loader *L, const char *name, int C, vs_attn_w *
 static cq_status load_mid(const loader *L, const char *coder, int C, qv_coder *c, qv_conv *proj) {
     char n[400];
     for (int i = 0; i < 2; i++) {
-        CQ_TRY(name_fmt(n, sizeof n, "%s.mid_block.resnets.%d", coder, i));
+        CQ_TRY(vw_name(n, sizeof n, "%s.mid_block.resnets.%d", coder, i));
         CQ_TRY(load_res(L, n, C, C, &c->mid[i]));
     }
-    CQ_TRY(name_fmt(n, sizeof n, "%s.mid_block.attentions.0", coder));
+    CQ_TRY(vw_name(n, sizeof n, "%s.mid_block.attentions.0", coder));
     return load_attn(L, n, C, &c->attn, proj);
 }
 
@@ -303,11 +199,11 @@ static cq_status load_level(const loader *L, const char *name, const char *rs_na
     lv->res = cq_calloc((size_t)lv->n_res, sizeof *lv->res);
     if (!lv->res) return CQ_ERR_NOMEM;
     for (int j = 0; j < lv->n_res; j++) {
-        CQ_TRY(name_fmt(n, sizeof n, "%s.resnets.%d", name, j));
+        CQ_TRY(vw_name(n, sizeof n, "%s.resnets.%d", name, j));
         CQ_TRY(load_res(L, n, j ? lv->cout : lv->cin, lv->cout, &lv->res[j]));
     }
     if (lv->resample) {
-        CQ_TRY(name_fmt(n, sizeof n, "%s.%s.resample.1", name, rs_name));
+        CQ_TRY(vw_name(n, sizeof n, "%s.%s.resample.1", name, rs_name));
         CQ_TRY(load_conv(L, n, lv->cout, lv->cout, 3, &lv->rs));
     }
     return CQ_OK;
@@ -322,10 +218,10 @@ static cq_status load_all(const loader *L, const qv_json *c) {
         de[i + 1] = c->base_dim * c->mult[i];
         dd[i + 1] = c->decoder_base_dim * c->mult[nl - 1 - i];
     }
-    char n[400], full[512];
+    char n[400];
     /* encoder: optional (text to image never encodes), but all of it or none */
-    const bool enc_in = find(L, "encoder.conv_in.weight", full, sizeof full) != NULL;
-    const bool quant = find(L, "quant_conv.weight", full, sizeof full) != NULL;
+    const bool enc_in = vw_find(&L->w, "encoder.conv_in.weight") != NULL;
+    const bool quant = vw_find(&L->w, "quant_conv.weight") != NULL;
     if (enc_in != quant)
         return cq_fail(CQ_ERR_MISSING, "vae: the file has %s but not %s: the encoder is all or nothing",
                        enc_in ? "encoder.conv_in" : "quant_conv", enc_in ? "quant_conv" : "encoder.conv_in");
@@ -346,7 +242,7 @@ static cq_status load_all(const loader *L, const qv_json *c) {
         if ((int64_t)lv->cin * lv->ft * lv->fs * lv->fs % lv->cout)
             return cq_fail(CQ_ERR_PARSE, "vae: config encoder level %d folds %d channels into %d (not a whole group)", i,
                            lv->cin * lv->ft * lv->fs * lv->fs, lv->cout);
-        CQ_TRY(name_fmt(n, sizeof n, "encoder.down_blocks.%d", i));
+        CQ_TRY(vw_name(n, sizeof n, "encoder.down_blocks.%d", i));
         CQ_TRY(load_level(L, n, "downsampler", lv));
     }
     if (enc_in) {
@@ -374,7 +270,7 @@ static cq_status load_all(const loader *L, const qv_json *c) {
         if (up && (int64_t)lv->cout * lv->ft * lv->fs * lv->fs % lv->cin)
             return cq_fail(CQ_ERR_PARSE, "vae: config decoder level %d repeats %d channels into %d (not a whole repeat)",
                            i, lv->cin, lv->cout * lv->ft * lv->fs * lv->fs);
-        CQ_TRY(name_fmt(n, sizeof n, "decoder.up_blocks.%d", i));
+        CQ_TRY(vw_name(n, sizeof n, "decoder.up_blocks.%d", i));
         CQ_TRY(load_level(L, n, "upsampler", lv));
     }
     CQ_TRY(load_gamma(L, "decoder.norm_out.gamma", dd[nl], &d->norm_out));
@@ -389,10 +285,12 @@ cq_status cq_qi21_vae_load(const cq_cmf *cmf, const char *prefix, cq_backend *be
     cq_qi21_vae *v = cq_calloc(1, sizeof *v);
     if (!v) return CQ_ERR_NOMEM;
     v->be = be;
+    v->st.be = be;
     qv_json c;
     memset(&c, 0, sizeof c);
     cq_status s = parse_config(cmf, prefix, &c, &v->mean, &v->std);
-    loader L = {v, cmf, prefix, {0}};
+    loader L = {v, {&v->st, cmf, prefix, NULL, "vae"}, {0}};
+    L.w.table = &L.table;
     if (s == CQ_OK) s = cq_qi21_vae_tensors(&c, prefix, &L.table);
     if (s == CQ_OK) s = load_all(&L, &c);
     cq_tt_list_free(&L.table);
@@ -423,13 +321,7 @@ static void free_coder(qv_coder *c) {
 
 void cq_qi21_vae_free(cq_qi21_vae *v) {
     if (!v) return;
-    for (int i = 0; i < v->n_owned; i++) {
-        cq_tensor_free(v->owned[i]);
-        cq_free(v->owned[i]);
-    }
-    cq_free(v->owned);
-    for (int i = 0; i < v->n_bound; i++) cq_tensor_free(v->bound[i]);
-    cq_free(v->bound);
+    vw_store_free(&v->st);
     free_coder(&v->enc);
     free_coder(&v->dec);
     cq_free(v->mean);

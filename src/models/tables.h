@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 
+#include "models/flux_vae.h"
 #include "models/kit/tensors.h"
 #include "models/qi21.h"
 #include "models/qwen3.h"
@@ -47,6 +48,11 @@ cq_status cq_qi21_vae_parse_geometry(const cq_cmf *cmf, const char *prefix, cq_q
  * optional (text to image never encodes), the temporal convolutions too (a
  * single frame never runs them). */
 cq_status cq_qi21_vae_tensors(const cq_qi21_vae_geometry *g, const char *prefix, cq_tt_list *out);
+
+/* The Flux VAE's (AutoencoderKL's) tensors under `prefix` ("vae."): the
+ * encoder and quant_conv are optional, all or nothing (text to image never
+ * encodes); quant_conv and post_quant_conv as the config has them. */
+cq_status cq_flux_vae_tensors(const cq_flux_vae_config *c, const char *prefix, cq_tt_list *out);
 
 /* Check every component of a known architecture in the pack against its
  * table (tables_check.c): the image pipeline's dit. / te. / vae., a lone

@@ -176,6 +176,14 @@ cq_status cq_fallback_groupnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x
     return FB_RUN(f, groupnorm, hy, hx, groups, hg, hb, eps);
 }
 
+cq_status cq_fallback_group_moments(cq_backend *be, cq_tensor *m, const cq_tensor *x, int groups, int block) {
+    fb f;
+    fb_begin(&f, be);
+    cq_tensor *hm = out(&f, m);
+    const cq_tensor *hx = in(&f, x);
+    return FB_RUN(f, group_moments, hm, hx, groups, block);
+}
+
 cq_status cq_fallback_qk_norm_rope(cq_backend *be, cq_tensor *t, int n_heads, int head_dim, const cq_tensor *w,
                                    float eps, const cq_tensor *cos_t, const cq_tensor *sin_t, cq_rope_mode mode,
                                    int rope_dim) {

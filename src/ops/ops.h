@@ -380,6 +380,17 @@ cq_status cq_op_rmsnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, const 
  * all rows of each group: x [HW, C], groups | C, gamma/beta [C] optional. */
 cq_status cq_op_groupnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, int groups, const cq_tensor *gamma,
                           const cq_tensor *beta, float eps);
+/* The statistics a group norm is assembled from when a map is too large to
+ * normalise in one call (it is processed in bands of rows): moments of each
+ * channel group over each block of `block` consecutive rows (one image row
+ * of a map `block` pixels wide). x [R, C] with groups | C and block | R;
+ * m F32 [R / block, 2 * groups]: m[b, 2g] is the mean of block b's
+ * block * C / groups values of group g and m[b, 2g + 1] the sum of their
+ * squared deviations from that mean, both accumulated in f64 (a sum, then a
+ * second pass over the deviations) and rounded to f32 once. Merged in block
+ * order (Chan et al.'s pairwise formula), the blocks give the statistics of
+ * the whole map whatever bands they were computed in. */
+cq_status cq_op_group_moments(cq_backend *be, cq_tensor *m, const cq_tensor *x, int groups, int block);
 
 /* In place on t [N, H*D]: per-head RMSNorm with weight w [D] (optional, NULL
  * skips the norm), then rotary embedding with cos/sin [N, D/2] F32 tables

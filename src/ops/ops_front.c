@@ -345,6 +345,22 @@ cq_status cq_op_groupnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, int 
     DISPATCH(&c, GROUPNORM, groupnorm, CQ_DTYPE_COUNT, x->dtype, CQ_DTYPE_COUNT, y, x, groups, gamma, beta, eps);
 }
 
+cq_status cq_op_group_moments(cq_backend *be, cq_tensor *m, const cq_tensor *x, int groups, int block) {
+    chk c = {be, "group_moments"};
+    CQ_TRY(need_be(&c));
+    CQ_TRY(need_act(&c, "x", x));
+    CQ_TRY(need_out(&c, "m", m));
+    CQ_TRY(need_dtype(&c, "m", m, CQ_DTYPE_F32));
+    const int64_t R = cq_tensor_rows(x), C = cq_tensor_cols(x);
+    if (groups < 1 || C % groups)
+        return cq_fail(CQ_ERR_SHAPE, "group_moments: %d groups do not divide %lld channels", groups, (long long)C);
+    if (block < 1 || R % block)
+        return cq_fail(CQ_ERR_SHAPE, "group_moments: blocks of %d rows do not divide %lld rows", block, (long long)R);
+    CQ_TRY(need_rc(&c, "m", m, R / block, 2LL * groups));
+    CQ_TRY(no_alias(&c, "m", m, "x", x));
+    DISPATCH(&c, GROUP_MOMENTS, group_moments, CQ_DTYPE_COUNT, x->dtype, CQ_DTYPE_COUNT, m, x, groups, block);
+}
+
 cq_status cq_op_qk_norm_rope(cq_backend *be, cq_tensor *t, int n_heads, int head_dim, const cq_tensor *w, float eps,
                              const cq_tensor *cos_t, const cq_tensor *sin_t, cq_rope_mode mode, int rope_dim) {
     chk c = {be, "qk_norm_rope"};

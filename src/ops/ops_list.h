@@ -57,7 +57,8 @@
     X(PIXEL_SHUFFLE, pixel_shuffle, (cq_tensor *y, const cq_tensor *x, int H, int W, int r), (y, x, H, W, r), u)       \
     X(PIXEL_UNSHUFFLE, pixel_unshuffle, (cq_tensor *y, const cq_tensor *x, int H, int W, int r), (y, x, H, W, r), u)   \
     X(GATHER_COLS, gather_cols, (cq_tensor *y, const cq_tensor *x, const cq_tensor *idx, int group, float scale),      \
-      (y, x, idx, group, scale), u)
+      (y, x, idx, group, scale), u)                                                                                    \
+    X(GROUP_MOMENTS, group_moments, (cq_tensor *m, const cq_tensor *x, int groups, int block), (m, x, groups, block), u)
 
 /* An op's parameter list with the backend in front: CQ_OP_PARAMS_BE P. */
 #define CQ_OP_PARAMS_BE(...) (cq_backend * be, __VA_ARGS__)

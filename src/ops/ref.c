@@ -240,6 +240,26 @@ cq_status cq_ref_groupnorm(cq_tensor *y, const cq_tensor *x, int groups, const c
     return CQ_OK;
 }
 
+cq_status cq_ref_group_moments(cq_tensor *m, const cq_tensor *x, int groups, int block) {
+    const int64_t R = cq_tensor_rows(x), C = cq_tensor_cols(x), cg = C / groups, nb = R / block;
+    const double n = (double)(block * cg);
+    for (int64_t b = 0; b < nb; b++)
+        for (int64_t g = 0; g < groups; g++) {
+            double sum = 0.0, m2 = 0.0;
+            for (int64_t r = b * block; r < (b + 1) * block; r++)
+                for (int64_t c = g * cg; c < (g + 1) * cg; c++) sum += cq_ref_load(x, r * C + c);
+            const double mean = sum / n;
+            for (int64_t r = b * block; r < (b + 1) * block; r++)
+                for (int64_t c = g * cg; c < (g + 1) * cg; c++) {
+                    double d = cq_ref_load(x, r * C + c) - mean;
+                    m2 += d * d;
+                }
+            cq_ref_store(m, b * 2 * groups + 2 * g, (float)mean);
+            cq_ref_store(m, b * 2 * groups + 2 * g + 1, (float)m2);
+        }
+    return CQ_OK;
+}
+
 cq_status cq_ref_qk_norm_rope(cq_tensor *t, int n_heads, int head_dim, const cq_tensor *w, float eps,
                               const cq_tensor *cos_t, const cq_tensor *sin_t, cq_rope_mode mode, int rope_dim) {
     int64_t N = cq_tensor_rows(t), D = head_dim, rd = rope_dim ? rope_dim : head_dim, half = rd / 2;

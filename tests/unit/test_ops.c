@@ -733,6 +733,34 @@ static void test_groupnorm(void **state) {
         }
 }
 
+static cq_status run_group_moments(cq_backend *be, cq_tensor *out, cq_tensor **in, const tcase *c) {
+    return cq_op_group_moments(be, out, IN(in, c, 0), c->ip[0], c->ip[1]);
+}
+
+static void test_group_moments(void **state) {
+    (void)state;
+    /* rows, channels, groups, rows per block */
+    static const int64_t sh[][4] = {{1, 4, 2, 1},   {12, 32, 8, 4}, {195, 96, 32, 3}, {9, 63, 3, 9},
+                                    {100, 12, 1, 5}, {64, 20, 4, 1}, {40, 128, 128, 8}, {7, 160, 80, 7}};
+    for (size_t xi = 0; xi < CQ_ARRAY_LEN(k_acts); xi++)
+        for (size_t i = 0; i < CQ_ARRAY_LEN(sh); i++) {
+            tcase c;
+            tc_init(&c, CQ_OP_GROUP_MOMENTS, k_acts[xi], run_group_moments,
+                    "group_moments x=%s %lldx%lld groups %lld block %lld", cq_dtype_name(k_acts[xi]),
+                    (long long)sh[i][0], (long long)sh[i][1], (long long)sh[i][2], (long long)sh[i][3]);
+            c.tol_abs = TOL_NORM_ABS;
+            c.tol_rel = TOL_NORM_REL;
+            c.ip[0] = (int)sh[i][2];
+            c.ip[1] = (int)sh[i][3];
+            tc_act(&c, 0, k_acts[xi], sh[i][0], sh[i][1], 1.5f);
+            /* channel offsets far from zero: the mean is large next to the spread */
+            for (int64_t j = 0; j < sh[i][0] * sh[i][1]; j++) c.in[0].v[j] += (float)(j % sh[i][1]) * 0.3f + 4.0f;
+            c.nin = 1;
+            tc_out(&c, CQ_DTYPE_F32, sh[i][0] / sh[i][3], 2 * sh[i][2]);
+            run_case(&c);
+        }
+}
+
 static cq_status run_rope(cq_backend *be, cq_tensor *out, cq_tensor **in, const tcase *c) {
     return cq_op_qk_norm_rope(be, out, c->ip[0], c->ip[1], IN(in, c, 1), c->fp[0], IN(in, c, 2), IN(in, c, 3),
                               (cq_rope_mode)c->ip[2], c->ip[3]);
@@ -1309,7 +1337,8 @@ int main(void) {
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matmul),        cmocka_unit_test(test_attention),    cmocka_unit_test(test_norms),
-        cmocka_unit_test(test_groupnorm),     cmocka_unit_test(test_qk_norm_rope), cmocka_unit_test(test_elementwise),
+        cmocka_unit_test(test_groupnorm),     cmocka_unit_test(test_group_moments),
+        cmocka_unit_test(test_qk_norm_rope), cmocka_unit_test(test_elementwise),
         cmocka_unit_test(test_data_movement), cmocka_unit_test(test_conv2d),       cmocka_unit_test(test_resample),
         cmocka_unit_test(test_shuffle_roundtrip), cmocka_unit_test(test_copy_edges),
         cmocka_unit_test(test_recordings),

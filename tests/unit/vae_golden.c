@@ -19,10 +19,15 @@ bool vg_have(void) {
     return stat(VG_DIR "/vae_a/golden.safetensors", &st) == 0 && stat(VG_DIR "/vae_b/golden.safetensors", &st) == 0;
 }
 
-cq_cmf *vg_convert(const char *name, int quant) {
-    char src[1024], out[1200], dir[64];
-    snprintf(src, sizeof src, "%s/%s", VG_DIR, name);
-    snprintf(dir, sizeof dir, "%s_%s", name, quant < 0 ? "default" : cq_dtype_name((cq_dtype)quant));
+cq_cmf *vg_convert(const char *name, int quant) { return vg_convert_dir(VG_DIR, name, quant); }
+
+cq_cmf *vg_convert_dir(const char *root, const char *name, int quant) {
+    char src[1024], out[1200], dir[96];
+    snprintf(src, sizeof src, "%s/%s", root, name);
+    /* the scratch folder names the golden set too: two sets may hold a model of the same name */
+    const char *set = strrchr(root, '/');
+    snprintf(dir, sizeof dir, "%s_%s_%s", set ? set + 1 : root, name,
+             quant < 0 ? "default" : cq_dtype_name((cq_dtype)quant));
     snprintf(out, sizeof out, "%s/%s.cmf", tu_tmpdir(dir), name);
     cq_convert_opts opts = {.quant = quant};
     cq_convert_report rep;

@@ -26,6 +26,8 @@ bool vg_have(void);
 /* tests/golden/vae/<name> converted with codec `quant` (-1: convert's defaults) into a scratch directory and
  * opened; fails the test on error. */
 cq_cmf *vg_convert(const char *name, int quant);
+/* The same for the folder <root>/<name> (another model's golden data). */
+cq_cmf *vg_convert_dir(const char *root, const char *name, int quant);
 /* tests/golden/vae/<name>/golden.safetensors, opened; fails the test on error. */
 cq_st *vg_open_golden(const char *name);
 /* Golden tensor <what>_<size> as f32 (malloc'd), with its 3-D shape; fails the test if missing. */

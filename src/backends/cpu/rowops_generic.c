@@ -186,6 +186,66 @@ cq_status cq_cpu_groupnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, int
     return CQ_OK;
 }
 
+/* ---- group moments per block of rows (banded group norms) ----------------------------- */
+typedef struct gm_ctx {
+    float *m;
+    const float *x;
+    int64_t C, G, cg, block;
+} gm_ctx;
+
+/* Blocks [b0, b1): per group a sum, then the squared deviations, each in
+ * f64 in row-major order (rows outer, a group's channels inner), as the
+ * reference does. */
+static void gm_blocks(void *vc, int slot, int64_t b0, int64_t b1) {
+    (void)slot;
+    const gm_ctx *c = vc;
+    double acc[64];
+    for (int64_t b = b0; b < b1; b++) {
+        const float *xb = c->x + b * c->block * c->C;
+        float *mb = c->m + b * 2 * c->G;
+        for (int64_t g0 = 0; g0 < c->G; g0 += 64) {
+            const int64_t gn = CQ_MIN((int64_t)64, c->G - g0);
+            for (int64_t g = 0; g < gn; g++) acc[g] = 0.0;
+            for (int64_t r = 0; r < c->block; r++)
+                for (int64_t g = 0; g < gn; g++) {
+                    const float *xg = xb + r * c->C + (g0 + g) * c->cg;
+                    double s = acc[g];
+                    for (int64_t i = 0; i < c->cg; i++) s += xg[i];
+                    acc[g] = s;
+                }
+            const double n = (double)(c->block * c->cg);
+            for (int64_t g = 0; g < gn; g++) {
+                double mean = acc[g] / n;
+                mb[2 * (g0 + g)] = (float)mean;
+                acc[g] = mean;
+            }
+            double m2[64];
+            for (int64_t g = 0; g < gn; g++) m2[g] = 0.0;
+            for (int64_t r = 0; r < c->block; r++)
+                for (int64_t g = 0; g < gn; g++) {
+                    const float *xg = xb + r * c->C + (g0 + g) * c->cg;
+                    const double mean = acc[g];
+                    double s = m2[g];
+                    for (int64_t i = 0; i < c->cg; i++) {
+                        double d = (double)xg[i] - mean;
+                        s += d * d;
+                    }
+                    m2[g] = s;
+                }
+            for (int64_t g = 0; g < gn; g++) mb[2 * (g0 + g) + 1] = (float)m2[g];
+        }
+    }
+}
+
+cq_status cq_cpu_group_moments(cq_backend *be, cq_tensor *m, const cq_tensor *x, int groups, int block) {
+    cq_cpu_backend *cb = cq_cpu_of(be);
+    gm_ctx c = {.m = cq_host_ptr(m), .x = cq_host_ptr(x), .C = cq_tensor_cols(x), .G = groups, .block = block};
+    c.cg = c.C / groups;
+    const int64_t nb = cq_tensor_rows(x) / block;
+    cq_cpu_parallel(cb, nb, cq_cpu_grain(cb, nb, 2 * block * c.C), gm_blocks, &c);
+    return CQ_OK;
+}
+
 /* ---- per-head RMSNorm + RoPE, in place ----------------------------------------------- */
 typedef struct rope_ctx {
     float *t;

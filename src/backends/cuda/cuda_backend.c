@@ -167,7 +167,8 @@ static bool cuda_supports(const cq_backend *be, cq_op op, cq_dtype wdt, cq_dtype
     case CQ_OP_UPSAMPLE_NEAREST:
     case CQ_OP_PIXEL_SHUFFLE:
     case CQ_OP_PIXEL_UNSHUFFLE: return is_fl(xdt);
-    case CQ_OP_GROUPNORM: return is_fl(xdt);
+    case CQ_OP_GROUPNORM:
+    case CQ_OP_GROUP_MOMENTS: return is_fl(xdt);
     case CQ_OP_CONV2D: return is_fl(xdt) && cq_cuda_codec_supported(wdt);
     default: return false;
     }

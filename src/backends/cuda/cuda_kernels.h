@@ -214,6 +214,9 @@ cudaError_t cqk_layernorm(const cqk_ctx *c, void *y, const void *x, int dt, int6
 cudaError_t cqk_groupnorm(const cqk_ctx *c, void *y, const void *x, int dt, int64_t R, int64_t C, int groups,
                           const float *gamma, const float *beta, float eps, void *scratch);
 size_t cqk_groupnorm_scratch(int groups);
+/* Group moments (ops.h cq_op_group_moments) of x [R, C] into m [R / block, 2 * groups]. */
+cudaError_t cqk_group_moments(const cqk_ctx *c, float *m, const void *x, int dt, int64_t R, int64_t C, int groups,
+                              int block);
 cudaError_t cqk_rmsnorm(const cqk_ctx *c, void *y, const void *x, int dt, int64_t rows, int64_t cols, const float *w,
                         const float *bias, int zero_centered, float eps);
 enum { CQK_ROPE_NONE = 0, CQK_ROPE_INTERLEAVED = 1, CQK_ROPE_HALF = 2 };

@@ -104,6 +104,13 @@ cq_status cq_cuda_groupnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, in
     OP_END(e, "the kernels");
 }
 
+cq_status cq_cuda_group_moments(cq_backend *be, cq_tensor *m, const cq_tensor *x, int groups, int block) {
+    OP_BEGIN(CQ_OP_GROUP_MOMENTS);
+    cudaError_t e = cqk_group_moments(&k, cq_cuda_ptr(m), cq_cuda_ptr(x), kdt(x), cq_tensor_rows(x), cq_tensor_cols(x),
+                                      groups, block);
+    OP_END(e, "the kernel");
+}
+
 cq_status cq_cuda_layernorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *scale,
                             const cq_tensor *shift, float eps) {
     OP_BEGIN(CQ_OP_LAYERNORM);

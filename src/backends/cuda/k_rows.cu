@@ -294,6 +294,45 @@ extern "C" cudaError_t cqk_groupnorm(const cqk_ctx *c, void *y, const void *x, i
     return cqk_launched();
 }
 
+/* ---- moments of channel groups per block of rows (a group norm over bands) ------------------------- *
+ * One thread block per (block of rows, group): the block's values of the group summed in double, the mean,
+ * then the squared deviations from it (the reference's two passes); m[b][2g] = mean, m[b][2g+1] = the sum of
+ * squared deviations, each rounded to f32 once. */
+template <typename T>
+__global__ void __launch_bounds__(ROW_THREADS) k_group_moments(float *m, const void *x, int64_t C, int64_t cg,
+                                                               int64_t block, int64_t nb, int G) {
+    __shared__ double sh[32];
+    const int g = blockIdx.x;
+    const int64_t n = block * cg;
+    for (int64_t b = blockIdx.y; b < nb; b += gridDim.y) {
+        const int64_t r0 = b * block;
+        double s = 0.0;
+        for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+            s += (double)cqk_ld<T>(x, (r0 + i / cg) * C + (int64_t)g * cg + i % cg);
+        const double mean = block_sum(s, sh) / (double)n;
+        double q = 0.0;
+        for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+            const double d = (double)cqk_ld<T>(x, (r0 + i / cg) * C + (int64_t)g * cg + i % cg) - mean;
+            q += d * d;
+        }
+        q = block_sum(q, sh);
+        if (threadIdx.x == 0) {
+            m[b * 2 * G + 2 * g] = (float)mean;
+            m[b * 2 * G + 2 * g + 1] = (float)q;
+        }
+    }
+}
+
+extern "C" cudaError_t cqk_group_moments(const cqk_ctx *c, float *m, const void *x, int dt, int64_t R, int64_t C,
+                                         int groups, int block) {
+    if (R <= 0 || C <= 0) return cudaSuccess;
+    if (groups < 1 || C % groups || block < 1 || R % block) return cudaErrorInvalidValue;
+    const int64_t nb = R / block;
+    const dim3 grid((unsigned)groups, (unsigned)(nb < 65535 ? nb : 65535));
+    CQK_DISPATCH(dt, T, { k_group_moments<T><<<grid, ROW_THREADS, 0, c->stream>>>(m, x, C, C / groups, block, nb, groups); });
+    return cqk_launched();
+}
+
 /* ---- per-head RMSNorm + RoPE, in place ------------------------------------------------------
  * One warp per (row, head). Phase 1 reads the head to get its RMS; phase 2
  * rotates each pair (interleaved (2i, 2i+1) or half (i, i + rd/2)) and

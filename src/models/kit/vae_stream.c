@@ -1,10 +1,10 @@
 /*
- * qi21_vae_stream.c — the row-streaming evaluator of the VAE's layer graph
- * (see qi21_vae_stream.h for the scheme): node construction, the input row
- * ranges each layer reads, the sliding windows, and each layer's compute on
- * the op layer.
+ * vae_stream.c — the row-streaming evaluator of a VAE's layer graph (see
+ * vae_stream.h for the scheme): node construction, the input row ranges
+ * each layer reads, the sliding windows, the group norms' statistics passes
+ * and what they reset, and each layer's compute on the op layer.
  */
-#include "models/qi21_vae_stream.h"
+#include "models/kit/vae_stream.h"
 
 #include <math.h>
 #include <string.h>
@@ -34,9 +34,17 @@ void vs_free(vs_graph *g) {
         vs_node *n = &g->n[i];
         if (n->kind != VS_SOURCE) free_rows(g, &n->cache);
         cq_tensor_free(&n->idx);
+        free_rows(g, &n->scale);
+        free_rows(g, &n->shift);
     }
+    for (int i = 0; i < g->n_pass; i++) cq_free(g->pass[i].scope);
+    cq_free(g->pass);
     cq_free(g->n);
+    cq_free(g->tmp);
+    g->pass = NULL;
+    g->n_pass = 0;
     g->n = NULL;
+    g->tmp = NULL;
     g->count = g->cap = 0;
 }
 
@@ -53,6 +61,9 @@ static cq_status add_node(vs_graph *g, vs_kind kind, int in0, int in1, int *out)
         vs_node *nn = cq_reallocn(g->n, (size_t)cap, sizeof *nn);
         if (!nn) return CQ_ERR_NOMEM;
         g->n = nn;
+        uint8_t *t = cq_realloc(g->tmp, (size_t)cap);
+        if (!t) return CQ_ERR_NOMEM;
+        g->tmp = t;
         g->cap = cap;
     }
     vs_node *n = &g->n[g->count];
@@ -224,6 +235,25 @@ cq_status vs_attention(vs_graph *g, int in, const vs_attn_w *a, int *out) {
     return CQ_OK;
 }
 
+cq_status vs_gnorm(vs_graph *g, int in, const vs_gn_w *w, bool silu, int64_t band, int *out) {
+    CQ_TRY(like_input(g, VS_GNORM, in, -1, out));
+    vs_node *n = &g->n[*out];
+    if (!w || w->groups < 1 || n->C % w->groups)
+        return cq_fail(CQ_ERR_SHAPE, "vae: %d groups do not divide %lld channels", w ? w->groups : 0, (long long)n->C);
+    n->gn = w;
+    n->silu = silu;
+    n->band = band;
+    return CQ_OK;
+}
+
+cq_status vs_hold(vs_graph *g, int in, int64_t band, int *out) {
+    CQ_TRY(like_input(g, VS_HOLD, in, -1, out));
+    vs_node *n = &g->n[*out];
+    n->align = (int)n->H;
+    n->band = band;
+    return CQ_OK;
+}
+
 /* ---- row ranges ----------------------------------------------------------------------- */
 static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
 
@@ -235,7 +265,8 @@ static int64_t in_lo(const vs_graph *g, const vs_node *n, int slot, int64_t p) {
     case VS_UPSAMPLE:
     case VS_DUPUP: return p / n->f;
     case VS_AVGDOWN: return clamp64(p * n->f, 0, Hin);
-    case VS_ATTN: return p >= n->H ? Hin : 0;
+    case VS_ATTN:
+    case VS_HOLD: return p >= n->H ? Hin : 0;
     default: return p;
     }
 }
@@ -248,18 +279,50 @@ static int64_t in_hi(const vs_graph *g, const vs_node *n, int slot, int64_t q) {
     case VS_UPSAMPLE:
     case VS_DUPUP: return (q + n->f - 1) / n->f;
     case VS_AVGDOWN: return clamp64(q * n->f, 0, Hin);
-    case VS_ATTN: return Hin;
+    case VS_ATTN:
+    case VS_HOLD: return Hin;
     default: return q;
     }
 }
 
-/* The lowest row any consumer (or the caller, for the last node) may still read. */
-static int64_t retain_lo(const vs_graph *g, int id) {
+/* Nodes a statistics pass never resets: what they computed stays valid. */
+static bool is_protected(const vs_node *n) { return n->kind == VS_SOURCE || n->kind == VS_ATTN || n->kind == VS_HOLD; }
+
+/* st[i] = 1 when node i will read its inputs upward from its current needs
+ * from now on: it is protected (never reset), or no group norm without
+ * statistics lies below it short of a protected node (no pass will reset
+ * it), and it is not itself such a group norm (which reads its input once
+ * for the statistics and then again from the top). Once true it stays. */
+static void settled_all(const vs_graph *g, uint8_t *st) {
+    for (int i = g->count - 1; i >= 0; i--) {
+        const vs_node *n = &g->n[i];
+        bool ok = is_protected(n) || !(n->kind == VS_GNORM && !n->have_stats);
+        for (int j = i + 1; ok && !is_protected(n) && j < g->count; j++)
+            for (int s = 0; s < g->n[j].n_in; s++)
+                if (g->n[j].in[s] == i && !st[j]) ok = false;
+        st[i] = ok;
+    }
+}
+
+/* The lowest row any consumer (or the caller, for the last node) may still
+ * read. Inside a statistics pass, a node of the pass's scope serves only the
+ * pass (the pass resets it afterwards, and every other consumer gets it
+ * recomputed). A protected node also keeps every row a consumer that a later
+ * pass may reset could read again. */
+static int64_t retain_lo(vs_graph *g, int id) {
+    const vs_pass *p = g->n_pass ? &g->pass[g->n_pass - 1] : NULL;
+    const bool scoped = p && p->scope[id];
+    const bool prot = is_protected(&g->n[id]);
+    if (prot) settled_all(g, g->tmp);
     int64_t r = INT64_MAX;
     for (int j = id + 1; j < g->count; j++)
-        for (int s = 0; s < g->n[j].n_in; s++)
-            if (g->n[j].in[s] == id && g->n[j].need[s] < r) r = g->n[j].need[s];
-    if (id == g->count - 1 && g->sink_need < r) r = g->sink_need;
+        for (int s = 0; s < g->n[j].n_in; s++) {
+            if (g->n[j].in[s] != id) continue;
+            if (scoped && !p->scope[j] && j != p->gn) continue;
+            if (prot && !g->tmp[j]) return 0;
+            if (g->n[j].need[s] < r) r = g->n[j].need[s];
+        }
+    if (id == g->count - 1 && !scoped && g->sink_need < r) r = g->sink_need;
     return r;
 }
 
@@ -286,7 +349,7 @@ static cq_status trim(vs_graph *g, int id) {
     cq_tensor t, src;
     CQ_TRY(alloc_rows(g, (n->hi - r) * n->W, n->C, &t));
     cq_status s = vs_rows(g, id, r, n->hi, &src);
-    if (s == CQ_OK) s = cq_op_copy(g->be, &t, &src);
+    if (s == CQ_OK && !g->dry) s = cq_op_copy(g->be, &t, &src);
     if (s != CQ_OK) {
         free_rows(g, &t);
         return s;
@@ -353,47 +416,62 @@ static cq_status run_avgdown(vs_graph *g, const vs_node *n, cq_tensor *y, int64_
     return s;
 }
 
-/* Gather all input rows of an attention node, pulling them through the
- * stream `attn_chunk` rows at a time so the layers before it stay banded. */
-static cq_status gather_input(vs_graph *g, vs_node *n, cq_tensor *x) {
+/* Pull every row of node n's input through the stream `step` rows at a time
+ * (so the layers before it stay banded), copying them into dst (all rows,
+ * [H*W, C]). `report`: an attention node's pull, which the caller's
+ * progress callback follows. */
+static cq_status gather_input(vs_graph *g, vs_node *n, cq_tensor *dst, int64_t step, bool report) {
     const int in = n->in[0];
-    const int64_t Hin = g->n[in].H, W = g->n[in].W, step = g->attn_chunk > 0 ? g->attn_chunk : Hin;
-    CQ_TRY(alloc_rows(g, Hin * W, n->C, x));
+    const int64_t Hin = g->n[in].H, W = g->n[in].W;
+    if (step <= 0 || step > Hin) step = Hin;
     for (int64_t r = 0; r < Hin; r += step) {
         int64_t r1 = CQ_MIN(Hin, r + step);
-        cq_tensor src, dst = cq_tensor_rows_view(x, r * W, (r1 - r) * W);
+        cq_tensor src, d = cq_tensor_rows_view(dst, r * W, (r1 - r) * W);
         CQ_TRY(vs_ensure(g, in, r1));
         CQ_TRY(vs_rows(g, in, r, r1, &src));
-        CQ_TRY(cq_op_copy(g->be, &dst, &src));
+        if (!g->dry) CQ_TRY(cq_op_copy(g->be, &d, &src));
         n->need[0] = r1;
         CQ_TRY(trim(g, in));
-        if (g->progress && g->progress((uint64_t)r1, (uint64_t)Hin, g->progress_user))
+        if (report && g->progress && g->progress((uint64_t)r1, (uint64_t)Hin, g->progress_user))
             return cq_fail(CQ_ERR_INTERRUPTED, "vae: cancelled");
     }
     return CQ_OK;
 }
 
-/* x + proj(softmax(q kᵀ / sqrt(C)) v), q/k/v = linear(norm(x)): one head of
- * C channels over every pixel. */
+/* One head of C channels over every pixel: q/k/v = linear(h), o =
+ * softmax(q kᵀ / sqrt(C)) v, then y = x + proj(o) with h = norm(x) (with a
+ * gamma), or y = proj(o) with h the node's input (without: the caller adds
+ * the residual). */
 static cq_status run_attn(vs_graph *g, vs_node *n, cq_tensor *y) {
     const vs_attn_w *a = n->attn;
+    const bool bare = a->gamma == NULL;
     int64_t N = n->H * n->W, C = n->C;
-    cq_tensor t[6];
+    cq_tensor t[6]; /* normed x, q, k, v, o, x */
     memset(t, 0, sizeof t);
-    cq_status s = gather_input(g, n, &t[5]);
-    const cq_tensor *xv = &t[5];
-    for (int i = 0; i < 5 && s == CQ_OK; i++) s = alloc_rows(g, N, C, &t[i]);
-    if (s == CQ_OK) s = cq_op_rmsnorm(g->be, &t[0], xv, a->gamma, NULL, false, 1e-24f / (float)C);
-    if (s == CQ_OK) s = cq_op_linear(g->be, &t[1], &t[0], a->wq, a->bq);
-    if (s == CQ_OK) s = cq_op_linear(g->be, &t[2], &t[0], a->wk, a->bk);
-    if (s == CQ_OK) s = cq_op_linear(g->be, &t[3], &t[0], a->wv, a->bv);
+    cq_status s = alloc_rows(g, N, C, &t[5]);
+    if (s == CQ_OK) s = gather_input(g, n, &t[5], g->attn_chunk, true);
+    const cq_tensor *xv = &t[5], *h = bare ? xv : &t[0];
+    for (int i = bare ? 1 : 0; i < 4 && s == CQ_OK; i++) s = alloc_rows(g, N, C, &t[i]);
+    if (g->dry) {
+        if (bare) free_rows(g, &t[5]);
+        if (s == CQ_OK) s = alloc_rows(g, N, C, &t[4]);
+        for (int i = 0; i < 6; i++) free_rows(g, &t[i]);
+        return s;
+    }
+    if (s == CQ_OK && !bare) s = cq_op_rmsnorm(g->be, &t[0], xv, a->gamma, NULL, false, 1e-24f / (float)C);
+    if (s == CQ_OK) s = cq_op_linear(g->be, &t[1], h, a->wq, a->bq);
+    if (s == CQ_OK) s = cq_op_linear(g->be, &t[2], h, a->wk, a->bk);
+    if (s == CQ_OK) s = cq_op_linear(g->be, &t[3], h, a->wv, a->bv);
+    if (bare) free_rows(g, &t[5]); /* no residual to add here */
+    if (s == CQ_OK) s = alloc_rows(g, N, C, &t[4]);
     if (s == CQ_OK) {
         cq_attn_args at = {.o = &t[4], .q = &t[1], .k = &t[2], .v = &t[3], .n_heads = 1, .n_kv_heads = 1,
                            .head_dim = (int)C};
         s = cq_op_attention(g->be, &at);
     }
-    if (s == CQ_OK) s = cq_op_copy(g->be, y, xv);
-    if (s == CQ_OK) {
+    if (s == CQ_OK && bare) s = cq_op_linear(g->be, y, &t[4], a->wo, a->bo);
+    if (s == CQ_OK && !bare) s = cq_op_copy(g->be, y, xv);
+    if (s == CQ_OK && !bare) {
         cq_matmul_args m = {.y = y, .x = &t[4], .w = a->wo, .bias = a->bo, .scale = 1.0f, .accumulate = true};
         s = cq_op_matmul(g->be, &m);
     }
@@ -401,7 +479,21 @@ static cq_status run_attn(vs_graph *g, vs_node *n, cq_tensor *y) {
     return s;
 }
 
+/* y = x * scale + shift per channel (the group's statistics and the affine
+ * weights folded into one pair, as the reference's kernel applies them),
+ * then SiLU. */
+static cq_status run_gnorm(vs_graph *g, const vs_node *n, cq_tensor *y, int64_t p, int64_t q) {
+    cq_tensor xv;
+    CQ_TRY(vs_rows(g, n->in[0], p, q, &xv));
+    CQ_TRY(cq_op_binary(g->be, y, &xv, &n->scale, CQ_BINARY_MUL));
+    CQ_TRY(cq_op_binary(g->be, y, y, &n->shift, CQ_BINARY_ADD));
+    return n->silu ? cq_op_unary(g->be, y, y, CQ_UNARY_SILU, 0.0f, 0.0f) : CQ_OK;
+}
+
 static cq_status compute(vs_graph *g, vs_node *n, cq_tensor *y, int64_t p, int64_t q) {
+    if (n->kind == VS_HOLD) return gather_input(g, n, y, n->band, false);
+    if (n->kind == VS_ATTN) return run_attn(g, n, y);
+    if (g->dry) return CQ_OK;
     switch (n->kind) {
     case VS_NORM: return run_norm(g, n, y, p, q);
     case VS_CONV: return run_conv(g, n, y, p, q);
@@ -414,20 +506,145 @@ static cq_status compute(vs_graph *g, vs_node *n, cq_tensor *y, int64_t p, int64
     case VS_UPSAMPLE:
     case VS_DUPUP: return run_resample(g, n, y, p, q);
     case VS_AVGDOWN: return run_avgdown(g, n, y, p, q);
-    case VS_ATTN: return run_attn(g, n, y);
+    case VS_GNORM: return run_gnorm(g, n, y, p, q);
     default: return cq_fail(CQ_ERR_INVALID_ARG, "vae: layer kind %d cannot be computed", (int)n->kind);
     }
 }
 
+/* A checkpoint is complete or statistics are known: rows protected nodes
+ * below `id` kept for consumers that might have been reset may go. */
+static cq_status release_protected(vs_graph *g, int id) {
+    for (int i = 0; i < id; i++)
+        if (is_protected(&g->n[i])) CQ_TRY(trim(g, i));
+    return CQ_OK;
+}
+
+/* ---- group norm statistics --------------------------------------------------------------- */
+/* The pass's scope: the input's ancestors (the input included) up to the
+ * nearest protected nodes, which it does not reset. */
+static cq_status push_pass(vs_graph *g, int id) {
+    vs_pass *np = cq_reallocn(g->pass, (size_t)g->n_pass + 1, sizeof *np);
+    if (!np) return CQ_ERR_NOMEM;
+    g->pass = np;
+    uint8_t *sc = cq_calloc((size_t)g->count, 1);
+    if (!sc) return CQ_ERR_NOMEM;
+    const int in = g->n[id].in[0];
+    sc[in] = !is_protected(&g->n[in]);
+    for (int i = in; i >= 0; i--)
+        if (sc[i])
+            for (int k = 0; k < g->n[i].n_in; k++)
+                if (!is_protected(&g->n[g->n[i].in[k]])) sc[g->n[i].in[k]] = 1;
+    g->pass[g->n_pass++] = (vs_pass){.gn = id, .scope = sc};
+    return CQ_OK;
+}
+
+/* Forget what the innermost pass computed: the normalising pass computes it again. */
+static void pop_pass(vs_graph *g) {
+    vs_pass *p = &g->pass[--g->n_pass];
+    for (int i = 0; i < g->count; i++) {
+        if (!p->scope[i]) continue;
+        vs_node *m = &g->n[i];
+        free_rows(g, &m->cache);
+        m->lo = m->hi = 0;
+        m->need[0] = m->need[1] = 0;
+    }
+    cq_free(p->scope);
+}
+
+/* Chan et al.'s pairwise merge of per-row (mean, M2) pairs in row order, in
+ * f64: the whole map's mean and biased variance per group, whatever the
+ * bands were. Then scale = gamma / sqrt(var + eps), shift = beta - mean *
+ * scale, rounded to f32 once each. */
+static cq_status gn_finish(vs_graph *g, vs_node *n, const float *mom, int64_t rows, int64_t per_row) {
+    const int64_t C = n->C, G = n->gn->groups, cg = C / G;
+    float *sc = cq_mallocn((size_t)(2 * C), sizeof(float));
+    if (!sc) return CQ_ERR_NOMEM;
+    float *sh = sc + C;
+    for (int64_t gi = 0; gi < G; gi++) {
+        double cnt = 0.0, mean = 0.0, m2 = 0.0;
+        const double nb = (double)(per_row * cg);
+        for (int64_t r = 0; r < rows; r++) {
+            const double mb = mom[r * 2 * G + 2 * gi], qb = mom[r * 2 * G + 2 * gi + 1];
+            const double tot = cnt + nb, d = mb - mean;
+            mean += d * (nb / tot);
+            m2 += qb + d * d * (cnt * nb / tot);
+            cnt = tot;
+        }
+        double var = m2 / cnt;
+        if (var < 0.0) var = 0.0;
+        const double inv = 1.0 / sqrt(var + (double)n->gn->eps);
+        for (int64_t c = gi * cg; c < (gi + 1) * cg; c++) {
+            const double k = inv * (n->gn->gamma ? (double)n->gn->gamma[c] : 1.0);
+            sc[c] = (float)k;
+            sh[c] = (float)((n->gn->beta ? (double)n->gn->beta[c] : 0.0) - mean * k);
+        }
+    }
+    cq_status s = CQ_OK;
+    cq_tensor *t[2] = {&n->scale, &n->shift};
+    for (int i = 0; i < 2 && s == CQ_OK; i++) {
+        s = cq_tensor_alloc(g->be, CQ_DTYPE_F32, 1, &C, t[i]);
+        if (s == CQ_OK) {
+            g->live += t[i]->nbytes;
+            if (g->live > g->peak) g->peak = g->live;
+            s = cq_tensor_upload(t[i], i ? sh : sc, (size_t)C * sizeof(float));
+        }
+    }
+    cq_free(sc);
+    return s;
+}
+
+/* The statistics of group norm `id`'s whole input: per-row moments of every
+ * band, merged. With a band shorter than the input, a pass of its own (see
+ * vae_stream.h); else the input is computed whole and kept. */
+static cq_status gn_statistics(vs_graph *g, int id) {
+    vs_node *n = &g->n[id];
+    const int in = n->in[0];
+    const int64_t H = g->n[in].H, W = g->n[in].W, G = n->gn->groups;
+    const int64_t band = n->band > 0 && n->band < H ? n->band : H;
+    const bool streamed = band < H;
+    if (H * W > INT32_MAX) return cq_fail(CQ_ERR_SHAPE, "vae: a %lldx%lld map is too large", (long long)H, (long long)W);
+    cq_tensor M;
+    CQ_TRY(alloc_rows(g, H, 2 * G, &M));
+    float *host = cq_calloc((size_t)(H * 2 * G), sizeof(float));
+    cq_status s = host ? CQ_OK : CQ_ERR_NOMEM;
+    if (s == CQ_OK && streamed) s = push_pass(g, id);
+    const bool pushed = s == CQ_OK && streamed;
+    for (int64_t r = 0; r < H && s == CQ_OK; r += band) {
+        const int64_t r1 = CQ_MIN(H, r + band);
+        cq_tensor xv, mv = cq_tensor_rows_view(&M, r, r1 - r);
+        s = vs_ensure(g, in, r1);
+        if (s == CQ_OK) s = vs_rows(g, in, r, r1, &xv);
+        if (s == CQ_OK && !g->dry) s = cq_op_group_moments(g->be, &mv, &xv, (int)G, (int)W);
+        if (s == CQ_OK && streamed) {
+            n->need[0] = r1;
+            s = trim(g, in);
+        }
+    }
+    if (s == CQ_OK && !g->dry) s = cq_tensor_download(&M, host, (size_t)(H * 2 * G) * sizeof(float));
+    if (pushed) {
+        n->need[0] = 0;
+        pop_pass(g);
+    }
+    free_rows(g, &M);
+    if (s == CQ_OK) s = gn_finish(g, n, host, H, W);
+    cq_free(host);
+    if (s != CQ_OK) return s;
+    n->have_stats = true;
+    CQ_TRY(release_protected(g, id));
+    if (g->work && g->work(g->work_user, (uint64_t)(H * W))) return cq_fail(CQ_ERR_INTERRUPTED, "vae: cancelled");
+    return CQ_OK;
+}
+
 /* ---- evaluation ------------------------------------------------------------------------- */
 cq_status vs_ensure(vs_graph *g, int id, int64_t b) {
-    CQ_TRY(cq_check_cancel("the VAE decode")); /* polled per node and band: an atomic load */
+    CQ_TRY(cq_check_cancel("the VAE")); /* polled per node and band: an atomic load */
     vs_node *n = &g->n[id];
     if (b > n->H) b = n->H;
     if (b <= n->hi) return CQ_OK;
     if (n->align > 1) b = CQ_MIN(n->H, (b + n->align - 1) / n->align * n->align);
-    /* An attention node pulls its input itself, band by band. */
-    if (n->kind != VS_ATTN)
+    if (n->kind == VS_GNORM && !n->have_stats) CQ_TRY(gn_statistics(g, id));
+    /* Attention and checkpoints pull their input themselves, band by band. */
+    if (n->kind != VS_ATTN && n->kind != VS_HOLD)
         for (int i = 0; i < n->n_in; i++) CQ_TRY(vs_ensure(g, n->in[i], in_hi(g, n, i, b)));
     int64_t keep = clamp64(retain_lo(g, id), n->lo, n->hi), old_hi = n->hi;
     cq_tensor nc, y, old;
@@ -436,7 +653,7 @@ cq_status vs_ensure(vs_graph *g, int id, int64_t b) {
     if (old_hi > keep) {
         cq_tensor dst = cq_tensor_rows_view(&nc, 0, (old_hi - keep) * n->W);
         s = vs_rows(g, id, keep, old_hi, &old);
-        if (s == CQ_OK) s = cq_op_copy(g->be, &dst, &old);
+        if (s == CQ_OK && !g->dry) s = cq_op_copy(g->be, &dst, &old);
     }
     y = cq_tensor_rows_view(&nc, (old_hi - keep) * n->W, (b - old_hi) * n->W);
     if (s == CQ_OK) s = compute(g, n, &y, old_hi, b);
@@ -444,11 +661,13 @@ cq_status vs_ensure(vs_graph *g, int id, int64_t b) {
         free_rows(g, &nc);
         return s;
     }
+    g->computed += (uint64_t)((b - old_hi) * n->W * n->C);
     free_rows(g, &n->cache);
     n->cache = nc;
     n->lo = keep;
     n->hi = b;
     for (int i = 0; i < n->n_in; i++) n->need[i] = in_lo(g, n, i, b);
     for (int i = 0; i < n->n_in; i++) CQ_TRY(trim(g, n->in[i]));
+    if (n->kind == VS_HOLD) CQ_TRY(release_protected(g, id));
     return CQ_OK;
 }
