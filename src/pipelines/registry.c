@@ -4,13 +4,16 @@
  */
 #include "pipelines/registry.h"
 
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/base.h"
 #include "format/cmf.h"
 #include "models/qwen3.h"
 #include "pipelines/qi21_pipe.h"
+#include "pipelines/zimage_pipe.h"
 
 /* ---- Qwen-Image-2.1 ---- */
 
@@ -76,6 +79,127 @@ static const cq_image_arch k_qi21 = {
     .free = qi21_free,
 };
 
+/* ---- Z-Image ---- */
+
+typedef struct zimage_extra {
+    double cfg_normalization, cfg_truncation, shift;
+} zimage_extra;
+
+static void zimage_extra_init(void *extra) {
+    cq_zimage_gen_opts d;
+    cq_zimage_gen_opts_init(&d);
+    *(zimage_extra *)extra = (zimage_extra){.cfg_normalization = d.cfg_normalization,
+                                            .cfg_truncation = d.cfg_truncation, .shift = d.shift};
+}
+
+static bool number(const char *val, double *out) {
+    char *end;
+    if (!val || !*val) return false;
+    *out = strtod(val, &end);
+    return !*end && isfinite(*out);
+}
+
+static int zimage_extra_parse(void *extra, const char *opt, const char *val) {
+    zimage_extra *e = extra;
+    double v;
+    if (strcmp(opt, "--cfg-normalization") == 0) {
+        /* a bare flag is the reference's cfg_normalization=True, i.e. 1 */
+        if (!number(val, &v)) {
+            e->cfg_normalization = 1.0;
+            return 1;
+        }
+        if (!(v >= 0.0 && v <= 100.0)) {
+            cq_fail(CQ_ERR_INVALID_ARG, "--cfg-normalization wants a number in [0, 100] (0: off), got '%s'", val);
+            return -1;
+        }
+        e->cfg_normalization = v;
+        return 2;
+    }
+    if (strcmp(opt, "--cfg-truncation") == 0) {
+        if (!number(val, &v)) {
+            cq_fail(CQ_ERR_INVALID_ARG, "--cfg-truncation wants a number (1: guidance at every step), got '%s'",
+                    val ? val : "");
+            return -1;
+        }
+        e->cfg_truncation = v;
+        return 2;
+    }
+    if (strcmp(opt, "--shift") == 0) {
+        if (!number(val, &v) || !(v > 0.0 && v <= 100.0)) {
+            cq_fail(CQ_ERR_INVALID_ARG, "--shift wants a number in (0, 100], got '%s'", val ? val : "");
+            return -1;
+        }
+        e->shift = v;
+        return 2;
+    }
+    return 0;
+}
+
+static cq_zimage_gen_opts zimage_opts(const cq_image_req *o) {
+    cq_zimage_gen_opts g;
+    cq_zimage_gen_opts_init(&g);
+    const zimage_extra *e = o->extra;
+    g.prompt = o->prompt;
+    g.negative = o->negative;
+    g.width = o->width;
+    g.height = o->height;
+    g.steps = o->steps;
+    g.seed = o->seed;
+    g.guidance = o->guidance;
+    if (e) {
+        g.cfg_normalization = e->cfg_normalization;
+        g.cfg_truncation = e->cfg_truncation;
+        g.shift = e->shift;
+    }
+    g.on_step = o->on_step;
+    g.on_phase = o->on_phase;
+    g.user = o->user;
+    return g;
+}
+
+static cq_status zimage_open(const cq_cmf *cmf, void **pipe) {
+    cq_zimage_pipe *p = NULL;
+    cq_status s = cq_zimage_pipe_open(cmf, &p);
+    *pipe = p;
+    return s;
+}
+static cq_status zimage_check(void *pipe, const cq_image_req *o) {
+    const cq_zimage_gen_opts g = zimage_opts(o);
+    return cq_zimage_pipe_check(pipe, &g);
+}
+static cq_status zimage_load_weights(void *pipe, cq_backend *be) { return cq_zimage_pipe_load_weights(pipe, be); }
+static cq_status zimage_generate(void *pipe, const cq_image_req *o, cq_image_result *res) {
+    const cq_zimage_gen_opts g = zimage_opts(o);
+    return cq_zimage_pipe_generate(pipe, &g, res);
+}
+static void zimage_free(void *pipe) { cq_zimage_pipe_free(pipe); }
+
+/* Without pack defaults: the reference pipeline's own call defaults (a pack converted by cortiq carries the
+ * recipe of its model: Turbo 8 steps without guidance, base 28 steps at guidance 4). */
+static const cq_image_arch k_zimage = {
+    .default_width = 1024,
+    .default_height = 1024,
+    .default_steps = 50,
+    .default_guidance = 5.0,
+    .size_multiple = 16,
+    .min_steps = 1,
+    .guidance_help = "pos + G (pos - neg) with --negative (default: the empty prompt); 0 = off",
+    .extra_help = "  --cfg-normalization [C]  cap the guided prediction's norm at C times the positive one's\n"
+                  "                        (C = 1 when no number follows, the reference's True; default: off)\n"
+                  "  --cfg-truncation F    guidance only at steps whose progress (1000 - t) / 1000 is at most F\n"
+                  "                        (default 1: every step)\n"
+                  "  --shift S             the schedule's static shift (default: the pack's, else the scheduler's:\n"
+                  "                        3 for Turbo, 6 for base)\n",
+    .extra_size = sizeof(zimage_extra),
+    .extra_init = zimage_extra_init,
+    .extra_parse = zimage_extra_parse,
+    .open = zimage_open,
+    .check = zimage_check,
+    .load_weights = zimage_load_weights,
+    .generate = zimage_generate,
+    .free = zimage_free,
+};
+
 /* ---- Qwen3 ---- */
 
 static cq_status qwen3_load(const cq_cmf *cmf, cq_backend *be, void **model, cq_causal_lm *lm) {
@@ -93,6 +217,7 @@ static const cq_chat_arch k_qwen3 = {.load = qwen3_load, .free = qwen3_free};
 
 static const cq_arch_entry k_models[] = {
     {"qwen_image21", "Qwen-Image-2.1", CQ_TASK_IMAGE, &k_qi21, NULL},
+    {"z_image", "Z-Image", CQ_TASK_IMAGE, &k_zimage, NULL},
     {"qwen3", "Qwen3", CQ_TASK_CHAT, NULL, &k_qwen3},
     {"qwen3_vl", "Qwen3-VL (its language model)", CQ_TASK_CHAT, NULL, &k_qwen3},
     {"qwen3_vl_text", "Qwen3-VL (its language model)", CQ_TASK_CHAT, NULL, &k_qwen3},
