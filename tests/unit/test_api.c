@@ -50,7 +50,7 @@ static void test_defaults(void **state) {
     cq_image_opts o;
     memset(&o, 0xab, sizeof o);
     cq_image_opts_init(&o);
-    /* "the model's": size, steps and guidance left to the architecture */
+    /* "the model's": size, steps and guidance left to the pack, else the architecture */
     assert_int_equal(o.width, 0);
     assert_int_equal(o.height, 0);
     assert_int_equal(o.steps, 0);
@@ -60,16 +60,27 @@ static void test_defaults(void **state) {
     assert_null(o.arch_opts);
     cq_model *m = NULL;
     assert_int_equal(cq_model_open(SHAPES, NULL, &m), CQ_OK);
-    assert_int_equal(cq_image_resolve(m, &o), CQ_OK); /* Qwen-Image-2.1's: 1024x1024, 40 steps, no guidance */
-    assert_int_equal(o.width, 1024);
-    assert_int_equal(o.height, 1024);
-    assert_int_equal(o.steps, 40);
+    /* the pack's recommended size and steps (its header's generation_defaults), Qwen-Image-2.1's guidance */
+    cq_image_defaults d;
+    assert_int_equal(cq_image_get_defaults(m, &d), CQ_OK);
+    assert_true(d.width == 256 && d.height == 256 && d.steps == 20 && d.guidance == 1.0);
+    assert_true(d.size_from_pack && d.steps_from_pack && !d.guidance_from_pack);
+    assert_null(d.negative);
+    assert_true(d.shift == 0.0);
+    assert_int_equal(d.size_multiple, 32);
+    assert_int_equal(d.min_steps, 2);
+    assert_non_null(strstr(d.guidance_rule, "1 = off"));
+    assert_int_equal(cq_image_resolve(m, &o), CQ_OK);
+    assert_int_equal(o.width, 256);
+    assert_int_equal(o.height, 256);
+    assert_int_equal(o.steps, 20);
     assert_true(o.guidance == 1.0);
-    o.width = o.height = 256;
+    assert_null(o.negative);
+    o.width = o.height = 128;
     o.steps = 7;
     o.guidance = 3.5;
     assert_int_equal(cq_image_resolve(m, &o), CQ_OK); /* what was set stays */
-    assert_int_equal(o.width, 256);
+    assert_int_equal(o.width, 128);
     assert_int_equal(o.steps, 7);
     assert_true(o.guidance == 3.5);
     /* an option of no architecture, and one of Qwen-Image-2.1's with a bad value: refused before any work */
