@@ -290,21 +290,24 @@ cq_status cq_zimage_layout_for(const cq_zimage_config *c, int n_cap, int lat_h, 
     if (th >= c->axes_lens[1] || tw >= c->axes_lens[2])
         return cq_fail(CQ_ERR_SHAPE, "zimage: a %dx%d latent is %dx%d tokens; the model's RoPE tables (axes_lens) "
                        "allow at most %dx%d", lat_h, lat_w, th, tw, c->axes_lens[1] - 1, c->axes_lens[2] - 1);
-    if (n_cap > ZI_MAX_ROWS || round_up(n_cap) + 1 >= c->axes_lens[0])
+    if (n_cap > ZI_MAX_ROWS)
+        return cq_fail(CQ_ERR_SHAPE, "zimage: the caption has %d rows; at most %d are supported", n_cap, ZI_MAX_ROWS);
+    if (round_up(n_cap) + 1 >= c->axes_lens[0])
         return cq_fail(CQ_ERR_SHAPE, "zimage: a caption of %d rows (padded to %d) puts the image at RoPE position %d; "
                        "the model's table (axes_lens[0]) ends at %d", n_cap, round_up(n_cap), round_up(n_cap) + 1,
                        c->axes_lens[0] - 1);
+    const int64_t n_img = (int64_t)th * tw, rows = n_img + ZI_SEQ + round_up(n_cap);
+    if (rows > ZI_MAX_ROWS)
+        return cq_fail(CQ_ERR_SHAPE, "zimage: a %dx%d latent and %d caption rows make a joint sequence of about %lld "
+                       "rows; at most %d are supported", lat_h, lat_w, n_cap, (long long)rows, ZI_MAX_ROWS);
     lay->lat_h = lat_h;
     lay->lat_w = lat_w;
     lay->tok_h = th;
     lay->tok_w = tw;
-    lay->n_img = th * tw;
-    lay->n_img_pad = round_up(th * tw);
+    lay->n_img = (int)n_img;
+    lay->n_img_pad = round_up((int)n_img);
     lay->n_cap = n_cap;
     lay->n_cap_pad = round_up(n_cap);
-    if ((int64_t)lay->n_img_pad + lay->n_cap_pad > ZI_MAX_ROWS)
-        return cq_fail(CQ_ERR_SHAPE, "zimage: the joint sequence would have %lld rows; at most %d are supported",
-                       (long long)lay->n_img_pad + lay->n_cap_pad, ZI_MAX_ROWS);
     return CQ_OK;
 }
 
