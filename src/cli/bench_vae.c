@@ -233,11 +233,12 @@ static cq_status flux_plan_line(cq_flux_vae *v, bool decode, int size, int bands
     cq_flux_vae_set_band_rows(v, INT_MAX);
     CQ_TRY(cq_flux_vae_plan(v, decode, n, n, &whole));
     cq_flux_vae_set_band_rows(v, bands);
+    const double t0 = cq_now();
     CQ_TRY(cq_flux_vae_plan(v, decode, n, n, &plan));
     printf("  %s %4dx%-4d  whole image %6.2f GiB  plan %6.2f GiB  %2d statistics passes  %.2fx the whole image's "
-           "%.2f TMAC\n", decode ? "decode" : "encode", size, size, (double)whole.peak_bytes / (1 << 30),
-           (double)plan.peak_bytes / (1 << 30), plan.stat_passes, (double)plan.macs / (double)whole.macs,
-           (double)whole.macs / 1e12);
+           "%.2f TMAC  (planned in %.0f ms)\n", decode ? "decode" : "encode", size, size,
+           (double)whole.peak_bytes / (1 << 30), (double)plan.peak_bytes / (1 << 30), plan.stat_passes,
+           (double)plan.macs / (double)whole.macs, (double)whole.macs / 1e12, 1e3 * (cq_now() - t0));
     return CQ_OK;
 }
 

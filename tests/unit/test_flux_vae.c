@@ -363,12 +363,14 @@ static const char *edited_copy(const char *model, const char *tag, const char *f
     return dir;
 }
 
-static cq_cmf *convert_dir(const char *dir) {
+/* Converts the folder; with want_arch, the arch convert must name. */
+static cq_cmf *convert_dir(const char *dir, const char *want_arch) {
     char out[1200];
     snprintf(out, sizeof out, "%s/vae.cmf", dir);
     cq_convert_opts opts = {.quant = CQ_DTYPE_F32};
     cq_convert_report rep;
     cq_status s = cq_convert(dir, out, &opts, &rep);
+    if (s == CQ_OK && want_arch) assert_string_equal(rep.arch, want_arch);
     cq_convert_report_free(&rep);
     if (s != CQ_OK) fail_msg("convert %s: %s", dir, cq_last_error());
     cq_cmf *cmf;
@@ -382,7 +384,7 @@ static void test_quant_convs(void **state) {
     const char *dir = edited_copy("vae_a", "flux_vae_quant",
                                   "\"use_post_quant_conv\": false,\n  \"use_quant_conv\": false",
                                   "\"use_post_quant_conv\": true,\n  \"use_quant_conv\": true", true);
-    cq_cmf *cmf = convert_dir(dir);
+    cq_cmf *cmf = convert_dir(dir, "flux_vae"); /* a lone AutoencoderKL folder */
     cq_flux_vae *v;
     if (cq_flux_vae_load(cmf, "vae.", g_be, &v) != CQ_OK) fail_msg("load: %s", cq_last_error());
     assert_true(cq_flux_vae_get_config(v)->use_quant_conv && cq_flux_vae_get_config(v)->use_post_quant_conv);
@@ -390,7 +392,14 @@ static void test_quant_convs(void **state) {
     const gcase *ge = find_case("vae_a_enc_s");
     float *plain = run_ok(g_fx[0][F32].vae, ge), *q = run_ok(v, ge);
     const size_t hw = ge->ref_shape[1] * ge->ref_shape[2];
-    for (int o = 0; o < 32; o++) assert_memory_equal(q + o * hw, plain + perm(o, 32) * hw, hw * sizeof(float));
+    float *unperm = malloc(sizeof(float) * 32 * hw);
+    for (int o = 0; o < 32; o++) memcpy(unperm + perm(o, 32) * hw, q + o * hw, hw * sizeof(float));
+    if (!g_arg.device) assert_memory_equal(unperm, plain, 32 * hw * sizeof(float));
+    /* on a device the 1x1 convs round their input to f16 like any other: the golden bound instead */
+    double ee = vg_rel_err(unperm, ge->ref, 32 * hw, NULL);
+    printf("  vae_a with permutation quant convs: encode against the golden moments %.3g\n", ee);
+    assert_true(ee <= (g_arg.device ? ge->bf16_max / 4 : 1e-4));
+    free(unperm);
     free(plain);
     free(q);
     /* decode: latents with channel c moved to perm^-1(c) decode to the plain model's image */
@@ -586,7 +595,7 @@ static void test_missing_and_decoder_only(void **state) {
 /* A copy of vae_b whose config has `from` replaced by `to`: the load fails with `want` and `msg`. */
 static void bad_config(const char *from, const char *to, cq_status want, const char *msg) {
     const char *dir = edited_copy("vae_b", "flux_vae_badcfg", from, to, false);
-    cq_cmf *cmf = convert_dir(dir);
+    cq_cmf *cmf = convert_dir(dir, NULL);
     cq_flux_vae *v = NULL;
     cq_status s = cq_flux_vae_load(cmf, "vae.", g_be, &v);
     if (s != want || !strstr(cq_last_error(), msg))
