@@ -1,16 +1,21 @@
 #!/usr/bin/env python3
-"""The peer of `cortiq bench vae --backend cuda`: diffusers' AutoencoderKLQwenImage21 on the same sizes.
+"""The peer of `cortiq bench vae --backend cuda`: diffusers' VAE of the same model on the same sizes.
 
-Builds the released configuration (AutoencoderKLQwenImage21's defaults: base 96/144, z 64, dim_mult 1-2-4-8-8,
-2 residual blocks per level) with random weights on the GPU, in bf16 (as the diffusers pipeline runs it) and with
---f32 also in float32, untiled, and times what cortiq times: decoding random latents [1, 64, 1, SIZE/16, SIZE/16]
-into a SIZE x SIZE image (and with --encode, encoding an image of that size): a warm-up, then the median of
---repeat runs, each bracketed by torch.cuda.synchronize(). With --cortiq PATH, the cortiq bench runs on the same
-machine on the same sizes first, and the script prints both and the ratio.
+--model qi21 (the default): AutoencoderKLQwenImage21 at its released configuration (its defaults: base 96/144,
+z 64, dim_mult 1-2-4-8-8, 2 residual blocks per level); latents [1, 64, 1, SIZE/16, SIZE/16].
+--model flux: AutoencoderKL as Z-Image and Flux ship it (block_out_channels 128-256-512-512, 2 layers per
+block, 32 groups, 16 latent channels, no quant convs); latents [1, 16, SIZE/8, SIZE/8]; cortiq's side runs
+`cortiq bench vae --model flux` (its memory plan at the default budget; --budget MIB passes one).
 
-Usage (on the GPU machine; needs torch with CUDA and diffusers' source with the Qwen-Image-2.1 files):
-    PYTHONPATH=ref/diffusers/src python3 tools/bench_peer_vae.py --size 512 1024 2048 \\
-        [--repeat 5] [--encode] [--f32] [--cortiq build-gpu/cortiq]
+Random weights on the GPU, in bf16 (as the diffusers pipelines run them) and with --f32 also in float32,
+untiled and eager, timing what cortiq times: decoding random latents into a SIZE x SIZE image (and with
+--encode, encoding an image of that size): a warm-up, then the median of --repeat runs, each bracketed by
+torch.cuda.synchronize(). With --cortiq PATH, the cortiq bench runs on the same machine on the same sizes first,
+and the script prints both and the ratio.
+
+Usage (on the GPU machine; needs torch with CUDA and diffusers' source):
+    PYTHONPATH=ref/diffusers/src python3 tools/bench_peer_vae.py [--model qi21|flux] --size 512 1024 2048 \\
+        [--repeat 5] [--encode] [--f32] [--budget MIB] [--cortiq build-gpu/cortiq]
 """
 import argparse
 import re
@@ -19,15 +24,43 @@ import sys
 
 import torch
 
-from diffusers.models.autoencoders.autoencoder_kl_qwenimage21 import AutoencoderKLQwenImage21
-
 from peer_timing import timed
 
+# The Flux VAE as Z-Image ships it (its vae/config.json).
+FLUX_VAE = dict(in_channels=3, out_channels=3, latent_channels=16, block_out_channels=[128, 256, 512, 512],
+                layers_per_block=2, norm_num_groups=32, act_fn="silu", down_block_types=["DownEncoderBlock2D"] * 4,
+                up_block_types=["UpDecoderBlock2D"] * 4, scaling_factor=0.3611, shift_factor=0.1159,
+                use_quant_conv=False, use_post_quant_conv=False, mid_block_add_attention=True, force_upcast=True,
+                sample_size=1024)
 
-def run_peer(model, dtype, size, repeat, encode, label):
+
+def make_model(name):
+    """The model on the GPU (random weights, float32)."""
+    if name == "flux":
+        from diffusers.models.autoencoders.autoencoder_kl import AutoencoderKL
+
+        with torch.device("cuda"):
+            return AutoencoderKL(**FLUX_VAE).eval()
+    from diffusers.models.autoencoders.autoencoder_kl_qwenimage21 import AutoencoderKLQwenImage21
+
+    with torch.device("cuda"):
+        return AutoencoderKLQwenImage21().eval()
+
+
+def inputs(model, name, dtype, size, g):
+    """Latents and an image of `size` pixels: 5-D (a single frame) for qi21, 4-D for flux."""
+    if name == "flux":
+        z = torch.randn(1, model.config.latent_channels, size // 8, size // 8, generator=g)
+        x = torch.rand(1, model.config.in_channels, size, size, generator=g) * 2 - 1
+    else:
+        z = torch.randn(1, model.config.z_dim, 1, size // 16, size // 16, generator=g)
+        x = torch.rand(1, model.config.in_channels, 1, size, size, generator=g) * 2 - 1
+    return z.to("cuda", dtype), x.to("cuda", dtype)
+
+
+def run_peer(model, name, dtype, size, repeat, encode, label):
     g = torch.Generator(device="cpu").manual_seed(4242)
-    z = torch.randn(1, model.config.z_dim, 1, size // 16, size // 16, generator=g).to("cuda", dtype)
-    x = (torch.rand(1, model.config.in_channels, 1, size, size, generator=g) * 2 - 1).to("cuda", dtype)
+    z, x = inputs(model, name, dtype, size, g)
     torch.cuda.reset_peak_memory_stats()
     dec = timed(lambda: model.decode(z, return_dict=False), repeat)
     enc = timed(lambda: model.encode(x, return_dict=False), repeat) if encode else None
@@ -37,10 +70,12 @@ def run_peer(model, dtype, size, repeat, encode, label):
     return dec, enc
 
 
-def run_cortiq(path, size, repeat, encode):
-    cmd = [path, "bench", "vae", "--backend", "cuda", "--size", str(size), "--repeat", str(repeat)]
+def run_cortiq(path, name, size, repeat, encode, budget):
+    cmd = [path, "bench", "vae", "--model", name, "--backend", "cuda", "--size", str(size), "--repeat", str(repeat)]
     if encode:
         cmd.append("--encode")
+    if budget:
+        cmd += ["--budget", str(budget)]
     print("$ " + " ".join(cmd), flush=True)
     p = subprocess.run(cmd, capture_output=True, text=True)
     sys.stdout.write(p.stdout)
@@ -55,6 +90,8 @@ def run_cortiq(path, size, repeat, encode):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", choices=["qi21", "flux"], default="qi21", help="which VAE (default qi21)")
+    ap.add_argument("--budget", type=int, help="flux: cortiq's activation budget in MiB (default: its own)")
     ap.add_argument("--size", type=int, nargs="+", default=[512, 1024, 2048], help="image sides in pixels")
     ap.add_argument("--repeat", type=int, default=5, help="timed runs after the warm-up (median reported)")
     ap.add_argument("--encode", action="store_true", help="also time the encoder")
@@ -69,15 +106,18 @@ def main():
     torch.set_grad_enabled(False)
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}", flush=True)
 
-    ours = {s: run_cortiq(args.cortiq, s, args.repeat, args.encode) for s in args.size} if args.cortiq else {}
+    if args.budget and args.model != "flux":
+        sys.exit("--budget is an option of --model flux")
+    ours = ({s: run_cortiq(args.cortiq, args.model, s, args.repeat, args.encode, args.budget) for s in args.size}
+            if args.cortiq else {})
 
     peers = {}
     for dtype in [torch.bfloat16] + ([torch.float32] if args.f32 else []):
         name = "bf16" if dtype == torch.bfloat16 else "f32"
         torch.manual_seed(0)
-        with torch.device("cuda"):
-            model = AutoencoderKLQwenImage21().to(dtype).eval()
-        peers[name] = {s: run_peer(model, dtype, s, args.repeat, args.encode, f"diffusers {name}") for s in args.size}
+        model = make_model(args.model).to(dtype)
+        peers[name] = {s: run_peer(model, args.model, dtype, s, args.repeat, args.encode, f"diffusers {name}")
+                       for s in args.size}
         del model
         torch.cuda.empty_cache()
 

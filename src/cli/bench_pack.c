@@ -192,6 +192,55 @@ char *cq_bench_vae_config(void) {
     return s;
 }
 
+/* ---- the Flux VAE ------------------------------------------------------------------------ */
+static const int k_flux_channels[CQ_BENCH_FLUX_VAE_LEVELS] = {128, 256, 512, 512};
+
+static cq_flux_vae_config flux_config(void) {
+    cq_flux_vae_config c = {.in_channels = 3, .out_channels = 3, .latent_channels = CQ_BENCH_FLUX_VAE_Z,
+                            .n_levels = CQ_BENCH_FLUX_VAE_LEVELS, .layers_per_block = CQ_BENCH_FLUX_VAE_LAYERS,
+                            .norm_num_groups = CQ_BENCH_FLUX_VAE_GROUPS, .mid_attention = true};
+    for (int i = 0; i < CQ_BENCH_FLUX_VAE_LEVELS; i++) c.block_out_channels[i] = k_flux_channels[i];
+    return c;
+}
+
+cq_status cq_bench_flux_vae_weights(cq_bench_pack *p) {
+    const cq_flux_vae_config c = flux_config();
+    cq_tt_list t = {0};
+    cq_status s = cq_flux_vae_tensors(&c, "vae.", &t);
+    if (s == CQ_OK) s = cq_bench_pack_table(p, &t, CQ_DTYPE_F16);
+    cq_tt_list_free(&t);
+    return s;
+}
+
+char *cq_bench_flux_vae_config(void) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "_class_name", "AutoencoderKL");
+    cJSON_AddStringToObject(j, "act_fn", "silu");
+    cJSON_AddItemToObject(j, "block_out_channels", cJSON_CreateIntArray(k_flux_channels, CQ_BENCH_FLUX_VAE_LEVELS));
+    cJSON *down = cJSON_AddArrayToObject(j, "down_block_types"), *up = cJSON_AddArrayToObject(j, "up_block_types");
+    for (int i = 0; i < CQ_BENCH_FLUX_VAE_LEVELS; i++) {
+        cJSON_AddItemToArray(down, cJSON_CreateString("DownEncoderBlock2D"));
+        cJSON_AddItemToArray(up, cJSON_CreateString("UpDecoderBlock2D"));
+    }
+    cJSON_AddBoolToObject(j, "force_upcast", true);
+    cJSON_AddNumberToObject(j, "in_channels", 3);
+    cJSON_AddNumberToObject(j, "latent_channels", CQ_BENCH_FLUX_VAE_Z);
+    cJSON_AddNullToObject(j, "latents_mean");
+    cJSON_AddNullToObject(j, "latents_std");
+    cJSON_AddNumberToObject(j, "layers_per_block", CQ_BENCH_FLUX_VAE_LAYERS);
+    cJSON_AddBoolToObject(j, "mid_block_add_attention", true);
+    cJSON_AddNumberToObject(j, "norm_num_groups", CQ_BENCH_FLUX_VAE_GROUPS);
+    cJSON_AddNumberToObject(j, "out_channels", 3);
+    cJSON_AddNumberToObject(j, "sample_size", 1024);
+    cJSON_AddNumberToObject(j, "scaling_factor", 0.3611);
+    cJSON_AddNumberToObject(j, "shift_factor", 0.1159);
+    cJSON_AddBoolToObject(j, "use_post_quant_conv", false);
+    cJSON_AddBoolToObject(j, "use_quant_conv", false);
+    char *s = cJSON_PrintUnformatted(j); /* NULL when any allocation above failed */
+    cJSON_Delete(j);
+    return s;
+}
+
 /* ---- random payloads in the codec's layout ------------------------------------------------ */
 static uint64_t rng_next(uint64_t *s) {
     uint64_t x = *s;

@@ -94,6 +94,17 @@ cq_status cq_bench_vae_weights(cq_bench_pack *p);
  * out of memory. */
 char *cq_bench_vae_config(void);
 
+/* ---- the Flux VAE (AutoencoderKL as Z-Image and Flux ship it) ----------------------------- */
+#define CQ_BENCH_FLUX_VAE_LEVELS 4 /* block_out_channels 128-256-512-512 */
+#define CQ_BENCH_FLUX_VAE_LAYERS 2 /* layers_per_block */
+#define CQ_BENCH_FLUX_VAE_GROUPS 32
+#define CQ_BENCH_FLUX_VAE_Z 16     /* latent_channels */
+
+/* Its weights under "vae." as `cortiq convert` stores them (f16 kernels and matrices, f32 norms and biases). */
+cq_status cq_bench_flux_vae_weights(cq_bench_pack *p);
+/* Its config JSON (vae.config_json, the released one); malloc'd by cJSON (cJSON_free), NULL when out of memory. */
+char *cq_bench_flux_vae_config(void);
+
 /* ---- the temporary file ---------------------------------------------------------------- */
 typedef struct cq_bench_blob {
     const char *name; /* stored as a u8 tensor (configs) */

@@ -1,16 +1,23 @@
 /*
- * bench_vae.c — `cortiq bench vae`: the Qwen-Image-2.1 VAE at its released
- * configuration (AutoencoderKLQwenImage21: base 96/144, z 64, dim_mult
- * 1-2-4-8-8, 2 residual blocks per level; f16 kernels as `cortiq convert`
- * stores them) with random weights, decoding random latents into an image
- * of the chosen size (and, with --encode, encoding an image back): the
- * median of --repeat runs after a warm-up, on any backend.
+ * bench_vae.c — `cortiq bench vae`: a VAE at its released configuration
+ * with random weights (f16 kernels as `cortiq convert` stores them),
+ * decoding random latents into an image of the chosen size (and, with
+ * --encode, encoding an image back): the median of --repeat runs after a
+ * warm-up, on any backend.
+ *  - --model qi21 (the default): the Qwen-Image-2.1 VAE
+ *    (AutoencoderKLQwenImage21: base 96/144, z 64, dim_mult 1-2-4-8-8, 2
+ *    residual blocks per level);
+ *  - --model flux: the Flux VAE as Z-Image ships it (AutoencoderKL:
+ *    block_out_channels 128-256-512-512, 2 layers per block, 32 groups,
+ *    16 latent channels), with its memory plan (--budget, --bands) and
+ *    --plan, which prints the plan of every size without computing.
  *
  * The weights are written to a temporary .cmf under $TMPDIR, mapped as a
  * real model is, and the file removed at once (bench_pack.h), as the other
  * model benchmarks do. tools/bench_peer_vae.py runs this next to diffusers'
- * AutoencoderKLQwenImage21 on the same configuration.
+ * AutoencoderKLQwenImage21 and AutoencoderKL on the same configurations.
  */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,29 +28,44 @@
 #include "cli/bench_pack.h"
 #include "cli/cli.h"
 #include "cli/env.h"
+#include "models/flux_vae.h"
 #include "models/qi21_vae.h"
 
 typedef struct bench_opts {
     cq_bench_model_opts m;
     int repeat;
     bool encode;
+    bool flux;      /* --model flux */
+    long budget_mib; /* --budget (flux; 0: the model's default) */
+    long bands;     /* --bands (flux; 0: the budget decides) */
+    bool plan;      /* --plan (flux): plans only */
 } bench_opts;
 
 static void help(void) {
-    printf("usage: cortiq bench vae [--size 256|512|1024|2048] [--repeat N] [--encode] [--threads N]\n"
-           "                        [--backend cpu|cuda]\n"
+    printf("usage: cortiq bench vae [--model qi21|flux] [--size 256|512|1024|2048] [--repeat N] [--encode]\n"
+           "                        [--budget MIB] [--bands ROWS] [--plan] [--threads N] [--backend B]\n"
            "\n"
-           "Time the Qwen-Image-2.1 VAE at its released configuration (base 96/144, z 64, dim_mult\n"
-           "1-2-4-8-8, 2 residual blocks per level) with random weights, f16 kernels as `cortiq convert`\n"
+           "Time a VAE at its released configuration with random weights, f16 kernels as `cortiq convert`\n"
            "stores them: decoding random latents into a SIZE x SIZE image (and with --encode, encoding\n"
-           "an image of that size). The weights are written to a temporary .cmf under $TMPDIR (about\n"
-           "0.9 GB), mapped as a real model is, and removed as soon as they are mapped. Reports the median\n"
-           "of --repeat runs after a warm-up, megapixels per second, and the activations' peak.\n"
+           "an image of that size). The weights are written to a temporary .cmf under $TMPDIR, mapped as a\n"
+           "real model is, and removed as soon as they are mapped. Reports the median of --repeat runs\n"
+           "after a warm-up, megapixels per second, and the activations' peak.\n"
+           "\n"
+           "models:\n"
+           "  qi21          the Qwen-Image-2.1 VAE (base 96/144, z 64, dim_mult 1-2-4-8-8, 2 residual blocks\n"
+           "                per level; about 0.9 GB of weights); the default\n"
+           "  flux          the Flux VAE as Z-Image ships it (AutoencoderKL, block_out_channels\n"
+           "                128-256-512-512, 2 layers per block, 32 groups, 16 latent channels; 160 MB)\n"
            "\n"
            "options:\n"
+           "  --model M     qi21 (default) or flux\n"
            "  --size N      image side in pixels: 256, 512, 1024 (default) or 2048\n"
            "  --repeat N    timed runs after the warm-up (default 5; 1 on the CPU)\n"
            "  --encode      also time the encoder on an image of the same size\n"
+           "  --budget MIB  flux: the activation budget the memory plan keeps to (default 1792)\n"
+           "  --bands ROWS  flux: bands of ROWS image rows at every level instead of the plan's\n"
+           "  --plan        flux: print the memory plan (peak, statistics passes, recomputation) of a decode\n"
+           "                and an encode at every size, computing nothing\n"
            "  --threads N   worker threads (default: CORTIQ_THREADS or all cores)\n"
            "  --backend B   cpu (default), cuda or cuda:N; with cuda, CORTIQ_CUDA_PROFILE=1 adds the\n"
            "                device time per op class and per op\n"
@@ -70,10 +92,25 @@ static int parse(int argc, char **argv, bench_opts *o, bool *done) {
             i++;
         } else if (strcmp(a, "--encode") == 0) {
             o->encode = true;
+        } else if (strcmp(a, "--model") == 0) {
+            if (!v || (strcmp(v, "qi21") != 0 && strcmp(v, "flux") != 0))
+                return cq_cli_usage_error(cmd, "--model must be qi21 or flux");
+            o->flux = strcmp(v, "flux") == 0;
+            i++;
+        } else if (strcmp(a, "--budget") == 0) {
+            if (!cq_cli_parse_int(cmd, a, v, 1, 1 << 20, &o->budget_mib)) return 2;
+            i++;
+        } else if (strcmp(a, "--bands") == 0) {
+            if (!cq_cli_parse_int(cmd, a, v, 1, 1 << 20, &o->bands)) return 2;
+            i++;
+        } else if (strcmp(a, "--plan") == 0) {
+            o->plan = true;
         } else {
             return cq_cli_usage_error(cmd, "unknown argument '%s'", a);
         }
     }
+    if (!o->flux && (o->budget_mib || o->bands || o->plan))
+        return cq_cli_usage_error(cmd, "--budget, --bands and --plan are options of --model flux");
     return 0;
 }
 
@@ -144,11 +181,161 @@ static cq_status time_runs(bench_run *r, int what, int h, int w, int repeat, dou
     return CQ_OK;
 }
 
+/* ---- the Flux VAE ------------------------------------------------------------------------ */
+typedef struct flux_run {
+    cq_cmf *cmf;
+    cq_backend *be;
+    cq_flux_vae *vae;
+    float *z, *img, *mom;
+    double *t;
+} flux_run;
+
+static void flux_free(flux_run *r) {
+    cq_flux_vae_free(r->vae);
+    cq_backend_free(r->be);
+    cq_cmf_close(r->cmf);
+    cq_free(r->z);
+    cq_free(r->img);
+    cq_free(r->mom);
+    cq_free(r->t);
+}
+
+static int flux_fail(flux_run *r, cq_status s, const char *what) {
+    flux_free(r);
+    return cq_cli_fail("bench vae", s, what);
+}
+
+static cq_status map_flux(const cq_bench_model_opts *m, cq_cmf **cmf, uint64_t *bytes) {
+    cq_bench_pack pk = {0};
+    char *cfg = cq_bench_flux_vae_config();
+    cq_status s = cfg ? cq_bench_flux_vae_weights(&pk) : CQ_ERR_NOMEM;
+    /* as `cortiq convert` writes a lone AutoencoderKL folder */
+    static const char hdr[] =
+        "{\"format\":\"cmf\",\"version\":2,\"arch\":{\"arch_name\":\"flux_vae\",\"hidden_size\":0,"
+        "\"intermediate_size\":0,\"num_layers\":0,\"num_attention_heads\":0,\"num_kv_heads\":0,\"head_dim\":0,"
+        "\"vocab_size\":0,\"max_position_embeddings\":0,\"rms_norm_eps\":1e-06,\"layer_types\":[]},"
+        "\"quant_type\":\"F16\",\"provenance\":{\"tool\":\"cortiq bench vae\"}}";
+    cq_bench_blob blob = {"vae.config_json", cfg, cfg ? strlen(cfg) : 0};
+    cq_bench_file f = {.tag = "flux-vae", .header = hdr, .blobs = &blob, .n_blobs = 1, .weights = &pk,
+                       .no_verify = m->no_verify, .threads = m->threads};
+    *bytes = cq_bench_pack_bytes(&pk);
+    uint64_t file_bytes;
+    if (s == CQ_OK) s = cq_bench_pack_map(&f, cmf, &file_bytes);
+    cq_bench_pack_free(&pk);
+    cJSON_free(cfg);
+    return s;
+}
+
+/* The plan of one decode (of size/F latents) or encode against the whole-image run. */
+static cq_status flux_plan_line(cq_flux_vae *v, bool decode, int size, int bands) {
+    const int F = cq_flux_vae_get_config(v)->spatial_factor, n = decode ? size / F : size;
+    cq_flux_vae_stats whole, plan;
+    cq_flux_vae_set_band_rows(v, INT_MAX);
+    CQ_TRY(cq_flux_vae_plan(v, decode, n, n, &whole));
+    cq_flux_vae_set_band_rows(v, bands);
+    const double t0 = cq_now();
+    CQ_TRY(cq_flux_vae_plan(v, decode, n, n, &plan));
+    printf("  %s %4dx%-4d  whole image %6.2f GiB  plan %6.2f GiB  %2d statistics passes  %.2fx the whole image's "
+           "%.2f TMAC  (planned in %.0f ms)\n", decode ? "decode" : "encode", size, size,
+           (double)whole.peak_bytes / (1 << 30), (double)plan.peak_bytes / (1 << 30), plan.stat_passes,
+           (double)plan.macs / (double)whole.macs, (double)whole.macs / 1e12, 1e3 * (cq_now() - t0));
+    return CQ_OK;
+}
+
+static cq_status flux_time(flux_run *r, bool decode, int size, int repeat, double *sec) {
+    const int F = cq_flux_vae_get_config(r->vae)->spatial_factor, h = size / F;
+    for (int i = 0; i <= repeat; i++) {
+        double t0 = cq_now();
+        cq_status s = decode ? cq_flux_vae_decode(r->vae, r->z, h, h, r->img)
+                             : cq_flux_vae_encode(r->vae, r->img, size, size, r->mom);
+        if (s != CQ_OK) return s;
+        if (i) {
+            r->t[i - 1] = cq_now() - t0;
+            continue;
+        }
+        fprintf(stderr, "  %s warm-up: %.3f s\n", decode ? "decode" : "encode", cq_now() - t0);
+        cq_backend_stats st;
+        CQ_TRY(cq_backend_get_stats(r->be, &st, true));
+    }
+    *sec = cq_bench_median(r->t, repeat);
+    cq_backend_stats st;
+    CQ_TRY(cq_backend_get_stats(r->be, &st, false));
+    if (st.timed) cq_bench_print_op_classes(&st, repeat, decode ? "decode" : "encode");
+    const cq_flux_vae_stats fs = cq_flux_vae_last_stats(r->vae);
+    const double mpix = (double)size * size / 1e6;
+    printf("%s %dx%d: %.4f s (median of %d), %.3g Mpixel/s; activations' peak %.2f GiB, %d statistics passes, "
+           "%.2f TMAC\n", decode ? "decode" : "encode", size, size, *sec, repeat, mpix / *sec,
+           (double)fs.peak_bytes / (1 << 30), fs.stat_passes, (double)fs.macs / 1e12);
+    return CQ_OK;
+}
+
+static int bench_flux(bench_opts *o) {
+    flux_run r = {0};
+    cq_status s = cq_env_backend_create(o->m.backend, o->m.threads, &r.be);
+    if (s != CQ_OK) return flux_fail(&r, s, "creating the backend");
+    const bool cpu = strncmp(cq_backend_name(r.be), "cpu", 3) == 0 || strcmp(cq_backend_name(r.be), "ref") == 0;
+    if (o->repeat == 0) o->repeat = cpu ? 1 : 5;
+    uint64_t wbytes;
+    double t0 = cq_now();
+    s = map_flux(&o->m, &r.cmf, &wbytes);
+    if (s != CQ_OK) return flux_fail(&r, s, "writing the temporary model");
+    double t_write = cq_now() - t0;
+    t0 = cq_now();
+    s = cq_flux_vae_load(r.cmf, "vae.", r.be, &r.vae);
+    if (s == CQ_OK) s = cq_backend_sync(r.be);
+    if (s != CQ_OK) return flux_fail(&r, s, "loading the VAE");
+    cq_flux_vae_set_budget(r.vae, (size_t)o->budget_mib << 20);
+    char b1[32];
+    printf("Flux VAE (Z-Image's AutoencoderKL), released configuration, random weights: %s of f16 kernels; written "
+           "and mapped in %.1f s\nbackend %s; loaded in %.2f s; budget %s\n", cq_fmt_bytes(wbytes, b1, sizeof b1),
+           t_write, cq_backend_name(r.be), cq_now() - t0, o->bands ? "none (forced bands)" : o->budget_mib ? "set" : "default");
+    if (o->plan) {
+        static const int sizes[] = {256, 512, 1024, 2048};
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0] && s == CQ_OK; i++) {
+            s = flux_plan_line(r.vae, true, sizes[i], (int)o->bands);
+            if (s == CQ_OK) s = flux_plan_line(r.vae, false, sizes[i], (int)o->bands);
+        }
+        if (s != CQ_OK) return flux_fail(&r, s, "planning");
+        flux_free(&r);
+        return 0;
+    }
+    cq_flux_vae_set_band_rows(r.vae, (int)o->bands);
+    const int F = cq_flux_vae_get_config(r.vae)->spatial_factor, h = o->m.size / F;
+    const size_t nz = (size_t)CQ_BENCH_FLUX_VAE_Z * h * h, ni = (size_t)3 * o->m.size * o->m.size;
+    r.z = cq_mallocn(nz, sizeof(float));
+    r.img = cq_mallocn(ni, sizeof(float));
+    r.mom = cq_mallocn(2 * nz, sizeof(float));
+    r.t = cq_mallocn((size_t)o->repeat, sizeof(double));
+    if (!r.z || !r.img || !r.mom || !r.t) return flux_fail(&r, CQ_ERR_NOMEM, "allocating the inputs");
+    uint64_t rng = 4242;
+    for (size_t i = 0; i < nz; i++) r.z[i] = 2.0f * cq_bench_rng_unit(&rng);
+    double sec;
+    s = flux_time(&r, true, o->m.size, o->repeat, &sec);
+    if (s != CQ_OK) return flux_fail(&r, s, "decoding");
+    for (size_t i = 0; i < ni; i++) {
+        if (!isfinite(r.img[i])) return flux_fail(&r, cq_fail(CQ_ERR_NUMERIC, "the image holds non-finite values"), "checking");
+        r.img[i] = r.img[i] < -1.0f ? -1.0f : r.img[i] > 1.0f ? 1.0f : r.img[i]; /* the encoder's input range */
+    }
+    if (o->encode) {
+        s = flux_time(&r, false, o->m.size, o->repeat, &sec);
+        if (s != CQ_OK) return flux_fail(&r, s, "encoding");
+    }
+    if (!cpu) {
+        cq_backend_stats st;
+        if (cq_backend_get_stats(r.be, &st, false) == CQ_OK && st.mem_peak)
+            printf("device memory: peak %.2f GiB (weights %.2f GiB)\n", (double)st.mem_peak / (1 << 30),
+                   (double)st.weight_bytes / (1 << 30));
+    }
+    flux_free(&r);
+    return 0;
+}
+
 int cq_bench_vae(int argc, char **argv) {
     bench_opts o = {.m = {.size = 1024, .backend = "cpu"}};
     bool done = false;
     int rc = parse(argc, argv, &o, &done);
     if (rc || done) return rc;
+    if (o.flux) return bench_flux(&o);
     bench_run r = {0};
     /* the backend first: a missing GPU fails before the weights are written */
     cq_status s = cq_env_backend_create(o.m.backend, o.m.threads, &r.be);

@@ -18,10 +18,12 @@
  *    3x3 stride-2 conv but on the last) -> mid -> norm -> SiLU -> conv_out
  *    -> quant_conv (when used): the moments, mean | logvar.
  *
- * The plan (see flux_vae.h and docs/ZIMAGE.md): a level (the layers at one
- * resolution) runs whole when a few of its widest maps fit the budget;
- * otherwise its group norms take their statistics in passes over bands
- * sized to the budget, and the map at the boundary before it is held whole
+ * The plan (see flux_vae.h and docs/ARCHITECTURE.md), found by dry runs of the
+ * schedule (no buffer, no op: cheap on any backend): everything whole when
+ * that fits the budget; otherwise the levels (the layers at one resolution)
+ * with the largest maps stream, one more at a time, with bands halved until
+ * the run fits. A streaming level's group norms take their statistics in
+ * passes over bands, and the map at the boundary before it is held whole
  * (a checkpoint: the narrowest map there, before the decoder's upsampling
  * and after the encoder's downsampling), so a pass recomputes one level at
  * most.
@@ -32,13 +34,10 @@
 #include "models/flux_vae_impl.h"
 
 #define FV_BUDGET_DEFAULT ((size_t)7 << 28) /* 1.75 GiB */
-/* A level runs whole when this many of its widest maps fit the budget (a
- * resnet holds its input and the first conv's output whole for the two
- * group norms, plus the maps in flight). */
-#define FV_WHOLE_MAPS 4
-/* A streamed level's windows: rows of its widest map per band row that its
- * layers hold together (each conv keeps a band plus its halo of its input). */
-#define FV_STREAM_ROWS 24
+/* A streamed level's first band: rows of its widest map per band row its
+ * layers hold together (each conv keeps a band plus its halo of its input);
+ * the dry runs then halve it until the plan fits. */
+#define FV_STREAM_ROWS 12
 
 void cq_flux_vae_set_budget(cq_flux_vae *v, size_t bytes) {
     if (v) v->budget = bytes;
@@ -90,39 +89,108 @@ cq_status cq_flux_vae_denormalize(const cq_flux_vae *v, float *z, int h, int w) 
 }
 
 /* ---- the plan ------------------------------------------------------------------------------- */
-typedef struct fv_plan {
-    int64_t H[CQ_FLUX_VAE_MAX_LEVELS], W[CQ_FLUX_VAE_MAX_LEVELS]; /* each level's map */
-    int64_t band[CQ_FLUX_VAE_MAX_LEVELS]; /* rows per band at that resolution (>= H: whole) */
-    bool hold[CQ_FLUX_VAE_MAX_LEVELS];    /* checkpoint the map entering level l (l >= 1) */
-} fv_plan;
-
-static bool whole(const fv_plan *p, int l) { return p->band[l] >= p->H[l]; }
-
 /* Levels of the decoder (l = 0 at the latent grid) or the encoder (l = 0 at
- * the image): their grids and widest channel counts, then the bands. */
-static void make_plan(const cq_flux_vae *v, const fv_coder *c, bool decode, int64_t H0, int64_t W0, fv_plan *p) {
+ * the image): their grids and widest channel counts, everything whole. */
+static void plan_geometry(const fv_coder *c, bool decode, int64_t H0, int64_t W0, fv_plan *p) {
     memset(p, 0, sizeof *p);
-    const int nl = c->n_levels;
-    const size_t budget = v->budget ? v->budget : FV_BUDGET_DEFAULT;
-    const int64_t Himg = decode ? H0 << (nl - 1) : H0;
-    for (int l = 0; l < nl; l++) {
+    p->n = c->n_levels;
+    for (int l = 0; l < p->n; l++) {
         p->H[l] = decode ? H0 << l : H0 >> l;
         p->W[l] = decode ? W0 << l : W0 >> l;
-        const int64_t C = CQ_MAX((int64_t)c->lv[l].cin, (int64_t)c->lv[l].cout);
-        const double bytes_row = (double)p->W[l] * (double)C * 4.0;
-        if (v->band_rows > 0) {
-            /* forced: the same image rows at every level */
-            double r = (double)v->band_rows * (double)p->H[l] / (double)Himg;
-            p->band[l] = r >= (double)p->H[l] ? p->H[l] : CQ_MAX((int64_t)1, (int64_t)r);
-        } else if (bytes_row * (double)p->H[l] * FV_WHOLE_MAPS <= (double)budget) {
-            p->band[l] = p->H[l];
-        } else {
-            /* half the budget for the windows, the rest for the checkpoints and the maps a pass keeps */
-            double r = (double)budget / 2.0 / (bytes_row * FV_STREAM_ROWS);
-            p->band[l] = CQ_MIN(p->H[l] - 1, CQ_MAX((int64_t)1, (int64_t)r));
-        }
+        p->C[l] = CQ_MAX((int64_t)c->lv[l].cin, (int64_t)c->lv[l].cout);
+        p->band[l] = p->H[l];
     }
-    for (int l = 1; l < nl; l++) p->hold[l] = !whole(p, l);
+}
+
+/* Coarse checkpoints in front of every level that streams (its passes stop there). */
+static void plan_holds(fv_plan *p) {
+    for (int l = 0; l < p->n; l++) p->hold[l] = p->band[l] < p->H[l] && l ? FV_COARSE : FV_WHOLE;
+}
+
+/* `rows` image rows at every level, scaled to its resolution (the forced bands). */
+static void plan_forced(fv_plan *p, bool decode, int64_t rows) {
+    const int64_t Himg = p->H[decode ? p->n - 1 : 0];
+    for (int l = 0; l < p->n; l++) {
+        double r = (double)rows * (double)p->H[l] / (double)Himg;
+        p->band[l] = r >= (double)p->H[l] ? p->H[l] : CQ_MAX((int64_t)1, (int64_t)r);
+    }
+    plan_holds(p);
+}
+
+static cq_status run_plan(cq_flux_vae *v, bool decode, int H0, int W0, const fv_plan *p, bool dry, const float *in,
+                          float *out);
+
+/* Candidate t (its streaming levels' bands set to their first guess) with
+ * its bands halved until a dry run fits the budget; *fits says whether one
+ * did, v->last holds its stats, t the plan. */
+static cq_status fit_bands(cq_flux_vae *v, bool decode, int H0, int W0, size_t budget, fv_plan *t, bool *fits) {
+    for (;;) {
+        CQ_TRY(run_plan(v, decode, H0, W0, t, true, NULL, NULL));
+        if ((*fits = v->last.peak_bytes <= budget)) return CQ_OK;
+        bool smaller = false;
+        for (int m = 0; m < t->n; m++)
+            if (t->band[m] < t->H[m] && t->band[m] > 1) {
+                t->band[m] = CQ_MAX((int64_t)1, t->band[m] / 2);
+                smaller = true;
+            }
+        if (!smaller) return CQ_OK;
+    }
+}
+
+/* The budget's plan: everything whole if a dry run of that fits; else, of
+ * the candidates that fit, the one with the fewest multiply-adds: the k
+ * levels with the largest maps stream (the smallest k that fits), their checkpoints
+ * all fine, all coarse, or one kind for the largest level and the other for
+ * the rest, each with its bands halved from a first guess until it fits (a
+ * smaller band costs only more and smaller ops). When nothing fits, the
+ * smallest plan tried. */
+static cq_status plan_budget(cq_flux_vae *v, bool decode, int H0, int W0, fv_plan *p) {
+    const size_t budget = v->budget ? v->budget : FV_BUDGET_DEFAULT;
+    CQ_TRY(run_plan(v, decode, H0, W0, p, true, NULL, NULL));
+    if (v->last.peak_bytes <= budget) return CQ_OK;
+    const fv_plan all = *p;
+    bool found = false;
+    uint64_t best = UINT64_MAX;
+    size_t least = SIZE_MAX;
+    /* streaming one more level only adds recomputation: stop at the first k that fits */
+    for (int k = 1; k <= all.n && !found; k++)
+        for (int mode = 0; mode < 4; mode++) {
+            if (k == 1 && mode >= 2) continue; /* the same as modes 0 and 1 */
+            fv_plan t = all;
+            for (int i = 0; i < k; i++) {
+                const int m = decode ? all.n - 1 - i : i; /* the decoder's last levels, the encoder's first */
+                const double r = (double)budget / ((double)t.W[m] * (double)t.C[m] * 4.0 * FV_STREAM_ROWS);
+                t.band[m] = CQ_MIN(t.H[m] - 1, CQ_MAX((int64_t)1, (int64_t)r));
+                const bool largest = i == 0;
+                t.hold[m] = mode == 0 || (mode == 2 && !largest) || (mode == 3 && largest) ? FV_FINE : FV_COARSE;
+            }
+            bool fits;
+            CQ_TRY(fit_bands(v, decode, H0, W0, budget, &t, &fits));
+            if (fits ? v->last.macs < best : !found && v->last.peak_bytes < least) {
+                *p = t;
+                if (fits) best = v->last.macs;
+                else least = v->last.peak_bytes;
+                found = found || fits;
+            }
+        }
+    return CQ_OK;
+}
+
+static cq_status make_plan(cq_flux_vae *v, bool decode, int H0, int W0, fv_plan *p) {
+    plan_geometry(decode ? &v->dec : &v->enc, decode, H0, W0, p);
+    if (v->band_rows > 0) {
+        plan_forced(p, decode, v->band_rows);
+        return CQ_OK;
+    }
+    /* the last plan of each direction is kept: a run of the same size and settings plans once */
+    fv_plan_memo *m = &v->memo[decode];
+    if (m->valid && m->H0 == H0 && m->W0 == W0 && m->budget == v->budget) {
+        *p = m->plan;
+        return CQ_OK;
+    }
+    CQ_TRY(plan_budget(v, decode, H0, W0, p));
+    *m = (fv_plan_memo){.valid = true, .H0 = H0, .W0 = W0, .budget = v->budget, .plan = *p};
+    return CQ_OK;
 }
 
 /* ---- graphs ---------------------------------------------------------------------------------- */
@@ -135,25 +203,33 @@ static cq_status same_conv(vs_graph *g, int in, const vw_conv *c, int *out) {
     return conv_node(g, in, c, 1, p, p, p, p, out);
 }
 
-static cq_status res_nodes(vs_graph *g, int x, const fv_res *r, int64_t band, int *out) {
+/* A checkpoint of x when `want` (and x is not one already). */
+static cq_status hold(vs_graph *g, bool want, int64_t band, int *x) {
+    if (!want || g->n[*x].kind == VS_HOLD) return CQ_OK;
+    return vs_hold(g, *x, band, x);
+}
+
+/* A resnet; `fine`: its output checkpointed. */
+static cq_status res_nodes(vs_graph *g, int x, const fv_res *r, int64_t band, bool fine, int *out) {
     int sc = x, t;
     if (r->has_sc) CQ_TRY(same_conv(g, x, &r->sc, &sc));
     CQ_TRY(vs_gnorm(g, x, &r->n1, true, band, &t));
     CQ_TRY(same_conv(g, t, &r->c1, &t));
     CQ_TRY(vs_gnorm(g, t, &r->n2, true, band, &t));
     CQ_TRY(same_conv(g, t, &r->c2, &t));
-    return vs_add(g, t, sc, out);
+    CQ_TRY(vs_add(g, t, sc, out));
+    return hold(g, fine, band, out);
 }
 
-static cq_status mid_nodes(vs_graph *g, int x, const fv_coder *c, int64_t band, int *out) {
-    CQ_TRY(res_nodes(g, x, &c->mid[0], band, &x));
+static cq_status mid_nodes(vs_graph *g, int x, const fv_coder *c, int64_t band, bool fine, int *out) {
+    CQ_TRY(res_nodes(g, x, &c->mid[0], band, fine, &x));
     if (c->attn) {
         int a;
         CQ_TRY(vs_gnorm(g, x, &c->attn_gn, false, band, &a));
         CQ_TRY(vs_attention(g, a, &c->attn_w, &a));
         CQ_TRY(vs_add(g, a, x, &x));
     }
-    return res_nodes(g, x, &c->mid[1], band, out);
+    return res_nodes(g, x, &c->mid[1], band, fine, out);
 }
 
 /* z [h*w, C] -> image [H*W, out_channels] */
@@ -163,15 +239,18 @@ static cq_status build_decoder(const cq_flux_vae *v, vs_graph *g, const cq_tenso
     CQ_TRY(vs_source(g, z, h, w, &x));
     if (v->cfg.use_post_quant_conv) CQ_TRY(same_conv(g, x, &v->post_quant, &x));
     CQ_TRY(same_conv(g, x, &d->conv_in, &x));
-    CQ_TRY(mid_nodes(g, x, d, p->band[0], &x));
+    CQ_TRY(hold(g, p->hold[0] == FV_FINE, p->band[0], &x));
+    CQ_TRY(mid_nodes(g, x, d, p->band[0], p->hold[0] == FV_FINE, &x));
     g->attn_chunk = p->band[0];
     for (int i = 0; i < d->n_levels; i++) {
         const fv_level *lv = &d->lv[i];
-        for (int j = 0; j < lv->n_res; j++) CQ_TRY(res_nodes(g, x, &lv->res[j], p->band[i], &x));
+        for (int j = 0; j < lv->n_res; j++) CQ_TRY(res_nodes(g, x, &lv->res[j], p->band[i], p->hold[i] == FV_FINE, &x));
         if (!lv->resample) continue;
-        if (p->hold[i + 1]) CQ_TRY(vs_hold(g, x, p->band[i], &x));
+        /* the next level's checkpoint: before the upsampling (the narrowest map), or after its conv (fine) */
+        CQ_TRY(hold(g, p->hold[i + 1] == FV_COARSE, p->band[i], &x));
         CQ_TRY(vs_upsample(g, x, 2, &x));
         CQ_TRY(same_conv(g, x, &lv->rs, &x));
+        CQ_TRY(hold(g, p->hold[i + 1] == FV_FINE, p->band[i + 1], &x));
     }
     const int top = d->n_levels - 1;
     CQ_TRY(vs_gnorm(g, x, &d->norm_out, true, p->band[top], &x));
@@ -185,14 +264,15 @@ static cq_status build_encoder(const cq_flux_vae *v, vs_graph *g, const cq_tenso
     int x;
     CQ_TRY(vs_source(g, img, H, W, &x));
     CQ_TRY(same_conv(g, x, &e->conv_in, &x));
+    CQ_TRY(hold(g, p->hold[0] == FV_FINE, p->band[0], &x));
     for (int i = 0; i < e->n_levels; i++) {
         const fv_level *lv = &e->lv[i];
-        for (int j = 0; j < lv->n_res; j++) CQ_TRY(res_nodes(g, x, &lv->res[j], p->band[i], &x));
+        for (int j = 0; j < lv->n_res; j++) CQ_TRY(res_nodes(g, x, &lv->res[j], p->band[i], p->hold[i] == FV_FINE, &x));
         if (!lv->resample) continue;
         CQ_TRY(conv_node(g, x, &lv->rs, 2, 0, 1, 0, 1, &x)); /* F.pad (0, 1, 0, 1), stride 2 */
-        if (p->hold[i + 1]) CQ_TRY(vs_hold(g, x, p->band[i + 1], &x));
+        CQ_TRY(hold(g, p->hold[i + 1] != FV_WHOLE, p->band[i + 1], &x));
     }
-    CQ_TRY(mid_nodes(g, x, e, p->band[top], &x));
+    CQ_TRY(mid_nodes(g, x, e, p->band[top], p->hold[top] == FV_FINE, &x));
     g->attn_chunk = p->band[top];
     CQ_TRY(vs_gnorm(g, x, &e->norm_out, true, p->band[top], &x));
     CQ_TRY(same_conv(g, x, &e->conv_out, &x));
@@ -205,47 +285,19 @@ typedef struct fv_run {
     cq_flux_vae *v;
     vs_graph g;
     cq_tensor src;
+    bool report;          /* progress goes to the model's callback */
     uint64_t done, total; /* progress, in pixels of work */
 } fv_run;
 
 static int on_work(void *user, uint64_t pixels) {
     fv_run *r = user;
     r->done += pixels;
-    return r->v->progress ? r->v->progress(r->done, r->total, r->v->progress_user) : 0;
-}
-
-/* The graph over `src` ([rows, cin], already uploaded unless dry), its
- * progress total: every group norm's input pixels, plus `sink_px`. */
-static cq_status run_begin(fv_run *r, cq_flux_vae *v, bool decode, int H0, int W0, bool dry, uint64_t sink_px) {
-    vs_init(&r->g, v->be);
-    r->v = v;
-    r->g.dry = dry;
-    fv_plan p;
-    make_plan(v, decode ? &v->dec : &v->enc, decode, H0, W0, &p);
-    CQ_TRY(decode ? build_decoder(v, &r->g, &r->src, H0, W0, &p) : build_encoder(v, &r->g, &r->src, H0, W0, &p));
-    r->total = sink_px;
-    for (int i = 0; i < r->g.count; i++) {
-        const vs_node *n = &r->g.n[i];
-        if (n->kind != VS_GNORM) continue;
-        const vs_node *x = &r->g.n[n->in[0]];
-        r->total += (uint64_t)(x->H * x->W);
-        if (n->band > 0 && n->band < x->H) v->last.stat_passes++;
-    }
-    r->g.work = on_work;
-    r->g.work_user = r;
-    return CQ_OK;
-}
-
-static void run_end(fv_run *r) {
-    r->v->last.peak_bytes = r->g.peak + r->src.nbytes;
-    r->v->last.computed = r->g.computed;
-    vs_free(&r->g);
-    cq_tensor_free(&r->src);
+    return r->report && r->v->progress ? r->v->progress(r->done, r->total, r->v->progress_user) : 0;
 }
 
 /* The last node's rows in bands of `band`, each downloaded (unless dry) into
- * out [C, H, W] planar; `report`: each band counts its pixels of progress. */
-static cq_status pull_sink(fv_run *r, int64_t band, float *out, bool report) {
+ * out [C, H, W] planar; `sink_work`: each band counts its pixels of progress. */
+static cq_status pull_sink(fv_run *r, int64_t band, float *out, bool sink_work) {
     vs_graph *g = &r->g;
     const int sink = g->count - 1;
     const int64_t H = g->n[sink].H, W = g->n[sink].W, C = g->n[sink].C, n = H * W;
@@ -263,17 +315,20 @@ static cq_status pull_sink(fv_run *r, int64_t band, float *out, bool report) {
         vs_release(g, y1);
         for (int64_t i = 0; buf && i < (y1 - y0) * W; i++)
             for (int64_t c = 0; c < C; c++) out[c * n + y0 * W + i] = buf[i * C + c];
-        if (report && on_work(r, (uint64_t)((y1 - y0) * W))) s = cq_fail(CQ_ERR_INTERRUPTED, "vae: cancelled");
+        if (sink_work && on_work(r, (uint64_t)((y1 - y0) * W))) s = cq_fail(CQ_ERR_INTERRUPTED, "vae: cancelled");
     }
     cq_free(buf);
     if (s == CQ_OK && !g->dry) s = cq_backend_sync(g->be);
     return s;
 }
 
-/* Upload planar x [C, n] as channels-last [n, C] (allocated only when dry). */
+/* Upload planar x [C, n] as channels-last [n, C] (a phantom when dry). */
 static cq_status upload_planar(fv_run *r, const float *x, int64_t n, int64_t C) {
+    if (r->g.dry) {
+        r->src = vs_phantom(r->v->be, n, C);
+        return CQ_OK;
+    }
     CQ_TRY(cq_tensor_alloc_2d(r->v->be, CQ_DTYPE_F32, n, C, &r->src));
-    if (r->g.dry || !x) return CQ_OK;
     float *tmp = cq_mallocn((size_t)(n * C), sizeof(float));
     if (!tmp) return CQ_ERR_NOMEM;
     for (int64_t i = 0; i < n; i++)
@@ -283,11 +338,44 @@ static cq_status upload_planar(fv_run *r, const float *x, int64_t n, int64_t C) 
     return s;
 }
 
-/* Sink band of the decode: the top level's band, or a quarter of the image when it runs whole. */
-static int64_t sink_band(const vs_graph *g) {
-    const vs_node *s = &g->n[g->count - 1], *norm = &g->n[s->in[0]]; /* conv_out <- SiLU(norm) */
-    int64_t b = norm->kind == VS_GNORM ? norm->band : 0;
-    return b > 0 && b < s->H ? b : CQ_MAX((int64_t)1, (s->H + 3) / 4);
+/* Decode bands: the top level's band, or a quarter of the image when it runs whole. */
+static int64_t sink_band(const fv_plan *p) {
+    const int top = p->n - 1;
+    const int64_t Himg = p->H[top];
+    return p->band[top] < Himg ? p->band[top] : CQ_MAX((int64_t)1, (Himg + 3) / 4);
+}
+
+/* One decode (in = z [C, H0, W0], out = the image) or encode (in = the image
+ * [C, H0, W0], out = the moments) with plan p; dry: the schedule alone, for
+ * the stats. v->last receives the stats either way. */
+static cq_status run_plan(cq_flux_vae *v, bool decode, int H0, int W0, const fv_plan *p, bool dry, const float *in,
+                          float *out) {
+    fv_run r;
+    memset(&r, 0, sizeof r);
+    r.v = v;
+    r.report = !dry;
+    vs_init(&r.g, v->be);
+    r.g.dry = dry;
+    const int64_t F = v->cfg.spatial_factor, n = (int64_t)H0 * W0;
+    cq_status s = upload_planar(&r, in, n, decode ? v->cfg.latent_channels : v->cfg.in_channels);
+    if (s == CQ_OK)
+        s = decode ? build_decoder(v, &r.g, &r.src, H0, W0, p) : build_encoder(v, &r.g, &r.src, H0, W0, p);
+    int passes = 0;
+    for (int i = 0; s == CQ_OK && i < r.g.count; i++) {
+        const vs_node *nd = &r.g.n[i];
+        if (nd->kind != VS_GNORM) continue;
+        const vs_node *x = &r.g.n[nd->in[0]];
+        r.total += (uint64_t)(x->H * x->W);
+        passes += nd->band > 0 && nd->band < x->H;
+    }
+    r.total += decode ? (uint64_t)(n * F * F) : 0;
+    r.g.work = on_work;
+    r.g.work_user = &r;
+    if (s == CQ_OK) s = pull_sink(&r, decode ? sink_band(p) : 0, out, decode);
+    v->last = (cq_flux_vae_stats){.peak_bytes = r.g.peak + r.src.nbytes, .macs = r.g.macs, .stat_passes = passes};
+    vs_free(&r.g);
+    cq_tensor_free(&r.src);
+    return s;
 }
 
 static cq_status check_decode(const cq_flux_vae *v, const float *z, int h, int w, const float *image, bool dry) {
@@ -311,52 +399,27 @@ static cq_status check_encode(const cq_flux_vae *v, const float *x, int H, int W
     return CQ_OK;
 }
 
-static cq_status decode_run(cq_flux_vae *v, const float *z, int h, int w, float *image, bool dry) {
-    CQ_TRY(check_decode(v, z, h, w, image, dry));
-    memset(&v->last, 0, sizeof v->last);
-    const int64_t F = v->cfg.spatial_factor;
-    fv_run r;
-    memset(&r, 0, sizeof r);
-    r.g.dry = dry;
-    r.v = v;
-    cq_status s = upload_planar(&r, z, (int64_t)h * w, v->cfg.latent_channels);
-    if (s == CQ_OK) s = run_begin(&r, v, true, h, w, dry, (uint64_t)((int64_t)h * w * F * F));
-    if (s == CQ_OK) s = pull_sink(&r, sink_band(&r.g), image, true);
-    run_end(&r);
-    return s;
-}
-
-static cq_status encode_run(cq_flux_vae *v, const float *x, int H, int W, float *moments, bool dry) {
-    CQ_TRY(check_encode(v, x, H, W, moments, dry));
-    memset(&v->last, 0, sizeof v->last);
-    fv_run r;
-    memset(&r, 0, sizeof r);
-    r.g.dry = dry;
-    r.v = v;
-    cq_status s = upload_planar(&r, x, (int64_t)H * W, v->cfg.in_channels);
-    if (s == CQ_OK) s = run_begin(&r, v, false, H, W, dry, 0);
-    if (s == CQ_OK) s = pull_sink(&r, 0, moments, false);
-    run_end(&r);
-    return s;
+static cq_status run(cq_flux_vae *v, bool decode, int H0, int W0, const float *in, float *out, bool dry) {
+    CQ_TRY(decode ? check_decode(v, in, H0, W0, out, dry) : check_encode(v, in, H0, W0, out, dry));
+    fv_plan p;
+    CQ_TRY(make_plan(v, decode, H0, W0, &p));
+    return run_plan(v, decode, H0, W0, &p, dry, in, out);
 }
 
 cq_status cq_flux_vae_decode(cq_flux_vae *v, const float *z, int h, int w, float *image) {
-    return decode_run(v, z, h, w, image, false);
+    return run(v, true, h, w, z, image, false);
 }
 
 cq_status cq_flux_vae_encode(cq_flux_vae *v, const float *x, int H, int W, float *moments) {
-    return encode_run(v, x, H, W, moments, false);
+    return run(v, false, H, W, x, moments, false);
 }
 
 cq_status cq_flux_vae_plan(cq_flux_vae *v, bool decode, int h, int w, cq_flux_vae_stats *out) {
     if (!out) return cq_fail(CQ_ERR_INVALID_ARG, "cq_flux_vae_plan: out is NULL");
     memset(out, 0, sizeof *out);
-    cq_progress_fn fn = v ? v->progress : NULL;
-    if (v) v->progress = NULL;
-    cq_status s = decode ? decode_run(v, NULL, h, w, NULL, true) : encode_run(v, NULL, h, w, NULL, true);
-    if (v) v->progress = fn;
-    if (s == CQ_OK) *out = v->last;
-    return s;
+    CQ_TRY(run(v, decode, h, w, NULL, NULL, true));
+    *out = v->last;
+    return CQ_OK;
 }
 
 /* ---- the latent codec ----------------------------------------------------------------------- */

@@ -19,9 +19,10 @@
  * streams its input in bands to gather per-row moments and the layers are
  * computed again to normalise: exact (the statistics are the same numbers
  * the whole-map computation uses), at the price of recomputing the layers
- * between a group norm and the checkpoint before it. Levels small enough
- * are computed whole (no recomputation). The activation budget decides
- * (cq_flux_vae_set_budget); docs/ZIMAGE.md gives the figures.
+ * between a group norm and the checkpoint before it. What fits the
+ * activation budget is computed whole (no recomputation): the whole image
+ * when it fits, else all but the largest levels (cq_flux_vae_set_budget);
+ * docs/ARCHITECTURE.md ("The Flux VAE") gives the figures.
  *
  * Layouts: latents, images and moments are planar f32 host arrays
  * ([C, H, W], the reference's order).
@@ -71,8 +72,9 @@ cq_status cq_flux_vae_load(const cq_cmf *cmf, const char *prefix, cq_backend *be
 void cq_flux_vae_free(cq_flux_vae *v);
 const cq_flux_vae_config *cq_flux_vae_get_config(const cq_flux_vae *v);
 
-/* Bytes of activations a decode/encode may hold (0 = the default, 1.75 GiB);
- * levels whose maps fit are computed whole, the others in bands sized to it. */
+/* Bytes of activations a decode/encode may hold (0 = the default, 1.75 GiB):
+ * dry runs of the schedule pick the plan that fits with the least
+ * recomputation (everything whole when it fits). */
 void cq_flux_vae_set_budget(cq_flux_vae *v, size_t bytes);
 /* Force bands of `rows` image rows at every level instead (scaled to each
  * level's resolution, at least one row); 0 = the budget decides, INT_MAX =
@@ -86,11 +88,11 @@ void cq_flux_vae_set_progress(cq_flux_vae *v, cq_progress_fn fn, void *user);
 
 /* What the last decode/encode (or plan) held and did: the peak bytes of
  * activations this model allocated on the backend (op-internal scratch not
- * included) and the elements its layers computed (a recomputed row counts
- * again; the whole-image run's count is the minimum). */
+ * included) and the multiply-adds its convolutions and attention did (a
+ * recomputed row counts again; the whole-image run's count is the minimum). */
 typedef struct cq_flux_vae_stats {
     size_t peak_bytes;
-    uint64_t computed;
+    uint64_t macs;
     int stat_passes; /* group norms that ran a statistics pass of their own (recomputation) */
 } cq_flux_vae_stats;
 cq_flux_vae_stats cq_flux_vae_last_stats(const cq_flux_vae *v);

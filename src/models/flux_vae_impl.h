@@ -37,6 +37,27 @@ typedef struct fv_coder {
     fv_level lv[CQ_FLUX_VAE_MAX_LEVELS];
 } fv_coder;
 
+/* The checkpoints of a level that streams: none (it runs whole), one at its
+ * entry (the narrowest map before it: its passes recompute the whole level),
+ * or one at its entry and one after each resnet (its passes recompute at
+ * most one resnet; two of its maps are held at a time). */
+enum fv_hold { FV_WHOLE = 0, FV_COARSE, FV_FINE };
+
+typedef struct fv_plan {
+    int n;                                /* levels */
+    int64_t H[CQ_FLUX_VAE_MAX_LEVELS], W[CQ_FLUX_VAE_MAX_LEVELS], C[CQ_FLUX_VAE_MAX_LEVELS]; /* maps, widest */
+    int64_t band[CQ_FLUX_VAE_MAX_LEVELS]; /* rows per band at that resolution (>= H: whole) */
+    int hold[CQ_FLUX_VAE_MAX_LEVELS];     /* a streaming level's checkpoints (fv_hold) */
+} fv_plan;
+
+/* The last plan of one direction (decode, encode) and what it was made for. */
+typedef struct fv_plan_memo {
+    bool valid;
+    int H0, W0;
+    size_t budget;
+    fv_plan plan;
+} fv_plan_memo;
+
 struct cq_flux_vae {
     cq_backend *be;
     cq_flux_vae_config cfg;
@@ -50,6 +71,7 @@ struct cq_flux_vae {
     cq_progress_fn progress;
     void *progress_user;
     cq_flux_vae_stats last;
+    fv_plan_memo memo[2]; /* [decode] */
 };
 
 #endif /* CQ_MODELS_FLUX_VAE_IMPL_H */

@@ -2,8 +2,9 @@
 # bench_vae.sh — `cortiq bench vae` as a user meets it: the dispatcher's
 # list, --help, usage errors (exit 2), a temporary directory that cannot take
 # the model (exit 1, nothing left behind), and without a GPU a CUDA run that
-# fails before anything is written. The benchmark itself writes 0.7 GB and
-# decodes for seconds to minutes on a CPU: not run here (docs/PERFORMANCE.md).
+# fails before anything is written; the Flux VAE's memory plan (--plan: a
+# 160 MB model, no compute). The benchmark itself writes 0.7 GB and decodes
+# for seconds to minutes on a CPU: not run here (docs/PERFORMANCE.md).
 # Usage: bash bench_vae.sh <cortiq> <scratch-dir>
 set -u
 CQ=$1
@@ -26,6 +27,19 @@ expect 2 "$CQ" bench vae --backend metal
 has err "unknown backend 'metal' (have: cpu, ref, cuda"
 expect 2 "$CQ" bench vae extra
 has err "unknown argument"
+expect 2 "$CQ" bench vae --model sd3
+has err "--model must be qi21 or flux"
+expect 2 "$CQ" bench vae --plan
+has err "options of --model flux"
+expect 2 "$CQ" bench vae --model flux --budget 0
+has err "--budget"
+
+# The Flux VAE's plan: every size, the 1024^2 decode streaming its top level within the default budget.
+mkdir -p "$W/plan"
+TMPDIR="$W/plan" expect 0 "$CQ" bench vae --model flux --plan
+has out "decode 1024x1024  whole image   2.55 GiB  plan   1.74 GiB   7 statistics passes"
+has out "decode 2048x2048"
+[ -z "$(ls -A "$W/plan")" ] || fail "files were left in TMPDIR: $(ls -A "$W/plan")"
 
 # A directory that does not exist cannot take the temporary model: a clear failure, nothing written.
 TMPDIR="$W/no-such-dir" expect 1 "$CQ" bench vae --size 256

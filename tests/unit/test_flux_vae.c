@@ -207,12 +207,12 @@ static void bands_host(void) {
             char what[48];
             snprintf(what, sizeof what, planned ? "a 64 KiB budget" : "bands of %d rows", planned ? 0 : rows[r]);
             printf("  %s, %s: against whole %.3g (RMS %.3g); peak %zu vs %zu bytes, work %.2fx, %d statistics "
-                   "passes\n", g->name, what, e, rms, b.peak_bytes, w.peak_bytes, (double)b.computed / (double)w.computed,
+                   "passes\n", g->name, what, e, rms, b.peak_bytes, w.peak_bytes, (double)b.macs / (double)w.macs,
                    b.stat_passes);
             if (e > 1e-6) fail_msg("%s, %s: %.3g from the whole-image result", g->name, what, e);
-            if (w.stat_passes != 0 || b.stat_passes < 1 || b.computed <= w.computed)
+            if (w.stat_passes != 0 || b.stat_passes < 1 || b.macs <= w.macs)
                 fail_msg("%s, %s: %d / %d statistics passes, work %llu / %llu: the bands did not stream", g->name, what,
-                         w.stat_passes, b.stat_passes, (unsigned long long)b.computed, (unsigned long long)w.computed);
+                         w.stat_passes, b.stat_passes, (unsigned long long)b.macs, (unsigned long long)w.macs);
         }
     }
     /* a taller decode (48 x 16 latents -> 384 x 128 pixels): the peak must fall well below the whole image's */
@@ -231,7 +231,7 @@ static void bands_host(void) {
     cq_flux_vae_stats ws, bs;
     double rms, e = banded_vs_whole(v, &tall, 8, 0, &ws, &bs, &rms);
     printf("  tall 384x128 decode, bands of 8 rows: against whole %.3g; peak %zu vs %zu bytes, work %.2fx\n", e,
-           bs.peak_bytes, ws.peak_bytes, (double)bs.computed / (double)ws.computed);
+           bs.peak_bytes, ws.peak_bytes, (double)bs.macs / (double)ws.macs);
     if (e > 1e-6 || bs.peak_bytes * 3 > ws.peak_bytes)
         fail_msg("tall decode: %.3g from whole, or the banded peak %zu is not under a third of %zu", e, bs.peak_bytes,
                  ws.peak_bytes);
@@ -277,7 +277,7 @@ static void test_plan(void **state) {
         free(out);
         assert_int_equal(cq_flux_vae_plan(v, true, (int)g->in_shape[1], (int)g->in_shape[2], &plan), CQ_OK);
         assert_int_equal(plan.peak_bytes, real.peak_bytes);
-        assert_int_equal(plan.computed, real.computed);
+        assert_int_equal(plan.macs, real.macs);
         assert_int_equal(plan.stat_passes, real.stat_passes);
     }
     cq_flux_vae_set_band_rows(v, 0);
@@ -292,8 +292,8 @@ static void test_plan(void **state) {
     cq_flux_vae_set_budget(v, 0);
     printf("  vae_b 2048x2048 decode: whole %.0f MiB; default budget %.0f MiB (%d passes, work %.2fx); 448 MiB budget "
            "%.0f MiB (%d passes, work %.2fx)\n", whole.peak_bytes / 1048576.0, dflt.peak_bytes / 1048576.0,
-           dflt.stat_passes, (double)dflt.computed / (double)whole.computed, quarter.peak_bytes / 1048576.0,
-           quarter.stat_passes, (double)quarter.computed / (double)whole.computed);
+           dflt.stat_passes, (double)dflt.macs / (double)whole.macs, quarter.peak_bytes / 1048576.0,
+           quarter.stat_passes, (double)quarter.macs / (double)whole.macs);
     if (quarter.peak_bytes > ((size_t)7 << 26) || quarter.stat_passes == 0 || dflt.peak_bytes > whole.peak_bytes)
         fail_msg("2048x2048 plan: %zu bytes for a %zu-byte budget", quarter.peak_bytes, (size_t)7 << 26);
     assert_int_equal(cq_flux_vae_plan(v, true, 0, 4, &whole), CQ_ERR_SHAPE);
@@ -363,12 +363,14 @@ static const char *edited_copy(const char *model, const char *tag, const char *f
     return dir;
 }
 
-static cq_cmf *convert_dir(const char *dir) {
+/* Converts the folder; with want_arch, the arch convert must name. */
+static cq_cmf *convert_dir(const char *dir, const char *want_arch) {
     char out[1200];
     snprintf(out, sizeof out, "%s/vae.cmf", dir);
     cq_convert_opts opts = {.quant = CQ_DTYPE_F32};
     cq_convert_report rep;
     cq_status s = cq_convert(dir, out, &opts, &rep);
+    if (s == CQ_OK && want_arch) assert_string_equal(rep.arch, want_arch);
     cq_convert_report_free(&rep);
     if (s != CQ_OK) fail_msg("convert %s: %s", dir, cq_last_error());
     cq_cmf *cmf;
@@ -382,7 +384,7 @@ static void test_quant_convs(void **state) {
     const char *dir = edited_copy("vae_a", "flux_vae_quant",
                                   "\"use_post_quant_conv\": false,\n  \"use_quant_conv\": false",
                                   "\"use_post_quant_conv\": true,\n  \"use_quant_conv\": true", true);
-    cq_cmf *cmf = convert_dir(dir);
+    cq_cmf *cmf = convert_dir(dir, "flux_vae"); /* a lone AutoencoderKL folder */
     cq_flux_vae *v;
     if (cq_flux_vae_load(cmf, "vae.", g_be, &v) != CQ_OK) fail_msg("load: %s", cq_last_error());
     assert_true(cq_flux_vae_get_config(v)->use_quant_conv && cq_flux_vae_get_config(v)->use_post_quant_conv);
@@ -390,7 +392,14 @@ static void test_quant_convs(void **state) {
     const gcase *ge = find_case("vae_a_enc_s");
     float *plain = run_ok(g_fx[0][F32].vae, ge), *q = run_ok(v, ge);
     const size_t hw = ge->ref_shape[1] * ge->ref_shape[2];
-    for (int o = 0; o < 32; o++) assert_memory_equal(q + o * hw, plain + perm(o, 32) * hw, hw * sizeof(float));
+    float *unperm = malloc(sizeof(float) * 32 * hw);
+    for (int o = 0; o < 32; o++) memcpy(unperm + perm(o, 32) * hw, q + o * hw, hw * sizeof(float));
+    if (!g_arg.device) assert_memory_equal(unperm, plain, 32 * hw * sizeof(float));
+    /* on a device the 1x1 convs round their input to f16 like any other: the golden bound instead */
+    double ee = vg_rel_err(unperm, ge->ref, 32 * hw, NULL);
+    printf("  vae_a with permutation quant convs: encode against the golden moments %.3g\n", ee);
+    assert_true(ee <= (g_arg.device ? ge->bf16_max / 4 : 1e-4));
+    free(unperm);
     free(plain);
     free(q);
     /* decode: latents with channel c moved to perm^-1(c) decode to the plain model's image */
@@ -586,7 +595,7 @@ static void test_missing_and_decoder_only(void **state) {
 /* A copy of vae_b whose config has `from` replaced by `to`: the load fails with `want` and `msg`. */
 static void bad_config(const char *from, const char *to, cq_status want, const char *msg) {
     const char *dir = edited_copy("vae_b", "flux_vae_badcfg", from, to, false);
-    cq_cmf *cmf = convert_dir(dir);
+    cq_cmf *cmf = convert_dir(dir, NULL);
     cq_flux_vae *v = NULL;
     cq_status s = cq_flux_vae_load(cmf, "vae.", g_be, &v);
     if (s != want || !strstr(cq_last_error(), msg))

@@ -453,6 +453,14 @@ static void test_row_op_args(void **state) {
     EXPECT(CQ_ERR_SHAPE, cq_op_rmsnorm(cpu, &y, &x, &c7, NULL, false, 1e-6f), "rmsnorm");
     EXPECT(CQ_ERR_SHAPE, cq_op_groupnorm(cpu, &y, &x, 3, NULL, NULL, 1e-6f), "groups");
     EXPECT(CQ_ERR_SHAPE, cq_op_groupnorm(cpu, &y, &x, 0, NULL, NULL, 1e-6f), "groups");
+    /* group_moments: x [4, 8], 4 groups, blocks of 2 rows -> m [2, 8] */
+    cq_tensor m28 = T2(cpu, CQ_DTYPE_F32, 2, 8), m28b = T2(cpu, CQ_DTYPE_BF16, 2, 8);
+    assert_int_equal(cq_op_group_moments(cpu, &m28, &x, 4, 2), CQ_OK);
+    EXPECT(CQ_ERR_SHAPE, cq_op_group_moments(cpu, &m28, &x, 3, 2), "groups");
+    EXPECT(CQ_ERR_SHAPE, cq_op_group_moments(cpu, &m28, &x, 4, 3), "blocks of 3 rows");
+    EXPECT(CQ_ERR_SHAPE, cq_op_group_moments(cpu, &y, &x, 4, 2), "'m'");
+    EXPECT(CQ_ERR_DTYPE, cq_op_group_moments(cpu, &m28b, &x, 4, 2), "'m'");
+    EXPECT(CQ_ERR_INVALID_ARG, cq_op_group_moments(cpu, &m28, NULL, 4, 2), "'x'");
     /* qk_norm_rope: t [4, 2 heads x 4]. */
     assert_int_equal(cq_op_qk_norm_rope(cpu, &x, 2, 4, NULL, 1e-6f, &cs, &cs, CQ_ROPE_HALF, 0), CQ_OK);
     EXPECT(CQ_ERR_SHAPE, cq_op_qk_norm_rope(cpu, &x, 2, 4, NULL, 1e-6f, &cs, &cs, CQ_ROPE_HALF, 3), "rope_dim");
@@ -476,7 +484,7 @@ static void test_row_op_args(void **state) {
     assert_int_equal(cq_op_copy(cpu, &yb, &x), CQ_OK);
     EXPECT(CQ_ERR_SHAPE, cq_op_transpose(cpu, &y, &x), "transpose");
     EXPECT(CQ_ERR_SHAPE, cq_op_concat_cols(cpu, &y, &x, &x), "concat_cols");
-    cq_tensor *all[] = {&x, &y, &y7, &c8, &c7, &big, &cs, &cs3, &i4, &x16, &xb, &yb};
+    cq_tensor *all[] = {&x, &y, &y7, &c8, &c7, &big, &cs, &cs3, &i4, &x16, &xb, &yb, &m28, &m28b};
     for (size_t i = 0; i < CQ_ARRAY_LEN(all); i++) cq_tensor_free(all[i]);
 }
 

@@ -497,9 +497,9 @@ static void expect_clean(const cq_cmf *cmf, const char *what, int components) {
  * transformers' save_pretrained): converted, each matches its table exactly. */
 static void test_golden_folders_match_tables(void **st) {
     (void)st;
-    static const char *const dirs[] = {"qi21/tiny_a", "qi21/tiny_b", "vae/vae_a", "vae/vae_b",
+    static const char *const dirs[] = {"qi21/tiny_a",   "qi21/tiny_b",   "vae/vae_a",       "vae/vae_b",
                                        "qwen3/qwen3_a", "qwen3/qwen3_b", "qwen3/qwen3vl_a", "zimage/dit_a",
-                                       "zimage/dit_b"};
+                                       "zimage/dit_b",  "zimage/vae_a",  "zimage/vae_b"};
     int done = 0;
     for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
         char src[1024];

@@ -12,8 +12,24 @@
 #include "base/base.h"
 
 /* ---- buffers (tracked for the peak-memory report) ------------------------------------ */
+cq_tensor vs_phantom(cq_backend *be, int64_t rows, int64_t cols) {
+    cq_tensor t;
+    memset(&t, 0, sizeof t);
+    t.be = be;
+    t.dtype = CQ_DTYPE_F32;
+    t.ndim = 2;
+    t.shape[0] = rows;
+    t.shape[1] = cols;
+    t.nbytes = (size_t)(rows * cols) * sizeof(float);
+    t.flags = CQ_TENSOR_OWNED; /* counted as held; no buffer to free */
+    return t;
+}
+
 static cq_status alloc_rows(vs_graph *g, int64_t rows, int64_t cols, cq_tensor *t) {
-    CQ_TRY(cq_tensor_alloc_2d(g->be, CQ_DTYPE_F32, rows, cols, t));
+    if (g->dry)
+        *t = vs_phantom(g->be, rows, cols);
+    else
+        CQ_TRY(cq_tensor_alloc_2d(g->be, CQ_DTYPE_F32, rows, cols, t));
     g->live += t->nbytes;
     if (g->live > g->peak) g->peak = g->live;
     return CQ_OK;
@@ -41,6 +57,9 @@ void vs_free(vs_graph *g) {
     cq_free(g->pass);
     cq_free(g->n);
     cq_free(g->tmp);
+    cq_free(g->cons);
+    g->cons = NULL;
+    g->cons_count = 0;
     g->pass = NULL;
     g->n_pass = 0;
     g->n = NULL;
@@ -78,6 +97,7 @@ static cq_status add_node(vs_graph *g, vs_kind kind, int in0, int in1, int *out)
     n->k = 1;
     n->group = 1;
     *out = g->count++;
+    g->settled_ok = false;
     return CQ_OK;
 }
 
@@ -313,15 +333,17 @@ static int64_t retain_lo(vs_graph *g, int id) {
     const vs_pass *p = g->n_pass ? &g->pass[g->n_pass - 1] : NULL;
     const bool scoped = p && p->scope[id];
     const bool prot = is_protected(&g->n[id]);
-    if (prot) settled_all(g, g->tmp);
+    if (prot && !g->settled_ok) {
+        settled_all(g, g->tmp); /* changes only when a group norm gets its statistics */
+        g->settled_ok = true;
+    }
     int64_t r = INT64_MAX;
-    for (int j = id + 1; j < g->count; j++)
-        for (int s = 0; s < g->n[j].n_in; s++) {
-            if (g->n[j].in[s] != id) continue;
-            if (scoped && !p->scope[j] && j != p->gn) continue;
-            if (prot && !g->tmp[j]) return 0;
-            if (g->n[j].need[s] < r) r = g->n[j].need[s];
-        }
+    for (int e = g->n[id].cons0; e < g->n[id].cons0 + g->n[id].n_cons; e++) {
+        const int j = g->cons[e] >> 1, s = g->cons[e] & 1;
+        if (scoped && !p->scope[j] && j != p->gn) continue;
+        if (prot && !g->tmp[j]) return 0;
+        if (g->n[j].need[s] < r) r = g->n[j].need[s];
+    }
     if (id == g->count - 1 && !scoped && g->sink_need < r) r = g->sink_need;
     return r;
 }
@@ -341,6 +363,9 @@ static cq_status trim(vs_graph *g, int id) {
     if (n->kind == VS_SOURCE) return CQ_OK;
     int64_t r = retain_lo(g, id);
     if (r <= n->lo) return CQ_OK;
+    /* A whole map (attention, checkpoint) goes all at once: moving its tail
+     * would copy most of it, and hold it twice meanwhile. */
+    if (is_protected(n) && r < n->hi) return CQ_OK;
     if (r >= n->hi) {
         free_rows(g, &n->cache);
         n->lo = n->hi;
@@ -418,16 +443,19 @@ static cq_status run_avgdown(vs_graph *g, const vs_node *n, cq_tensor *y, int64_
 
 /* Pull every row of node n's input through the stream `step` rows at a time
  * (so the layers before it stay banded), copying them into dst (all rows,
- * [H*W, C]). `report`: an attention node's pull, which the caller's
- * progress callback follows. */
+ * [H*W, C], allocated here: dst comes zeroed). `report`: an attention node's
+ * pull, which the caller's progress callback follows. */
 static cq_status gather_input(vs_graph *g, vs_node *n, cq_tensor *dst, int64_t step, bool report) {
     const int in = n->in[0];
     const int64_t Hin = g->n[in].H, W = g->n[in].W;
     if (step <= 0 || step > Hin) step = Hin;
     for (int64_t r = 0; r < Hin; r += step) {
         int64_t r1 = CQ_MIN(Hin, r + step);
-        cq_tensor src, d = cq_tensor_rows_view(dst, r * W, (r1 - r) * W);
         CQ_TRY(vs_ensure(g, in, r1));
+        /* dst is allocated once the first rows are there: whatever that took (statistics passes, checkpoints
+         * further up) has come and gone by then */
+        if (!dst->be) CQ_TRY(alloc_rows(g, Hin * W, n->C, dst));
+        cq_tensor src, d = cq_tensor_rows_view(dst, r * W, (r1 - r) * W);
         CQ_TRY(vs_rows(g, in, r, r1, &src));
         if (!g->dry) CQ_TRY(cq_op_copy(g->be, &d, &src));
         n->need[0] = r1;
@@ -441,37 +469,34 @@ static cq_status gather_input(vs_graph *g, vs_node *n, cq_tensor *dst, int64_t s
 /* One head of C channels over every pixel: q/k/v = linear(h), o =
  * softmax(q kᵀ / sqrt(C)) v, then y = x + proj(o) with h = norm(x) (with a
  * gamma), or y = proj(o) with h the node's input (without: the caller adds
- * the residual). */
+ * the residual). y is allocated here (it comes zeroed), last, as every
+ * temporary is when it is needed and freed when it is not. */
 static cq_status run_attn(vs_graph *g, vs_node *n, cq_tensor *y) {
     const vs_attn_w *a = n->attn;
-    const bool bare = a->gamma == NULL;
+    const bool bare = a->gamma == NULL, dry = g->dry;
     int64_t N = n->H * n->W, C = n->C;
     cq_tensor t[6]; /* normed x, q, k, v, o, x */
     memset(t, 0, sizeof t);
-    cq_status s = alloc_rows(g, N, C, &t[5]);
-    if (s == CQ_OK) s = gather_input(g, n, &t[5], g->attn_chunk, true);
+    cq_status s = gather_input(g, n, &t[5], g->attn_chunk, true);
     const cq_tensor *xv = &t[5], *h = bare ? xv : &t[0];
     for (int i = bare ? 1 : 0; i < 4 && s == CQ_OK; i++) s = alloc_rows(g, N, C, &t[i]);
-    if (g->dry) {
-        if (bare) free_rows(g, &t[5]);
-        if (s == CQ_OK) s = alloc_rows(g, N, C, &t[4]);
-        for (int i = 0; i < 6; i++) free_rows(g, &t[i]);
-        return s;
-    }
-    if (s == CQ_OK && !bare) s = cq_op_rmsnorm(g->be, &t[0], xv, a->gamma, NULL, false, 1e-24f / (float)C);
-    if (s == CQ_OK) s = cq_op_linear(g->be, &t[1], h, a->wq, a->bq);
-    if (s == CQ_OK) s = cq_op_linear(g->be, &t[2], h, a->wk, a->bk);
-    if (s == CQ_OK) s = cq_op_linear(g->be, &t[3], h, a->wv, a->bv);
+    if (s == CQ_OK && !dry && !bare) s = cq_op_rmsnorm(g->be, &t[0], xv, a->gamma, NULL, false, 1e-24f / (float)C);
+    if (s == CQ_OK && !dry) s = cq_op_linear(g->be, &t[1], h, a->wq, a->bq);
+    if (s == CQ_OK && !dry) s = cq_op_linear(g->be, &t[2], h, a->wk, a->bk);
+    if (s == CQ_OK && !dry) s = cq_op_linear(g->be, &t[3], h, a->wv, a->bv);
+    free_rows(g, &t[0]);
     if (bare) free_rows(g, &t[5]); /* no residual to add here */
     if (s == CQ_OK) s = alloc_rows(g, N, C, &t[4]);
-    if (s == CQ_OK) {
+    if (s == CQ_OK && !dry) {
         cq_attn_args at = {.o = &t[4], .q = &t[1], .k = &t[2], .v = &t[3], .n_heads = 1, .n_kv_heads = 1,
                            .head_dim = (int)C};
         s = cq_op_attention(g->be, &at);
     }
-    if (s == CQ_OK && bare) s = cq_op_linear(g->be, y, &t[4], a->wo, a->bo);
-    if (s == CQ_OK && !bare) s = cq_op_copy(g->be, y, xv);
-    if (s == CQ_OK && !bare) {
+    for (int i = 1; i < 4; i++) free_rows(g, &t[i]);
+    if (s == CQ_OK) s = alloc_rows(g, N, C, y);
+    if (s == CQ_OK && !dry && bare) s = cq_op_linear(g->be, y, &t[4], a->wo, a->bo);
+    if (s == CQ_OK && !dry && !bare) s = cq_op_copy(g->be, y, xv);
+    if (s == CQ_OK && !dry && !bare) {
         cq_matmul_args m = {.y = y, .x = &t[4], .w = a->wo, .bias = a->bo, .scale = 1.0f, .accumulate = true};
         s = cq_op_matmul(g->be, &m);
     }
@@ -491,8 +516,6 @@ static cq_status run_gnorm(vs_graph *g, const vs_node *n, cq_tensor *y, int64_t 
 }
 
 static cq_status compute(vs_graph *g, vs_node *n, cq_tensor *y, int64_t p, int64_t q) {
-    if (n->kind == VS_HOLD) return gather_input(g, n, y, n->band, false);
-    if (n->kind == VS_ATTN) return run_attn(g, n, y);
     if (g->dry) return CQ_OK;
     switch (n->kind) {
     case VS_NORM: return run_norm(g, n, y, p, q);
@@ -560,7 +583,7 @@ static cq_status gn_finish(vs_graph *g, vs_node *n, const float *mom, int64_t ro
     float *sc = cq_mallocn((size_t)(2 * C), sizeof(float));
     if (!sc) return CQ_ERR_NOMEM;
     float *sh = sc + C;
-    for (int64_t gi = 0; gi < G; gi++) {
+    for (int64_t gi = 0; gi < G && !g->dry; gi++) {
         double cnt = 0.0, mean = 0.0, m2 = 0.0;
         const double nb = (double)(per_row * cg);
         for (int64_t r = 0; r < rows; r++) {
@@ -582,12 +605,8 @@ static cq_status gn_finish(vs_graph *g, vs_node *n, const float *mom, int64_t ro
     cq_status s = CQ_OK;
     cq_tensor *t[2] = {&n->scale, &n->shift};
     for (int i = 0; i < 2 && s == CQ_OK; i++) {
-        s = cq_tensor_alloc(g->be, CQ_DTYPE_F32, 1, &C, t[i]);
-        if (s == CQ_OK) {
-            g->live += t[i]->nbytes;
-            if (g->live > g->peak) g->peak = g->live;
-            s = cq_tensor_upload(t[i], i ? sh : sc, (size_t)C * sizeof(float));
-        }
+        s = alloc_rows(g, 1, C, t[i]); /* [1, C]: broadcast to every row */
+        if (s == CQ_OK && !g->dry) s = cq_tensor_upload(t[i], i ? sh : sc, (size_t)C * sizeof(float));
     }
     cq_free(sc);
     return s;
@@ -630,22 +649,75 @@ static cq_status gn_statistics(vs_graph *g, int id) {
     cq_free(host);
     if (s != CQ_OK) return s;
     n->have_stats = true;
+    g->settled_ok = false;
     CQ_TRY(release_protected(g, id));
     if (g->work && g->work(g->work_user, (uint64_t)(H * W))) return cq_fail(CQ_ERR_INTERRUPTED, "vae: cancelled");
     return CQ_OK;
 }
 
+/* Multiply-adds of `rows` output rows of n (convolutions and attention: the cost). */
+static uint64_t node_macs(const vs_graph *g, const vs_node *n, int64_t rows) {
+    const double px = (double)rows * (double)n->W;
+    if (n->kind == VS_CONV) return (uint64_t)(px * (double)n->C * (double)g->n[n->in[0]].C * n->k * n->k);
+    if (n->kind == VS_ATTN) return (uint64_t)(px * (double)n->C * (4.0 * (double)n->C + 2.0 * px));
+    return 0;
+}
+
+/* Attention and checkpoints: every row at once, the first time (they pull
+ * their input themselves, band by band, and allocate their output last). */
+static cq_status ensure_whole(vs_graph *g, int id) {
+    vs_node *n = &g->n[id];
+    cq_tensor y;
+    memset(&y, 0, sizeof y);
+    cq_status s = n->kind == VS_HOLD ? gather_input(g, n, &y, n->band, false) : run_attn(g, n, &y);
+    if (s != CQ_OK) {
+        free_rows(g, &y);
+        return s;
+    }
+    g->macs += node_macs(g, n, n->H);
+    free_rows(g, &n->cache);
+    n->cache = y;
+    n->lo = 0;
+    n->hi = n->H;
+    n->need[0] = in_lo(g, n, 0, n->H);
+    CQ_TRY(trim(g, n->in[0]));
+    return n->kind == VS_HOLD ? release_protected(g, id) : CQ_OK;
+}
+
 /* ---- evaluation ------------------------------------------------------------------------- */
+/* Every node's consumers (node << 1 | input slot), made once the graph is complete (at the first request). */
+static cq_status index_consumers(vs_graph *g) {
+    int edges = 0;
+    for (int i = 0; i < g->count; i++) edges += g->n[i].n_in;
+    int *c = cq_mallocn((size_t)CQ_MAX(edges, 1), sizeof(int));
+    if (!c) return CQ_ERR_NOMEM;
+    cq_free(g->cons);
+    g->cons = c;
+    int e = 0;
+    for (int i = 0; i < g->count; i++) {
+        g->n[i].cons0 = e;
+        g->n[i].n_cons = 0;
+        for (int j = i + 1; j < g->count; j++)
+            for (int s = 0; s < g->n[j].n_in; s++)
+                if (g->n[j].in[s] == i) {
+                    c[e++] = j << 1 | s;
+                    g->n[i].n_cons++;
+                }
+    }
+    g->cons_count = g->count;
+    return CQ_OK;
+}
+
 cq_status vs_ensure(vs_graph *g, int id, int64_t b) {
     CQ_TRY(cq_check_cancel("the VAE")); /* polled per node and band: an atomic load */
+    if (g->cons_count != g->count) CQ_TRY(index_consumers(g));
     vs_node *n = &g->n[id];
     if (b > n->H) b = n->H;
     if (b <= n->hi) return CQ_OK;
     if (n->align > 1) b = CQ_MIN(n->H, (b + n->align - 1) / n->align * n->align);
     if (n->kind == VS_GNORM && !n->have_stats) CQ_TRY(gn_statistics(g, id));
-    /* Attention and checkpoints pull their input themselves, band by band. */
-    if (n->kind != VS_ATTN && n->kind != VS_HOLD)
-        for (int i = 0; i < n->n_in; i++) CQ_TRY(vs_ensure(g, n->in[i], in_hi(g, n, i, b)));
+    if (n->kind == VS_ATTN || n->kind == VS_HOLD) return ensure_whole(g, id);
+    for (int i = 0; i < n->n_in; i++) CQ_TRY(vs_ensure(g, n->in[i], in_hi(g, n, i, b)));
     int64_t keep = clamp64(retain_lo(g, id), n->lo, n->hi), old_hi = n->hi;
     cq_tensor nc, y, old;
     CQ_TRY(alloc_rows(g, (b - keep) * n->W, n->C, &nc));
@@ -661,13 +733,12 @@ cq_status vs_ensure(vs_graph *g, int id, int64_t b) {
         free_rows(g, &nc);
         return s;
     }
-    g->computed += (uint64_t)((b - old_hi) * n->W * n->C);
+    g->macs += node_macs(g, n, b - old_hi);
     free_rows(g, &n->cache);
     n->cache = nc;
     n->lo = keep;
     n->hi = b;
     for (int i = 0; i < n->n_in; i++) n->need[i] = in_lo(g, n, i, b);
     for (int i = 0; i < n->n_in; i++) CQ_TRY(trim(g, n->in[i]));
-    if (n->kind == VS_HOLD) CQ_TRY(release_protected(g, id));
     return CQ_OK;
 }

@@ -101,6 +101,7 @@ typedef struct vs_node {
     int64_t need[2];          /* lowest input row still to be read, per input */
     bool have_stats;          /* GNORM: scale and shift hold the statistics */
     cq_tensor scale, shift;   /* GNORM: F32 [C] (owned) */
+    int cons0, n_cons;        /* its consumers: vs_graph.cons[cons0 ..] */
 } vs_node;
 
 /* One statistics pass in flight: the group norm and the nodes it will reset. */
@@ -125,13 +126,18 @@ typedef struct vs_graph {
     void *work_user;
     vs_pass *pass;            /* statistics passes in flight, innermost last */
     int n_pass;
-    bool dry;                 /* account memory only: no op runs (cq_flux_vae_plan) */
+    bool dry;                 /* account memory only: no buffer is allocated, no op runs (plans) */
     size_t live, peak;        /* bytes of activations held, and the high-water mark */
-    uint64_t computed;        /* elements the layers computed (a statistics pass recomputes: they count again) */
-    uint8_t *tmp;             /* [cap] scratch of the settledness sweep */
+    uint64_t macs;            /* multiply-adds of the convolutions and the attention (recomputed rows count again) */
+    uint8_t *tmp;             /* [cap]: which nodes are settled (retain_lo), valid while settled_ok */
+    bool settled_ok;
+    int *cons;                /* consumers of every node (node << 1 | slot), indexed at the first request */
+    int cons_count;           /* the node count cons was made for */
 } vs_graph;
 
 void vs_init(vs_graph *g, cq_backend *be);
+/* A dry run's stand-in for an F32 [rows, cols] buffer: its bytes count, it holds none. */
+cq_tensor vs_phantom(cq_backend *be, int64_t rows, int64_t cols);
 /* Frees every node's buffers and the node array (a source's tensor is the caller's). */
 void vs_free(vs_graph *g);
 
