@@ -366,9 +366,10 @@ static cq_status run_plan(cq_flux_vae *v, bool decode, int H0, int W0, const fv_
     cq_status s = upload_planar(&r, in, n, decode ? v->cfg.latent_channels : v->cfg.in_channels);
     if (s == CQ_OK)
         s = decode ? build_decoder(v, &r.g, &r.src, H0, W0, p) : build_encoder(v, &r.g, &r.src, H0, W0, p);
-    int passes = 0;
+    int passes = 0, holds = 0;
     for (int i = 0; s == CQ_OK && i < r.g.count; i++) {
         const vs_node *nd = &r.g.n[i];
+        holds += nd->kind == VS_HOLD;
         if (nd->kind != VS_GNORM) continue;
         const vs_node *x = &r.g.n[nd->in[0]];
         r.total += (uint64_t)(x->H * x->W);
@@ -378,7 +379,8 @@ static cq_status run_plan(cq_flux_vae *v, bool decode, int H0, int W0, const fv_
     r.g.work = on_work;
     r.g.work_user = &r;
     if (s == CQ_OK) s = pull_sink(&r, decode ? sink_band(p) : 0, out, decode);
-    v->last = (cq_flux_vae_stats){.peak_bytes = r.g.peak + r.src.nbytes, .macs = r.g.macs, .stat_passes = passes};
+    v->last = (cq_flux_vae_stats){.peak_bytes = r.g.peak + r.src.nbytes, .macs = r.g.macs, .stat_passes = passes,
+                                  .checkpoints = holds};
     vs_free(&r.g);
     cq_tensor_free(&r.src);
     return s;

@@ -94,6 +94,7 @@ typedef struct cq_flux_vae_stats {
     size_t peak_bytes;
     uint64_t macs;
     int stat_passes; /* group norms that ran a statistics pass of their own (recomputation) */
+    int checkpoints; /* maps held whole so that passes stop there */
 } cq_flux_vae_stats;
 cq_flux_vae_stats cq_flux_vae_last_stats(const cq_flux_vae *v);
 
