@@ -1,4 +1,4 @@
-"""Timing shared by the GPU peer benchmarks (tools/bench_peer_qi21.py, tools/bench_peer_vae.py)."""
+"""Timing shared by the GPU peer benchmarks (tools/bench_peer_qi21.py, bench_peer_vae.py, bench_peer_zimage.py)."""
 import statistics
 import time
 

@@ -113,6 +113,36 @@ int cq_bench_dit_config(char *buf, size_t len, int layers) {
     return k < 0 || (size_t)k >= len ? -1 : k;
 }
 
+/* ---- the released Z-Image denoiser ------------------------------------------------------------ */
+void cq_bench_zimage_config(cq_zimage_config *c, int heads, int layers) {
+    const int D = 128 * heads;
+    *c = (cq_zimage_config){.in_channels = 16, .patch_channels = 64, .dim = D, .n_heads = heads, .head_dim = 128,
+                            .n_layers = layers, .n_refiner_layers = CQ_BENCH_ZI_REFINERS,
+                            .ffn_hidden = (int)((double)D / 3.0 * 8.0), .adaln_dim = D < 256 ? D : 256,
+                            .cap_feat_dim = CQ_BENCH_ZI_CAP, .axes_dims = {32, 48, 48}, .axes_lens = {1536, 512, 512},
+                            .rope_theta = 256.0, .t_scale = 1000.0f, .norm_eps = 1e-5f};
+}
+
+cq_status cq_bench_zimage_weights(cq_bench_pack *p, cq_dtype q, const cq_zimage_config *c) {
+    cq_tt_list t = {0};
+    cq_status s = cq_zimage_tensors(c, "dit.", &t);
+    if (s == CQ_OK) s = cq_bench_pack_table(p, &t, q);
+    cq_tt_list_free(&t);
+    return s;
+}
+
+int cq_bench_zimage_config_json(char *buf, size_t len, const cq_zimage_config *c) {
+    int k = snprintf(buf, len,
+                     "{\"_class_name\": \"ZImageTransformer2DModel\", \"all_patch_size\": [2], \"all_f_patch_size\": [1], "
+                     "\"in_channels\": %d, \"dim\": %d, \"n_layers\": %d, \"n_refiner_layers\": %d, \"n_heads\": %d, "
+                     "\"n_kv_heads\": %d, \"norm_eps\": 1e-05, \"qk_norm\": true, \"cap_feat_dim\": %d, "
+                     "\"rope_theta\": 256.0, \"t_scale\": 1000.0, \"axes_dims\": [%d, %d, %d], \"axes_lens\": [%d, %d, %d]}",
+                     c->in_channels, c->dim, c->n_layers, c->n_refiner_layers, c->n_heads, c->n_heads, c->cap_feat_dim,
+                     c->axes_dims[0], c->axes_dims[1], c->axes_dims[2], c->axes_lens[0], c->axes_lens[1],
+                     c->axes_lens[2]);
+    return k < 0 || (size_t)k >= len ? -1 : k;
+}
+
 /* ---- the released Qwen-Image-2.1 VAE --------------------------------------------------- */
 static const int k_vae_mult[CQ_BENCH_VAE_LEVELS] = {1, 2, 4, 8, 8};
 static const bool k_vae_tdown[CQ_BENCH_VAE_LEVELS - 1] = {false, true, true, true};

@@ -66,6 +66,19 @@ cq_status cq_bench_dit_weights(cq_bench_pack *p, cq_dtype quant, int layers);
 /* Its config JSON (dit.config_json) with `layers` blocks; the length, or -1 when buf is too small. */
 int cq_bench_dit_config(char *buf, size_t len, int layers);
 
+/* ---- the released Z-Image denoiser (ZImageTransformer2DModel, Turbo and base alike) --------- */
+#define CQ_BENCH_ZI_HEADS 30   /* x 128 = dim 3840 */
+#define CQ_BENCH_ZI_LAYERS 30
+#define CQ_BENCH_ZI_REFINERS 2
+#define CQ_BENCH_ZI_CAP 2560   /* cap_feat_dim: Qwen3-4B's width */
+struct cq_zimage_config;
+/* The released config with `heads` of the 30 heads (dim 128 heads) and `layers` of the 30 main layers. */
+void cq_bench_zimage_config(struct cq_zimage_config *c, int heads, int layers);
+/* Its weights under "dit." (matrices in `quant`) and its config JSON (dit.config_json; the length, or -1 when
+ * buf is too small). */
+cq_status cq_bench_zimage_weights(cq_bench_pack *p, cq_dtype quant, const struct cq_zimage_config *c);
+int cq_bench_zimage_config_json(char *buf, size_t len, const struct cq_zimage_config *c);
+
 /* ---- the released Qwen-Image-2.1 VAE (AutoencoderKLQwenImage21) ------------------------- */
 #define CQ_BENCH_VAE_BASE 96      /* base_dim (encoder) */
 #define CQ_BENCH_VAE_DEC_BASE 144 /* decoder_base_dim */

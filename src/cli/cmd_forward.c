@@ -1,10 +1,13 @@
 /*
- * cmd_forward.c — `cortiq forward`: one Qwen-Image-2.1 denoiser forward on
- * tensors from a safetensors file, written to another. This is the parity
- * contract (README.md, "cortiq forward"): inputs named like the reference
- * forward's arguments, output `velocity` for the target rows. By default the
- * cached path (prefill + step) runs; --no-cache runs the whole joint
- * sequence at once.
+ * cmd_forward.c — `cortiq forward`: one denoiser forward on tensors from a
+ * safetensors file, written to another. This is the parity contract
+ * (README.md, "cortiq forward"): inputs named like the reference forward's
+ * arguments. The pack's denoiser config decides the model:
+ *  - Qwen-Image-2.1: output `velocity` for the target rows; by default the
+ *    cached path (prefill + step) runs, --no-cache runs the whole joint
+ *    sequence at once;
+ *  - Z-Image: x, cap_feats, t -> `out` (models/zimage_inputs.h), prepare and
+ *    one step.
  */
 #include <stdio.h>
 #include <string.h>
@@ -14,6 +17,9 @@
 #include "format/safetensors.h"
 #include "models/qi21.h"
 #include "models/qi21_inputs.h"
+#include "models/kit/config.h"
+#include "models/zimage.h"
+#include "models/zimage_inputs.h"
 #include "ops/ops.h"
 
 static void help(void) {
@@ -21,11 +27,13 @@ static void help(void) {
         "usage: cortiq forward MODEL.cmf --inputs IN.safetensors --output OUT.safetensors\n"
         "                      [--no-cache] [--threads N] [--backend NAME] [--no-verify]\n"
         "\n"
-        "Run the Qwen-Image-2.1 denoiser once on the tensors of IN and write the velocity of the\n"
-        "target image to OUT. MODEL is a pipeline pack or a bare transformer converted with\n"
-        "`cortiq convert` (tensors dit.*, config dit.config_json).\n"
+        "Run the denoiser of MODEL once on the tensors of IN and write its output to OUT. MODEL is a\n"
+        "pipeline pack or a bare transformer converted with `cortiq convert` (tensors dit.*, config\n"
+        "dit.config_json): Qwen-Image-2.1 (QwenImage21Transformer2DModel) or Z-Image\n"
+        "(ZImageTransformer2DModel).\n"
         "\n"
-        "IN holds (names as the reference forward's arguments; each may have a leading batch of 1):\n"
+        "Qwen-Image-2.1: IN holds (names as the reference forward's arguments; each may have a\n"
+        "leading batch of 1):\n"
         "  hidden_states          f32 [N_image_tokens, in_channels]  condition images first, target last\n"
         "  encoder_hidden_states  f32 [vlm_len - target_slots, context_in_dim]  one row per position of\n"
         "                         the vision-language sequence before the target's slots (rows at\n"
@@ -38,10 +46,18 @@ static void help(void) {
         "OUT gets:\n"
         "  velocity               f32 [target_tokens, out_channels]\n"
         "\n"
+        "Z-Image: IN holds\n"
+        "  x                      f32 [C, 1, H, W] or [C, H, W]  the latent of one image (H, W even)\n"
+        "  cap_feats              f32 [L, cap_feat_dim]  the caption rows (a leading batch of 1 accepted)\n"
+        "  t                      f32 [1]  the model's timestep in [0, 1] (the pipeline passes 1 - sigma)\n"
+        "OUT gets:\n"
+        "  out                    f32, x's shape: the model's raw output (the pipeline negates it)\n"
+        "\n"
         "options:\n"
         "  -i, --inputs FILE   the input tensors\n"
         "  -o, --output FILE   where to write the velocity (safetensors)\n"
-        "  --no-cache          run the whole joint sequence at once instead of prefill + step\n"
+        "  --no-cache          Qwen-Image-2.1: run the whole joint sequence at once instead of prefill +\n"
+        "                      step (Z-Image has one path: the caption is prepared, then one step)\n"
         "  --threads N         worker threads (default: CORTIQ_THREADS or all cores)\n"
         "  --backend NAME      cpu (default), ref (the plain-C reference ops; slow), cuda[:N] or vulkan[:N]\n"
         "  --no-verify         do not check each tensor's hash when it is first read (the header and\n"
@@ -103,7 +119,56 @@ static const char *find_prefix(const cq_cmf *cmf) {
     return cq_cmf_find(cmf, "dit.config_json") || !cq_cmf_find(cmf, "config_json") ? "dit." : "";
 }
 
+/* Whether the denoiser config names Z-Image's class. */
+static bool is_zimage(const cq_cmf *cmf, const char *prefix) {
+    cJSON *j = NULL;
+    if (cq_cfg_open(cmf, prefix, "forward", &j) != CQ_OK) return false;
+    const cJSON *cls = cJSON_GetObjectItemCaseSensitive(j, "_class_name");
+    bool z = cJSON_IsString(cls) && strcmp(cls->valuestring, "ZImageTransformer2DModel") == 0;
+    cJSON_Delete(j);
+    return z;
+}
+
+static cq_status run_zimage(const fwd_opts *o, cq_backend *be, cq_cmf *cmf, cq_st *st, const char **what) {
+    cq_zimage *m = NULL;
+    cq_zimage_inputs in = {0};
+    float *out = NULL;
+    cq_st_writer *w = NULL;
+    *what = "loading the model";
+    cq_status s = cq_zimage_load(cmf, find_prefix(cmf), be, &m);
+    if (s == CQ_OK) {
+        *what = "reading the inputs";
+        s = cq_zimage_inputs_read(st, cq_zimage_get_config(m), &in);
+    }
+    const size_t n = (size_t)in.x_shape[0] * (size_t)in.lat_h * (size_t)in.lat_w;
+    if (s == CQ_OK && !(out = cq_mallocn(n, sizeof(float)))) s = CQ_ERR_NOMEM;
+    double t0 = cq_now();
+    if (s == CQ_OK) {
+        *what = "running the denoiser";
+        s = cq_zimage_forward(m, in.latent, in.lat_h, in.lat_w, in.cap, in.n_cap, in.t, out);
+    }
+    double t1 = cq_now();
+    if (s == CQ_OK) {
+        *what = "writing the output";
+        s = cq_st_writer_create(&w);
+        if (s == CQ_OK) s = cq_st_writer_add_f32(w, "out", in.x_ndim, in.x_shape, out);
+        if (s == CQ_OK) s = cq_st_writer_save(w, o->output);
+        if (s == CQ_OK)
+            printf("out [%llu, %d, %d] -> %s (%s: %.3f s)\n", (unsigned long long)in.x_shape[0], in.lat_h, in.lat_w,
+                   o->output, cq_backend_name(be), t1 - t0);
+    }
+    cq_st_writer_free(w);
+    cq_free(out);
+    cq_zimage_inputs_free(&in);
+    cq_zimage_free(m);
+    return s;
+}
+
 static cq_status run(const fwd_opts *o, cq_backend *be, cq_cmf *cmf, cq_st *st, const char **what) {
+    if (is_zimage(cmf, find_prefix(cmf))) {
+        if (o->no_cache) return cq_fail(CQ_ERR_INVALID_ARG, "--no-cache applies to Qwen-Image-2.1 packs only");
+        return run_zimage(o, be, cmf, st, what);
+    }
     cq_qi21 *m = NULL;
     cq_qi21_cache *c = NULL;
     cq_qi21_inputs in = {0};

@@ -140,12 +140,12 @@ static cq_status arch_pipeline(const cv_source *src, cJSON *arch) {
     const cJSON *te = comp_config(src, CV_TE);
     const cJSON *tt = cJSON_GetObjectItemCaseSensitive(te, "text_config");
     if (!cJSON_IsObject(tt)) tt = te;
-    uint64_t heads = pick_uint(dit, NULL, KEYS("num_attention_heads", "num_heads"), 0);
+    uint64_t heads = pick_uint(dit, NULL, KEYS("num_attention_heads", "num_heads", "n_heads"), 0);
     uint64_t head_dim = pick_uint(dit, NULL, KEYS("attention_head_dim", "head_dim"), 0);
     uint64_t hidden = pick_uint(dit, NULL, KEYS("hidden_size", "inner_dim"), heads * head_dim);
     if (hidden == 0) hidden = pick_uint(dit, NULL, KEYS("dim"), 0);
     if (head_dim == 0 && heads) head_dim = hidden / heads;
-    uint64_t layers = pick_uint(dit, NULL, KEYS("num_layers", "num_hidden_layers", "depth"), 0);
+    uint64_t layers = pick_uint(dit, NULL, KEYS("num_layers", "num_hidden_layers", "depth", "n_layers"), 0);
     layers += pick_uint(dit, NULL, KEYS("num_single_layers"), 0);
     double ratio;
     uint64_t inter = pick_uint(dit, NULL, KEYS("intermediate_size", "ffn_dim"), 0);

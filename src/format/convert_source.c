@@ -101,6 +101,8 @@ static const struct {
     {"QwenImageTransformer2DModel", "qwen_image"},
     {"QwenImageEditPipeline", "qwen_image_edit"},
     {"QwenImageEditPlusPipeline", "qwen_image_edit_plus"},
+    {"ZImagePipeline", "z_image"},
+    {"ZImageTransformer2DModel", "z_image"},
     {"AutoencoderKL", "flux_vae"}, /* a lone VAE folder; a pipeline names its own arch */
 };
 

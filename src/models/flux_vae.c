@@ -18,7 +18,7 @@
  *    3x3 stride-2 conv but on the last) -> mid -> norm -> SiLU -> conv_out
  *    -> quant_conv (when used): the moments, mean | logvar.
  *
- * The plan (see flux_vae.h and docs/ARCHITECTURE.md), found by dry runs of the
+ * The plan (see flux_vae.h and docs/ZIMAGE.md), found by dry runs of the
  * schedule (no buffer, no op: cheap on any backend): everything whole when
  * that fits the budget; otherwise the levels (the layers at one resolution)
  * with the largest maps stream, one more at a time, with bands halved until

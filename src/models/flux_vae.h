@@ -22,7 +22,7 @@
  * between a group norm and the checkpoint before it. What fits the
  * activation budget is computed whole (no recomputation): the whole image
  * when it fits, else all but the largest levels (cq_flux_vae_set_budget);
- * docs/ARCHITECTURE.md ("The Flux VAE") gives the figures.
+ * docs/ZIMAGE.md ("The Flux VAE") gives the figures.
  *
  * Layouts: latents, images and moments are planar f32 host arrays
  * ([C, H, W], the reference's order).

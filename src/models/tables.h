@@ -13,11 +13,15 @@
 #include "models/kit/tensors.h"
 #include "models/qi21.h"
 #include "models/qwen3.h"
+#include "models/zimage.h"
 
 /* The Qwen-Image-2.1 denoiser's tensors, names under `prefix` ("dit."). */
 cq_status cq_qi21_tensors(const cq_qi21_config *c, const char *prefix, cq_tt_list *out);
 /* The sinusoidal timestep features the denoiser's first Linear reads. */
 #define CQ_QI21_TIMESTEP_CHANNELS 256
+
+/* The Z-Image denoiser's tensors, names under `prefix` ("dit."). */
+cq_status cq_zimage_tensors(const cq_zimage_config *c, const char *prefix, cq_tt_list *out);
 
 /* The Qwen3 text tower's tensors: the stack under prefix + stack ("te." +
  * "model." or "model.language_model."), the head at prefix + "lm_head.weight"
@@ -48,7 +52,7 @@ cq_status cq_flux_vae_tensors(const cq_flux_vae_config *c, const char *prefix, c
 
 /* Check every component of a known architecture in the pack against its
  * table (tables_check.c): the image pipeline's dit. / te. / vae., a lone
- * denoiser or VAE, a Qwen3 language model. Findings go to note; the counts
+ * denoiser (Qwen-Image-2.1 or Z-Image) or VAE, a Qwen3 language model. Findings go to note; the counts
  * add up in *rep; *n_checked receives the number of components checked (0:
  * no known architecture). */
 cq_status cq_tables_check_pack(const cq_cmf *cmf, cq_tt_note_fn note, void *user, cq_tt_report *rep, int *n_checked);

@@ -98,6 +98,27 @@ static void test_rope_tables(void **st) {
     assert_int_equal(cq_dit_rope_init(&r, 1, wide, 10000.0f), CQ_ERR_INVALID_ARG);
 }
 
+/* Z-Image's variant: frequencies and angles in f64, each angle rounded to f32 (theta 256, one axis of 6 dims:
+ * frequencies 1, 256^(-1/3), 256^(-2/3)). At position 1001 the f32 product would give angles 157.647614 and
+ * 24.8279419 (cos 0.842988858, 0.953907192) instead of 157.647629 and 24.8279438: the test tells them apart. */
+static void test_rope_tables_f64(void **st) {
+    (void)st;
+    cq_dit_rope r;
+    const int dims[1] = {6};
+    assert_int_equal(cq_dit_rope_init_f64(&r, 1, dims, 256.0), CQ_OK);
+    assert_true(r.f64);
+    assert_int_equal(r.half, 3);
+    const int32_t pos[2] = {1001, 0};
+    float c[6], s[6];
+    cq_dit_rope_tables(&r, pos, 2, c, s);
+    const double wc[6] = {cos(1001.0), 0.842980650, 0.953907764, 1, 1, 1};
+    const double ws[6] = {sin(1001.0), 0.537943885, -0.300099945, 0, 0, 0};
+    near(c, wc, 6, 2e-7);
+    near(s, ws, 6, 2e-7);
+    const int odd[1] = {5};
+    assert_int_equal(cq_dit_rope_init_f64(&r, 1, odd, 256.0), CQ_ERR_INVALID_ARG);
+}
+
 static void upload(cq_backend *be, cq_tensor *t, int64_t rows, int64_t cols, const float *v) {
     assert_int_equal(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, rows, cols, t), CQ_OK);
     assert_int_equal(cq_tensor_upload(t, v, (size_t)(rows * cols) * sizeof(float)), CQ_OK);
@@ -173,7 +194,8 @@ static void test_stepper_on_host(void **st) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_timestep_default), cmocka_unit_test(test_timestep_knobs),
-        cmocka_unit_test(test_rope_tables),      cmocka_unit_test(test_modulation_groups),
+        cmocka_unit_test(test_rope_tables),
+        cmocka_unit_test(test_rope_tables_f64),      cmocka_unit_test(test_modulation_groups),
         cmocka_unit_test(test_stepper_on_host),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

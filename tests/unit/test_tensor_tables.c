@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
 
 #include <cmocka.h>
 
@@ -284,6 +285,109 @@ static void test_qi21_unexpected_tensor(void **st) {
     cq_cmf_close(cmf);
 }
 
+/* ---- the Z-Image denoiser ------------------------------------------------------------------ */
+/* dim 16 (2 heads x 8), FFN int(16 / 3 * 8) = 42, 2 layers, 1 refiner, caption 12, 4 latent channels */
+static const char k_zi_cfg[] =
+    "{\"_class_name\":\"ZImageTransformer2DModel\",\"in_channels\":4,\"dim\":16,\"n_layers\":2,"
+    "\"n_refiner_layers\":1,\"n_heads\":2,\"n_kv_heads\":2,\"cap_feat_dim\":12,\"axes_dims\":[2,2,4],"
+    "\"axes_lens\":[64,16,16]}";
+
+static cq_cmf *zimage_pack(const char *leaf, const change *ch, cq_zimage_config *c) {
+    cq_cmf *cfg_only = NULL;
+    {
+        cq_tt_list none = {0};
+        const char *names[] = {"dit.config_json"}, *cfgs[] = {k_zi_cfg};
+        cfg_only = write_pack("zi_cfg.cmf", &none, false, names, cfgs, 1, NULL);
+    }
+    assert_int_equal(cq_zimage_parse_config(cfg_only, "dit.", c), CQ_OK);
+    cq_cmf_close(cfg_only);
+    cq_tt_list t = {0};
+    assert_int_equal(cq_zimage_tensors(c, "dit.", &t), CQ_OK);
+    const char *names[] = {"dit.config_json"}, *cfgs[] = {k_zi_cfg};
+    cq_cmf *cmf = write_pack(leaf, &t, false, names, cfgs, 1, ch);
+    cq_tt_list_free(&t);
+    return cmf;
+}
+
+static cq_status load_zimage(cq_cmf *cmf, bool run) {
+    cq_backend *be;
+    assert_int_equal(cq_backend_create("cpu", 1, &be), CQ_OK);
+    cq_zimage *m = NULL;
+    cq_status s = cq_zimage_load(cmf, "dit.", be, &m);
+    assert_true((s == CQ_OK) == (m != NULL));
+    if (s == CQ_OK && run) {
+        /* the generated weights run: a 4x6 latent (6 tokens, 26 pad rows), 3 caption rows; finite output */
+        float lat[4 * 4 * 6], cap[3 * 12], out[4 * 4 * 6];
+        for (int i = 0; i < 96; i++) lat[i] = 0.1f * (float)(i % 7) - 0.3f;
+        for (int i = 0; i < 36; i++) cap[i] = 0.05f * (float)(i % 5);
+        assert_int_equal(cq_zimage_forward(m, lat, 4, 6, cap, 3, 0.5f, out), CQ_OK);
+        for (int i = 0; i < 96; i++) assert_true(isfinite(out[i]));
+    }
+    cq_zimage_free(m);
+    cq_backend_free(be);
+    return s;
+}
+
+static void test_zimage_table(void **st) {
+    (void)st;
+    cq_zimage_config c;
+    cq_cmf *cmf = zimage_pack("zi.cmf", NULL, &c);
+    assert_int_equal(c.head_dim, 8);
+    assert_int_equal(c.ffn_hidden, 42);
+    assert_int_equal(c.adaln_dim, 16);
+    assert_int_equal(c.patch_channels, 16);
+    cq_tt_list t = {0};
+    assert_int_equal(cq_zimage_tensors(&c, "dit.", &t), CQ_OK);
+    assert_int_equal(t.n, 15 + 15 + 13 + 2 * 15); /* top level, noise refiner, context refiner, layers */
+    const cq_tt_entry *e = cq_tt_find(&t, "dit.layers.1.feed_forward.w2.weight");
+    assert_non_null(e);
+    assert_int_equal(e->shape[0], 16);
+    assert_int_equal(e->shape[1], 42);
+    e = cq_tt_find(&t, "dit.noise_refiner.0.adaLN_modulation.0.weight");
+    assert_int_equal(e->shape[0], 64);
+    assert_int_equal(e->shape[1], 16);
+    assert_null(cq_tt_find(&t, "dit.context_refiner.0.adaLN_modulation.0.weight"));
+    e = cq_tt_find(&t, "dit.t_embedder.mlp.0.weight");
+    assert_int_equal(e->shape[0], CQ_ZIMAGE_TIMESTEP_MID);
+    assert_int_equal(e->shape[1], CQ_ZIMAGE_TIMESTEP_CHANNELS);
+    e = cq_tt_find(&t, "dit.all_x_embedder.2-1.weight");
+    assert_int_equal(e->shape[1], 16);
+    e = cq_tt_find(&t, "dit.x_pad_token");
+    assert_int_equal(e->codec, CQ_TT_VECTOR);
+    cq_tt_list_free(&t);
+    assert_int_equal(load_zimage(cmf, true), CQ_OK);
+    cq_tt_report rep;
+    int n = -1;
+    assert_int_equal(cq_tables_check_pack(cmf, NULL, NULL, &rep, &n), CQ_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(rep.missing + rep.unexpected + rep.mismatched, 0);
+    cq_cmf_close(cmf);
+}
+
+static void test_zimage_bad_packs(void **st) {
+    (void)st;
+    cq_zimage_config c;
+    change missing = {"dit.context_refiner.0.ffn_norm2.weight", 0, NULL};
+    cq_cmf *cmf = zimage_pack("zi_missing.cmf", &missing, &c);
+    expect_error(load_zimage(cmf, false), CQ_ERR_MISSING,
+                 (const char *[]){"zimage: tensor 'dit.context_refiner.0.ffn_norm2.weight' [16] is missing", NULL});
+    cq_cmf_close(cmf);
+    change shape = {"dit.cap_embedder.1.weight", 1, NULL};
+    cmf = zimage_pack("zi_shape.cmf", &shape, &c);
+    expect_error(load_zimage(cmf, false), CQ_ERR_SHAPE,
+                 (const char *[]){"zimage: tensor 'dit.cap_embedder.1.weight' has shape [16 x 13], the config implies "
+                                  "[16 x 12]", NULL});
+    cq_tt_report rep;
+    int n;
+    assert_int_equal(cq_tables_check_pack(cmf, NULL, NULL, &rep, &n), CQ_OK);
+    assert_int_equal(rep.mismatched, 1);
+    cq_cmf_close(cmf);
+    change codec = {"dit.x_pad_token", 2, NULL};
+    cmf = zimage_pack("zi_codec.cmf", &codec, &c);
+    expect_error(load_zimage(cmf, false), CQ_ERR_DTYPE, (const char *[]){"'dit.x_pad_token' is stored as u8", NULL});
+    cq_cmf_close(cmf);
+}
+
 /* ---- the text tower ------------------------------------------------------------------------- */
 static void test_qwen3_pack(void **st) {
     (void)st;
@@ -393,9 +497,9 @@ static void expect_clean(const cq_cmf *cmf, const char *what, int components) {
  * transformers' save_pretrained): converted, each matches its table exactly. */
 static void test_golden_folders_match_tables(void **st) {
     (void)st;
-    static const char *const dirs[] = {"qi21/tiny_a",   "qi21/tiny_b",   "vae/vae_a",       "vae/vae_b",
-                                       "qwen3/qwen3_a", "qwen3/qwen3_b", "qwen3/qwen3vl_a", "zimage/vae_a",
-                                       "zimage/vae_b"};
+    static const char *const dirs[] = {"qi21/tiny_a",    "qi21/tiny_b",   "vae/vae_a",     "vae/vae_b",
+                                       "qwen3/qwen3_a",  "qwen3/qwen3_b", "qwen3/qwen3vl_a", "zimage/dit_a",
+                                       "zimage/dit_b",   "zimage/vae_a",  "zimage/vae_b"};
     int done = 0;
     for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
         char src[1024];
@@ -439,6 +543,8 @@ int main(void) {
         cmocka_unit_test(test_qi21_wrong_shape),
         cmocka_unit_test(test_qi21_wrong_codec),
         cmocka_unit_test(test_qi21_unexpected_tensor),
+        cmocka_unit_test(test_zimage_table),
+        cmocka_unit_test(test_zimage_bad_packs),
         cmocka_unit_test(test_qwen3_pack),
         cmocka_unit_test(test_vae_pack),
         cmocka_unit_test(test_golden_folders_match_tables),

@@ -45,12 +45,21 @@ cq_status cq_dit_rope_init(cq_dit_rope *r, int n_axes, const int *dims, float th
     return CQ_OK;
 }
 
+cq_status cq_dit_rope_init_f64(cq_dit_rope *r, int n_axes, const int *dims, double theta) {
+    CQ_TRY(cq_dit_rope_init(r, n_axes, dims, (float)theta));
+    r->f64 = true;
+    /* 1.0 / theta ** (arange(0, dim, 2, float64) / dim), all in f64 */
+    for (int a = 0; a < n_axes; a++)
+        for (int i = 0; i < dims[a] / 2; i++) r->freq64[a][i] = 1.0 / pow(theta, (double)(2 * i) / (double)dims[a]);
+    return CQ_OK;
+}
+
 static void row_table(const cq_dit_rope *r, const float *pos, float *cosv, float *sinv) {
     int col = 0;
     for (int a = 0; a < r->n_axes; a++)
         for (int f = 0; f < r->dims[a] / 2; f++, col++) {
-            /* the reference forms the angle in f32 (position * freq), then cos/sin */
-            float ang = pos[a] * r->freq[a][f];
+            /* the reference forms the angle in f32 (position * freq), or in f64 rounded to f32, then cos/sin */
+            float ang = r->f64 ? (float)((double)pos[a] * r->freq64[a][f]) : pos[a] * r->freq[a][f];
             cosv[col] = (float)cos((double)ang);
             sinv[col] = (float)sin((double)ang);
         }

@@ -6,7 +6,8 @@
  *  - N-axis RoPE tables: per-axis inverse frequencies and the cos/sin table
  *    of rows at integer or fractional positions (one column per frequency,
  *    the axes side by side; the op pairs them, interleaved or split halves,
- *    by its cq_rope_mode);
+ *    by its cq_rope_mode); the angles formed in f32 (Qwen-Image) or in f64
+ *    and rounded to f32 (Z-Image's tables are built in float64);
  *  - modulated norms and gated residuals over row groups (runs of rows that
  *    read one row of a modulation table);
  *  - the record/replay step driver: a denoising step run op by op until the
@@ -44,11 +45,16 @@ typedef struct cq_dit_rope {
     int dims[CQ_DIT_ROPE_MAX_AXES];                         /* rotated dims per axis (even) */
     float freq[CQ_DIT_ROPE_MAX_AXES][CQ_DIT_ROPE_MAX_FREQS]; /* 1 / theta^(2i / dim), in f32 as the reference */
     int half;                                               /* sum of dims / 2: the table's columns */
+    bool f64;                                               /* angles in f64 from freq64, rounded to f32 */
+    double freq64[CQ_DIT_ROPE_MAX_AXES][CQ_DIT_ROPE_MAX_FREQS]; /* f64: 1 / theta^(2i / dim), in f64 */
 } cq_dit_rope;
 
 /* The frequencies of n_axes axes of dims[] rotated dims each; CQ_ERR_INVALID_ARG for an odd, empty or too wide
  * axis. */
 cq_status cq_dit_rope_init(cq_dit_rope *r, int n_axes, const int *dims, float theta);
+/* The same with the frequencies and the angles (position * frequency) in f64, each angle rounded to f32 before
+ * its cos/sin, as a reference that builds its table in float64 and casts it with .float() (Z-Image). */
+cq_status cq_dit_rope_init_f64(cq_dit_rope *r, int n_axes, const int *dims, double theta);
 /* cos/sin [n][half] for rows at integer positions pos[n][n_axes]. */
 void cq_dit_rope_tables(const cq_dit_rope *r, const int32_t *pos, int n, float *cosv, float *sinv);
 /* The same at fractional positions pos[n][n_axes] (an integer position gives what cq_dit_rope_tables gives). */

@@ -254,3 +254,82 @@ cq_status cq_tt_compare(const char *who, const cq_tt_list *l, const cq_cmf *cmf,
     }
     return CQ_OK;
 }
+
+/* ---- binding ------------------------------------------------------------------------------ */
+cq_status cq_tt_held_add(cq_tt_held *h, const cq_tensor *t) {
+    if (h->n == h->cap) {
+        size_t cap = h->cap ? 2 * h->cap : 64;
+        cq_tensor *o = cq_reallocn(h->t, cap, sizeof *o);
+        if (!o) {
+            cq_tensor tmp = *t;
+            cq_tensor_free(&tmp);
+            return CQ_ERR_NOMEM;
+        }
+        h->t = o;
+        h->cap = cap;
+    }
+    h->t[h->n++] = *t;
+    return CQ_OK;
+}
+
+void cq_tt_held_free(cq_tt_held *h) {
+    if (!h) return;
+    for (size_t i = 0; i < h->n; i++) cq_tensor_free(&h->t[i]);
+    cq_free(h->t);
+    memset(h, 0, sizeof *h);
+}
+
+static cq_status bind_get(const cq_tt_binder *b, const cq_tensor_view **v, const char *fmt, va_list ap) {
+    char name[sizeof b->table->e[0].name];
+    int k = vsnprintf(name, sizeof name, fmt, ap);
+    if (k < 0 || (size_t)k >= sizeof name) return cq_fail(CQ_ERR_INVALID_ARG, "%s: a tensor name is too long", b->who);
+    return cq_tt_get(b->who, b->table, b->cmf, v, "%s", name);
+}
+
+cq_status cq_tt_bind_weight(const cq_tt_binder *b, cq_tensor *out, const char *fmt, ...) {
+    memset(out, 0, sizeof *out);
+    const cq_tensor_view *v;
+    va_list ap;
+    va_start(ap, fmt);
+    cq_status s = bind_get(b, &v, fmt, ap);
+    va_end(ap);
+    CQ_TRY(s);
+    CQ_TRY(cq_tensor_bind_weight(b->be, v, out));
+    s = cq_tt_held_add(b->held, out);
+    if (s != CQ_OK) memset(out, 0, sizeof *out);
+    return s;
+}
+
+cq_status cq_tt_held_upload(const cq_tt_binder *b, const float *v, int64_t rows, int64_t cols, cq_tensor *out) {
+    memset(out, 0, sizeof *out);
+    CQ_TRY(cq_tensor_alloc_2d(b->be, CQ_DTYPE_F32, rows, cols, out));
+    cq_status s = cq_tensor_upload(out, v, (size_t)rows * (size_t)cols * sizeof(float));
+    if (s == CQ_OK) s = cq_tt_held_add(b->held, out);
+    else cq_tensor_free(out);
+    if (s != CQ_OK) memset(out, 0, sizeof *out);
+    return s;
+}
+
+cq_status cq_tt_bind_vector(const cq_tt_binder *b, cq_tensor *out, const char *fmt, ...) {
+    memset(out, 0, sizeof *out);
+    const cq_tensor_view *v;
+    va_list ap;
+    va_start(ap, fmt);
+    cq_status s = bind_get(b, &v, fmt, ap);
+    va_end(ap);
+    CQ_TRY(s);
+    size_t n = (size_t)v->nelem;
+    float *tmp = cq_mallocn(n, sizeof(float));
+    if (!tmp) return CQ_ERR_NOMEM;
+    s = cq_tt_read_vector(b->who, v, tmp, n);
+    if (s == CQ_OK) {
+        int64_t shape[1] = {(int64_t)n};
+        s = cq_tensor_alloc(b->be, CQ_DTYPE_F32, 1, shape, out);
+        if (s == CQ_OK) s = cq_tensor_upload(out, tmp, n * sizeof(float));
+        if (s == CQ_OK) s = cq_tt_held_add(b->held, out);
+        else cq_tensor_free(out);
+    }
+    cq_free(tmp);
+    if (s != CQ_OK) memset(out, 0, sizeof *out);
+    return s;
+}

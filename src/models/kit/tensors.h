@@ -106,6 +106,36 @@ cq_status cq_tt_get(const char *who, const cq_tt_list *l, const cq_cmf *cmf, con
 /* Host values of a checked VECTOR view (n elements, as its entry says) into dst. */
 cq_status cq_tt_read_vector(const char *who, const cq_tensor_view *v, float *dst, size_t n);
 
+/* ---- binding a model's weights ------------------------------------------------------- */
+/* The backend tensors a loader made for a model (bound weights, F32 copies of
+ * vectors, tables built at load), freed together by cq_tt_held_free. The
+ * model's own fields are copies of these handles and are never freed
+ * themselves. */
+typedef struct cq_tt_held {
+    cq_tensor *t;
+    size_t n, cap;
+} cq_tt_held;
+/* Take t over (on failure t is freed and CQ_ERR_NOMEM returned). */
+cq_status cq_tt_held_add(cq_tt_held *h, const cq_tensor *t);
+void cq_tt_held_free(cq_tt_held *h);
+
+/* What a loader binds with: its table, the pack, the backend and where the tensors go. */
+typedef struct cq_tt_binder {
+    const char *who; /* first in every message ("zimage") */
+    const cq_tt_list *table;
+    const cq_cmf *cmf;
+    cq_backend *be;
+    cq_tt_held *held;
+} cq_tt_binder;
+/* The entry named printf(fmt, ...) (full name, prefix included), checked
+ * against the table and bound as a weight (zero-copy on the CPU). */
+cq_status cq_tt_bind_weight(const cq_tt_binder *b, cq_tensor *out, const char *fmt, ...) CQ_PRINTF(3, 4);
+/* The same for a VECTOR entry: an F32 backend tensor [n] of its values
+ * (dequantized once when stored as f16/bf16). */
+cq_status cq_tt_bind_vector(const cq_tt_binder *b, cq_tensor *out, const char *fmt, ...) CQ_PRINTF(3, 4);
+/* An F32 backend tensor [rows, cols] of host values, held with the weights. */
+cq_status cq_tt_held_upload(const cq_tt_binder *b, const float *v, int64_t rows, int64_t cols, cq_tensor *out);
+
 /* ---- pack checks (convert, tests) ------------------------------------------------------- */
 typedef struct cq_tt_report {
     size_t missing, unexpected, mismatched; /* counts */
