@@ -18,7 +18,7 @@
  *    3x3 stride-2 conv but on the last) -> mid -> norm -> SiLU -> conv_out
  *    -> quant_conv (when used): the moments, mean | logvar.
  *
- * The plan (see flux_vae.h and docs/ARCHITECTURE.md), found by dry runs of the
+ * The plan (see flux_vae.h and docs/ZIMAGE.md), found by dry runs of the
  * schedule (no buffer, no op: cheap on any backend): everything whole when
  * that fits the budget; otherwise the levels (the layers at one resolution)
  * with the largest maps stream, one more at a time, with bands halved until
@@ -203,14 +203,19 @@ static cq_status same_conv(vs_graph *g, int in, const vw_conv *c, int *out) {
     return conv_node(g, in, c, 1, p, p, p, p, out);
 }
 
+/* Rows a checkpoint or the attention of level l pulls at a time: its band,
+ * or all of them where the level runs whole (its checkpoint's map is then
+ * allocated once the level is done and its own maps are gone). */
+static int64_t chunk(const fv_plan *p, int l) { return CQ_MIN(p->band[l], p->H[l]); }
+
 /* A checkpoint of x when `want` (and x is not one already). */
 static cq_status hold(vs_graph *g, bool want, int64_t band, int *x) {
     if (!want || g->n[*x].kind == VS_HOLD) return CQ_OK;
     return vs_hold(g, *x, band, x);
 }
 
-/* A resnet; `fine`: its output checkpointed. */
-static cq_status res_nodes(vs_graph *g, int x, const fv_res *r, int64_t band, bool fine, int *out) {
+/* A resnet; `fine`: its output checkpointed, gathered `chunk` rows at a time. */
+static cq_status res_nodes(vs_graph *g, int x, const fv_res *r, int64_t band, bool fine, int64_t chunk, int *out) {
     int sc = x, t;
     if (r->has_sc) CQ_TRY(same_conv(g, x, &r->sc, &sc));
     CQ_TRY(vs_gnorm(g, x, &r->n1, true, band, &t));
@@ -218,18 +223,18 @@ static cq_status res_nodes(vs_graph *g, int x, const fv_res *r, int64_t band, bo
     CQ_TRY(vs_gnorm(g, t, &r->n2, true, band, &t));
     CQ_TRY(same_conv(g, t, &r->c2, &t));
     CQ_TRY(vs_add(g, t, sc, out));
-    return hold(g, fine, band, out);
+    return hold(g, fine, chunk, out);
 }
 
-static cq_status mid_nodes(vs_graph *g, int x, const fv_coder *c, int64_t band, bool fine, int *out) {
-    CQ_TRY(res_nodes(g, x, &c->mid[0], band, fine, &x));
+static cq_status mid_nodes(vs_graph *g, int x, const fv_coder *c, int64_t band, bool fine, int64_t chunk, int *out) {
+    CQ_TRY(res_nodes(g, x, &c->mid[0], band, fine, chunk, &x));
     if (c->attn) {
         int a;
         CQ_TRY(vs_gnorm(g, x, &c->attn_gn, false, band, &a));
         CQ_TRY(vs_attention(g, a, &c->attn_w, &a));
         CQ_TRY(vs_add(g, a, x, &x));
     }
-    return res_nodes(g, x, &c->mid[1], band, fine, out);
+    return res_nodes(g, x, &c->mid[1], band, fine, chunk, out);
 }
 
 /* z [h*w, C] -> image [H*W, out_channels] */
@@ -239,18 +244,19 @@ static cq_status build_decoder(const cq_flux_vae *v, vs_graph *g, const cq_tenso
     CQ_TRY(vs_source(g, z, h, w, &x));
     if (v->cfg.use_post_quant_conv) CQ_TRY(same_conv(g, x, &v->post_quant, &x));
     CQ_TRY(same_conv(g, x, &d->conv_in, &x));
-    CQ_TRY(hold(g, p->hold[0] == FV_FINE, p->band[0], &x));
-    CQ_TRY(mid_nodes(g, x, d, p->band[0], p->hold[0] == FV_FINE, &x));
-    g->attn_chunk = p->band[0];
+    CQ_TRY(hold(g, p->hold[0] == FV_FINE, chunk(p, 0), &x));
+    CQ_TRY(mid_nodes(g, x, d, p->band[0], p->hold[0] == FV_FINE, chunk(p, 0), &x));
+    g->attn_chunk = chunk(p, 0);
     for (int i = 0; i < d->n_levels; i++) {
         const fv_level *lv = &d->lv[i];
-        for (int j = 0; j < lv->n_res; j++) CQ_TRY(res_nodes(g, x, &lv->res[j], p->band[i], p->hold[i] == FV_FINE, &x));
+        for (int j = 0; j < lv->n_res; j++)
+            CQ_TRY(res_nodes(g, x, &lv->res[j], p->band[i], p->hold[i] == FV_FINE, chunk(p, i), &x));
         if (!lv->resample) continue;
         /* the next level's checkpoint: before the upsampling (the narrowest map), or after its conv (fine) */
-        CQ_TRY(hold(g, p->hold[i + 1] == FV_COARSE, p->band[i], &x));
+        CQ_TRY(hold(g, p->hold[i + 1] == FV_COARSE, chunk(p, i), &x));
         CQ_TRY(vs_upsample(g, x, 2, &x));
         CQ_TRY(same_conv(g, x, &lv->rs, &x));
-        CQ_TRY(hold(g, p->hold[i + 1] == FV_FINE, p->band[i + 1], &x));
+        CQ_TRY(hold(g, p->hold[i + 1] == FV_FINE, chunk(p, i + 1), &x));
     }
     const int top = d->n_levels - 1;
     CQ_TRY(vs_gnorm(g, x, &d->norm_out, true, p->band[top], &x));
@@ -264,16 +270,17 @@ static cq_status build_encoder(const cq_flux_vae *v, vs_graph *g, const cq_tenso
     int x;
     CQ_TRY(vs_source(g, img, H, W, &x));
     CQ_TRY(same_conv(g, x, &e->conv_in, &x));
-    CQ_TRY(hold(g, p->hold[0] == FV_FINE, p->band[0], &x));
+    CQ_TRY(hold(g, p->hold[0] == FV_FINE, chunk(p, 0), &x));
     for (int i = 0; i < e->n_levels; i++) {
         const fv_level *lv = &e->lv[i];
-        for (int j = 0; j < lv->n_res; j++) CQ_TRY(res_nodes(g, x, &lv->res[j], p->band[i], p->hold[i] == FV_FINE, &x));
+        for (int j = 0; j < lv->n_res; j++)
+            CQ_TRY(res_nodes(g, x, &lv->res[j], p->band[i], p->hold[i] == FV_FINE, chunk(p, i), &x));
         if (!lv->resample) continue;
         CQ_TRY(conv_node(g, x, &lv->rs, 2, 0, 1, 0, 1, &x)); /* F.pad (0, 1, 0, 1), stride 2 */
-        CQ_TRY(hold(g, p->hold[i + 1] != FV_WHOLE, p->band[i + 1], &x));
+        CQ_TRY(hold(g, p->hold[i + 1] != FV_WHOLE, chunk(p, i + 1), &x));
     }
-    CQ_TRY(mid_nodes(g, x, e, p->band[top], p->hold[top] == FV_FINE, &x));
-    g->attn_chunk = p->band[top];
+    CQ_TRY(mid_nodes(g, x, e, p->band[top], p->hold[top] == FV_FINE, chunk(p, top), &x));
+    g->attn_chunk = chunk(p, top);
     CQ_TRY(vs_gnorm(g, x, &e->norm_out, true, p->band[top], &x));
     CQ_TRY(same_conv(g, x, &e->conv_out, &x));
     if (v->cfg.use_quant_conv) CQ_TRY(same_conv(g, x, &v->quant, &x));
@@ -341,8 +348,7 @@ static cq_status upload_planar(fv_run *r, const float *x, int64_t n, int64_t C) 
 /* Decode bands: the top level's band, or a quarter of the image when it runs whole. */
 static int64_t sink_band(const fv_plan *p) {
     const int top = p->n - 1;
-    const int64_t Himg = p->H[top];
-    return p->band[top] < Himg ? p->band[top] : CQ_MAX((int64_t)1, (Himg + 3) / 4);
+    return p->band[top] < p->H[top] ? p->band[top] : CQ_MAX((int64_t)1, (p->H[top] + 3) / 4);
 }
 
 /* One decode (in = z [C, H0, W0], out = the image) or encode (in = the image
@@ -360,9 +366,10 @@ static cq_status run_plan(cq_flux_vae *v, bool decode, int H0, int W0, const fv_
     cq_status s = upload_planar(&r, in, n, decode ? v->cfg.latent_channels : v->cfg.in_channels);
     if (s == CQ_OK)
         s = decode ? build_decoder(v, &r.g, &r.src, H0, W0, p) : build_encoder(v, &r.g, &r.src, H0, W0, p);
-    int passes = 0;
+    int passes = 0, holds = 0;
     for (int i = 0; s == CQ_OK && i < r.g.count; i++) {
         const vs_node *nd = &r.g.n[i];
+        holds += nd->kind == VS_HOLD;
         if (nd->kind != VS_GNORM) continue;
         const vs_node *x = &r.g.n[nd->in[0]];
         r.total += (uint64_t)(x->H * x->W);
@@ -372,7 +379,8 @@ static cq_status run_plan(cq_flux_vae *v, bool decode, int H0, int W0, const fv_
     r.g.work = on_work;
     r.g.work_user = &r;
     if (s == CQ_OK) s = pull_sink(&r, decode ? sink_band(p) : 0, out, decode);
-    v->last = (cq_flux_vae_stats){.peak_bytes = r.g.peak + r.src.nbytes, .macs = r.g.macs, .stat_passes = passes};
+    v->last = (cq_flux_vae_stats){.peak_bytes = r.g.peak + r.src.nbytes, .macs = r.g.macs, .stat_passes = passes,
+                                  .checkpoints = holds};
     vs_free(&r.g);
     cq_tensor_free(&r.src);
     return s;

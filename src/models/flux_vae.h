@@ -22,7 +22,7 @@
  * between a group norm and the checkpoint before it. What fits the
  * activation budget is computed whole (no recomputation): the whole image
  * when it fits, else all but the largest levels (cq_flux_vae_set_budget);
- * docs/ARCHITECTURE.md ("The Flux VAE") gives the figures.
+ * docs/ZIMAGE.md ("The Flux VAE") gives the figures.
  *
  * Layouts: latents, images and moments are planar f32 host arrays
  * ([C, H, W], the reference's order).
@@ -94,6 +94,7 @@ typedef struct cq_flux_vae_stats {
     size_t peak_bytes;
     uint64_t macs;
     int stat_passes; /* group norms that ran a statistics pass of their own (recomputation) */
+    int checkpoints; /* maps held whole so that passes stop there */
 } cq_flux_vae_stats;
 cq_flux_vae_stats cq_flux_vae_last_stats(const cq_flux_vae *v);
 

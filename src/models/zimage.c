@@ -330,30 +330,6 @@ void cq_zimage_positions(const cq_zimage_layout *lay, int32_t *pos) {
     }
 }
 
-void cq_zimage_patchify(const float *chw, float *tokens, int C, int lat_h, int lat_w) {
-    const int th = lat_h / 2, tw = lat_w / 2;
-    for (int h = 0; h < th; h++)
-        for (int w = 0; w < tw; w++) {
-            float *t = tokens + ((size_t)h * tw + w) * 4 * (size_t)C;
-            for (int ph = 0; ph < 2; ph++)
-                for (int pw = 0; pw < 2; pw++)
-                    for (int c = 0; c < C; c++)
-                        t[(ph * 2 + pw) * C + c] = chw[((size_t)c * lat_h + 2 * h + ph) * lat_w + 2 * w + pw];
-        }
-}
-
-void cq_zimage_unpatchify(const float *tokens, float *chw, int C, int lat_h, int lat_w) {
-    const int th = lat_h / 2, tw = lat_w / 2;
-    for (int h = 0; h < th; h++)
-        for (int w = 0; w < tw; w++) {
-            const float *t = tokens + ((size_t)h * tw + w) * 4 * (size_t)C;
-            for (int ph = 0; ph < 2; ph++)
-                for (int pw = 0; pw < 2; pw++)
-                    for (int c = 0; c < C; c++)
-                        chw[((size_t)c * lat_h + 2 * h + ph) * lat_w + 2 * w + pw] = t[(ph * 2 + pw) * C + c];
-        }
-}
-
 /* Inputs must be finite: a NaN would spread through attention to every row, far from its cause. */
 static cq_status check_finite(const char *what, const float *x, size_t rows, size_t cols) {
     for (size_t r = 0; r < rows; r++)
@@ -644,10 +620,10 @@ cq_status cq_zimage_forward(cq_zimage *m, const float *latent, int lat_h, int la
     float *tok = cq_mallocn(2 * n, sizeof(float));
     cq_status s = tok ? CQ_OK : CQ_ERR_NOMEM;
     if (s == CQ_OK) {
-        cq_zimage_patchify(latent, tok, m->cfg.in_channels, lat_h, lat_w);
+        cq_latents_patchify2(latent, tok, m->cfg.in_channels, lat_h, lat_w);
         s = cq_zimage_step(m, c, tok, t, tok + n);
     }
-    if (s == CQ_OK) cq_zimage_unpatchify(tok + n, out, m->cfg.in_channels, lat_h, lat_w);
+    if (s == CQ_OK) cq_latents_unpatchify2(tok + n, out, m->cfg.in_channels, lat_h, lat_w);
     cq_free(tok);
     cq_zimage_cond_free(c);
     return s;

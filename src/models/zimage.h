@@ -74,9 +74,8 @@ cq_status cq_zimage_layout_for(const cq_zimage_config *c, int n_cap, int lat_h, 
  * row i (pad rows included) at (1 + i, 0, 0). */
 void cq_zimage_positions(const cq_zimage_layout *lay, int32_t *pos);
 
-/* latent [C][lat_h][lat_w] <-> tokens [(lat_h/2)(lat_w/2)][4C] (even sides). */
-void cq_zimage_patchify(const float *chw, float *tokens, int channels, int lat_h, int lat_w);
-void cq_zimage_unpatchify(const float *tokens, float *chw, int channels, int lat_h, int lat_w);
+/* latent [C][lat_h][lat_w] <-> tokens [(lat_h/2)(lat_w/2)][4C] (even sides): cq_latents_patchify2 and
+ * cq_latents_unpatchify2 (models/component.h), which the Flux VAE's codec packs with too. */
 
 /* The conditioning of one prompt: cap_feats [n_cap][cap_feat_dim] (finite:
  * CQ_ERR_NUMERIC naming the row) through the caption embedder and the

@@ -16,8 +16,10 @@
  *    weights are exactly representable in f16, so the values are the same):
  *    max <= 1e-4 (the parity bar);
  *  - the bounded-memory path against the whole-image path: bands of 1 to 16
- *    image rows forced at every level, and small budgets that let the plan
- *    choose, decode and encode within 1e-6 of the whole-image run (the
+ *    image rows forced at every level, a 64 KiB budget, and budgets from 90 %
+ *    down to 30 % of the whole image's peak (which reach both fine and coarse
+ *    checkpoints, each plan within its budget), decode and encode within
+ *    1e-6 of the whole-image run (measured: identical; the
  *    statistics are bit-identical whatever the bands; only the CPU GEMM's
  *    narrow-matrix path, which a band of <= 4 pixels takes, sums in another
  *    order); statistics passes must have run and recomputed, and on the tall
@@ -214,6 +216,35 @@ static void bands_host(void) {
                 fail_msg("%s, %s: %d / %d statistics passes, work %llu / %llu: the bands did not stream", g->name, what,
                          w.stat_passes, b.stat_passes, (unsigned long long)b.macs, (unsigned long long)w.macs);
         }
+    }
+    /* budgets between the whole image's peak and 30 % of it: the plan streams the top levels with fine
+     * checkpoints (one after every resnet), then coarse ones; each within its budget, each the whole image */
+    {
+        const gcase *gl = find_case("vae_b_dec_l");
+        cq_flux_vae *vb = g_fx[1][F32].vae;
+        cq_flux_vae_set_band_rows(vb, INT_MAX);
+        float *ref = run_ok(vb, gl);
+        const cq_flux_vae_stats whole = cq_flux_vae_last_stats(vb);
+        cq_flux_vae_set_band_rows(vb, 0);
+        bool fine = false, coarse = false;
+        for (int pct = 90; pct >= 30; pct -= 10) {
+            const size_t budget = whole.peak_bytes / 100 * (size_t)pct;
+            cq_flux_vae_set_budget(vb, budget);
+            float *got = run_ok(vb, gl);
+            const cq_flux_vae_stats st = cq_flux_vae_last_stats(vb);
+            const double e = vg_rel_err(got, ref, nelem3(gl->ref_shape), NULL);
+            printf("  %s, a budget of %d%% of the whole image's %zu bytes: peak %zu, %d passes, %d checkpoints, work "
+                   "%.2fx, against whole %.3g\n", gl->name, pct, whole.peak_bytes, st.peak_bytes, st.stat_passes,
+                   st.checkpoints, (double)st.macs / (double)whole.macs, e);
+            if (e > 1e-6 || st.peak_bytes > budget)
+                fail_msg("budget %zu: %.3g from the whole image, peak %zu", budget, e, st.peak_bytes);
+            fine = fine || st.checkpoints > 3; /* more than one per level: after the resnets */
+            coarse = coarse || (st.checkpoints > 0 && st.checkpoints <= 3);
+            free(got);
+        }
+        cq_flux_vae_set_budget(vb, 0);
+        free(ref);
+        if (!fine || !coarse) fail_msg("the budgets did not reach both kinds of checkpoints (fine %d, coarse %d)", fine, coarse);
     }
     /* a taller decode (48 x 16 latents -> 384 x 128 pixels): the peak must fall well below the whole image's */
     const gcase *g = find_case("vae_b_dec_l");

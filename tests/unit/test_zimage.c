@@ -497,7 +497,7 @@ static void test_quantized_equals_dequantized(void **state) {
 static float *tokens_of(const zcase *g, int C) {
     float *tok = malloc(g->n_out * sizeof(float));
     assert_non_null(tok);
-    cq_zimage_patchify(g->in.latent, tok, C, g->in.lat_h, g->in.lat_w);
+    cq_latents_patchify2(g->in.latent, tok, C, g->in.lat_h, g->in.lat_w);
     return tok;
 }
 
@@ -507,10 +507,10 @@ static void test_patchify(void **state) {
     const int C = 3, H = 4, W = 6;
     float chw[72], tok[72], back[72];
     for (int i = 0; i < 72; i++) chw[i] = (float)i;
-    cq_zimage_patchify(chw, tok, C, H, W);
+    cq_latents_patchify2(chw, tok, C, H, W);
     /* token (1, 2), patch pixel (1, 0), channel 2: latent (2, 2, 4) */
     assert_true(tok[(1 * 3 + 2) * 12 + (1 * 2 + 0) * C + 2] == chw[(2 * H + 3) * W + 4]);
-    cq_zimage_unpatchify(tok, back, C, H, W);
+    cq_latents_unpatchify2(tok, back, C, H, W);
     assert_memory_equal(back, chw, sizeof chw);
 }
 
@@ -541,10 +541,10 @@ static void test_denoiser_and_steps(void **state) {
         assert_int_equal(dn.step(dn.self, ca, ta, ts[round], v), CQ_OK);
         assert_int_equal(dn.step(dn.self, cb, tb, ts[2 - round], w), CQ_OK);
         assert_int_equal(dn.step(dn.self, ca, ta, a->in.t, v), CQ_OK);
-        cq_zimage_unpatchify(v, lat, C, a->in.lat_h, a->in.lat_w);
+        cq_latents_unpatchify2(v, lat, C, a->in.lat_h, a->in.lat_w);
         assert_memory_equal(lat, fa, a->n_out * sizeof(float));
         assert_int_equal(dn.step(dn.self, cb, tb, b->in.t, w), CQ_OK);
-        cq_zimage_unpatchify(w, vb, C, b->in.lat_h, b->in.lat_w);
+        cq_latents_unpatchify2(w, vb, C, b->in.lat_h, b->in.lat_w);
         assert_memory_equal(vb, fb, b->n_out * sizeof(float));
     }
     assert_int_equal(cq_backend_get_stats(g_be, &s1, false), CQ_OK);
@@ -553,7 +553,7 @@ static void test_denoiser_and_steps(void **state) {
     else assert_int_equal(s1.replays, s0.replays);
     /* the timestep matters: another t is far from the reference */
     assert_int_equal(dn.step(dn.self, ca, ta, 0.2f, v), CQ_OK);
-    cq_zimage_unpatchify(v, lat, C, a->in.lat_h, a->in.lat_w);
+    cq_latents_unpatchify2(v, lat, C, a->in.lat_h, a->in.lat_w);
     assert_true(rel_err(lat, a->ref, a->n_out, a->ref_rms) > 1e-2);
     const cq_zimage_layout *lay = cq_zimage_cond_layout(ca);
     assert_int_equal(lay->n_img, a->in.lat_h * a->in.lat_w / 4);
@@ -700,7 +700,7 @@ static void test_bad_input(void **state) {
                CQ_ERR_SHAPE, "cannot be cut into 2x2 patches");
     tok[2 * cf->patch_channels + 1] = INFINITY;
     expect_err(cq_zimage_step(m, c, tok, 0.5f, out), CQ_ERR_NUMERIC, "latent tokens row 2");
-    cq_zimage_patchify(g->in.latent, tok, cf->in_channels, g->in.lat_h, g->in.lat_w);
+    cq_latents_patchify2(g->in.latent, tok, cf->in_channels, g->in.lat_h, g->in.lat_w);
     expect_err(cq_zimage_step(m, c, tok, 1.5f, out), CQ_ERR_INVALID_ARG, "outside [0, 1]");
     expect_err(cq_zimage_step(m, c, tok, NAN, out), CQ_ERR_INVALID_ARG, "outside [0, 1]");
     expect_err(cq_zimage_step(m, c, NULL, 0.5f, out), CQ_ERR_INVALID_ARG, "latent tokens");
@@ -710,7 +710,7 @@ static void test_bad_input(void **state) {
     assert_int_equal(cq_zimage_step(m, c, tok, g->in.t, out), CQ_OK);
     float *lat = malloc(g->n_out * sizeof(float));
     assert_non_null(lat);
-    cq_zimage_unpatchify(out, lat, cf->in_channels, g->in.lat_h, g->in.lat_w);
+    cq_latents_unpatchify2(out, lat, cf->in_channels, g->in.lat_h, g->in.lat_w);
     assert_true(rel_err(lat, g->ref, g->n_out, g->ref_rms) <= case_bound(g));
     cq_zimage_cond_free(c);
     cq_zimage_cond_free(NULL);
@@ -852,7 +852,7 @@ static cq_status run_everything(const zcase *g, float *out) {
     if (s == CQ_OK) s = cq_zimage_prepare(m, g->in.cap, g->in.n_cap, g->in.lat_h, g->in.lat_w, &c);
     if (s == CQ_OK && !(tok = cq_mallocn(g->n_out, sizeof(float)))) s = CQ_ERR_NOMEM;
     if (s == CQ_OK) {
-        cq_zimage_patchify(g->in.latent, tok, cq_zimage_get_config(m)->in_channels, g->in.lat_h, g->in.lat_w);
+        cq_latents_patchify2(g->in.latent, tok, cq_zimage_get_config(m)->in_channels, g->in.lat_h, g->in.lat_w);
         s = cq_zimage_step(m, c, tok, 0.9f, out);
     }
     if (s == CQ_OK) s = cq_zimage_step(m, c, tok, g->in.t, out);
