@@ -233,7 +233,7 @@ static void run_case(cq_zimage_pipe *p, const cq_st *exp, const char *name, cons
     assert_int_equal(n, (uint64_t)r.tokens * r.latent_channels);
     float *lat = malloc(n * sizeof(float));
     assert_non_null(lat);
-    cq_zimage_unpatchify(r.latents, lat, 16, lat_h, lat_w);
+    cq_latents_unpatchify2(r.latents, lat, 16, lat_h, lat_w);
     const double e_lat = rel_max_err(lat, want, n);
     free(lat);
     free(want);
