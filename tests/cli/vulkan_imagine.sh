@@ -25,7 +25,7 @@ fi
 PROMPT="a red circle on a blue background"
 expect 0 "$CQ" imagine "$MODEL" "$PROMPT" --backend cpu --size 64x64 --steps 2 --rgba -o "$W/cpu.png"
 expect 0 "$CQ" imagine "$MODEL" "$PROMPT" --backend vulkan --size 64x64 --steps 2 --rgba -o "$W/vulkan.png"
-has err "wrote $W/vulkan.png (64x64, RGBA, seed 0, 2 steps)"
+has err "wrote $W/vulkan.png (64x64, RGBA, seed 0, 2 steps, guidance 1)"
 has err "on vulkan:0 "
 # the stated bound, and that the picture is not flat (a backend writing nothing would still match a flat one)
 python3 - "$ROOT/tools" "$W/cpu.png" "$W/vulkan.png" >"$W/cmp" 2>&1 <<'PY'
