@@ -62,6 +62,12 @@ cq_status cq_tt_add(cq_tt_list *l, const char *prefix, cq_tt_codec codec, bool r
     return s;
 }
 
+cq_status cq_tt_add_conv(const cq_tt_sink *t, const char *name, int cin, int cout, int k) {
+    uint64_t w[4] = {(uint64_t)cout, (uint64_t)cin, (uint64_t)k, (uint64_t)k}, b[1] = {(uint64_t)cout};
+    CQ_TRY(cq_tt_add(t->l, t->prefix, CQ_TT_KERNEL, t->required, 0.0f, 4, w, "%s.weight", name));
+    return cq_tt_add(t->l, t->prefix, CQ_TT_VECTOR, t->required, 0.0f, 1, b, "%s.bias", name);
+}
+
 cq_status cq_tt_add_subtree(cq_tt_list *l, const char *prefix, const char *fmt, ...) {
     const uint64_t one[1] = {1};
     va_list ap;
