@@ -73,42 +73,34 @@ static void help(void) {
            "  -h, --help    this text\n");
 }
 
+static int opt(const char *cmd, const char *a, const char *v, int *i, void *ctx) {
+    bench_opts *o = ctx;
+    long n;
+    if (strcmp(a, "--encode") == 0 || strcmp(a, "--plan") == 0) { /* flags: no value */
+        *(a[2] == 'e' ? &o->encode : &o->plan) = true;
+        return 1;
+    }
+    if (strcmp(a, "--repeat") == 0) {
+        if (!cq_cli_parse_int(cmd, a, v, 1, 1000, &n)) return 2;
+        o->repeat = (int)n;
+    } else if (strcmp(a, "--model") == 0) {
+        if (!v || (strcmp(v, "qi21") != 0 && strcmp(v, "flux") != 0))
+            return cq_cli_usage_error(cmd, "--model must be qi21 or flux");
+        o->flux = strcmp(v, "flux") == 0;
+    } else if (strcmp(a, "--budget") == 0 || strcmp(a, "--bands") == 0) {
+        long *to = strcmp(a, "--budget") == 0 ? &o->budget_mib : &o->bands;
+        if (!cq_cli_parse_int(cmd, a, v, 1, 1 << 20, to)) return 2;
+    } else {
+        return 0;
+    }
+    (*i)++;
+    return 1;
+}
+
 static int parse(int argc, char **argv, bench_opts *o, bool *done) {
     const char *cmd = "bench vae";
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        long n;
-        int r = cq_bench_model_opt(cmd, argc, argv, &i, &o->m);
-        if (r) {
-            if (r != 1) return r;
-        } else if (cq_cli_is_help(a)) {
-            help();
-            *done = true;
-            return 0;
-        } else if (strcmp(a, "--repeat") == 0) {
-            if (!cq_cli_parse_int(cmd, a, v, 1, 1000, &n)) return 2;
-            o->repeat = (int)n;
-            i++;
-        } else if (strcmp(a, "--encode") == 0) {
-            o->encode = true;
-        } else if (strcmp(a, "--model") == 0) {
-            if (!v || (strcmp(v, "qi21") != 0 && strcmp(v, "flux") != 0))
-                return cq_cli_usage_error(cmd, "--model must be qi21 or flux");
-            o->flux = strcmp(v, "flux") == 0;
-            i++;
-        } else if (strcmp(a, "--budget") == 0) {
-            if (!cq_cli_parse_int(cmd, a, v, 1, 1 << 20, &o->budget_mib)) return 2;
-            i++;
-        } else if (strcmp(a, "--bands") == 0) {
-            if (!cq_cli_parse_int(cmd, a, v, 1, 1 << 20, &o->bands)) return 2;
-            i++;
-        } else if (strcmp(a, "--plan") == 0) {
-            o->plan = true;
-        } else {
-            return cq_cli_usage_error(cmd, "unknown argument '%s'", a);
-        }
-    }
+    int rc = cq_bench_model_args(cmd, argc, argv, &o->m, help, opt, o, done);
+    if (rc || *done) return rc;
     if (!o->flux && (o->budget_mib || o->bands || o->plan))
         return cq_cli_usage_error(cmd, "--budget, --bands and --plan are options of --model flux");
     return 0;
