@@ -101,46 +101,31 @@ static void help(void) {
            PROJECT_STEPS, CQ_BENCH_FIXTURES, CQ_BENCH_FIXTURES);
 }
 
-static int parse(int argc, char **argv, bench_opts *o, bool *done) {
-    const char *cmd = "bench imagine";
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        long n;
-        int r = cq_bench_model_opt(cmd, argc, argv, &i, &o->m);
-        if (r) {
-            if (r != 1) return r;
-        } else if (cq_cli_is_help(a)) {
-            help();
-            *done = true;
-            return 0;
-        } else if (strcmp(a, "--steps") == 0) {
-            if (!cq_cli_parse_int(cmd, a, v, 2, 100, &n)) return 2;
-            o->steps = (int)n;
-            i++;
-        } else if (strcmp(a, "--quant") == 0) {
-            int d = v ? cq_dtype_from_name(v) : -1;
-            if (d != CQ_DTYPE_Q8_2F && d != CQ_DTYPE_Q4TP)
-                return cq_cli_usage_error(cmd, "--quant must be q8_2f or q4tp");
-            o->quant = (cq_dtype)d;
-            i++;
-        } else if (strcmp(a, "--layers") == 0) {
-            if (!cq_cli_parse_int(cmd, a, v, 1, CQ_BENCH_DIT_LAYERS, &n)) return 2;
-            o->layers = (int)n;
-            i++;
-        } else if (strcmp(a, "--prompt") == 0) {
-            if (!v) return cq_cli_usage_error(cmd, "--prompt needs a value");
-            o->prompt = v;
-            i++;
-        } else if (strcmp(a, "--tokenizer") == 0 || strcmp(a, "--chat-template") == 0) {
-            if (!v || !*v) return cq_cli_usage_error(cmd, "%s needs a file name", a);
-            *(a[2] == 't' ? &o->tokenizer : &o->chat_template) = v;
-            i++;
-        } else {
-            return cq_cli_usage_error(cmd, "unknown argument '%s'", a);
-        }
+static int opt(const char *cmd, const char *a, const char *v, int *i, void *ctx) {
+    bench_opts *o = ctx;
+    long n;
+    if (strcmp(a, "--quant") == 0) return cq_bench_quant_arg(cmd, v, false, i, &o->quant);
+    if (strcmp(a, "--steps") == 0) {
+        if (!cq_cli_parse_int(cmd, a, v, 2, 100, &n)) return 2;
+        o->steps = (int)n;
+    } else if (strcmp(a, "--layers") == 0) {
+        if (!cq_cli_parse_int(cmd, a, v, 1, CQ_BENCH_DIT_LAYERS, &n)) return 2;
+        o->layers = (int)n;
+    } else if (strcmp(a, "--prompt") == 0) {
+        if (!v) return cq_cli_usage_error(cmd, "--prompt needs a value");
+        o->prompt = v;
+    } else if (strcmp(a, "--tokenizer") == 0 || strcmp(a, "--chat-template") == 0) {
+        if (!v || !*v) return cq_cli_usage_error(cmd, "%s needs a file name", a);
+        *(a[2] == 't' ? &o->tokenizer : &o->chat_template) = v;
+    } else {
+        return 0;
     }
-    return 0;
+    (*i)++;
+    return 1;
+}
+
+static int parse(int argc, char **argv, bench_opts *o, bool *done) {
+    return cq_bench_model_args("bench imagine", argc, argv, &o->m, help, opt, o, done);
 }
 
 /* ---- inputs: tokenizer and chat template ---------------------------------------------------- */

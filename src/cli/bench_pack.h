@@ -162,5 +162,15 @@ typedef struct cq_bench_model_opts {
     "  --no-verify   load without checking each tensor's hash (compare the load time with and without it to\n" \
     "                see what the check costs)\n"
 int cq_bench_model_opt(const char *cmd, int argc, char **argv, int *i, cq_bench_model_opts *o);
+/* One of a benchmark's own options: argv[*i] is `a`, its value (or NULL) `v`; returns as cq_bench_model_opt does. */
+typedef int (*cq_bench_arg_fn)(const char *cmd, const char *a, const char *v, int *i, void *ctx);
+/* A model benchmark's whole command line: the shared options into *m, -h / --help (help() printed, *done
+ * set), the rest through opt(..., ctx); an argument none of them knows is a usage error. Returns 0 or the
+ * exit code. */
+int cq_bench_model_args(const char *cmd, int argc, char **argv, cq_bench_model_opts *m, void (*help)(void),
+                        cq_bench_arg_fn opt, void *ctx, bool *done);
+/* --quant's value v into *out: q8_2f or q4tp, and bf16 where with_bf16; 1 with *i advanced past it, or the
+ * usage error printed and 2. */
+int cq_bench_quant_arg(const char *cmd, const char *v, bool with_bf16, int *i, cq_dtype *out);
 
 #endif /* CQ_CLI_BENCH_PACK_H */

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "cli/bench.h"
+#include "cli/bench_pack.h"
 #include "cli/cli.h"
 
 const char *cq_bench_common_help(void) {
@@ -145,4 +146,30 @@ bool cq_bench_parse_list(const char *s, long *out, int max, int *n) {
         s = end;
     }
     return *n > 0;
+}
+
+int cq_bench_model_args(const char *cmd, int argc, char **argv, cq_bench_model_opts *m, void (*help)(void),
+                        cq_bench_arg_fn opt, void *ctx, bool *done) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int r = cq_bench_model_opt(cmd, argc, argv, &i, m);
+        if (r == 0 && cq_cli_is_help(a)) {
+            help();
+            *done = true;
+            return 0;
+        }
+        if (r == 0) r = opt(cmd, a, i + 1 < argc ? argv[i + 1] : NULL, &i, ctx);
+        if (r == 0) return cq_cli_usage_error(cmd, "unknown argument '%s'", a);
+        if (r != 1) return r;
+    }
+    return 0;
+}
+
+int cq_bench_quant_arg(const char *cmd, const char *v, bool with_bf16, int *i, cq_dtype *out) {
+    int d = v ? cq_dtype_from_name(v) : -1;
+    if (d != CQ_DTYPE_Q8_2F && d != CQ_DTYPE_Q4TP && !(with_bf16 && d == CQ_DTYPE_BF16))
+        return cq_cli_usage_error(cmd, with_bf16 ? "--quant must be q8_2f, q4tp or bf16" : "--quant must be q8_2f or q4tp");
+    *out = (cq_dtype)d;
+    (*i)++;
+    return 1;
 }

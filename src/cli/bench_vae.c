@@ -73,57 +73,53 @@ static void help(void) {
            "  -h, --help    this text\n");
 }
 
+static int opt(const char *cmd, const char *a, const char *v, int *i, void *ctx) {
+    bench_opts *o = ctx;
+    long n;
+    if (strcmp(a, "--encode") == 0 || strcmp(a, "--plan") == 0) { /* flags: no value */
+        *(a[2] == 'e' ? &o->encode : &o->plan) = true;
+        return 1;
+    }
+    if (strcmp(a, "--repeat") == 0) {
+        if (!cq_cli_parse_int(cmd, a, v, 1, 1000, &n)) return 2;
+        o->repeat = (int)n;
+    } else if (strcmp(a, "--model") == 0) {
+        if (!v || (strcmp(v, "qi21") != 0 && strcmp(v, "flux") != 0))
+            return cq_cli_usage_error(cmd, "--model must be qi21 or flux");
+        o->flux = strcmp(v, "flux") == 0;
+    } else if (strcmp(a, "--budget") == 0 || strcmp(a, "--bands") == 0) {
+        long *to = strcmp(a, "--budget") == 0 ? &o->budget_mib : &o->bands;
+        if (!cq_cli_parse_int(cmd, a, v, 1, 1 << 20, to)) return 2;
+    } else {
+        return 0;
+    }
+    (*i)++;
+    return 1;
+}
+
 static int parse(int argc, char **argv, bench_opts *o, bool *done) {
     const char *cmd = "bench vae";
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        long n;
-        int r = cq_bench_model_opt(cmd, argc, argv, &i, &o->m);
-        if (r) {
-            if (r != 1) return r;
-        } else if (cq_cli_is_help(a)) {
-            help();
-            *done = true;
-            return 0;
-        } else if (strcmp(a, "--repeat") == 0) {
-            if (!cq_cli_parse_int(cmd, a, v, 1, 1000, &n)) return 2;
-            o->repeat = (int)n;
-            i++;
-        } else if (strcmp(a, "--encode") == 0) {
-            o->encode = true;
-        } else if (strcmp(a, "--model") == 0) {
-            if (!v || (strcmp(v, "qi21") != 0 && strcmp(v, "flux") != 0))
-                return cq_cli_usage_error(cmd, "--model must be qi21 or flux");
-            o->flux = strcmp(v, "flux") == 0;
-            i++;
-        } else if (strcmp(a, "--budget") == 0) {
-            if (!cq_cli_parse_int(cmd, a, v, 1, 1 << 20, &o->budget_mib)) return 2;
-            i++;
-        } else if (strcmp(a, "--bands") == 0) {
-            if (!cq_cli_parse_int(cmd, a, v, 1, 1 << 20, &o->bands)) return 2;
-            i++;
-        } else if (strcmp(a, "--plan") == 0) {
-            o->plan = true;
-        } else {
-            return cq_cli_usage_error(cmd, "unknown argument '%s'", a);
-        }
-    }
+    int rc = cq_bench_model_args(cmd, argc, argv, &o->m, help, opt, o, done);
+    if (rc || *done) return rc;
     if (!o->flux && (o->budget_mib || o->bands || o->plan))
         return cq_cli_usage_error(cmd, "--budget, --bands and --plan are options of --model flux");
     return 0;
 }
 
+/* One benchmark: the backend, the pack and one of the two VAEs, its buffers. */
 typedef struct bench_run {
     cq_cmf *cmf;
     cq_backend *be;
-    cq_qi21_vae *vae;
+    cq_qi21_vae *vae;  /* --model qi21 */
+    cq_flux_vae *flux; /* --model flux */
     float *z, *img, *mom;
     double *t;
+    bool cpu;
 } bench_run;
 
 static void run_free(bench_run *r) {
     cq_qi21_vae_free(r->vae);
+    cq_flux_vae_free(r->flux);
     cq_backend_free(r->be);
     cq_cmf_close(r->cmf);
     cq_free(r->z);
@@ -137,19 +133,21 @@ static int fail(bench_run *r, cq_status s, const char *what) {
     return cq_cli_fail("bench vae", s, what);
 }
 
-static cq_status map_vae(const cq_bench_model_opts *m, cq_cmf **cmf, uint64_t *bytes) {
+/* The random VAE, as `cortiq convert` writes a VAE-only pack (no transformer shape). */
+static cq_status map_vae(const bench_opts *o, cq_cmf **cmf, uint64_t *bytes) {
     cq_bench_pack pk = {0};
-    char *cfg = cq_bench_vae_config();
-    cq_status s = cfg ? cq_bench_vae_weights(&pk) : CQ_ERR_NOMEM;
-    /* as `cortiq convert` writes a VAE-only pack: no transformer shape */
-    static const char hdr[] =
-        "{\"format\":\"cmf\",\"version\":2,\"arch\":{\"arch_name\":\"autoencoder_kl_qwen_image21\",\"hidden_size\":0,"
-        "\"intermediate_size\":0,\"num_layers\":0,\"num_attention_heads\":0,\"num_kv_heads\":0,\"head_dim\":0,"
-        "\"vocab_size\":0,\"max_position_embeddings\":0,\"rms_norm_eps\":1e-06,\"layer_types\":[]},"
-        "\"quant_type\":\"F16\",\"provenance\":{\"tool\":\"cortiq bench vae\"}}";
+    char *cfg = o->flux ? cq_bench_flux_vae_config() : cq_bench_vae_config();
+    cq_status s = !cfg ? CQ_ERR_NOMEM : o->flux ? cq_bench_flux_vae_weights(&pk) : cq_bench_vae_weights(&pk);
+    char hdr[640];
+    snprintf(hdr, sizeof hdr,
+             "{\"format\":\"cmf\",\"version\":2,\"arch\":{\"arch_name\":\"%s\",\"hidden_size\":0,"
+             "\"intermediate_size\":0,\"num_layers\":0,\"num_attention_heads\":0,\"num_kv_heads\":0,\"head_dim\":0,"
+             "\"vocab_size\":0,\"max_position_embeddings\":0,\"rms_norm_eps\":1e-06,\"layer_types\":[]},"
+             "\"quant_type\":\"F16\",\"provenance\":{\"tool\":\"cortiq bench vae\"}}",
+             o->flux ? "flux_vae" : "autoencoder_kl_qwen_image21");
     cq_bench_blob blob = {"vae.config_json", cfg, cfg ? strlen(cfg) : 0};
-    cq_bench_file f = {.tag = "vae", .header = hdr, .blobs = &blob, .n_blobs = 1, .weights = &pk,
-                       .no_verify = m->no_verify, .threads = m->threads};
+    cq_bench_file f = {.tag = o->flux ? "flux-vae" : "vae", .header = hdr, .blobs = &blob, .n_blobs = 1,
+                       .weights = &pk, .no_verify = o->m.no_verify, .threads = o->m.threads};
     *bytes = cq_bench_pack_bytes(&pk);
     uint64_t file_bytes;
     if (s == CQ_OK) s = cq_bench_pack_map(&f, cmf, &file_bytes);
@@ -158,74 +156,88 @@ static cq_status map_vae(const cq_bench_model_opts *m, cq_cmf **cmf, uint64_t *b
     return s;
 }
 
-/* Warm-up, then `repeat` timed runs of the decode (what = 0) or the encode (1); the median in *sec. */
-static cq_status time_runs(bench_run *r, int what, int h, int w, int repeat, double *sec) {
-    const int F = cq_qi21_vae_get_config(r->vae)->spatial_factor;
+/* The backend (first: a missing GPU fails before the weights are written), the pack and the VAE of
+ * --model; the default --repeat for the backend. 0, or the exit code with r freed. */
+static int open_run(bench_opts *o, bench_run *r, uint64_t *wbytes, double *t_write, double *t_load) {
+    cq_status s = cq_env_backend_create(o->m.backend, o->m.threads, &r->be);
+    if (s != CQ_OK) return fail(r, s, "creating the backend");
+    r->cpu = strncmp(cq_backend_name(r->be), "cpu", 3) == 0 || strcmp(cq_backend_name(r->be), "ref") == 0;
+    if (o->repeat == 0) o->repeat = r->cpu ? 1 : 5;
+    double t0 = cq_now();
+    s = map_vae(o, &r->cmf, wbytes);
+    if (s != CQ_OK) return fail(r, s, "writing the temporary model");
+    *t_write = cq_now() - t0;
+    t0 = cq_now();
+    s = o->flux ? cq_flux_vae_load(r->cmf, "vae.", r->be, &r->flux) : cq_qi21_vae_load(r->cmf, "vae.", r->be, &r->vae);
+    if (s == CQ_OK) s = cq_backend_sync(r->be);
+    if (s != CQ_OK) return fail(r, s, "loading the VAE");
+    *t_load = cq_now() - t0;
+    return 0;
+}
+
+/* Random latents (nz values), room for the image (ni) and the moments (2 nz), the run times. 0, or the exit
+ * code with r freed. */
+static int alloc_inputs(bench_run *r, size_t nz, size_t ni, int repeat) {
+    r->z = cq_mallocn(nz, sizeof(float));
+    r->img = cq_mallocn(ni, sizeof(float));
+    r->mom = cq_mallocn(2 * nz, sizeof(float));
+    r->t = cq_mallocn((size_t)repeat, sizeof(double));
+    if (!r->z || !r->img || !r->mom || !r->t) return fail(r, CQ_ERR_NOMEM, "allocating the inputs");
+    uint64_t rng = 4242;
+    for (size_t i = 0; i < nz; i++) r->z[i] = 2.0f * cq_bench_rng_unit(&rng);
+    return 0;
+}
+
+/* The decoded image is finite; with clamp it is brought into the encoder's input range [-1, 1]. 0, or the
+ * exit code with r freed. */
+static int check_image(bench_run *r, size_t ni, bool clamp) {
+    for (size_t i = 0; i < ni; i++) {
+        if (!isfinite(r->img[i])) return fail(r, cq_fail(CQ_ERR_NUMERIC, "the image holds non-finite values"), "checking");
+        if (clamp) r->img[i] = r->img[i] < -1.0f ? -1.0f : r->img[i] > 1.0f ? 1.0f : r->img[i];
+    }
+    return 0;
+}
+
+static void print_device_memory(const bench_run *r) {
+    cq_backend_stats st;
+    if (!r->cpu && cq_backend_get_stats(r->be, &st, false) == CQ_OK && st.mem_peak)
+        printf("device memory: peak %.2f GiB (weights %.2f GiB)\n", (double)st.mem_peak / (1 << 30),
+               (double)st.weight_bytes / (1 << 30));
+}
+
+/* One decode of size/F latents into a size x size image, or the encode of that image. */
+static cq_status run_once(const bench_run *r, bool decode, int size) {
+    if (r->flux) {
+        const int h = size / cq_flux_vae_get_config(r->flux)->spatial_factor;
+        return decode ? cq_flux_vae_decode(r->flux, r->z, h, h, r->img)
+                      : cq_flux_vae_encode(r->flux, r->img, size, size, r->mom);
+    }
+    const int F = cq_qi21_vae_get_config(r->vae)->spatial_factor, h = size / F;
+    return decode ? cq_qi21_vae_decode(r->vae, r->z, h, h, CQ_QI21_VAE_PLANAR, r->img)
+                  : cq_qi21_vae_encode(r->vae, r->img, h * F, h * F, CQ_QI21_VAE_PLANAR, r->mom);
+}
+
+/* Warm-up, then `repeat` timed runs of the decode or the encode; the median in *sec. */
+static cq_status time_runs(bench_run *r, bool decode, int size, int repeat, double *sec) {
     for (int i = 0; i <= repeat; i++) {
         double t0 = cq_now();
-        cq_status s = what == 0 ? cq_qi21_vae_decode(r->vae, r->z, h, w, CQ_QI21_VAE_PLANAR, r->img)
-                                : cq_qi21_vae_encode(r->vae, r->img, h * F, w * F, CQ_QI21_VAE_PLANAR, r->mom);
-        if (s != CQ_OK) return s;
+        CQ_TRY(run_once(r, decode, size));
         if (i) {
             r->t[i - 1] = cq_now() - t0;
             continue;
         }
-        fprintf(stderr, "  %s warm-up: %.3f s\n", what == 0 ? "decode" : "encode", cq_now() - t0);
+        fprintf(stderr, "  %s warm-up: %.3f s\n", decode ? "decode" : "encode", cq_now() - t0);
         cq_backend_stats st; /* the op times of the timed runs only */
         CQ_TRY(cq_backend_get_stats(r->be, &st, true));
     }
     *sec = cq_bench_median(r->t, repeat);
     cq_backend_stats st;
     CQ_TRY(cq_backend_get_stats(r->be, &st, false));
-    if (st.timed) cq_bench_print_op_classes(&st, repeat, what == 0 ? "decode" : "encode");
+    if (st.timed) cq_bench_print_op_classes(&st, repeat, decode ? "decode" : "encode");
     return CQ_OK;
 }
 
 /* ---- the Flux VAE ------------------------------------------------------------------------ */
-typedef struct flux_run {
-    cq_cmf *cmf;
-    cq_backend *be;
-    cq_flux_vae *vae;
-    float *z, *img, *mom;
-    double *t;
-} flux_run;
-
-static void flux_free(flux_run *r) {
-    cq_flux_vae_free(r->vae);
-    cq_backend_free(r->be);
-    cq_cmf_close(r->cmf);
-    cq_free(r->z);
-    cq_free(r->img);
-    cq_free(r->mom);
-    cq_free(r->t);
-}
-
-static int flux_fail(flux_run *r, cq_status s, const char *what) {
-    flux_free(r);
-    return cq_cli_fail("bench vae", s, what);
-}
-
-static cq_status map_flux(const cq_bench_model_opts *m, cq_cmf **cmf, uint64_t *bytes) {
-    cq_bench_pack pk = {0};
-    char *cfg = cq_bench_flux_vae_config();
-    cq_status s = cfg ? cq_bench_flux_vae_weights(&pk) : CQ_ERR_NOMEM;
-    /* as `cortiq convert` writes a lone AutoencoderKL folder */
-    static const char hdr[] =
-        "{\"format\":\"cmf\",\"version\":2,\"arch\":{\"arch_name\":\"flux_vae\",\"hidden_size\":0,"
-        "\"intermediate_size\":0,\"num_layers\":0,\"num_attention_heads\":0,\"num_kv_heads\":0,\"head_dim\":0,"
-        "\"vocab_size\":0,\"max_position_embeddings\":0,\"rms_norm_eps\":1e-06,\"layer_types\":[]},"
-        "\"quant_type\":\"F16\",\"provenance\":{\"tool\":\"cortiq bench vae\"}}";
-    cq_bench_blob blob = {"vae.config_json", cfg, cfg ? strlen(cfg) : 0};
-    cq_bench_file f = {.tag = "flux-vae", .header = hdr, .blobs = &blob, .n_blobs = 1, .weights = &pk,
-                       .no_verify = m->no_verify, .threads = m->threads};
-    *bytes = cq_bench_pack_bytes(&pk);
-    uint64_t file_bytes;
-    if (s == CQ_OK) s = cq_bench_pack_map(&f, cmf, &file_bytes);
-    cq_bench_pack_free(&pk);
-    cJSON_free(cfg);
-    return s;
-}
-
 /* The plan of one decode (of size/F latents) or encode against the whole-image run. */
 static cq_status flux_plan_line(cq_flux_vae *v, bool decode, int size, int bands) {
     const int F = cq_flux_vae_get_config(v)->spatial_factor, n = decode ? size / F : size;
@@ -242,26 +254,10 @@ static cq_status flux_plan_line(cq_flux_vae *v, bool decode, int size, int bands
     return CQ_OK;
 }
 
-static cq_status flux_time(flux_run *r, bool decode, int size, int repeat, double *sec) {
-    const int F = cq_flux_vae_get_config(r->vae)->spatial_factor, h = size / F;
-    for (int i = 0; i <= repeat; i++) {
-        double t0 = cq_now();
-        cq_status s = decode ? cq_flux_vae_decode(r->vae, r->z, h, h, r->img)
-                             : cq_flux_vae_encode(r->vae, r->img, size, size, r->mom);
-        if (s != CQ_OK) return s;
-        if (i) {
-            r->t[i - 1] = cq_now() - t0;
-            continue;
-        }
-        fprintf(stderr, "  %s warm-up: %.3f s\n", decode ? "decode" : "encode", cq_now() - t0);
-        cq_backend_stats st;
-        CQ_TRY(cq_backend_get_stats(r->be, &st, true));
-    }
-    *sec = cq_bench_median(r->t, repeat);
-    cq_backend_stats st;
-    CQ_TRY(cq_backend_get_stats(r->be, &st, false));
-    if (st.timed) cq_bench_print_op_classes(&st, repeat, decode ? "decode" : "encode");
-    const cq_flux_vae_stats fs = cq_flux_vae_last_stats(r->vae);
+/* The timed runs and the plan's statistics of the last one. */
+static cq_status flux_time(bench_run *r, bool decode, int size, int repeat, double *sec) {
+    CQ_TRY(time_runs(r, decode, size, repeat, sec));
+    const cq_flux_vae_stats fs = cq_flux_vae_last_stats(r->flux);
     const double mpix = (double)size * size / 1e6;
     printf("%s %dx%d: %.4f s (median of %d), %.3g Mpixel/s; activations' peak %.2f GiB, %d statistics passes, "
            "%.2f TMAC\n", decode ? "decode" : "encode", size, size, *sec, repeat, mpix / *sec,
@@ -270,63 +266,41 @@ static cq_status flux_time(flux_run *r, bool decode, int size, int repeat, doubl
 }
 
 static int bench_flux(bench_opts *o) {
-    flux_run r = {0};
-    cq_status s = cq_env_backend_create(o->m.backend, o->m.threads, &r.be);
-    if (s != CQ_OK) return flux_fail(&r, s, "creating the backend");
-    const bool cpu = strncmp(cq_backend_name(r.be), "cpu", 3) == 0 || strcmp(cq_backend_name(r.be), "ref") == 0;
-    if (o->repeat == 0) o->repeat = cpu ? 1 : 5;
+    bench_run r = {0};
     uint64_t wbytes;
-    double t0 = cq_now();
-    s = map_flux(&o->m, &r.cmf, &wbytes);
-    if (s != CQ_OK) return flux_fail(&r, s, "writing the temporary model");
-    double t_write = cq_now() - t0;
-    t0 = cq_now();
-    s = cq_flux_vae_load(r.cmf, "vae.", r.be, &r.vae);
-    if (s == CQ_OK) s = cq_backend_sync(r.be);
-    if (s != CQ_OK) return flux_fail(&r, s, "loading the VAE");
-    cq_flux_vae_set_budget(r.vae, (size_t)o->budget_mib << 20);
+    double t_write, t_load;
+    int rc = open_run(o, &r, &wbytes, &t_write, &t_load);
+    if (rc) return rc;
+    cq_flux_vae_set_budget(r.flux, (size_t)o->budget_mib << 20);
     char b1[32];
     printf("Flux VAE (Z-Image's AutoencoderKL), released configuration, random weights: %s of f16 kernels; written "
            "and mapped in %.1f s\nbackend %s; loaded in %.2f s; budget %s\n", cq_fmt_bytes(wbytes, b1, sizeof b1),
-           t_write, cq_backend_name(r.be), cq_now() - t0, o->bands ? "none (forced bands)" : o->budget_mib ? "set" : "default");
+           t_write, cq_backend_name(r.be), t_load, o->bands ? "none (forced bands)" : o->budget_mib ? "set" : "default");
+    cq_status s = CQ_OK;
     if (o->plan) {
         static const int sizes[] = {256, 512, 1024, 2048};
         for (size_t i = 0; i < sizeof sizes / sizeof sizes[0] && s == CQ_OK; i++) {
-            s = flux_plan_line(r.vae, true, sizes[i], (int)o->bands);
-            if (s == CQ_OK) s = flux_plan_line(r.vae, false, sizes[i], (int)o->bands);
+            s = flux_plan_line(r.flux, true, sizes[i], (int)o->bands);
+            if (s == CQ_OK) s = flux_plan_line(r.flux, false, sizes[i], (int)o->bands);
         }
-        if (s != CQ_OK) return flux_fail(&r, s, "planning");
-        flux_free(&r);
+        if (s != CQ_OK) return fail(&r, s, "planning");
+        run_free(&r);
         return 0;
     }
-    cq_flux_vae_set_band_rows(r.vae, (int)o->bands);
-    const int F = cq_flux_vae_get_config(r.vae)->spatial_factor, h = o->m.size / F;
+    cq_flux_vae_set_band_rows(r.flux, (int)o->bands);
+    const int F = cq_flux_vae_get_config(r.flux)->spatial_factor, h = o->m.size / F;
     const size_t nz = (size_t)CQ_BENCH_FLUX_VAE_Z * h * h, ni = (size_t)3 * o->m.size * o->m.size;
-    r.z = cq_mallocn(nz, sizeof(float));
-    r.img = cq_mallocn(ni, sizeof(float));
-    r.mom = cq_mallocn(2 * nz, sizeof(float));
-    r.t = cq_mallocn((size_t)o->repeat, sizeof(double));
-    if (!r.z || !r.img || !r.mom || !r.t) return flux_fail(&r, CQ_ERR_NOMEM, "allocating the inputs");
-    uint64_t rng = 4242;
-    for (size_t i = 0; i < nz; i++) r.z[i] = 2.0f * cq_bench_rng_unit(&rng);
+    if ((rc = alloc_inputs(&r, nz, ni, o->repeat)) != 0) return rc;
     double sec;
     s = flux_time(&r, true, o->m.size, o->repeat, &sec);
-    if (s != CQ_OK) return flux_fail(&r, s, "decoding");
-    for (size_t i = 0; i < ni; i++) {
-        if (!isfinite(r.img[i])) return flux_fail(&r, cq_fail(CQ_ERR_NUMERIC, "the image holds non-finite values"), "checking");
-        r.img[i] = r.img[i] < -1.0f ? -1.0f : r.img[i] > 1.0f ? 1.0f : r.img[i]; /* the encoder's input range */
-    }
+    if (s != CQ_OK) return fail(&r, s, "decoding");
+    if ((rc = check_image(&r, ni, true)) != 0) return rc;
     if (o->encode) {
         s = flux_time(&r, false, o->m.size, o->repeat, &sec);
-        if (s != CQ_OK) return flux_fail(&r, s, "encoding");
+        if (s != CQ_OK) return fail(&r, s, "encoding");
     }
-    if (!cpu) {
-        cq_backend_stats st;
-        if (cq_backend_get_stats(r.be, &st, false) == CQ_OK && st.mem_peak)
-            printf("device memory: peak %.2f GiB (weights %.2f GiB)\n", (double)st.mem_peak / (1 << 30),
-                   (double)st.weight_bytes / (1 << 30));
-    }
-    flux_free(&r);
+    print_device_memory(&r);
+    run_free(&r);
     return 0;
 }
 
@@ -337,21 +311,9 @@ int cq_bench_vae(int argc, char **argv) {
     if (rc || done) return rc;
     if (o.flux) return bench_flux(&o);
     bench_run r = {0};
-    /* the backend first: a missing GPU fails before the weights are written */
-    cq_status s = cq_env_backend_create(o.m.backend, o.m.threads, &r.be);
-    if (s != CQ_OK) return fail(&r, s, "creating the backend");
-    const bool cpu = strncmp(cq_backend_name(r.be), "cpu", 3) == 0 || strcmp(cq_backend_name(r.be), "ref") == 0;
-    if (o.repeat == 0) o.repeat = cpu ? 1 : 5;
     uint64_t wbytes;
-    double t0 = cq_now();
-    s = map_vae(&o.m, &r.cmf, &wbytes);
-    if (s != CQ_OK) return fail(&r, s, "writing the temporary model");
-    double t_write = cq_now() - t0;
-    t0 = cq_now();
-    s = cq_qi21_vae_load(r.cmf, "vae.", r.be, &r.vae);
-    if (s == CQ_OK) s = cq_backend_sync(r.be);
-    if (s != CQ_OK) return fail(&r, s, "loading the VAE");
-    double t_load = cq_now() - t0;
+    double t_write, t_load;
+    if ((rc = open_run(&o, &r, &wbytes, &t_write, &t_load)) != 0) return rc;
     const cq_qi21_vae_config *c = cq_qi21_vae_get_config(r.vae);
     const int F = c->spatial_factor, h = o.m.size / F, w = o.m.size / F;
     char b1[32];
@@ -360,35 +322,23 @@ int cq_bench_vae(int argc, char **argv) {
            cq_fmt_bytes(wbytes, b1, sizeof b1), t_write, cq_backend_name(r.be), t_load);
     fflush(stdout);
     const size_t nz = (size_t)c->z_dim * h * w, ni = (size_t)c->image_channels * o.m.size * o.m.size;
-    r.z = cq_mallocn(nz, sizeof(float));
-    r.img = cq_mallocn(ni, sizeof(float));
-    r.mom = cq_mallocn(2 * nz, sizeof(float));
-    r.t = cq_mallocn((size_t)o.repeat, sizeof(double));
-    if (!r.z || !r.img || !r.mom || !r.t) return fail(&r, CQ_ERR_NOMEM, "allocating the inputs");
-    uint64_t rng = 4242;
-    for (size_t i = 0; i < nz; i++) r.z[i] = 2.0f * cq_bench_rng_unit(&rng);
+    if ((rc = alloc_inputs(&r, nz, ni, o.repeat)) != 0) return rc;
     double dec = 0, enc = 0;
-    s = time_runs(&r, 0, h, w, o.repeat, &dec);
+    cq_status s = time_runs(&r, true, o.m.size, o.repeat, &dec);
     if (s != CQ_OK) return fail(&r, s, "decoding");
     const size_t dpeak = cq_qi21_vae_last_peak_bytes(r.vae);
-    for (size_t i = 0; i < ni; i++)
-        if (!isfinite(r.img[i])) return fail(&r, cq_fail(CQ_ERR_NUMERIC, "the image holds non-finite values"), "checking");
+    if ((rc = check_image(&r, ni, false)) != 0) return rc;
     const double mpix = (double)o.m.size * o.m.size / 1e6;
     printf("decode %lldx%lld latents -> %dx%d: %.4f s (median of %d), %.3g Mpixel/s; activations' peak %.2f GiB\n",
            (long long)h, (long long)w, o.m.size, o.m.size, dec, o.repeat, mpix / dec, (double)dpeak / (1 << 30));
     if (o.encode && c->has_encoder) {
-        s = time_runs(&r, 1, h, w, o.repeat, &enc);
+        s = time_runs(&r, false, o.m.size, o.repeat, &enc);
         if (s != CQ_OK) return fail(&r, s, "encoding");
         printf("encode %dx%d -> %lldx%lld moments: %.4f s (median of %d), %.3g Mpixel/s; activations' peak %.2f GiB\n",
                o.m.size, o.m.size, (long long)h, (long long)w, enc, o.repeat, mpix / enc,
                (double)cq_qi21_vae_last_peak_bytes(r.vae) / (1 << 30));
     }
-    if (!cpu) {
-        cq_backend_stats st;
-        if (cq_backend_get_stats(r.be, &st, false) == CQ_OK && st.mem_peak)
-            printf("device memory: peak %.2f GiB (weights %.2f GiB)\n", (double)st.mem_peak / (1 << 30),
-                   (double)st.weight_bytes / (1 << 30));
-    }
+    print_device_memory(&r);
     run_free(&r);
     return 0;
 }

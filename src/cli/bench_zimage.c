@@ -71,42 +71,28 @@ static void help(void) {
            B_CAPTION, B_MAX_CAPTION);
 }
 
-static int parse(int argc, char **argv, bench_opts *o, bool *done) {
-    const char *cmd = "bench zimage";
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        long n;
-        int r = cq_bench_model_opt(cmd, argc, argv, &i, &o->m);
-        if (r) {
-            if (r != 1) return r;
-        } else if (cq_cli_is_help(a)) {
-            help();
-            *done = true;
-            return 0;
-        } else if (strcmp(a, "--layers") == 0 || strcmp(a, "--heads") == 0) {
-            if (!cq_cli_parse_int(cmd, a, v, 1, 30, &n)) return 2;
-            *(a[2] == 'l' ? &o->layers : &o->heads) = (int)n;
-            i++;
-        } else if (strcmp(a, "--caption") == 0) {
-            if (!cq_cli_parse_int(cmd, a, v, 1, B_MAX_CAPTION, &n)) return 2;
-            o->caption = (int)n;
-            i++;
-        } else if (strcmp(a, "--steps") == 0) {
-            if (!cq_cli_parse_int(cmd, a, v, 1, 100, &n)) return 2;
-            o->steps = (int)n;
-            i++;
-        } else if (strcmp(a, "--quant") == 0) {
-            int d = v ? cq_dtype_from_name(v) : -1;
-            if (d != CQ_DTYPE_Q8_2F && d != CQ_DTYPE_Q4TP && d != CQ_DTYPE_BF16)
-                return cq_cli_usage_error(cmd, "--quant must be q8_2f, q4tp or bf16");
-            o->quant = (cq_dtype)d;
-            i++;
-        } else {
-            return cq_cli_usage_error(cmd, "unknown argument '%s'", a);
-        }
+static int opt(const char *cmd, const char *a, const char *v, int *i, void *ctx) {
+    bench_opts *o = ctx;
+    long n;
+    if (strcmp(a, "--quant") == 0) return cq_bench_quant_arg(cmd, v, true, i, &o->quant);
+    if (strcmp(a, "--layers") == 0 || strcmp(a, "--heads") == 0) {
+        if (!cq_cli_parse_int(cmd, a, v, 1, 30, &n)) return 2;
+        *(a[2] == 'l' ? &o->layers : &o->heads) = (int)n;
+    } else if (strcmp(a, "--caption") == 0) {
+        if (!cq_cli_parse_int(cmd, a, v, 1, B_MAX_CAPTION, &n)) return 2;
+        o->caption = (int)n;
+    } else if (strcmp(a, "--steps") == 0) {
+        if (!cq_cli_parse_int(cmd, a, v, 1, 100, &n)) return 2;
+        o->steps = (int)n;
+    } else {
+        return 0;
     }
-    return 0;
+    (*i)++;
+    return 1;
+}
+
+static int parse(int argc, char **argv, bench_opts *o, bool *done) {
+    return cq_bench_model_args("bench zimage", argc, argv, &o->m, help, opt, o, done);
 }
 
 /* ---- the random model -------------------------------------------------------------------------- */

@@ -456,3 +456,16 @@ cq_status cq_st_read_f32(const cq_st_tensor *t, uint64_t first, uint64_t n, floa
     default: return cq_fail(CQ_ERR_DTYPE, "tensor '%s': unknown dtype", t->name);
     }
 }
+
+cq_status cq_st_read_all_f32(const cq_st_tensor *t, float **out) {
+    if (!t || !out) return cq_fail(CQ_ERR_INVALID_ARG, "cq_st_read_all_f32: NULL argument");
+    float *p = cq_mallocn(t->nelem ? (size_t)t->nelem : 1, sizeof(float));
+    if (!p) return CQ_ERR_NOMEM;
+    cq_status s = cq_st_read_f32(t, 0, t->nelem, p);
+    if (s != CQ_OK) {
+        cq_free(p);
+        return s;
+    }
+    *out = p;
+    return CQ_OK;
+}

@@ -96,6 +96,8 @@ const char *cq_st_metadata_get(const cq_st *st, const char *key);
  * fail with CQ_ERR_NUMERIC naming the tensor if a value is not exactly
  * representable in f32. */
 cq_status cq_st_read_f32(const cq_st_tensor *t, uint64_t first, uint64_t n, float *out);
+/* The whole tensor so converted into a new array (cq_free; one element long at least). */
+cq_status cq_st_read_all_f32(const cq_st_tensor *t, float **out);
 
 /* Hint that a tensor's pages are no longer needed (drops them from this
  * process's resident set for mmap'd files; no effect for memory buffers). */

@@ -63,9 +63,7 @@ struct cq_flux_vae {
     cq_flux_vae_config cfg;
     fv_coder enc, dec;
     vw_conv quant, post_quant;
-    vw_store st;        /* backend tensors the loader made or bound */
-    float **host;       /* host copies of the group norms' weights (owned) */
-    int n_host, cap_host;
+    vw_store st;        /* backend tensors the loader made or bound, host copies of the group norms' weights */
     size_t budget;
     int band_rows;
     cq_progress_fn progress;

@@ -2,7 +2,8 @@
  * flux_vae_load.c — the Flux VAE's config (from `<prefix>config_json`) and
  * weight binding (kit/vae_weights.c): kernels and the attention matrices
  * stay in their file codec, biases become F32 backend tensors, the group
- * norms' weights host f32 arrays (their statistics are merged on the host).
+ * norms' weights host f32 arrays the store keeps (their statistics are
+ * merged on the host).
  *
  * Widths, as diffusers' Encoder and Decoder build them from
  * block_out_channels b[0..n):
@@ -50,14 +51,11 @@ static cq_status need_types(const cq_cfg *g, const char *key, int n, const char 
     return CQ_OK;
 }
 
-static cq_status parse_json(const cJSON *j, cq_flux_vae_config *c) {
+static cq_status parse_json(const cJSON *j, void *out) {
+    cq_flux_vae_config *c = out;
     memset(c, 0, sizeof *c);
-    const cJSON *cls = cJSON_GetObjectItemCaseSensitive(j, "_class_name");
-    if (!cJSON_IsString(cls))
-        return cq_fail(CQ_ERR_UNSUPPORTED, "vae: config names no _class_name (AutoencoderKL expected)");
-    if (strcmp(cls->valuestring, "AutoencoderKL") != 0)
-        return cq_fail(CQ_ERR_UNSUPPORTED, "vae: config is for '%s', not AutoencoderKL", cls->valuestring);
     const cq_cfg g = {j, "vae", ""};
+    CQ_TRY(cq_cfg_class(&g, "AutoencoderKL", true));
     CQ_TRY(cq_cfg_int(&g, "in_channels", 3, 1, 64, &c->in_channels));
     CQ_TRY(cq_cfg_int(&g, "out_channels", 3, 1, 64, &c->out_channels));
     CQ_TRY(cq_cfg_int(&g, "latent_channels", 4, 1, 1024, &c->latent_channels));
@@ -95,11 +93,7 @@ static cq_status parse_json(const cJSON *j, cq_flux_vae_config *c) {
 }
 
 cq_status cq_flux_vae_parse_config(const cq_cmf *cmf, const char *prefix, cq_flux_vae_config *c) {
-    cJSON *j = NULL;
-    CQ_TRY(cq_cfg_open(cmf, prefix ? prefix : "", "vae", &j));
-    cq_status s = parse_json(j, c);
-    cJSON_Delete(j);
-    return s;
+    return cq_cfg_read(cmf, prefix, "vae", parse_json, c);
 }
 
 /* ---- weights --------------------------------------------------------------------------- */
@@ -109,31 +103,14 @@ typedef struct loader {
     cq_tt_list table;
 } loader;
 
-static cq_status keep_host(cq_flux_vae *v, float *p) {
-    if (v->n_host == v->cap_host) {
-        int cap = v->cap_host ? 2 * v->cap_host : 64;
-        float **h = cq_reallocn(v->host, (size_t)cap, sizeof *h);
-        if (!h) {
-            cq_free(p);
-            return CQ_ERR_NOMEM;
-        }
-        v->host = h;
-        v->cap_host = cap;
-    }
-    v->host[v->n_host++] = p;
-    return CQ_OK;
-}
-
 /* A GroupNorm `name` ({weight, bias} [C]) of the config's groups, eps 1e-6. */
 static cq_status load_gn(const loader *L, const char *name, int C, vs_gn_w *gn) {
     char n[400];
     float *w, *b;
     CQ_TRY(vw_name(n, sizeof n, "%s.weight", name));
-    CQ_TRY(vw_read_host(&L->w, n, C, &w));
-    CQ_TRY(keep_host(L->v, w));
+    CQ_TRY(vw_read_kept(&L->w, n, C, &w));
     CQ_TRY(vw_name(n, sizeof n, "%s.bias", name));
-    CQ_TRY(vw_read_host(&L->w, n, C, &b));
-    CQ_TRY(keep_host(L->v, b));
+    CQ_TRY(vw_read_kept(&L->w, n, C, &b));
     *gn = (vs_gn_w){.gamma = w, .beta = b, .groups = L->v->cfg.norm_num_groups, .eps = 1e-6f};
     return CQ_OK;
 }
@@ -148,12 +125,7 @@ static cq_status load_res(const loader *L, const char *name, int cin, int cout, 
     CQ_TRY(load_gn(L, n, cout, &r->n2));
     CQ_TRY(vw_name(n, sizeof n, "%s.conv2", name));
     CQ_TRY(vw_load_conv(&L->w, n, cout, cout, 3, &r->c2));
-    r->has_sc = cin != cout;
-    if (r->has_sc) {
-        CQ_TRY(vw_name(n, sizeof n, "%s.conv_shortcut", name));
-        CQ_TRY(vw_load_conv(&L->w, n, cin, cout, 1, &r->sc));
-    }
-    return CQ_OK;
+    return vw_load_shortcut(&L->w, name, cin, cout, &r->has_sc, &r->sc);
 }
 
 /* The mid block: resnets 0 and 1 and, with mid_block_add_attention, the
@@ -203,10 +175,8 @@ static cq_status load_all(const loader *L) {
     const int nl = c->n_levels, *b = c->block_out_channels, Z = c->latent_channels;
     char n[400];
     /* the encoder: optional (text to image never encodes), but all of it or none */
-    const bool enc_in = vw_find(&L->w, "encoder.conv_in.weight") != NULL;
-    if (c->use_quant_conv && enc_in != (vw_find(&L->w, "quant_conv.weight") != NULL))
-        return cq_fail(CQ_ERR_MISSING, "vae: the file has %s but not %s: the encoder is all or nothing",
-                       enc_in ? "encoder.conv_in" : "quant_conv", enc_in ? "quant_conv" : "encoder.conv_in");
+    bool enc_in;
+    CQ_TRY(vw_has_encoder(&L->w, c->use_quant_conv, &enc_in));
     v->cfg.has_encoder = enc_in;
     fv_coder *e = &v->enc;
     if (enc_in) {
@@ -275,8 +245,6 @@ static void free_coder(fv_coder *c) {
 void cq_flux_vae_free(cq_flux_vae *v) {
     if (!v) return;
     vw_store_free(&v->st);
-    for (int i = 0; i < v->n_host; i++) cq_free(v->host[i]);
-    cq_free(v->host);
     free_coder(&v->enc);
     free_coder(&v->dec);
     cq_free(v);

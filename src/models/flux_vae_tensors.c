@@ -9,41 +9,28 @@
 
 #include "models/tables.h"
 
-typedef struct vt {
-    cq_tt_list *l;
-    const char *prefix;
-    bool required;
-} vt;
-
-/* A kernel [cout, cin, k, k] and its bias [cout]. */
-static cq_status conv(const vt *t, const char *name, int cin, int cout, int k) {
-    uint64_t w[4] = {(uint64_t)cout, (uint64_t)cin, (uint64_t)k, (uint64_t)k}, b[1] = {(uint64_t)cout};
-    CQ_TRY(cq_tt_add(t->l, t->prefix, CQ_TT_KERNEL, t->required, 0.0f, 4, w, "%s.weight", name));
-    return cq_tt_add(t->l, t->prefix, CQ_TT_VECTOR, t->required, 0.0f, 1, b, "%s.bias", name);
-}
-
 /* A GroupNorm's weight (around 1) and bias [C]. */
-static cq_status norm(const vt *t, const char *name, int c) {
+static cq_status norm(const cq_tt_sink *t, const char *name, int c) {
     uint64_t shape[1] = {(uint64_t)c};
     CQ_TRY(cq_tt_add(t->l, t->prefix, CQ_TT_VECTOR, t->required, 1.0f, 1, shape, "%s.weight", name));
     return cq_tt_add(t->l, t->prefix, CQ_TT_VECTOR, t->required, 0.0f, 1, shape, "%s.bias", name);
 }
 
-static cq_status res(const vt *t, const char *name, int cin, int cout) {
+static cq_status res(const cq_tt_sink *t, const char *name, int cin, int cout) {
     char n[200];
     snprintf(n, sizeof n, "%s.norm1", name);
     CQ_TRY(norm(t, n, cin));
     snprintf(n, sizeof n, "%s.conv1", name);
-    CQ_TRY(conv(t, n, cin, cout, 3));
+    CQ_TRY(cq_tt_add_conv(t, n, cin, cout, 3));
     snprintf(n, sizeof n, "%s.norm2", name);
     CQ_TRY(norm(t, n, cout));
     snprintf(n, sizeof n, "%s.conv2", name);
-    CQ_TRY(conv(t, n, cout, cout, 3));
+    CQ_TRY(cq_tt_add_conv(t, n, cout, cout, 3));
     snprintf(n, sizeof n, "%s.conv_shortcut", name);
-    return cin != cout ? conv(t, n, cin, cout, 1) : CQ_OK;
+    return cin != cout ? cq_tt_add_conv(t, n, cin, cout, 1) : CQ_OK;
 }
 
-static cq_status mid(const vt *t, const char *coder, int c, bool attn) {
+static cq_status mid(const cq_tt_sink *t, const char *coder, int c, bool attn) {
     char n[200];
     for (int i = 0; i < 2; i++) {
         snprintf(n, sizeof n, "%s.mid_block.resnets.%d", coder, i);
@@ -67,9 +54,9 @@ cq_status cq_flux_vae_tensors(const cq_flux_vae_config *c, const char *prefix, c
     const int nl = c->n_levels, *b = c->block_out_channels, Z = c->latent_channels;
     if (nl < 1 || nl > CQ_FLUX_VAE_MAX_LEVELS) return cq_fail(CQ_ERR_INVALID_ARG, "vae: %d levels", nl);
     char n[200];
-    vt enc = {out, prefix ? prefix : "", false}, dec = {out, enc.prefix, true};
+    cq_tt_sink enc = {out, prefix ? prefix : "", false}, dec = {out, enc.prefix, true};
     /* the encoder: all of it or none (the loader checks which) */
-    CQ_TRY(conv(&enc, "encoder.conv_in", c->in_channels, b[0], 3));
+    CQ_TRY(cq_tt_add_conv(&enc, "encoder.conv_in", c->in_channels, b[0], 3));
     for (int i = 0; i < nl; i++) {
         for (int j = 0; j < c->layers_per_block; j++) {
             snprintf(n, sizeof n, "encoder.down_blocks.%d.resnets.%d", i, j);
@@ -77,15 +64,15 @@ cq_status cq_flux_vae_tensors(const cq_flux_vae_config *c, const char *prefix, c
         }
         if (i == nl - 1) continue;
         snprintf(n, sizeof n, "encoder.down_blocks.%d.downsamplers.0.conv", i);
-        CQ_TRY(conv(&enc, n, b[i], b[i], 3));
+        CQ_TRY(cq_tt_add_conv(&enc, n, b[i], b[i], 3));
     }
     CQ_TRY(mid(&enc, "encoder", b[nl - 1], c->mid_attention));
     CQ_TRY(norm(&enc, "encoder.conv_norm_out", b[nl - 1]));
-    CQ_TRY(conv(&enc, "encoder.conv_out", b[nl - 1], 2 * Z, 3));
-    if (c->use_quant_conv) CQ_TRY(conv(&enc, "quant_conv", 2 * Z, 2 * Z, 1));
+    CQ_TRY(cq_tt_add_conv(&enc, "encoder.conv_out", b[nl - 1], 2 * Z, 3));
+    if (c->use_quant_conv) CQ_TRY(cq_tt_add_conv(&enc, "quant_conv", 2 * Z, 2 * Z, 1));
     /* the decoder */
-    if (c->use_post_quant_conv) CQ_TRY(conv(&dec, "post_quant_conv", Z, Z, 1));
-    CQ_TRY(conv(&dec, "decoder.conv_in", Z, b[nl - 1], 3));
+    if (c->use_post_quant_conv) CQ_TRY(cq_tt_add_conv(&dec, "post_quant_conv", Z, Z, 1));
+    CQ_TRY(cq_tt_add_conv(&dec, "decoder.conv_in", Z, b[nl - 1], 3));
     CQ_TRY(mid(&dec, "decoder", b[nl - 1], c->mid_attention));
     for (int i = 0; i < nl; i++) {
         const int cin = b[nl - 1 - (i ? i - 1 : 0)], cout = b[nl - 1 - i];
@@ -95,8 +82,8 @@ cq_status cq_flux_vae_tensors(const cq_flux_vae_config *c, const char *prefix, c
         }
         if (i == nl - 1) continue;
         snprintf(n, sizeof n, "decoder.up_blocks.%d.upsamplers.0.conv", i);
-        CQ_TRY(conv(&dec, n, cout, cout, 3));
+        CQ_TRY(cq_tt_add_conv(&dec, n, cout, cout, 3));
     }
     CQ_TRY(norm(&dec, "decoder.conv_norm_out", b[0]));
-    return conv(&dec, "decoder.conv_out", b[0], c->out_channels, 3);
+    return cq_tt_add_conv(&dec, "decoder.conv_out", b[0], c->out_channels, 3);
 }

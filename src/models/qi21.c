@@ -134,12 +134,10 @@ static cq_status bind_vec(qi21_binder *b, const char *name, cq_tensor *out) {
 /* The config, read with the models' one convention (models/kit/config.h):
  * absent or null members take diffusers' defaults, anything else must be in
  * range. */
-static cq_status parse_json(const cJSON *j, cq_qi21_config *c) {
+static cq_status parse_json(const cJSON *j, void *out) {
+    cq_qi21_config *c = out;
     const cq_cfg g = {j, "qi21", ""};
-    const cJSON *cls = cq_cfg_get(&g, "_class_name");
-    if (cJSON_IsString(cls) && strcmp(cls->valuestring, "QwenImage21Transformer2DModel") != 0)
-        return cq_fail(CQ_ERR_UNSUPPORTED, "qi21: config is for '%s', not QwenImage21Transformer2DModel",
-                       cls->valuestring);
+    CQ_TRY(cq_cfg_class(&g, "QwenImage21Transformer2DModel", false));
     memset(c, 0, sizeof *c);
     const int big = 1 << 20;
     int patch, ratio;
@@ -183,11 +181,7 @@ static cq_status parse_json(const cJSON *j, cq_qi21_config *c) {
 }
 
 cq_status cq_qi21_parse_config(const cq_cmf *cmf, const char *prefix, cq_qi21_config *c) {
-    cJSON *j = NULL;
-    CQ_TRY(cq_cfg_open(cmf, prefix ? prefix : "", "qi21", &j));
-    cq_status s = parse_json(j, c);
-    cJSON_Delete(j);
-    return s;
+    return cq_cfg_read(cmf, prefix, "qi21", parse_json, c);
 }
 
 cq_status cq_qi21_load(const cq_cmf *cmf, const char *prefix, cq_backend *be, cq_qi21 **out) {

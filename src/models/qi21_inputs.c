@@ -42,15 +42,7 @@ static cq_status need_f32(const cq_st_tensor *t) {
  * rows may hold anything); the timestep is checked here. */
 static cq_status read_floats(const cq_st_tensor *t, float **out) {
     CQ_TRY(need_f32(t));
-    float *p = cq_mallocn(t->nelem ? (size_t)t->nelem : 1, sizeof(float));
-    if (!p) return CQ_ERR_NOMEM;
-    cq_status s = cq_st_read_f32(t, 0, t->nelem, p);
-    if (s != CQ_OK) {
-        cq_free(p);
-        return s;
-    }
-    *out = p;
-    return CQ_OK;
+    return cq_st_read_all_f32(t, out);
 }
 
 /* Element i of an integer (or bool) tensor as int64. */

@@ -46,11 +46,19 @@ static cq_status json_floats(const cJSON *o, const char *key, int n, float **out
     return CQ_OK;
 }
 
-/* The geometry, and the latent statistics into *mean / *std unless those are NULL. */
-static cq_status parse_json(const cJSON *j, qv_json *c, float **mean, float **std) {
-    const cJSON *cls = cJSON_GetObjectItemCaseSensitive(j, "_class_name");
-    if (cJSON_IsString(cls) && strcmp(cls->valuestring, "AutoencoderKLQwenImage21") != 0)
-        return cq_fail(CQ_ERR_UNSUPPORTED, "vae: config is for '%s', not AutoencoderKLQwenImage21", cls->valuestring);
+/* What one config read fills: the geometry, and the latent statistics
+ * into *mean / *std unless those are NULL. */
+typedef struct qv_read {
+    qv_json *c;
+    float **mean, **std;
+} qv_read;
+
+static cq_status parse_json(const cJSON *j, void *out) {
+    const qv_read *r = out;
+    qv_json *c = r->c;
+    float **mean = r->mean, **std = r->std;
+    const cq_cfg g = {j, "vae", ""};
+    CQ_TRY(cq_cfg_class(&g, "AutoencoderKLQwenImage21", false));
     const cJSON *res = cJSON_GetObjectItemCaseSensitive(j, "is_residual");
     if (res && !cJSON_IsTrue(res))
         return cq_fail(CQ_ERR_UNSUPPORTED, "vae: is_residual = false (the Wan 2.1 layout) is not supported");
@@ -61,7 +69,6 @@ static cq_status parse_json(const cJSON *j, qv_json *c, float **mean, float **st
     CQ_TRY(json_int(j, "in_channels", 4, 1, 1 << 14, &c->in_channels));
     CQ_TRY(json_int(j, "out_channels", 4, 1, 1 << 14, &c->out_channels));
     CQ_TRY(json_int(j, "patch_size", 1, 1, 64, &c->patch));
-    const cq_cfg g = {j, "vae", ""};
     CQ_TRY(cq_cfg_ints(&g, "dim_mult", 1, QI21_VAE_MAX_LEVELS, 1, 64, c->mult, &c->n_mult));
     if (c->n_mult == 0) return cq_fail(CQ_ERR_PARSE, "vae: config dim_mult is missing");
     const cJSON *td = cJSON_GetObjectItemCaseSensitive(j, "temperal_downsample");
@@ -94,16 +101,12 @@ static cq_status parse_json(const cJSON *j, qv_json *c, float **mean, float **st
 }
 
 static cq_status parse_config(const cq_cmf *cmf, const char *prefix, qv_json *c, float **mean, float **std) {
-    cJSON *j = NULL;
-    CQ_TRY(cq_cfg_open(cmf, prefix, "vae", &j));
-    cq_status s = parse_json(j, c, mean, std);
-    cJSON_Delete(j);
-    return s;
+    return cq_cfg_read(cmf, prefix, "vae", parse_json, &(qv_read){c, mean, std});
 }
 
 cq_status cq_qi21_vae_parse_geometry(const cq_cmf *cmf, const char *prefix, cq_qi21_vae_geometry *g) {
     memset(g, 0, sizeof *g);
-    return parse_config(cmf, prefix ? prefix : "", g, NULL, NULL);
+    return parse_config(cmf, prefix, g, NULL, NULL);
 }
 
 /* ---- weights --------------------------------------------------------------------------- */
@@ -141,12 +144,7 @@ static cq_status load_res(const loader *L, const char *name, int cin, int cout, 
     CQ_TRY(load_gamma(L, n, cout, &r->g2));
     CQ_TRY(vw_name(n, sizeof n, "%s.conv2", name));
     CQ_TRY(load_conv(L, n, cout, cout, 3, &r->c2));
-    r->has_sc = cin != cout;
-    if (r->has_sc) {
-        CQ_TRY(vw_name(n, sizeof n, "%s.conv_shortcut", name));
-        CQ_TRY(load_conv(L, n, cin, cout, 1, &r->sc));
-    }
-    return CQ_OK;
+    return vw_load_shortcut(&L->w, name, cin, cout, &r->has_sc, &r->sc);
 }
 
 /* Single-head attention: norm gamma, to_qkv split into q/k/v [C, C] F32
@@ -220,11 +218,8 @@ static cq_status load_all(const loader *L, const qv_json *c) {
     }
     char n[400];
     /* encoder: optional (text to image never encodes), but all of it or none */
-    const bool enc_in = vw_find(&L->w, "encoder.conv_in.weight") != NULL;
-    const bool quant = vw_find(&L->w, "quant_conv.weight") != NULL;
-    if (enc_in != quant)
-        return cq_fail(CQ_ERR_MISSING, "vae: the file has %s but not %s: the encoder is all or nothing",
-                       enc_in ? "encoder.conv_in" : "quant_conv", enc_in ? "quant_conv" : "encoder.conv_in");
+    bool enc_in;
+    CQ_TRY(vw_has_encoder(&L->w, true, &enc_in));
     v->cfg.has_encoder = enc_in;
     qv_coder *e = &v->enc;
     e->n_levels = enc_in ? nl : 0;

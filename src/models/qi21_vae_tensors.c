@@ -9,40 +9,27 @@
 
 #include "models/tables.h"
 
-typedef struct vt {
-    cq_tt_list *l;
-    const char *prefix;
-    bool required;
-} vt;
-
-/* A kernel [cout, cin, k, k] and its bias [cout]. */
-static cq_status conv(const vt *t, const char *name, int cin, int cout, int k) {
-    uint64_t w[4] = {(uint64_t)cout, (uint64_t)cin, (uint64_t)k, (uint64_t)k}, b[1] = {(uint64_t)cout};
-    CQ_TRY(cq_tt_add(t->l, t->prefix, CQ_TT_KERNEL, t->required, 0.0f, 4, w, "%s.weight", name));
-    return cq_tt_add(t->l, t->prefix, CQ_TT_VECTOR, t->required, 0.0f, 1, b, "%s.bias", name);
-}
-
 /* An RMS-norm gamma [C, 1, 1(, 1)]. */
-static cq_status gamma(const vt *t, const char *name, int c, int ndim) {
+static cq_status gamma(const cq_tt_sink *t, const char *name, int c, int ndim) {
     uint64_t shape[4] = {(uint64_t)c, 1, 1, 1};
     return cq_tt_add(t->l, t->prefix, CQ_TT_VECTOR, t->required, 1.0f, ndim, shape, "%s", name);
 }
 
-static cq_status res(const vt *t, const char *name, int cin, int cout) {
+static cq_status res(const cq_tt_sink *t, const char *name, int cin, int cout) {
     char n[200];
     snprintf(n, sizeof n, "%s.norm1.gamma", name);
     CQ_TRY(gamma(t, n, cin, 4));
     snprintf(n, sizeof n, "%s.conv1", name);
-    CQ_TRY(conv(t, n, cin, cout, 3));
+    CQ_TRY(cq_tt_add_conv(t, n, cin, cout, 3));
     snprintf(n, sizeof n, "%s.norm2.gamma", name);
     CQ_TRY(gamma(t, n, cout, 4));
     snprintf(n, sizeof n, "%s.conv2", name);
-    CQ_TRY(conv(t, n, cout, cout, 3));
+    CQ_TRY(cq_tt_add_conv(t, n, cout, cout, 3));
     snprintf(n, sizeof n, "%s.conv_shortcut", name);
-    return cin != cout ? conv(t, n, cin, cout, 1) : CQ_OK;
+    return cin != cout ? cq_tt_add_conv(t, n, cin, cout, 1) : CQ_OK;
 }
 
-static cq_status mid(const vt *t, const char *coder, int c) {
+static cq_status mid(const cq_tt_sink *t, const char *coder, int c) {
     char n[200];
     for (int i = 0; i < 2; i++) {
         snprintf(n, sizeof n, "%s.mid_block.resnets.%d", coder, i);
@@ -51,9 +38,9 @@ static cq_status mid(const vt *t, const char *coder, int c) {
     snprintf(n, sizeof n, "%s.mid_block.attentions.0.norm.gamma", coder);
     CQ_TRY(gamma(t, n, c, 3));
     snprintf(n, sizeof n, "%s.mid_block.attentions.0.to_qkv", coder);
-    CQ_TRY(conv(t, n, c, 3 * c, 1));
+    CQ_TRY(cq_tt_add_conv(t, n, c, 3 * c, 1));
     snprintf(n, sizeof n, "%s.mid_block.attentions.0.proj", coder);
-    return conv(t, n, c, c, 1);
+    return cq_tt_add_conv(t, n, c, c, 1);
 }
 
 cq_status cq_qi21_vae_tensors(const cq_qi21_vae_geometry *g, const char *prefix, cq_tt_list *out) {
@@ -67,9 +54,9 @@ cq_status cq_qi21_vae_tensors(const cq_qi21_vae_geometry *g, const char *prefix,
         dd[i + 1] = g->decoder_base_dim * g->mult[nl - 1 - i];
     }
     char n[200];
-    vt enc = {out, prefix ? prefix : "", false}, dec = {out, enc.prefix, true}, opt = {out, enc.prefix, false};
+    cq_tt_sink enc = {out, prefix ? prefix : "", false}, dec = {out, enc.prefix, true}, opt = {out, enc.prefix, false};
     /* the encoder: all of it or none (the loader checks which) */
-    CQ_TRY(conv(&enc, "encoder.conv_in", g->in_channels, de[0], 3));
+    CQ_TRY(cq_tt_add_conv(&enc, "encoder.conv_in", g->in_channels, de[0], 3));
     for (int i = 0; i < nl; i++) {
         for (int j = 0; j < g->num_res_blocks; j++) {
             snprintf(n, sizeof n, "encoder.down_blocks.%d.resnets.%d", i, j);
@@ -77,17 +64,17 @@ cq_status cq_qi21_vae_tensors(const cq_qi21_vae_geometry *g, const char *prefix,
         }
         if (i == nl - 1) continue;
         snprintf(n, sizeof n, "encoder.down_blocks.%d.downsampler.resample.1", i);
-        CQ_TRY(conv(&enc, n, de[i + 1], de[i + 1], 3));
+        CQ_TRY(cq_tt_add_conv(&enc, n, de[i + 1], de[i + 1], 3));
         snprintf(n, sizeof n, "encoder.down_blocks.%d.downsampler.time_conv", i);
-        if (g->tdown[i]) CQ_TRY(conv(&opt, n, de[i + 1], de[i + 1], 1));
+        if (g->tdown[i]) CQ_TRY(cq_tt_add_conv(&opt, n, de[i + 1], de[i + 1], 1));
     }
     CQ_TRY(mid(&enc, "encoder", de[nl]));
     CQ_TRY(gamma(&enc, "encoder.norm_out.gamma", de[nl], 4));
-    CQ_TRY(conv(&enc, "encoder.conv_out", de[nl], 2 * g->z_dim, 3));
-    CQ_TRY(conv(&enc, "quant_conv", 2 * g->z_dim, 2 * g->z_dim, 1));
+    CQ_TRY(cq_tt_add_conv(&enc, "encoder.conv_out", de[nl], 2 * g->z_dim, 3));
+    CQ_TRY(cq_tt_add_conv(&enc, "quant_conv", 2 * g->z_dim, 2 * g->z_dim, 1));
     /* the decoder */
-    CQ_TRY(conv(&dec, "post_quant_conv", g->z_dim, g->z_dim, 1));
-    CQ_TRY(conv(&dec, "decoder.conv_in", g->z_dim, dd[0], 3));
+    CQ_TRY(cq_tt_add_conv(&dec, "post_quant_conv", g->z_dim, g->z_dim, 1));
+    CQ_TRY(cq_tt_add_conv(&dec, "decoder.conv_in", g->z_dim, dd[0], 3));
     CQ_TRY(mid(&dec, "decoder", dd[0]));
     for (int i = 0; i < nl; i++) {
         for (int j = 0; j < g->num_res_blocks + 1; j++) {
@@ -96,10 +83,10 @@ cq_status cq_qi21_vae_tensors(const cq_qi21_vae_geometry *g, const char *prefix,
         }
         if (i == nl - 1) continue;
         snprintf(n, sizeof n, "decoder.up_blocks.%d.upsampler.resample.1", i);
-        CQ_TRY(conv(&dec, n, dd[i + 1], dd[i + 1], 3));
+        CQ_TRY(cq_tt_add_conv(&dec, n, dd[i + 1], dd[i + 1], 3));
         snprintf(n, sizeof n, "decoder.up_blocks.%d.upsampler.time_conv", i);
-        if (g->tdown[nl - 2 - i]) CQ_TRY(conv(&opt, n, dd[i + 1], 2 * dd[i + 1], 1));
+        if (g->tdown[nl - 2 - i]) CQ_TRY(cq_tt_add_conv(&opt, n, dd[i + 1], 2 * dd[i + 1], 1));
     }
     CQ_TRY(gamma(&dec, "decoder.norm_out.gamma", dd[nl], 4));
-    return conv(&dec, "decoder.conv_out", dd[nl], g->out_channels, 3);
+    return cq_tt_add_conv(&dec, "decoder.conv_out", dd[nl], g->out_channels, 3);
 }

@@ -97,7 +97,8 @@ static cq_status parse_rope(const cJSON *root, const cJSON *tc, cq_qwen3_config 
     return CQ_OK;
 }
 
-static cq_status parse_json(const cJSON *root, cq_qwen3_config *c) {
+static cq_status parse_json(const cJSON *root, void *out) {
+    cq_qwen3_config *c = out;
     memset(c, 0, sizeof *c);
     if (!cJSON_IsObject(root)) return cq_fail(CQ_ERR_PARSE, "qwen3: config is not a JSON object");
     const cJSON *tc = jget(root, "text_config");
@@ -159,11 +160,7 @@ static cq_status parse_json(const cJSON *root, cq_qwen3_config *c) {
 }
 
 cq_status cq_qwen3_parse_config(const cq_cmf *cmf, const char *prefix, cq_qwen3_config *cfg) {
-    cJSON *j = NULL;
-    CQ_TRY(cq_cfg_open(cmf, prefix ? prefix : "", "qwen3", &j));
-    cq_status s = parse_json(j, cfg);
-    cJSON_Delete(j);
-    return s;
+    return cq_cfg_read(cmf, prefix, "qwen3", parse_json, cfg);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -97,12 +97,10 @@ static cq_status patch_list(const cq_cfg *g, const char *key, int want) {
 }
 
 /* Absent or null members take diffusers' defaults (models/kit/config.h). */
-static cq_status parse_json(const cJSON *j, cq_zimage_config *c) {
+static cq_status parse_json(const cJSON *j, void *out) {
+    cq_zimage_config *c = out;
     const cq_cfg g = {j, "zimage", ""};
-    const cJSON *cls = cq_cfg_get(&g, "_class_name");
-    if (cJSON_IsString(cls) && strcmp(cls->valuestring, "ZImageTransformer2DModel") != 0)
-        return cq_fail(CQ_ERR_UNSUPPORTED, "zimage: config is for '%s', not ZImageTransformer2DModel",
-                       cls->valuestring);
+    CQ_TRY(cq_cfg_class(&g, "ZImageTransformer2DModel", false));
     memset(c, 0, sizeof *c);
     const int big = 1 << 16;
     CQ_TRY(patch_list(&g, "all_patch_size", 2));
@@ -149,11 +147,7 @@ static cq_status parse_json(const cJSON *j, cq_zimage_config *c) {
 }
 
 cq_status cq_zimage_parse_config(const cq_cmf *cmf, const char *prefix, cq_zimage_config *c) {
-    cJSON *j = NULL;
-    CQ_TRY(cq_cfg_open(cmf, prefix ? prefix : "", "zimage", &j));
-    cq_status s = parse_json(j, c);
-    cJSON_Delete(j);
-    return s;
+    return cq_cfg_read(cmf, prefix, "zimage", parse_json, c);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -18,18 +18,6 @@ static cq_status find(const cq_st *st, const char *name, const cq_st_tensor **ou
     return CQ_OK;
 }
 
-static cq_status read_all(const cq_st_tensor *t, float **out) {
-    float *p = cq_mallocn(t->nelem ? (size_t)t->nelem : 1, sizeof(float));
-    if (!p) return CQ_ERR_NOMEM;
-    cq_status s = cq_st_read_f32(t, 0, t->nelem, p);
-    if (s != CQ_OK) {
-        cq_free(p);
-        return s;
-    }
-    *out = p;
-    return CQ_OK;
-}
-
 static cq_status read_x(const cq_st *st, const cq_zimage_config *cfg, cq_zimage_inputs *in) {
     const cq_st_tensor *t;
     CQ_TRY(find(st, "x", &t));
@@ -49,7 +37,7 @@ static cq_status read_x(const cq_st *st, const cq_zimage_config *cfg, cq_zimage_
     in->lat_w = (int)W;
     in->x_ndim = t->ndim;
     memcpy(in->x_shape, t->shape, (size_t)t->ndim * sizeof t->shape[0]);
-    return read_all(t, &in->latent);
+    return cq_st_read_all_f32(t, &in->latent);
 }
 
 static cq_status read_cap(const cq_st *st, const cq_zimage_config *cfg, cq_zimage_inputs *in) {
@@ -64,7 +52,7 @@ static cq_status read_cap(const cq_st *st, const cq_zimage_config *cfg, cq_zimag
         return cq_fail(CQ_ERR_SHAPE, "input tensor 'cap_feats' is [%llu, %llu]; the model takes [L, %d] with L in "
                        "[1, 2^20]", (unsigned long long)L, (unsigned long long)K, cfg->cap_feat_dim);
     in->n_cap = (int)L;
-    return read_all(t, &in->cap);
+    return cq_st_read_all_f32(t, &in->cap);
 }
 
 static cq_status read_t(const cq_st *st, cq_zimage_inputs *in) {

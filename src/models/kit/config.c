@@ -30,6 +30,14 @@ cq_status cq_cfg_open(const cq_cmf *cmf, const char *prefix, const char *who, cJ
     return CQ_OK;
 }
 
+cq_status cq_cfg_read(const cq_cmf *cmf, const char *prefix, const char *who, cq_cfg_parser parse, void *out) {
+    cJSON *j = NULL;
+    CQ_TRY(cq_cfg_open(cmf, prefix ? prefix : "", who, &j));
+    cq_status s = parse(j, out);
+    cJSON_Delete(j);
+    return s;
+}
+
 const cJSON *cq_cfg_get(const cq_cfg *c, const char *key) {
     const cJSON *it = c->o ? cJSON_GetObjectItemCaseSensitive(c->o, key) : NULL;
     return it && !cJSON_IsNull(it) ? it : NULL;
@@ -66,6 +74,17 @@ cq_status cq_cfg_num(const cq_cfg *c, const char *key, double def, double lo, bo
         return CQ_OK;
     }
     return cq_cfg_num_item(c, it, key, lo, lo_open, hi, out);
+}
+
+cq_status cq_cfg_class(const cq_cfg *c, const char *want, bool required) {
+    const cJSON *cls = cq_cfg_get(c, "_class_name");
+    if (!cJSON_IsString(cls)) {
+        if (!required) return CQ_OK;
+        return cq_fail(CQ_ERR_UNSUPPORTED, "%s: config names no _class_name (%s expected)", c->who, want);
+    }
+    if (strcmp(cls->valuestring, want) != 0)
+        return cq_fail(CQ_ERR_UNSUPPORTED, "%s: config is for '%s', not %s", c->who, cls->valuestring, want);
+    return CQ_OK;
 }
 
 cq_status cq_cfg_bool(const cq_cfg *c, const char *key, bool def, bool *out) {

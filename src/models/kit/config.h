@@ -28,6 +28,10 @@ typedef struct cq_cfg {
  * JSON object the caller frees with cJSON_Delete. CQ_ERR_MISSING when the
  * pack has no such tensor. */
 cq_status cq_cfg_open(const cq_cmf *cmf, const char *prefix, const char *who, cJSON **root);
+/* Open `<prefix>config_json` (prefix NULL is ""), hand the root object to
+ * parse(root, out) and free it: a model's whole config read. */
+typedef cq_status (*cq_cfg_parser)(const cJSON *root, void *out);
+cq_status cq_cfg_read(const cq_cmf *cmf, const char *prefix, const char *who, cq_cfg_parser parse, void *out);
 /* The member, or NULL when it is absent or null. */
 const cJSON *cq_cfg_get(const cq_cfg *c, const char *key);
 /* An integer in [lo, hi] (a number with no fraction). */
@@ -37,6 +41,9 @@ cq_status cq_cfg_num(const cq_cfg *c, const char *key, double def, double lo, bo
 /* The same check on an item found elsewhere (a member with fallbacks); `key` names it in the message. */
 cq_status cq_cfg_num_item(const cq_cfg *c, const cJSON *it, const char *key, double lo, bool lo_open, double hi,
                           double *out);
+/* The member _class_name, where it is a string, must be `want`; with
+ * required it must be there as a string. */
+cq_status cq_cfg_class(const cq_cfg *c, const char *want, bool required);
 cq_status cq_cfg_bool(const cq_cfg *c, const char *key, bool def, bool *out);
 /* An array of min_n .. max_n integers in [lo, hi] into out[]; *n = 0 when
  * absent (the caller keeps its defaults or calls it missing). */

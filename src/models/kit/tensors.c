@@ -62,6 +62,12 @@ cq_status cq_tt_add(cq_tt_list *l, const char *prefix, cq_tt_codec codec, bool r
     return s;
 }
 
+cq_status cq_tt_add_conv(const cq_tt_sink *t, const char *name, int cin, int cout, int k) {
+    uint64_t w[4] = {(uint64_t)cout, (uint64_t)cin, (uint64_t)k, (uint64_t)k}, b[1] = {(uint64_t)cout};
+    CQ_TRY(cq_tt_add(t->l, t->prefix, CQ_TT_KERNEL, t->required, 0.0f, 4, w, "%s.weight", name));
+    return cq_tt_add(t->l, t->prefix, CQ_TT_VECTOR, t->required, 0.0f, 1, b, "%s.bias", name);
+}
+
 cq_status cq_tt_add_subtree(cq_tt_list *l, const char *prefix, const char *fmt, ...) {
     const uint64_t one[1] = {1};
     va_list ap;
@@ -300,14 +306,22 @@ cq_status cq_tt_bind_weight(const cq_tt_binder *b, cq_tensor *out, const char *f
     return s;
 }
 
-cq_status cq_tt_held_upload(const cq_tt_binder *b, const float *v, int64_t rows, int64_t cols, cq_tensor *out) {
+/* An F32 tensor of `shape` ([n] or [rows, cols]) holding v, held by the binder; zeroed on failure. */
+static cq_status upload_held(const cq_tt_binder *b, const float *v, int ndim, const int64_t *shape, cq_tensor *out) {
     memset(out, 0, sizeof *out);
-    CQ_TRY(cq_tensor_alloc_2d(b->be, CQ_DTYPE_F32, rows, cols, out));
-    cq_status s = cq_tensor_upload(out, v, (size_t)rows * (size_t)cols * sizeof(float));
-    if (s == CQ_OK) s = cq_tt_held_add(b->held, out);
-    else cq_tensor_free(out);
+    const size_t n = ndim == 1 ? (size_t)shape[0] : (size_t)shape[0] * (size_t)shape[1];
+    cq_status s = cq_tensor_alloc(b->be, CQ_DTYPE_F32, ndim, shape, out);
+    if (s == CQ_OK) {
+        s = cq_tensor_upload(out, v, n * sizeof(float));
+        if (s == CQ_OK) s = cq_tt_held_add(b->held, out);
+        else cq_tensor_free(out);
+    }
     if (s != CQ_OK) memset(out, 0, sizeof *out);
     return s;
+}
+
+cq_status cq_tt_held_upload(const cq_tt_binder *b, const float *v, int64_t rows, int64_t cols, cq_tensor *out) {
+    return upload_held(b, v, 2, (const int64_t[2]){rows, cols}, out);
 }
 
 cq_status cq_tt_bind_vector(const cq_tt_binder *b, cq_tensor *out, const char *fmt, ...) {
@@ -322,14 +336,7 @@ cq_status cq_tt_bind_vector(const cq_tt_binder *b, cq_tensor *out, const char *f
     float *tmp = cq_mallocn(n, sizeof(float));
     if (!tmp) return CQ_ERR_NOMEM;
     s = cq_tt_read_vector(b->who, v, tmp, n);
-    if (s == CQ_OK) {
-        int64_t shape[1] = {(int64_t)n};
-        s = cq_tensor_alloc(b->be, CQ_DTYPE_F32, 1, shape, out);
-        if (s == CQ_OK) s = cq_tensor_upload(out, tmp, n * sizeof(float));
-        if (s == CQ_OK) s = cq_tt_held_add(b->held, out);
-        else cq_tensor_free(out);
-    }
+    if (s == CQ_OK) s = upload_held(b, tmp, 1, (const int64_t[1]){(int64_t)n}, out);
     cq_free(tmp);
-    if (s != CQ_OK) memset(out, 0, sizeof *out);
     return s;
 }

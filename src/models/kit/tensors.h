@@ -62,6 +62,15 @@ void cq_tt_list_free(cq_tt_list *l);
 /* Append one entry; the name is prefix + printf(fmt, ...). */
 cq_status cq_tt_add(cq_tt_list *l, const char *prefix, cq_tt_codec codec, bool required, float base, int ndim,
                     const uint64_t *shape, const char *fmt, ...) CQ_PRINTF(8, 9);
+/* Where a convolutional model's table code appends (the VAEs): the list,
+ * the names' prefix, whether the entries are required. */
+typedef struct cq_tt_sink {
+    cq_tt_list *l;
+    const char *prefix;
+    bool required;
+} cq_tt_sink;
+/* A convolution `name`: its kernel [cout, cin, k, k] (.weight) and bias [cout] (.bias). */
+cq_status cq_tt_add_conv(const cq_tt_sink *t, const char *name, int cin, int cout, int k);
 /* A subtree entry: prefix + printf(fmt, ...) is a name prefix (see cq_tt_entry.subtree). */
 cq_status cq_tt_add_subtree(cq_tt_list *l, const char *prefix, const char *fmt, ...) CQ_PRINTF(3, 4);
 /* The entry of that full name, or NULL (subtrees excepted). */

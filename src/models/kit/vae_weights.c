@@ -24,8 +24,11 @@ void vw_store_free(vw_store *s) {
     cq_free(s->owned);
     for (int i = 0; i < s->n_bound; i++) cq_tensor_free(s->bound[i]);
     cq_free(s->bound);
+    for (int i = 0; i < s->n_host; i++) cq_free(s->host[i]);
+    cq_free(s->host);
     s->owned = s->bound = NULL;
-    s->n_owned = s->cap_owned = s->n_bound = s->cap_bound = 0;
+    s->host = NULL;
+    s->n_owned = s->cap_owned = s->n_bound = s->cap_bound = s->n_host = s->cap_host = 0;
 }
 
 cq_status vw_get(const vw_loader *L, const char *name, const cq_tensor_view **out) {
@@ -38,31 +41,44 @@ const cq_tensor_view *vw_find(const vw_loader *L, const char *name) {
     return cq_cmf_find(L->cmf, full);
 }
 
+/* The array a of n pointers (capacity *cap) with room for one more: a
+ * itself, or a grown copy (NULL when out of memory; a stays valid). */
+static void *room(void *a, int n, int *cap, int first, size_t size) {
+    if (n < *cap) return a;
+    int c = *cap ? 2 * *cap : first;
+    void *g = cq_reallocn(a, (size_t)c, size);
+    if (g) *cap = c;
+    return g;
+}
+
 static cq_status own(vw_store *s, cq_tensor *t) {
-    if (s->n_owned == s->cap_owned) {
-        int cap = s->cap_owned ? 2 * s->cap_owned : 128;
-        cq_tensor **o = cq_reallocn(s->owned, (size_t)cap, sizeof *o);
-        if (!o) return CQ_ERR_NOMEM;
-        s->owned = o;
-        s->cap_owned = cap;
-    }
+    cq_tensor **o = room(s->owned, s->n_owned, &s->cap_owned, 128, sizeof *o);
+    if (!o) return CQ_ERR_NOMEM;
+    s->owned = o;
     s->owned[s->n_owned++] = t;
     return CQ_OK;
 }
 
 /* Bound weights are released with the store (a device backend frees its copies). */
 static cq_status own_bound(vw_store *s, cq_tensor *t) {
-    if (s->n_bound == s->cap_bound) {
-        int cap = s->cap_bound ? 2 * s->cap_bound : 256;
-        cq_tensor **o = cq_reallocn(s->bound, (size_t)cap, sizeof *o);
-        if (!o) {
-            cq_tensor_free(t);
-            return CQ_ERR_NOMEM;
-        }
-        s->bound = o;
-        s->cap_bound = cap;
+    cq_tensor **o = room(s->bound, s->n_bound, &s->cap_bound, 256, sizeof *o);
+    if (!o) {
+        cq_tensor_free(t);
+        return CQ_ERR_NOMEM;
     }
+    s->bound = o;
     s->bound[s->n_bound++] = t;
+    return CQ_OK;
+}
+
+static cq_status own_host(vw_store *s, float *p) {
+    float **o = room(s->host, s->n_host, &s->cap_host, 64, sizeof *o);
+    if (!o) {
+        cq_free(p);
+        return CQ_ERR_NOMEM;
+    }
+    s->host = o;
+    s->host[s->n_host++] = p;
     return CQ_OK;
 }
 
@@ -98,6 +114,14 @@ cq_status vw_read_host(const vw_loader *L, const char *name, int64_t n, float **
     return CQ_OK;
 }
 
+cq_status vw_read_kept(const vw_loader *L, const char *name, int64_t n, float **out) {
+    float *h;
+    CQ_TRY(vw_read_host(L, name, n, &h));
+    CQ_TRY(own_host(L->st, h));
+    *out = h;
+    return CQ_OK;
+}
+
 cq_status vw_load_vec(const vw_loader *L, const char *name, int64_t n, cq_tensor **out) {
     float *h;
     CQ_TRY(vw_read_host(L, name, n, &h));
@@ -125,6 +149,23 @@ cq_status vw_load_conv(const vw_loader *L, const char *name, int cin, int cout, 
     char bname[400];
     CQ_TRY(vw_name(bname, sizeof bname, "%s.bias", name));
     return vw_load_vec(L, bname, cout, &c->b);
+}
+
+cq_status vw_load_shortcut(const vw_loader *L, const char *name, int cin, int cout, bool *has, vw_conv *sc) {
+    *has = cin != cout;
+    if (!*has) return CQ_OK;
+    char n[400];
+    CQ_TRY(vw_name(n, sizeof n, "%s.conv_shortcut", name));
+    return vw_load_conv(L, n, cin, cout, 1, sc);
+}
+
+cq_status vw_has_encoder(const vw_loader *L, bool quant_conv, bool *has) {
+    const bool enc_in = vw_find(L, "encoder.conv_in.weight") != NULL;
+    if (quant_conv && enc_in != (vw_find(L, "quant_conv.weight") != NULL))
+        return cq_fail(CQ_ERR_MISSING, "%s: the file has %s but not %s: the encoder is all or nothing", L->who,
+                       enc_in ? "encoder.conv_in" : "quant_conv", enc_in ? "quant_conv" : "encoder.conv_in");
+    *has = enc_in;
+    return CQ_OK;
 }
 
 cq_status vw_load_matrix(const vw_loader *L, const char *name, cq_tensor *out) {

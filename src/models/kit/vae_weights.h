@@ -8,6 +8,7 @@
 #ifndef CQ_MODELS_KIT_VAE_WEIGHTS_H
 #define CQ_MODELS_KIT_VAE_WEIGHTS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,6 +28,8 @@ typedef struct vw_store {
     int n_owned, cap_owned;
     cq_tensor **bound; /* weights bound from the file (inside the model's structs) */
     int n_bound, cap_bound;
+    float **host;      /* host f32 copies the model reads on the host (vw_read_kept) */
+    int n_host, cap_host;
 } vw_store;
 
 void vw_store_free(vw_store *s);
@@ -49,11 +52,20 @@ const cq_tensor_view *vw_find(const vw_loader *L, const char *name);
 cq_status vw_upload_f32(vw_store *s, const float *host, int64_t rows, int64_t cols, cq_tensor **out);
 /* A whole tensor of n elements dequantized to host f32 (the caller frees it). */
 cq_status vw_read_host(const vw_loader *L, const char *name, int64_t n, float **out);
+/* The same, kept by the store until it is freed. */
+cq_status vw_read_kept(const vw_loader *L, const char *name, int64_t n, float **out);
 /* A per-channel vector [n] as an F32 backend tensor. */
 cq_status vw_load_vec(const vw_loader *L, const char *name, int64_t n, cq_tensor **out);
 /* `name`.weight [cout, cin, k, k] bound as it is stored (the backend must
  * convolve with its codec) and `name`.bias as F32. */
 cq_status vw_load_conv(const vw_loader *L, const char *name, int cin, int cout, int k, vw_conv *c);
+/* A residual block's `name`.conv_shortcut, a 1x1 conv that is there (and
+ * loaded) only where the widths change: *has = cin != cout. */
+cq_status vw_load_shortcut(const vw_loader *L, const char *name, int cin, int cout, bool *has, vw_conv *sc);
+/* Whether the pack holds the encoder, which text to image never runs: it is
+ * optional but all or nothing, encoder.conv_in together with quant_conv
+ * (where the model has one). */
+cq_status vw_has_encoder(const vw_loader *L, bool quant_conv, bool *has);
 /* A matrix `name` bound as stored for matmuls (the backend must multiply with its codec). */
 cq_status vw_load_matrix(const vw_loader *L, const char *name, cq_tensor *out);
 
