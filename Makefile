@@ -30,7 +30,7 @@ test: release
 asan:
 	@$(CMAKE) -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCORTIQ_SANITIZE=ON $(CUDA_FLAG) >/dev/null
 	@$(CMAKE) --build build-asan -j $(JOBS)
-	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		ctest --output-on-failure -j $(JOBS) -LE 'gpu|slow'
 
 # libFuzzer targets (clang), one process at a time (tests/fuzz/run.sh): each

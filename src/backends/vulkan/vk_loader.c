@@ -5,6 +5,9 @@
  * that and vkGetDeviceProcAddr. Nothing of Vulkan is linked.
  */
 #include <dlfcn.h>
+#if defined(CQ_SANITIZE) && defined(__linux__)
+#include <link.h>
+#endif
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -149,6 +152,25 @@ static bool has_compute(const cq_vk_fns *f, VkPhysicalDevice pd) {
     return false;
 }
 
+#if defined(CQ_SANITIZE) && defined(__linux__)
+/* Sanitizer builds only: keep every library loaded so far (the Vulkan drivers the loader opened for this
+ * instance among them) mapped for the life of the process. The loader unloads its drivers at
+ * vkDestroyInstance, so LeakSanitizer, which reports at exit, could not name a driver's own leaks (Mesa's
+ * lavapipe keeps 128 bytes per instance) and tests/lsan.supp could not tell them from ours. */
+static int pin_one(struct dl_phdr_info *info, size_t size, void *user) {
+    (void)size;
+    (void)user;
+    if (info->dlpi_name && info->dlpi_name[0]) {
+        void *h = dlopen(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
+        if (h) dlclose(h); /* RTLD_NODELETE stays with the library */
+    }
+    return 0;
+}
+static void pin_drivers(void) { dl_iterate_phdr(pin_one, NULL); }
+#else
+static void pin_drivers(void) {}
+#endif
+
 uint32_t cq_vk_ranked_devices(const cq_vk_fns *f, VkInstance inst, VkPhysicalDevice *out, uint32_t cap) {
     uint32_t n = 0;
     if (f->vkEnumeratePhysicalDevices(inst, &n, NULL) != VK_SUCCESS || n == 0) return 0;
@@ -156,6 +178,7 @@ uint32_t cq_vk_ranked_devices(const cq_vk_fns *f, VkInstance inst, VkPhysicalDev
     if (n > 64) n = 64;
     VkResult r = f->vkEnumeratePhysicalDevices(inst, &n, all);
     if (r != VK_SUCCESS && r != VK_INCOMPLETE) return 0;
+    pin_drivers();
     uint32_t k = 0;
     for (int rank = 0; rank <= 4; rank++) /* stable: the driver's order within a rank */
         for (uint32_t i = 0; i < n && k < cap; i++) {
