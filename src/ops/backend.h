@@ -57,6 +57,12 @@ typedef struct cq_backend_vtbl {
     /* ---- optional (NULL: a host backend's answer) ---- */
     cq_dtype (*op_precision)(const cq_backend *be, cq_op op, cq_dtype wdt); /* NULL: F32 */
     cq_status (*stats)(cq_backend *be, cq_backend_stats *out, bool reset);  /* NULL: zeros */
+    /* device memory (ops.h); NULL: a backend without a budget or weight modes */
+    uint64_t (*mem_budget)(const cq_backend *be);                           /* NULL: 0 */
+    cq_status (*set_weight_mode)(cq_backend *be, cq_weight_mode mode);      /* NULL: accepted, no effect */
+    cq_status (*weight_cost)(const cq_backend *be, const cq_tensor_view *v, cq_weight_mode mode, uint64_t *bytes,
+                             uint64_t *slot);                               /* NULL: 0 and 0 */
+    cq_status (*trim)(cq_backend *be);                                      /* NULL: nothing to give back */
     /* recordings (ops.h); all NULL where the backend cannot record. `handle`
      * is the backend's own; the front end wraps it in a cq_recording. */
     bool (*can_record)(const cq_backend *be);
@@ -76,6 +82,7 @@ struct cq_backend {
     cq_backend *host;         /* that backend, made at the first op that falls back; freed with this one */
     bool no_fallback;         /* unsupported ops fail instead (cq_backend_opts.no_fallback) */
     uint32_t fallback_logged; /* a bit per op kind already logged as falling back */
+    cq_weight_mode weight_mode; /* cq_backend_set_weight_mode's last mode (DEFAULT until set) */
 };
 _Static_assert(CQ_OP_COUNT <= 32, "fallback_logged holds a bit per op");
 

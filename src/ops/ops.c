@@ -159,6 +159,45 @@ cq_status cq_backend_get_stats(cq_backend *be, cq_backend_stats *out, bool reset
     return be->vt->stats ? be->vt->stats(be, out, reset) : CQ_OK;
 }
 
+/* ---- device memory ----------------------------------------------------------------- */
+const char *cq_weight_mode_name(cq_weight_mode m) {
+    switch (m) {
+    case CQ_WEIGHTS_DEFAULT: return "default";
+    case CQ_WEIGHTS_PLANES: return "planes";
+    case CQ_WEIGHTS_COMPACT: return "compact";
+    default: return "?";
+    }
+}
+
+uint64_t cq_backend_mem_budget(const cq_backend *be) {
+    return be && be->vt->mem_budget ? be->vt->mem_budget(be) : 0;
+}
+
+cq_status cq_backend_set_weight_mode(cq_backend *be, cq_weight_mode mode) {
+    if (!be) return cq_fail(CQ_ERR_INVALID_ARG, "cq_backend_set_weight_mode: backend is NULL");
+    if ((unsigned)mode >= CQ_WEIGHTS_MODE_COUNT)
+        return cq_fail(CQ_ERR_INVALID_ARG, "cq_backend_set_weight_mode: unknown mode %d", (int)mode);
+    if (be->vt->set_weight_mode) CQ_TRY(be->vt->set_weight_mode(be, mode));
+    be->weight_mode = mode;
+    return CQ_OK;
+}
+
+cq_weight_mode cq_backend_weight_mode(const cq_backend *be) { return be ? be->weight_mode : CQ_WEIGHTS_DEFAULT; }
+
+cq_status cq_backend_weight_cost(const cq_backend *be, const cq_tensor_view *v, cq_weight_mode mode, uint64_t *bytes,
+                                 uint64_t *slot) {
+    if (!be || !v || !bytes || !slot) return cq_fail(CQ_ERR_INVALID_ARG, "cq_backend_weight_cost: NULL argument");
+    if ((unsigned)mode >= CQ_WEIGHTS_MODE_COUNT)
+        return cq_fail(CQ_ERR_INVALID_ARG, "cq_backend_weight_cost: unknown mode %d", (int)mode);
+    *bytes = *slot = 0;
+    return be->vt->weight_cost ? be->vt->weight_cost(be, v, mode, bytes, slot) : CQ_OK;
+}
+
+cq_status cq_backend_trim(cq_backend *be) {
+    if (!be) return cq_fail(CQ_ERR_INVALID_ARG, "cq_backend_trim: backend is NULL");
+    return be->vt->trim ? be->vt->trim(be) : CQ_OK;
+}
+
 /* ---- tensors -------------------------------------------------------------------- */
 cq_status cq_tensor_alloc(cq_backend *be, cq_dtype dt, int ndim, const int64_t *shape, cq_tensor *out) {
     if (!out) return cq_fail(CQ_ERR_INVALID_ARG, "cq_tensor_alloc: out is NULL");

@@ -163,7 +163,24 @@ typedef struct cq_backend_opts {
     /* An op a device backend does not run fails with CQ_ERR_UNSUPPORTED
      * instead of running on the host backend (op tests of the backend itself). */
     bool no_fallback;
+    /* Device backends: the most device memory the backend's buffers (weights,
+     * activations, scratch, the allocator's cache) may hold at once; an
+     * allocation beyond it fails with CQ_ERR_NOMEM saying so, never a crash.
+     * 0: what the device has free at creation, less a margin
+     * (cq_backend_mem_budget reports the figure). Host backends ignore it. */
+    uint64_t mem_budget;
 } cq_backend_opts;
+
+/* How a device backend keeps the weights it binds (cq_backend_set_weight_mode).
+ * Host backends read every weight in place from the mapping whatever the mode. */
+typedef enum cq_weight_mode {
+    CQ_WEIGHTS_DEFAULT = 0, /* the backend's fastest: on CUDA, PLANES */
+    CQ_WEIGHTS_PLANES,      /* decoded once, at bind time, into compute-ready planes (CUDA: f16 + row scales) */
+    CQ_WEIGHTS_COMPACT,     /* kept in the pack's codec on the device and expanded just before each use into
+                             * a reused slot: about half the memory of planes for q8, a quarter for q4 */
+    CQ_WEIGHTS_MODE_COUNT
+} cq_weight_mode;
+const char *cq_weight_mode_name(cq_weight_mode m); /* "default", "planes", "compact" */
 
 /* The backends this program knows (the registry, src/ops/registry.c), in
  * a fixed order. `built` is false when this build lacks the backend (its
@@ -283,6 +300,27 @@ typedef struct cq_backend_stats {
 /* Waits for queued work (like sync) so the times are complete; reset clears
  * the op times and restarts the peak at the current use. */
 cq_status cq_backend_get_stats(cq_backend *be, cq_backend_stats *out, bool reset);
+
+/* ---- device memory: budget, weight modes, costs --------------------------------- */
+/* The budget the backend enforces (cq_backend_opts.mem_budget, or the default
+ * it computed at creation); 0 for a backend without one (host backends). */
+uint64_t cq_backend_mem_budget(const cq_backend *be);
+/* The mode of weights bound from now on; each bound weight keeps the mode it
+ * was bound in. A backend without modes (host backends) accepts every mode
+ * and changes nothing; an unknown mode is CQ_ERR_INVALID_ARG. */
+cq_status cq_backend_set_weight_mode(cq_backend *be, cq_weight_mode mode);
+cq_weight_mode cq_backend_weight_mode(const cq_backend *be);
+/* What binding `v` in `mode` would cost on this backend, without binding it:
+ * *bytes the weight holds on the device for as long as it is bound, *slot the
+ * scratch it needs while an op reads it (COMPACT: the plane it expands into;
+ * the backend keeps one such slot per operand, so a component needs the
+ * largest, not the sum). Both 0 on host backends. */
+cq_status cq_backend_weight_cost(const cq_backend *be, const cq_tensor_view *v, cq_weight_mode mode, uint64_t *bytes,
+                                 uint64_t *slot);
+/* Give the device the memory the backend caches but does not use (freed
+ * blocks, per-use weight slots, after the queued work), e.g. once a
+ * component's weights are released and the next needs the room. */
+cq_status cq_backend_trim(cq_backend *be);
 
 /* ---- recordings (CUDA graphs) -------------------------------------------------- */
 /* A device backend can record a sequence of ops once and replay it with one
