@@ -21,19 +21,26 @@ static void phase(const cq_image_job *j, cq_gen_phase ph) {
     if (j->on_phase) j->on_phase(ph, j->user);
 }
 
-/* text encoder + the denoiser's prepare, for one prompt */
-static cq_status condition(const cq_image_job *j, const char *prompt, void **cond, cq_gen_timings *t) {
-    float *rows;
-    int n_rows;
+static cq_status stage(const cq_image_job *j, cq_gen_phase ph) {
+    return j->stage ? j->stage(ph, j->stage_user) : CQ_OK;
+}
+
+/* every prompt through the text encoder (rows[i], n_rows[i]), then each through the denoiser's prepare */
+static cq_status condition(const cq_image_job *j, int n, const char *const *prompts, void **cond, cq_gen_timings *t) {
+    float *rows[2] = {NULL, NULL};
+    int n_rows[2] = {0, 0};
+    CQ_TRY(stage(j, CQ_GEN_PHASE_TEXT));
     phase(j, CQ_GEN_PHASE_TEXT);
     double a = cq_now();
-    CQ_TRY(j->te->encode(j->te->self, prompt, &rows, &n_rows));
-    phase(j, CQ_GEN_PHASE_PREFILL);
+    cq_status s = CQ_OK;
+    for (int i = 0; i < n && s == CQ_OK; i++) s = j->te->encode(j->te->self, prompts[i], &rows[i], &n_rows[i]);
+    t->text += cq_now() - a;
+    if (s == CQ_OK) s = stage(j, CQ_GEN_PHASE_PREFILL);
+    if (s == CQ_OK) phase(j, CQ_GEN_PHASE_PREFILL);
     double b = cq_now();
-    t->text += b - a;
-    cq_status s = j->dn->prepare(j->dn->self, rows, n_rows, j->lat_h, j->lat_w, cond);
+    for (int i = 0; i < n && s == CQ_OK; i++) s = j->dn->prepare(j->dn->self, rows[i], n_rows[i], j->lat_h, j->lat_w, &cond[i]);
     t->prefill += cq_now() - b;
-    cq_free(rows);
+    for (int i = 0; i < n; i++) cq_free(rows[i]);
     return s;
 }
 
@@ -68,8 +75,11 @@ cq_status cq_image_job_run(const cq_image_job *j, cq_image_result *res) {
         s = cq_latent_noise(j->seed, j->noise_dtype, cq_torch_f32_kernel_native(), n, z);
     if (s == CQ_OK) codec->pack(codec->self, z, x, j->lat_h, j->lat_w);
     if (s == CQ_OK) s = cq_flow_schedule_make(j->sched, j->steps, j->tokens, &sch);
-    if (s == CQ_OK) s = condition(j, j->prompt, &pos, &res->t);
-    if (s == CQ_OK && guided) s = condition(j, j->negative, &neg, &res->t);
+    const char *const prompts[2] = {j->prompt, j->negative};
+    void *cond[2] = {NULL, NULL};
+    if (s == CQ_OK) s = condition(j, guided ? 2 : 1, prompts, cond, &res->t);
+    pos = cond[0];
+    neg = cond[1];
     if (s == CQ_OK) phase(j, CQ_GEN_PHASE_STEPS);
     double t_steps = cq_now();
     if (s == CQ_OK) {
@@ -81,6 +91,11 @@ cq_status cq_image_job_run(const cq_image_job *j, cq_image_result *res) {
         s = cq_flow_sample(&so, x);
     }
     t_steps = cq_now() - t_steps;
+    /* the conditioning goes before the decode: its memory is free for it, and the stage may release the denoiser */
+    if (pos) j->dn->cond_free(j->dn->self, pos);
+    if (neg) j->dn->cond_free(j->dn->self, neg);
+    pos = neg = NULL;
+    if (s == CQ_OK) s = stage(j, CQ_GEN_PHASE_VAE);
     if (s == CQ_OK) phase(j, CQ_GEN_PHASE_VAE);
     double t_vae = cq_now();
     if (s == CQ_OK) {
@@ -105,8 +120,6 @@ cq_status cq_image_job_run(const cq_image_job *j, cq_image_result *res) {
     } else {
         cq_image_result_free(res);
     }
-    if (pos) j->dn->cond_free(j->dn->self, pos);
-    if (neg) j->dn->cond_free(j->dn->self, neg);
     cq_flow_schedule_free(&sch);
     cq_free(x);
     cq_free(z);

@@ -1,9 +1,12 @@
 /*
  * image_gen.h — text to image over the component interfaces, the same for
- * every image model: each prompt through the text encoder and the
- * denoiser's prepare (once per prompt: twice with guidance), seeded noise
- * drawn in the codec's latent layout and packed into tokens, the flow
- * sampler (flow_sample.h), then unpack, denormalise and decode.
+ * every image model: seeded noise drawn in the codec's latent layout and
+ * packed into tokens, each prompt through the text encoder (twice with
+ * guidance), then each through the denoiser's prepare, the flow sampler
+ * (flow_sample.h), then unpack, denormalise and decode. Every prompt is
+ * encoded before the denoiser's first use, so a pipeline may release the
+ * text encoder before it binds the denoiser (the stage hook, residency.h);
+ * the two are independent, so the order changes no result.
  *
  * A model's pipeline (qi21_pipe.c, zimage_pipe.c) supplies the components and
  * the data (schedule, timestep transform, prediction sign, guidance, noise
@@ -20,8 +23,8 @@
 #include "pipelines/flow_sample.h"
 #include "pipelines/torch_rng.h"
 
-/* The phases of one generation, in order; text and prefill come once per
- * prompt (twice with guidance). DONE follows the decode. */
+/* The phases of one generation, in order, each once (TEXT encodes every
+ * prompt, PREFILL prepares each). DONE follows the decode. */
 typedef enum cq_gen_phase {
     CQ_GEN_PHASE_TEXT = 0, /* tokenizer + text encoder */
     CQ_GEN_PHASE_PREFILL,  /* the denoiser's prepared conditioning */
@@ -31,6 +34,9 @@ typedef enum cq_gen_phase {
 } cq_gen_phase;
 
 typedef void (*cq_gen_phase_fn)(cq_gen_phase phase, void *user);
+/* Called before the work of TEXT, PREFILL and VAE; a pipeline binds and
+ * releases components here (residency.h). A non-OK status stops the run. */
+typedef cq_status (*cq_gen_stage_fn)(cq_gen_phase phase, void *user);
 
 typedef struct cq_gen_timings {
     double text, prefill, steps, vae; /* seconds */
@@ -47,7 +53,10 @@ typedef struct cq_image_result {
 
 void cq_image_result_free(cq_image_result *r);
 
-/* One generation's components and data. */
+/* One generation's components and data. te, dn and codec may point at
+ * structs the stage hook fills: dn->channels and the codec's fields and
+ * pack are read before the first stage, the rest only after the stage of
+ * the phase that uses them. */
 typedef struct cq_image_job {
     const cq_text_encoder *te;
     const cq_denoiser *dn;
@@ -66,6 +75,8 @@ typedef struct cq_image_job {
     cq_flow_step_fn on_step;
     cq_gen_phase_fn on_phase;
     void *user;
+    cq_gen_stage_fn stage;      /* NULL: every component stays bound */
+    void *stage_user;
 } cq_image_job;
 
 cq_status cq_image_job_run(const cq_image_job *j, cq_image_result *res);

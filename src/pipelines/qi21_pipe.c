@@ -27,6 +27,7 @@
 #include "models/qi21_vae.h"
 #include "models/qwen3_text.h"
 #include "pipelines/latents.h"
+#include "pipelines/residency.h"
 #include "pipelines/schedule.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -45,6 +46,11 @@ struct cq_qi21_pipe {
     cq_qi21_vae *vae;
     cq_flow_config sched;
     int drop_idx;          /* leading rows of the text tower's output that are dropped */
+    cq_resid resid;        /* what is bound per phase under the backend's budget (residency.h) */
+    cq_resid_need need;    /* the parts' device costs (activations per request) */
+    bool forced;           /* the plan was set by cq_qi21_pipe_set_plan */
+    cq_denoiser dn;        /* the bound parts as components (filled by bind) */
+    cq_latent_codec codec;
 };
 
 static const char k_head[] = "<|im_start|>system\n" QI21_SYSTEM_PROMPT "<|im_end|>\n<|im_start|>user\n";
@@ -136,34 +142,102 @@ cq_status cq_qi21_pipe_open(const cq_cmf *cmf, cq_qi21_pipe **out) {
     return CQ_OK;
 }
 
-cq_status cq_qi21_pipe_load_weights(cq_qi21_pipe *p, cq_backend *be) {
-    if (!p || !be) return cq_fail(CQ_ERR_INVALID_ARG, "qi21 pipeline: no pipeline or backend");
-    if (p->te) return cq_fail(CQ_ERR_INVALID_ARG, "qi21 pipeline: the weights are already loaded");
-    const cq_cmf *cmf = p->cmf;
-    p->be = be;
-    cq_status s = cq_qwen3_load(cmf, "te.", be, &p->te);
-    if (s == CQ_OK) p->text.model = p->te;
-    if (s == CQ_OK) s = cq_qi21_load(cmf, "dit.", be, &p->dit);
-    /* an op the backend lacks (the VAE's convolutions, say) runs on its host backend (ops/fallback.c) */
-    if (s == CQ_OK) s = cq_qi21_vae_load(cmf, "vae.", be, &p->vae);
-    if (s == CQ_OK) {
-        const cq_qi21_config *dc = cq_qi21_get_config(p->dit);
+/* ---- the parts, bound and released per phase (residency.h) ---- */
+static cq_status bind_part(void *pipe, cq_part part) {
+    cq_qi21_pipe *p = pipe;
+    switch (part) {
+    case CQ_PART_TEXT:
+        CQ_TRY(cq_qwen3_load(p->cmf, "te.", p->be, &p->te));
+        p->text.model = p->te;
+        return CQ_OK;
+    case CQ_PART_DENOISER:
+        CQ_TRY(cq_qi21_load(p->cmf, "dit.", p->be, &p->dit));
+        p->dn = cq_qi21_denoiser(p->dit);
+        return CQ_OK;
+    case CQ_PART_CODEC: {
+        /* an op the backend lacks (the VAE's convolutions, say) runs on its host backend (ops/fallback.c) */
+        CQ_TRY(cq_qi21_vae_load(p->cmf, "vae.", p->be, &p->vae));
         const cq_qi21_vae_config *vc = cq_qi21_vae_get_config(p->vae);
-        if (dc->in_channels != vc->z_dim || dc->out_channels != vc->z_dim)
-            s = cq_fail(CQ_ERR_SHAPE, "qi21 pipeline: the denoiser has %d/%d latent channels, the VAE %d",
-                        dc->in_channels, dc->out_channels, vc->z_dim);
+        if (p->dcfg.in_channels != vc->z_dim || p->dcfg.out_channels != vc->z_dim) {
+            cq_qi21_vae_free(p->vae);
+            p->vae = NULL;
+            return cq_fail(CQ_ERR_SHAPE, "qi21 pipeline: the denoiser has %d/%d latent channels, the VAE %d",
+                           p->dcfg.in_channels, p->dcfg.out_channels, vc->z_dim);
+        }
+        p->codec = cq_qi21_vae_codec(p->vae);
+        return CQ_OK;
     }
-    if (s != CQ_OK) {
-        cq_qi21_vae_free(p->vae);
-        cq_qi21_free(p->dit);
+    default: return cq_fail(CQ_ERR_INTERNAL, "qi21 pipeline: no part %d", (int)part);
+    }
+}
+
+static void release_part(void *pipe, cq_part part) {
+    cq_qi21_pipe *p = pipe;
+    if (part == CQ_PART_TEXT) {
         cq_qwen3_free(p->te);
-        p->vae = NULL;
-        p->dit = NULL;
         p->te = NULL;
         p->text.model = NULL;
+    } else if (part == CQ_PART_DENOISER) {
+        cq_qi21_free(p->dit);
+        p->dit = NULL;
+        p->dn.self = NULL;
+    } else if (part == CQ_PART_CODEC) {
+        cq_qi21_vae_free(p->vae);
+        p->vae = NULL;
+        p->codec.self = NULL;
+    }
+}
+
+static const cq_resid_ops k_parts = {bind_part, release_part};
+
+/* The phases' activations for a width x height image and a prompt of `rows` text rows (of `total` tokens). */
+static void request_need(cq_qi21_pipe *p, int width, int height, int total, int rows) {
+    const size_t a = cq_act_dtype_size(cq_backend_act_dtype(p->be));
+    const int64_t tokens = (int64_t)(width / 16) * (height / 16);
+    p->need.act[CQ_RESID_TEXT] = cq_resid_act_tower(total, p->tcfg.hidden, p->tcfg.intermediate, a);
+    p->need.act[CQ_RESID_DENOISE] = cq_resid_act_tower(tokens + rows, p->dcfg.inner, p->dcfg.mlp_hidden, a);
+    p->need.act[CQ_RESID_DECODE] = cq_resid_act_decoder((int64_t)width * height);
+}
+
+static cq_status plan_for(cq_qi21_pipe *p, int width, int height, int total, int rows) {
+    if (p->forced) return CQ_OK;
+    request_need(p, width, height, total, rows);
+    cq_resid_plan plan;
+    CQ_TRY(cq_resid_plan_make(&p->need, cq_backend_mem_budget(p->be), "Qwen-Image-2.1", &plan));
+    cq_resid_set_plan(&p->resid, &plan);
+    return CQ_OK;
+}
+
+cq_status cq_qi21_pipe_load_weights(cq_qi21_pipe *p, cq_backend *be) {
+    if (!p || !be) return cq_fail(CQ_ERR_INVALID_ARG, "qi21 pipeline: no pipeline or backend");
+    if (p->be) return cq_fail(CQ_ERR_INVALID_ARG, "qi21 pipeline: the weights are already loaded");
+    p->be = be;
+    cq_resid_init(&p->resid, be, &k_parts, p);
+    cq_status s = CQ_OK;
+    if (cq_backend_mem_budget(be)) {
+        s = cq_resid_need_part(&p->need, be, p->cmf, CQ_PART_TEXT, "te.");
+        if (s == CQ_OK) s = cq_resid_need_part(&p->need, be, p->cmf, CQ_PART_DENOISER, "dit.");
+        if (s == CQ_OK) s = cq_resid_need_part(&p->need, be, p->cmf, CQ_PART_CODEC, "vae.");
+        /* planned for the model's default request; each generation plans again for its own */
+        if (s == CQ_OK) s = plan_for(p, 1024, 1024, 64, 64 - p->drop_idx);
+    }
+    /* what the text phase keeps: everything, or the text tower and the VAE when phased */
+    if (s == CQ_OK) s = cq_resid_stage(&p->resid, CQ_RESID_TEXT);
+    if (s != CQ_OK) {
+        cq_resid_release_all(&p->resid);
+        p->be = NULL;
     }
     return s;
 }
+
+cq_status cq_qi21_pipe_set_plan(cq_qi21_pipe *p, const cq_resid_plan *plan) {
+    if (!p || !p->be) return cq_fail(CQ_ERR_INVALID_ARG, "qi21 pipeline: the weights are not loaded");
+    p->forced = plan != NULL;
+    if (plan) cq_resid_set_plan(&p->resid, plan);
+    return CQ_OK;
+}
+
+const cq_resid *cq_qi21_pipe_residency(const cq_qi21_pipe *p) { return p ? &p->resid : NULL; }
 
 cq_status cq_qi21_pipe_load(const cq_cmf *cmf, cq_backend *be, cq_qi21_pipe **out) {
     *out = NULL;
@@ -180,9 +254,7 @@ cq_status cq_qi21_pipe_load(const cq_cmf *cmf, cq_backend *be, cq_qi21_pipe **ou
 
 void cq_qi21_pipe_free(cq_qi21_pipe *p) {
     if (!p) return;
-    cq_qi21_vae_free(p->vae);
-    cq_qi21_free(p->dit);
-    cq_qwen3_free(p->te);
+    if (p->be) cq_resid_release_all(&p->resid);
     cq_tokenizer_free(p->tok);
     cq_free(p);
 }
@@ -201,7 +273,8 @@ cq_status cq_qi21_pipe_prompt_tokens(cq_qi21_pipe *p, const char *prompt, int *t
 cq_status cq_qi21_pipe_encode_prompt(cq_qi21_pipe *p, const char *prompt, float **embeds, int *n_rows) {
     *embeds = NULL;
     *n_rows = 0;
-    if (!p->te) return cq_fail(CQ_ERR_INVALID_ARG, "qi21 pipeline: the weights are not loaded");
+    if (!p->be) return cq_fail(CQ_ERR_INVALID_ARG, "qi21 pipeline: the weights are not loaded");
+    CQ_TRY(cq_resid_stage(&p->resid, CQ_RESID_TEXT));
     const cq_text_encoder te = cq_qwen3_text_encoder(&p->text);
     return te.encode(te.self, prompt, embeds, n_rows);
 }
@@ -279,9 +352,16 @@ cq_status cq_qi21_pipe_check(cq_qi21_pipe *p, const cq_qi21_gen_opts *o) {
 
 void cq_qi21_result_free(cq_qi21_result *r) { cq_image_result_free(r); }
 
+static cq_status stage(cq_gen_phase ph, void *user) {
+    cq_qi21_pipe *p = user;
+    return cq_resid_stage(&p->resid, ph == CQ_GEN_PHASE_TEXT      ? CQ_RESID_TEXT
+                                     : ph == CQ_GEN_PHASE_PREFILL ? CQ_RESID_DENOISE
+                                                                  : CQ_RESID_DECODE);
+}
+
 cq_status cq_qi21_pipe_generate(cq_qi21_pipe *p, const cq_qi21_gen_opts *o, cq_qi21_result *res) {
     memset(res, 0, sizeof *res);
-    if (!p || !p->dit) return cq_fail(CQ_ERR_INVALID_ARG, "qi21 pipeline: the weights are not loaded");
+    if (!p || !p->be) return cq_fail(CQ_ERR_INVALID_ARG, "qi21 pipeline: the weights are not loaded");
     CQ_TRY(cq_qi21_pipe_check(p, o));
     CQ_TRY(cq_check_cancel("image generation"));
     int lat_w, lat_h;
@@ -291,15 +371,21 @@ cq_status cq_qi21_pipe_generate(cq_qi21_pipe *p, const cq_qi21_gen_opts *o, cq_q
         CQ_WARN("guidance %g needs a negative prompt (--negative); running without classifier-free guidance", o->guidance);
     if (o->guidance <= 1.0 && o->negative)
         CQ_WARN("a negative prompt is used only when guidance > 1; ignoring it");
+    /* the plan for this request: the longer prompt's rows and the image's tokens */
+    int total = 0, rows = 0, nt = 0, nr = 0;
+    CQ_TRY(cq_qi21_pipe_prompt_tokens(p, o->prompt, &total, &rows));
+    if (cfg) CQ_TRY(cq_qi21_pipe_prompt_tokens(p, o->negative, &nt, &nr));
+    CQ_TRY(plan_for(p, o->width, o->height, total > nt ? total : nt, rows > nr ? rows : nr));
+    /* the codec is bound in every phase; the denoiser's entries are read after the PREFILL stage binds it */
+    CQ_TRY(cq_resid_stage(&p->resid, CQ_RESID_TEXT));
     const cq_text_encoder te = cq_qwen3_text_encoder(&p->text);
-    const cq_denoiser dn = cq_qi21_denoiser(p->dit);
-    const cq_latent_codec codec = cq_qi21_vae_codec(p->vae);
+    p->dn.channels = p->dcfg.in_channels;
     /* the schedule's defaults are the reference's: timestep / 1000 in float32 on the CPU, true CFG
      * without renormalisation or truncation, float32 noise unless asked otherwise */
     const cq_image_job j = {
         .te = &te,
-        .dn = &dn,
-        .codec = &codec,
+        .dn = &p->dn,
+        .codec = &p->codec,
         .sched = &p->sched,
         .timestep = {.kind = CQ_FLOW_T_SIGMA},
         .guidance = {.kind = cfg ? CQ_GUIDANCE_CFG : CQ_GUIDANCE_NONE, .scale = o->guidance},
@@ -316,6 +402,8 @@ cq_status cq_qi21_pipe_generate(cq_qi21_pipe *p, const cq_qi21_gen_opts *o, cq_q
         .on_step = o->on_step,
         .on_phase = o->on_phase,
         .user = o->user,
+        .stage = stage,
+        .stage_user = p,
     };
     return cq_image_job_run(&j, res);
 }

@@ -27,6 +27,7 @@
 #include "cortiq.h"
 #include "ops/ops.h"
 #include "pipelines/image_gen.h"
+#include "pipelines/residency.h"
 
 typedef struct cq_qi21_pipe cq_qi21_pipe;
 
@@ -73,6 +74,13 @@ cq_status cq_qi21_pipe_check(cq_qi21_pipe *p, const cq_qi21_gen_opts *o);
 cq_status cq_qi21_pipe_load_weights(cq_qi21_pipe *p, cq_backend *be);
 cq_status cq_qi21_pipe_load(const cq_cmf *cmf, cq_backend *be, cq_qi21_pipe **out);
 void cq_qi21_pipe_free(cq_qi21_pipe *p);
+
+/* Residency (residency.h): load_weights plans what each phase keeps bound
+ * under the backend's memory budget, and every generation plans again for
+ * its request. set_plan fixes a plan instead (NULL: plan again), so tests
+ * can force each one on any backend; residency shows the plan and state. */
+cq_status cq_qi21_pipe_set_plan(cq_qi21_pipe *p, const cq_resid_plan *plan);
+const cq_resid *cq_qi21_pipe_residency(const cq_qi21_pipe *p);
 
 /* Token counts of a prompt as cq_qi21_pipe_encode_prompt runs it: the text
  * tower reads *total tokens, the denoiser the last *rows of their states

@@ -144,9 +144,9 @@ static void run_case(cq_qi21_pipe *pipe, const cq_st *exp, const char *name, con
                           .on_step = on_step, .on_phase = on_phase, .user = &tr};
     cq_qi21_result r;
     assert_int_equal(cq_qi21_pipe_generate(pipe, &o, &r), CQ_OK);
-    /* text and prefill per prompt, the steps in order, then the VAE */
+    /* every prompt's text, then every prompt's prefill, the steps in order, then the VAE */
     char want_ev[64];
-    int k = snprintf(want_ev, sizeof want_ev, "%s", o.negative && cfg > 1 ? "TPTPS" : "TPS");
+    int k = snprintf(want_ev, sizeof want_ev, "%s", "TPS");
     for (int i = 1; i <= steps; i++) want_ev[k++] = (char)('0' + i);
     snprintf(want_ev + k, sizeof want_ev - (size_t)k, "VD");
     assert_string_equal(tr.ev, want_ev);
@@ -174,6 +174,41 @@ static void run_case(cq_qi21_pipe *pipe, const cq_st *exp, const char *name, con
                   steps, o.negative && cfg > 1 ? ", CFG" : "", e_lat, worst);
     assert_true(e_lat <= 1e-3);
     assert_true(worst <= 2);
+
+    /* every residency plan gives the same bits: phased (the text tower released before the denoiser, the
+     * denoiser before the decode), weights compact; twice each, so the second run binds the tower again */
+    const cq_resid_need tight = {.act = {0, 0, 1}}; /* the decode does not fit beside the denoiser */
+    for (int level = 2; level <= 5; level += 3) {
+        cq_resid_plan plan;
+        assert_int_equal(cq_resid_plan_at(&tight, level, 0, &plan), CQ_OK);
+        assert_false(plan.keep[CQ_RESID_DENOISE][CQ_PART_TEXT]);
+        assert_false(plan.keep[CQ_RESID_DECODE][CQ_PART_DENOISER]);
+        assert_int_equal(cq_qi21_pipe_set_plan(pipe, &plan), CQ_OK);
+        for (int rep = 0; rep < 2; rep++) {
+            const int binds = cq_qi21_pipe_residency(pipe)->binds;
+            cq_qi21_result r2;
+            assert_int_equal(cq_qi21_pipe_generate(pipe, &o, &r2), CQ_OK);
+            assert_int_equal(r2.tokens, r.tokens);
+            assert_memory_equal(r2.latents, r.latents, (size_t)r.tokens * r.latent_channels * sizeof(float));
+            assert_memory_equal(r2.image, r.image, (size_t)r.channels * w * h * sizeof(float));
+            /* the first run keeps the bound tower (level 5 rebinds it and the VAE in their codec) and binds the
+             * denoiser; every later run binds the tower and the denoiser again */
+            const int want = rep ? 2 : level == 5 ? 3 : 1;
+            assert_int_equal(cq_qi21_pipe_residency(pipe)->binds - binds, want);
+            const cq_resid *rs = cq_qi21_pipe_residency(pipe);
+            assert_false(rs->bound[CQ_PART_TEXT]);
+            assert_false(rs->bound[CQ_PART_DENOISER]);
+            assert_true(rs->bound[CQ_PART_CODEC]);
+            cq_qi21_result_free(&r2);
+        }
+    }
+    /* back to the planner's own plan (no budget on the CPU: everything bound again) */
+    assert_int_equal(cq_qi21_pipe_set_plan(pipe, NULL), CQ_OK);
+    cq_qi21_result r3;
+    assert_int_equal(cq_qi21_pipe_generate(pipe, &o, &r3), CQ_OK);
+    assert_memory_equal(r3.latents, r.latents, (size_t)r.tokens * r.latent_channels * sizeof(float));
+    for (int part = 0; part < CQ_PART_COUNT; part++) assert_true(cq_qi21_pipe_residency(pipe)->bound[part]);
+    cq_qi21_result_free(&r3);
     cq_qi21_result_free(&r);
 }
 

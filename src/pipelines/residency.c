@@ -1,0 +1,224 @@
+/*
+ * residency.c — the per-phase residency planner and its driver (see
+ * residency.h).
+ */
+#include "pipelines/residency.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "base/base.h"
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+const char *cq_part_name(cq_part p) {
+    switch (p) {
+    case CQ_PART_TEXT: return "text encoder";
+    case CQ_PART_DENOISER: return "denoiser";
+    case CQ_PART_CODEC: return "VAE";
+    default: return "?";
+    }
+}
+
+const char *cq_resid_phase_name(cq_resid_phase p) {
+    switch (p) {
+    case CQ_RESID_TEXT: return "text";
+    case CQ_RESID_DENOISE: return "denoise";
+    case CQ_RESID_DECODE: return "decode";
+    default: return "?";
+    }
+}
+
+/* ---- planning --------------------------------------------------------------------------------- */
+static uint64_t phase_need(const cq_resid_need *n, const cq_resid_plan *p, cq_resid_phase ph) {
+    uint64_t w = 0, slot = 0;
+    for (int part = 0; part < CQ_PART_COUNT; part++) {
+        if (!p->keep[ph][part]) continue;
+        const cq_weight_mode m = p->mode[part];
+        w += n->weights[part][m];
+        if (n->slot[part][m] > slot) slot = n->slot[part][m];
+    }
+    return w + slot + n->act[ph];
+}
+
+static void finish(const cq_resid_need *n, cq_resid_plan *p) {
+    p->peak = 0;
+    for (int ph = 0; ph < CQ_RESID_PHASE_COUNT; ph++) {
+        p->phase_bytes[ph] = phase_need(n, p, (cq_resid_phase)ph);
+        if (p->phase_bytes[ph] > p->peak) p->peak = p->phase_bytes[ph];
+    }
+}
+
+/* Plan `level` (1..5) for n; the decode keeps the denoiser when it fits beside it under budget. */
+static void plan_level(const cq_resid_need *n, int level, uint64_t budget, cq_resid_plan *p) {
+    memset(p, 0, sizeof *p);
+    p->level = level;
+    p->budget = budget;
+    /* DEFAULT is the backend's fastest form (planes on CUDA), the form of an unbudgeted run */
+    for (int part = 0; part < CQ_PART_COUNT; part++) p->mode[part] = CQ_WEIGHTS_DEFAULT;
+    if (level >= 3) p->mode[CQ_PART_DENOISER] = CQ_WEIGHTS_COMPACT;
+    if (level >= 4) p->mode[CQ_PART_TEXT] = CQ_WEIGHTS_COMPACT;
+    if (level >= 5) p->mode[CQ_PART_CODEC] = CQ_WEIGHTS_COMPACT;
+    for (int ph = 0; ph < CQ_RESID_PHASE_COUNT; ph++) p->keep[ph][CQ_PART_CODEC] = true;
+    if (level == 1) {
+        for (int ph = 0; ph < CQ_RESID_PHASE_COUNT; ph++)
+            p->keep[ph][CQ_PART_TEXT] = p->keep[ph][CQ_PART_DENOISER] = true;
+    } else {
+        p->keep[CQ_RESID_TEXT][CQ_PART_TEXT] = true;
+        p->keep[CQ_RESID_DENOISE][CQ_PART_DENOISER] = true;
+        p->keep[CQ_RESID_DECODE][CQ_PART_DENOISER] = true;
+        finish(n, p);
+        if (p->phase_bytes[CQ_RESID_DECODE] > budget) p->keep[CQ_RESID_DECODE][CQ_PART_DENOISER] = false;
+    }
+    finish(n, p);
+}
+
+cq_status cq_resid_plan_make(const cq_resid_need *n, uint64_t budget, const char *what, cq_resid_plan *out) {
+    if (!n || !out) return cq_fail(CQ_ERR_INVALID_ARG, "residency plan: NULL argument");
+    if (!what) what = "the model";
+    if (!budget) {
+        memset(out, 0, sizeof *out);
+        for (int ph = 0; ph < CQ_RESID_PHASE_COUNT; ph++)
+            for (int part = 0; part < CQ_PART_COUNT; part++) out->keep[ph][part] = true;
+        finish(n, out);
+        out->level = 0;
+        return CQ_OK;
+    }
+    uint64_t least = UINT64_MAX;
+    for (int level = 1; level <= 5; level++) {
+        cq_resid_plan p;
+        plan_level(n, level, budget, &p);
+        if (p.peak <= budget) {
+            *out = p;
+            return CQ_OK;
+        }
+        /* the smallest budget under which some level fits (the decode then releases the denoiser) */
+        cq_resid_plan tight;
+        plan_level(n, level, 0, &tight);
+        if (tight.peak < least) least = tight.peak;
+    }
+    memset(out, 0, sizeof *out);
+    return cq_fail(CQ_ERR_NOMEM,
+                   "%s does not fit in a device-memory budget of %.2f GiB: it needs at least %.2f GiB (every "
+                   "weight kept in its codec, the text encoder released before the denoiser); raise --gpu-memory, "
+                   "use a smaller codec, or --backend cpu",
+                   what, (double)budget / GIB, (double)least / GIB);
+}
+
+cq_status cq_resid_plan_at(const cq_resid_need *n, int level, uint64_t budget, cq_resid_plan *out) {
+    if (!n || !out || level < 1 || level > 5) return cq_fail(CQ_ERR_INVALID_ARG, "residency plan: bad level %d", level);
+    plan_level(n, level, budget, out);
+    return CQ_OK;
+}
+
+const char *cq_resid_plan_describe(const cq_resid_plan *p, char *buf, size_t len) {
+    if (!buf || !len) return "";
+    if (!p || p->level == 0) {
+        snprintf(buf, len, "everything bound (no device-memory budget)");
+        return buf;
+    }
+    char modes[96] = "";
+    size_t o = 0;
+    for (int part = 0; part < CQ_PART_COUNT && o < sizeof modes; part++)
+        if (p->mode[part] == CQ_WEIGHTS_COMPACT)
+            o += (size_t)snprintf(modes + o, sizeof modes - o, "%s%s", o ? ", " : "", cq_part_name((cq_part)part));
+    snprintf(buf, len, "%s%s, %s%s, plan %.2f GiB of %.2f GiB",
+             p->level == 1 ? "all resident" : "phased (the text encoder released before the denoiser",
+             p->level == 1 ? "" : (p->keep[CQ_RESID_DECODE][CQ_PART_DENOISER] ? ")" : "; the denoiser before the decode)"),
+             o ? "in their codec: " : "weights as planes", modes, (double)p->peak / GIB, (double)p->budget / GIB);
+    return buf;
+}
+
+cq_status cq_resid_weight_cost(const cq_backend *be, const cq_cmf *cmf, const char *prefix, cq_weight_mode mode,
+                               uint64_t *bytes, uint64_t *slot) {
+    if (!be || !cmf || !prefix || !bytes || !slot) return cq_fail(CQ_ERR_INVALID_ARG, "residency: NULL argument");
+    *bytes = *slot = 0;
+    const size_t pl = strlen(prefix), n = cq_cmf_tensor_count(cmf);
+    for (size_t i = 0; i < n; i++) {
+        const cq_tensor_view *v = cq_cmf_tensor_at(cmf, i);
+        if (!v || strncmp(v->name, prefix, pl)) continue;
+        uint64_t b = 0, s = 0;
+        CQ_TRY(cq_backend_weight_cost(be, v, mode, &b, &s));
+        *bytes += b;
+        if (s > *slot) *slot = s;
+    }
+    return CQ_OK;
+}
+
+cq_status cq_resid_need_part(cq_resid_need *n, const cq_backend *be, const cq_cmf *cmf, cq_part part,
+                             const char *prefix) {
+    if (!n || (unsigned)part >= CQ_PART_COUNT) return cq_fail(CQ_ERR_INVALID_ARG, "residency: bad part");
+    for (int m = 0; m < CQ_WEIGHTS_MODE_COUNT; m++)
+        CQ_TRY(cq_resid_weight_cost(be, cmf, prefix, (cq_weight_mode)m, &n->weights[part][m], &n->slot[part][m]));
+    return CQ_OK;
+}
+
+#define MIB (1024ull * 1024ull)
+
+uint64_t cq_resid_act_tower(int64_t n, int width, int ffn, size_t act) {
+    if (n < 1) n = 1;
+    const uint64_t u = (uint64_t)n;
+    /* the residual, the norm's output, q/k/v and the attention output (6 x width), the MLP's two
+     * halves and its product (3 x ffn), the modulation and the staged f16 copies of the GEMM inputs
+     * (6 x width more); and the workspace */
+    return u * (12ull * (uint64_t)width + 3ull * (uint64_t)ffn) * act + 512ull * MIB;
+}
+
+uint64_t cq_resid_act_decoder(int64_t pixels) {
+    if (pixels < 1) pixels = 1;
+    /* four f32 feature maps of 128 channels at full resolution (input, output, skip, norm) */
+    return (uint64_t)pixels * 4ull * 128ull * 4ull + 256ull * MIB;
+}
+
+/* ---- driving ---------------------------------------------------------------------------------- */
+void cq_resid_init(cq_resid *r, cq_backend *be, const cq_resid_ops *ops, void *pipe) {
+    memset(r, 0, sizeof *r);
+    r->be = be;
+    r->ops = ops;
+    r->pipe = pipe;
+    cq_resid_plan_make(&(cq_resid_need){0}, 0, NULL, &r->plan);
+}
+
+void cq_resid_set_plan(cq_resid *r, const cq_resid_plan *plan) { r->plan = *plan; }
+
+static void release(cq_resid *r, cq_part part) {
+    if (!r->bound[part]) return;
+    r->ops->release(r->pipe, part);
+    r->bound[part] = false;
+}
+
+cq_status cq_resid_stage(cq_resid *r, cq_resid_phase phase) {
+    if (!r || !r->be || (unsigned)phase >= CQ_RESID_PHASE_COUNT)
+        return cq_fail(CQ_ERR_INVALID_ARG, "residency: no backend or a bad phase");
+    const cq_resid_plan *p = &r->plan;
+    /* first everything this phase does not keep (or keeps in another mode), so its room is free */
+    bool freed = false;
+    for (int part = 0; part < CQ_PART_COUNT; part++)
+        if (r->bound[part] && (!p->keep[phase][part] || r->bound_mode[part] != p->mode[part])) {
+            release(r, (cq_part)part);
+            freed = true;
+        }
+    if (freed) CQ_TRY(cq_backend_trim(r->be));
+    const cq_weight_mode before = cq_backend_weight_mode(r->be);
+    cq_status s = CQ_OK;
+    for (int part = 0; part < CQ_PART_COUNT && s == CQ_OK; part++) {
+        if (!p->keep[phase][part] || r->bound[part]) continue;
+        s = cq_backend_set_weight_mode(r->be, p->mode[part]);
+        if (s == CQ_OK) s = r->ops->bind(r->pipe, (cq_part)part);
+        if (s == CQ_OK) {
+            r->bound[part] = true;
+            r->bound_mode[part] = p->mode[part];
+            r->binds++;
+        } else {
+            s = cq_fail_prefix(s, "binding the %s for the %s phase: ", cq_part_name((cq_part)part),
+                               cq_resid_phase_name(phase));
+        }
+    }
+    cq_status s2 = cq_backend_set_weight_mode(r->be, before);
+    return s != CQ_OK ? s : s2;
+}
+
+void cq_resid_release_all(cq_resid *r) {
+    if (!r || !r->ops) return;
+    for (int part = 0; part < CQ_PART_COUNT; part++) release(r, (cq_part)part);
+}

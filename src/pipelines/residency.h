@@ -1,0 +1,136 @@
+/*
+ * residency.h — what an image pipeline keeps on a device backend, phase by
+ * phase, under the backend's memory budget (cq_backend_mem_budget).
+ *
+ * A pipeline has three parts: the text encoder (used in the TEXT phase), the
+ * denoiser (PREFILL and STEPS) and the latent codec (the VAE: the DECODE
+ * phase, and its pack/unpack throughout). The planner picks the first plan
+ * that fits, in this order of speed:
+ *   1. everything bound for the whole run, weights as planes (the backend's
+ *      fastest form);
+ *   2. phased: the text encoder is bound only while the prompts are encoded
+ *      and released before the denoiser is bound; the denoiser is released
+ *      before the decode when the decode would not fit beside it; planes;
+ *   3. phased, the denoiser's weights kept in their codec on the device
+ *      (CQ_WEIGHTS_COMPACT: expanded just before each use);
+ *   4. phased, the text encoder compact too;
+ *   5. phased, every part compact.
+ * When none fits, the error names the smallest budget that would work.
+ * The codec stays bound in every plan (it is small; its pack/unpack carry
+ * the latents' layout through the whole run).
+ *
+ * A phase's need is its bound parts' weights, the largest per-use expansion
+ * slot among them (compact weights), and the phase's activations (an upper
+ * estimate each pipeline gives for the request). Host backends have no
+ * budget: everything stays bound, as before.
+ *
+ * cq_resid drives a plan: cq_resid_stage(phase) releases the parts the
+ * phase does not keep (then gives the freed memory back to the device,
+ * cq_backend_trim) and binds the ones it needs, in the plan's weight mode,
+ * through the pipeline's bind/release callbacks. Results are those of the
+ * unlimited run: binding again reads the same payloads, and a compact weight
+ * expands to the plane the planes mode keeps.
+ */
+#ifndef CQ_PIPELINES_RESIDENCY_H
+#define CQ_PIPELINES_RESIDENCY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cortiq.h"
+#include "ops/ops.h"
+
+typedef enum cq_part {
+    CQ_PART_TEXT = 0, /* text encoder */
+    CQ_PART_DENOISER,
+    CQ_PART_CODEC,    /* the VAE */
+    CQ_PART_COUNT
+} cq_part;
+
+typedef enum cq_resid_phase {
+    CQ_RESID_TEXT = 0, /* the prompts through the text encoder */
+    CQ_RESID_DENOISE,  /* the denoiser's prepare and the sampler's steps */
+    CQ_RESID_DECODE,   /* latents to pixels */
+    CQ_RESID_PHASE_COUNT
+} cq_resid_phase;
+
+const char *cq_part_name(cq_part p);            /* "text encoder", "denoiser", "VAE" */
+const char *cq_resid_phase_name(cq_resid_phase p);
+
+/* What each part costs on the device, per weight mode, and what each phase
+ * needs besides its weights. */
+typedef struct cq_resid_need {
+    uint64_t weights[CQ_PART_COUNT][CQ_WEIGHTS_MODE_COUNT]; /* bytes bound while the part is resident */
+    uint64_t slot[CQ_PART_COUNT][CQ_WEIGHTS_MODE_COUNT];    /* the largest per-use expansion (compact) */
+    uint64_t act[CQ_RESID_PHASE_COUNT];                     /* activations and scratch of the phase */
+} cq_resid_need;
+
+typedef struct cq_resid_plan {
+    int level;                            /* 1..5, the list in the header comment; 0: no budget (host) */
+    cq_weight_mode mode[CQ_PART_COUNT];   /* DEFAULT (the backend's fastest: planes on CUDA) or COMPACT */
+    bool keep[CQ_RESID_PHASE_COUNT][CQ_PART_COUNT]; /* bound during the phase */
+    uint64_t phase_bytes[CQ_RESID_PHASE_COUNT];     /* planned need of each phase */
+    uint64_t peak;                        /* the largest of them */
+    uint64_t budget;                      /* what it was planned against (0: none) */
+} cq_resid_plan;
+
+/* The plan for `n` under `budget` bytes (0: no budget: level 0, everything
+ * bound in the backend's default mode). CQ_ERR_NOMEM with the smallest
+ * budget that would work when nothing fits. `what` names the model in the
+ * message. */
+cq_status cq_resid_plan_make(const cq_resid_need *n, uint64_t budget, const char *what, cq_resid_plan *out);
+
+/* Plan `level` (1..5, the list above) for n, whether it fits or not; the
+ * decode keeps the denoiser when that phase fits under budget. */
+cq_status cq_resid_plan_at(const cq_resid_need *n, int level, uint64_t budget, cq_resid_plan *out);
+
+/* One line: "all resident, planes, 21.3 GiB of 130.0 GiB" or "phased (text encoder released before the
+ * denoiser), denoiser compact, 7.9 GiB of 8.0 GiB". */
+const char *cq_resid_plan_describe(const cq_resid_plan *p, char *buf, size_t len);
+
+/* The device bytes of every tensor named prefix* in the pack, bound in
+ * `mode` on `be` (cq_backend_weight_cost), and the largest expansion slot
+ * among them. */
+cq_status cq_resid_weight_cost(const cq_backend *be, const cq_cmf *cmf, const char *prefix, cq_weight_mode mode,
+                               uint64_t *bytes, uint64_t *slot);
+
+/* Fills n->weights and n->slot of `part` for every mode from the pack's prefix. */
+cq_status cq_resid_need_part(cq_resid_need *n, const cq_backend *be, const cq_cmf *cmf, cq_part part,
+                             const char *prefix);
+
+/* Upper estimates of a phase's activations and scratch, in bytes, for a
+ * device whose activations are `act` bytes per value (cq_act_dtype_size):
+ * a transformer tower over n tokens of `width` with an MLP of `ffn`
+ * (attention streams its scores: the device backends' kernels are flash
+ * attention), and a decoder
+ * to `pixels` output pixels. Each adds the backend's fixed workspace. */
+uint64_t cq_resid_act_tower(int64_t n, int width, int ffn, size_t act);
+uint64_t cq_resid_act_decoder(int64_t pixels);
+
+/* ---- driving a plan -------------------------------------------------------------------------- */
+typedef struct cq_resid_ops {
+    /* bind the part's weights on the backend (in the backend's current weight mode) */
+    cq_status (*bind)(void *pipe, cq_part part);
+    /* release them (nothing when not bound) */
+    void (*release)(void *pipe, cq_part part);
+} cq_resid_ops;
+
+typedef struct cq_resid {
+    cq_backend *be;
+    const cq_resid_ops *ops;
+    void *pipe;
+    cq_resid_plan plan;
+    bool bound[CQ_PART_COUNT];
+    cq_weight_mode bound_mode[CQ_PART_COUNT];
+    int binds;                        /* parts bound so far (tests: how often a plan rebinds) */
+} cq_resid;
+
+void cq_resid_init(cq_resid *r, cq_backend *be, const cq_resid_ops *ops, void *pipe);
+/* Use `plan` from now on (the next cq_resid_stage applies it). */
+void cq_resid_set_plan(cq_resid *r, const cq_resid_plan *plan);
+/* Make the parts of `phase` bound (in the plan's modes) and release the others. */
+cq_status cq_resid_stage(cq_resid *r, cq_resid_phase phase);
+/* Release every bound part. */
+void cq_resid_release_all(cq_resid *r);
+
+#endif /* CQ_PIPELINES_RESIDENCY_H */
