@@ -48,7 +48,6 @@ struct cq_qi21_pipe {
     int drop_idx;          /* leading rows of the text tower's output that are dropped */
     cq_resid resid;        /* what is bound per phase under the backend's budget (residency.h) */
     cq_resid_need need;    /* the parts' device costs (activations per request) */
-    bool forced;           /* the plan was set by cq_qi21_pipe_set_plan */
     cq_denoiser dn;        /* the bound parts as components (filled by bind) */
     cq_latent_codec codec;
 };
@@ -200,12 +199,8 @@ static void request_need(cq_qi21_pipe *p, int width, int height, int total, int 
 }
 
 static cq_status plan_for(cq_qi21_pipe *p, int width, int height, int total, int rows) {
-    if (p->forced) return CQ_OK;
     request_need(p, width, height, total, rows);
-    cq_resid_plan plan;
-    CQ_TRY(cq_resid_plan_make(&p->need, cq_backend_mem_budget(p->be), "Qwen-Image-2.1", &plan));
-    cq_resid_set_plan(&p->resid, &plan);
-    return CQ_OK;
+    return cq_resid_replan(&p->resid, &p->need, "Qwen-Image-2.1");
 }
 
 cq_status cq_qi21_pipe_load_weights(cq_qi21_pipe *p, cq_backend *be) {
@@ -215,9 +210,7 @@ cq_status cq_qi21_pipe_load_weights(cq_qi21_pipe *p, cq_backend *be) {
     cq_resid_init(&p->resid, be, &k_parts, p);
     cq_status s = CQ_OK;
     if (cq_backend_mem_budget(be)) {
-        s = cq_resid_need_part(&p->need, be, p->cmf, CQ_PART_TEXT, "te.");
-        if (s == CQ_OK) s = cq_resid_need_part(&p->need, be, p->cmf, CQ_PART_DENOISER, "dit.");
-        if (s == CQ_OK) s = cq_resid_need_part(&p->need, be, p->cmf, CQ_PART_CODEC, "vae.");
+        s = cq_resid_need_parts(&p->need, be, p->cmf, "te.", "dit.", "vae.");
         /* planned for the model's default request; each generation plans again for its own */
         if (s == CQ_OK) s = plan_for(p, 1024, 1024, 64, 64 - p->drop_idx);
     }
@@ -232,8 +225,7 @@ cq_status cq_qi21_pipe_load_weights(cq_qi21_pipe *p, cq_backend *be) {
 
 cq_status cq_qi21_pipe_set_plan(cq_qi21_pipe *p, const cq_resid_plan *plan) {
     if (!p || !p->be) return cq_fail(CQ_ERR_INVALID_ARG, "qi21 pipeline: the weights are not loaded");
-    p->forced = plan != NULL;
-    if (plan) cq_resid_set_plan(&p->resid, plan);
+    cq_resid_set_plan(&p->resid, plan);
     return CQ_OK;
 }
 
@@ -352,13 +344,6 @@ cq_status cq_qi21_pipe_check(cq_qi21_pipe *p, const cq_qi21_gen_opts *o) {
 
 void cq_qi21_result_free(cq_qi21_result *r) { cq_image_result_free(r); }
 
-static cq_status stage(cq_gen_phase ph, void *user) {
-    cq_qi21_pipe *p = user;
-    return cq_resid_stage(&p->resid, ph == CQ_GEN_PHASE_TEXT      ? CQ_RESID_TEXT
-                                     : ph == CQ_GEN_PHASE_PREFILL ? CQ_RESID_DENOISE
-                                                                  : CQ_RESID_DECODE);
-}
-
 cq_status cq_qi21_pipe_generate(cq_qi21_pipe *p, const cq_qi21_gen_opts *o, cq_qi21_result *res) {
     memset(res, 0, sizeof *res);
     if (!p || !p->be) return cq_fail(CQ_ERR_INVALID_ARG, "qi21 pipeline: the weights are not loaded");
@@ -402,8 +387,8 @@ cq_status cq_qi21_pipe_generate(cq_qi21_pipe *p, const cq_qi21_gen_opts *o, cq_q
         .on_step = o->on_step,
         .on_phase = o->on_phase,
         .user = o->user,
-        .stage = stage,
-        .stage_user = p,
+        .stage = cq_resid_gen_stage,
+        .stage_user = &p->resid,
     };
     return cq_image_job_run(&j, res);
 }

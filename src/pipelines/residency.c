@@ -170,6 +170,13 @@ uint64_t cq_resid_act_decoder(int64_t pixels) {
     return (uint64_t)pixels * 4ull * 128ull * 4ull + 256ull * MIB;
 }
 
+cq_status cq_resid_need_parts(cq_resid_need *n, const cq_backend *be, const cq_cmf *cmf, const char *text,
+                              const char *denoiser, const char *codec) {
+    CQ_TRY(cq_resid_need_part(n, be, cmf, CQ_PART_TEXT, text));
+    CQ_TRY(cq_resid_need_part(n, be, cmf, CQ_PART_DENOISER, denoiser));
+    return cq_resid_need_part(n, be, cmf, CQ_PART_CODEC, codec);
+}
+
 /* ---- driving ---------------------------------------------------------------------------------- */
 void cq_resid_init(cq_resid *r, cq_backend *be, const cq_resid_ops *ops, void *pipe) {
     memset(r, 0, sizeof *r);
@@ -179,12 +186,47 @@ void cq_resid_init(cq_resid *r, cq_backend *be, const cq_resid_ops *ops, void *p
     cq_resid_plan_make(&(cq_resid_need){0}, 0, NULL, &r->plan);
 }
 
-void cq_resid_set_plan(cq_resid *r, const cq_resid_plan *plan) { r->plan = *plan; }
+void cq_resid_set_plan(cq_resid *r, const cq_resid_plan *plan) {
+    r->fixed = plan != NULL;
+    if (plan) r->plan = *plan;
+}
+
+cq_status cq_resid_replan(cq_resid *r, const cq_resid_need *n, const char *what) {
+    if (r->fixed) return CQ_OK;
+    cq_resid_plan p;
+    CQ_TRY(cq_resid_plan_make(n, cq_backend_mem_budget(r->be), what, &p));
+    r->plan = p;
+    return CQ_OK;
+}
+
+cq_status cq_resid_gen_stage(cq_gen_phase phase, void *user) {
+    return cq_resid_stage(user, phase == CQ_GEN_PHASE_TEXT      ? CQ_RESID_TEXT
+                                : phase == CQ_GEN_PHASE_PREFILL ? CQ_RESID_DENOISE
+                                                                : CQ_RESID_DECODE);
+}
 
 static void release(cq_resid *r, cq_part part) {
     if (!r->bound[part]) return;
     r->ops->release(r->pipe, part);
     r->bound[part] = false;
+}
+
+static cq_status bind(cq_resid *r, cq_part part, cq_resid_phase phase) {
+    const cq_weight_mode before = cq_backend_weight_mode(r->be);
+    cq_status s = cq_backend_set_weight_mode(r->be, r->plan.mode[part]);
+    if (s == CQ_OK) s = r->ops->bind(r->pipe, part);
+    cq_status s2 = cq_backend_set_weight_mode(r->be, before);
+    if (s != CQ_OK)
+        return cq_fail_prefix(s, "binding the %s for the %s phase: ", cq_part_name(part), cq_resid_phase_name(phase));
+    r->bound[part] = true;
+    r->bound_mode[part] = r->plan.mode[part];
+    r->binds++;
+    return s2;
+}
+
+cq_status cq_resid_ensure(cq_resid *r, cq_part part) {
+    if (!r || !r->be || (unsigned)part >= CQ_PART_COUNT) return cq_fail(CQ_ERR_INVALID_ARG, "residency: bad part");
+    return r->bound[part] ? CQ_OK : bind(r, part, CQ_RESID_TEXT);
 }
 
 cq_status cq_resid_stage(cq_resid *r, cq_resid_phase phase) {
@@ -199,23 +241,9 @@ cq_status cq_resid_stage(cq_resid *r, cq_resid_phase phase) {
             freed = true;
         }
     if (freed) CQ_TRY(cq_backend_trim(r->be));
-    const cq_weight_mode before = cq_backend_weight_mode(r->be);
-    cq_status s = CQ_OK;
-    for (int part = 0; part < CQ_PART_COUNT && s == CQ_OK; part++) {
-        if (!p->keep[phase][part] || r->bound[part]) continue;
-        s = cq_backend_set_weight_mode(r->be, p->mode[part]);
-        if (s == CQ_OK) s = r->ops->bind(r->pipe, (cq_part)part);
-        if (s == CQ_OK) {
-            r->bound[part] = true;
-            r->bound_mode[part] = p->mode[part];
-            r->binds++;
-        } else {
-            s = cq_fail_prefix(s, "binding the %s for the %s phase: ", cq_part_name((cq_part)part),
-                               cq_resid_phase_name(phase));
-        }
-    }
-    cq_status s2 = cq_backend_set_weight_mode(r->be, before);
-    return s != CQ_OK ? s : s2;
+    for (int part = 0; part < CQ_PART_COUNT; part++)
+        if (p->keep[phase][part] && !r->bound[part]) CQ_TRY(bind(r, (cq_part)part, phase));
+    return CQ_OK;
 }
 
 void cq_resid_release_all(cq_resid *r) {

@@ -39,6 +39,7 @@
 
 #include "cortiq.h"
 #include "ops/ops.h"
+#include "pipelines/image_gen.h"
 
 typedef enum cq_part {
     CQ_PART_TEXT = 0, /* text encoder */
@@ -107,6 +108,10 @@ cq_status cq_resid_need_part(cq_resid_need *n, const cq_backend *be, const cq_cm
 uint64_t cq_resid_act_tower(int64_t n, int width, int ffn, size_t act);
 uint64_t cq_resid_act_decoder(int64_t pixels);
 
+/* The three parts' costs from their pack prefixes ("te.", "dit.", "vae."). */
+cq_status cq_resid_need_parts(cq_resid_need *n, const cq_backend *be, const cq_cmf *cmf, const char *text,
+                              const char *denoiser, const char *codec);
+
 /* ---- driving a plan -------------------------------------------------------------------------- */
 typedef struct cq_resid_ops {
     /* bind the part's weights on the backend (in the backend's current weight mode) */
@@ -123,14 +128,22 @@ typedef struct cq_resid {
     bool bound[CQ_PART_COUNT];
     cq_weight_mode bound_mode[CQ_PART_COUNT];
     int binds;                        /* parts bound so far (tests: how often a plan rebinds) */
+    bool fixed;                       /* the plan was set from outside (cq_resid_set_plan): replan keeps it */
 } cq_resid;
 
 void cq_resid_init(cq_resid *r, cq_backend *be, const cq_resid_ops *ops, void *pipe);
-/* Use `plan` from now on (the next cq_resid_stage applies it). */
+/* Use `plan` from now on (the next cq_resid_stage applies it); NULL: plan
+ * again at the next cq_resid_replan. */
 void cq_resid_set_plan(cq_resid *r, const cq_resid_plan *plan);
 /* Make the parts of `phase` bound (in the plan's modes) and release the others. */
 cq_status cq_resid_stage(cq_resid *r, cq_resid_phase phase);
+/* Bind one part now if it is not bound (in the plan's mode). */
+cq_status cq_resid_ensure(cq_resid *r, cq_part part);
 /* Release every bound part. */
 void cq_resid_release_all(cq_resid *r);
+/* Plan again for n under the backend's budget (level 0 on a host backend; nothing changes when `fixed`). */
+cq_status cq_resid_replan(cq_resid *r, const cq_resid_need *n, const char *what);
+/* A cq_gen_stage_fn over a cq_resid (user): TEXT, PREFILL and VAE map to the three phases. */
+cq_status cq_resid_gen_stage(cq_gen_phase phase, void *user);
 
 #endif /* CQ_PIPELINES_RESIDENCY_H */

@@ -33,6 +33,7 @@
 #include "models/qwen3.h"
 #include "models/qwen3_text.h"
 #include "models/zimage.h"
+#include "pipelines/residency.h"
 #include "pipelines/schedule.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -52,6 +53,10 @@ struct cq_zimage_pipe {
     cq_flux_vae *vae;
     cq_flow_config sched;  /* the scheduler config's shift */
     double pack_shift;     /* the pack's default shift, 0 when it has none */
+    cq_resid resid;        /* what is bound per phase under the backend's budget (residency.h) */
+    cq_resid_need need;    /* the parts' device costs (activations per request) */
+    cq_denoiser dn;        /* the bound parts as components (filled by bind) */
+    cq_latent_codec codec;
 };
 
 void cq_zimage_gen_opts_init(cq_zimage_gen_opts *o) { *o = (cq_zimage_gen_opts){.cfg_truncation = 1.0}; }
@@ -118,45 +123,108 @@ cq_status cq_zimage_pipe_open(const cq_cmf *cmf, cq_zimage_pipe **out) {
     return CQ_OK;
 }
 
+/* ---- the parts, bound and released per phase (residency.h) ---- */
+static cq_status bind_part(void *pipe, cq_part part) {
+    cq_zimage_pipe *p = pipe;
+    switch (part) {
+    case CQ_PART_TEXT:
+        /* the text tower up to the layer it returns: a pack may leave the rest out */
+        CQ_TRY(cq_qwen3_load_encoder(p->cmf, "te.", p->be, p->text.layer, &p->te));
+        p->text.model = p->te;
+        return CQ_OK;
+    case CQ_PART_DENOISER:
+        CQ_TRY(cq_zimage_load(p->cmf, "dit.", p->be, &p->dit));
+        p->dn = cq_zimage_denoiser(p->dit);
+        return CQ_OK;
+    case CQ_PART_CODEC: {
+        /* an op the backend lacks runs on its host backend (ops/fallback.c) */
+        CQ_TRY(cq_flux_vae_load(p->cmf, "vae.", p->be, &p->vae));
+        const cq_latent_codec codec = cq_flux_vae_codec(p->vae);
+        if (codec.channels != p->dcfg.in_channels || p->dcfg.patch_channels != 4 * codec.channels) {
+            cq_flux_vae_free(p->vae);
+            p->vae = NULL;
+            return cq_fail(CQ_ERR_SHAPE, NAME ": the denoiser has %d latent channels (%d per token), the VAE %d",
+                           p->dcfg.in_channels, p->dcfg.patch_channels, codec.channels);
+        }
+        p->codec = codec;
+        return CQ_OK;
+    }
+    default: return cq_fail(CQ_ERR_INTERNAL, NAME ": no part %d", (int)part);
+    }
+}
+
+static void release_part(void *pipe, cq_part part) {
+    cq_zimage_pipe *p = pipe;
+    if (part == CQ_PART_TEXT) {
+        cq_qwen3_free(p->te);
+        p->te = NULL;
+        p->text.model = NULL;
+    } else if (part == CQ_PART_DENOISER) {
+        cq_zimage_free(p->dit);
+        p->dit = NULL;
+        p->dn.self = NULL;
+    } else if (part == CQ_PART_CODEC) {
+        cq_flux_vae_free(p->vae);
+        p->vae = NULL;
+        p->codec.self = NULL;
+    }
+}
+
+static const cq_resid_ops k_parts = {bind_part, release_part};
+
 static void drop_weights(cq_zimage_pipe *p) {
-    cq_flux_vae_free(p->vae);
-    cq_zimage_free(p->dit);
-    cq_qwen3_free(p->te);
-    p->vae = NULL;
-    p->dit = NULL;
-    p->te = NULL;
-    p->text.model = NULL;
+    if (p->be) cq_resid_release_all(&p->resid);
     p->be = NULL;
 }
 
-cq_status cq_zimage_pipe_load_text(cq_zimage_pipe *p, cq_backend *be) {
+/* The backend the weights go to: the first call sets it, later ones must name the same. */
+static cq_status use_backend(cq_zimage_pipe *p, cq_backend *be) {
     if (!p || !be) return cq_fail(CQ_ERR_INVALID_ARG, NAME ": no pipeline or backend");
-    if (p->te) return CQ_OK;
-    /* the text tower up to the layer it returns: a pack may leave the rest out */
-    CQ_TRY(cq_qwen3_load_encoder(p->cmf, "te.", be, p->text.layer, &p->te));
-    p->be = be;
-    p->text.model = p->te;
+    if (p->be && p->be != be) return cq_fail(CQ_ERR_INVALID_ARG, NAME ": the text tower is on another backend");
+    if (!p->be) {
+        p->be = be;
+        cq_resid_init(&p->resid, be, &k_parts, p);
+    }
     return CQ_OK;
 }
 
+cq_status cq_zimage_pipe_load_text(cq_zimage_pipe *p, cq_backend *be) {
+    CQ_TRY(use_backend(p, be));
+    return cq_resid_ensure(&p->resid, CQ_PART_TEXT);
+}
+
+/* The phases' activations for a width x height image and a caption of `total` tokens. */
+static cq_status plan_for(cq_zimage_pipe *p, int width, int height, int total) {
+    const size_t a = cq_act_dtype_size(cq_backend_act_dtype(p->be));
+    const int64_t tokens = (int64_t)(width / 16) * (height / 16);
+    p->need.act[CQ_RESID_TEXT] = cq_resid_act_tower(total, p->tcfg.hidden, p->tcfg.intermediate, a);
+    p->need.act[CQ_RESID_DENOISE] = cq_resid_act_tower(tokens + total, p->dcfg.dim, p->dcfg.ffn_hidden, a);
+    p->need.act[CQ_RESID_DECODE] = cq_resid_act_decoder((int64_t)width * height);
+    return cq_resid_replan(&p->resid, &p->need, "Z-Image");
+}
+
 cq_status cq_zimage_pipe_load_weights(cq_zimage_pipe *p, cq_backend *be) {
-    if (!p || !be) return cq_fail(CQ_ERR_INVALID_ARG, NAME ": no pipeline or backend");
-    if (p->dit) return cq_fail(CQ_ERR_INVALID_ARG, NAME ": the weights are already loaded");
-    if (p->te && p->be != be) return cq_fail(CQ_ERR_INVALID_ARG, NAME ": the text tower is on another backend");
-    cq_status s = cq_zimage_pipe_load_text(p, be);
-    if (s == CQ_OK) s = cq_zimage_load(p->cmf, "dit.", be, &p->dit);
-    /* an op the backend lacks runs on its host backend (ops/fallback.c) */
-    if (s == CQ_OK) s = cq_flux_vae_load(p->cmf, "vae.", be, &p->vae);
-    if (s == CQ_OK) {
-        const cq_latent_codec codec = cq_flux_vae_codec(p->vae);
-        const cq_denoiser dn = cq_zimage_denoiser(p->dit);
-        if (codec.channels != p->dcfg.in_channels || dn.channels != 4 * codec.channels)
-            s = cq_fail(CQ_ERR_SHAPE, NAME ": the denoiser has %d latent channels (%d per token), the VAE %d",
-                        p->dcfg.in_channels, dn.channels, codec.channels);
+    if (p && p->dit) return cq_fail(CQ_ERR_INVALID_ARG, NAME ": the weights are already loaded");
+    CQ_TRY(use_backend(p, be));
+    cq_status s = CQ_OK;
+    if (cq_backend_mem_budget(be)) {
+        s = cq_resid_need_parts(&p->need, be, p->cmf, "te.", "dit.", "vae.");
+        /* planned for the model's default request; each generation plans again for its own */
+        if (s == CQ_OK) s = plan_for(p, 1024, 1024, 128);
     }
+    /* what the text phase keeps: everything, or the text tower and the VAE when phased */
+    if (s == CQ_OK) s = cq_resid_stage(&p->resid, CQ_RESID_TEXT);
     if (s != CQ_OK) drop_weights(p);
     return s;
 }
+
+cq_status cq_zimage_pipe_set_plan(cq_zimage_pipe *p, const cq_resid_plan *plan) {
+    if (!p || !p->be) return cq_fail(CQ_ERR_INVALID_ARG, NAME ": the weights are not loaded");
+    cq_resid_set_plan(&p->resid, plan);
+    return CQ_OK;
+}
+
+const cq_resid *cq_zimage_pipe_residency(const cq_zimage_pipe *p) { return p ? &p->resid : NULL; }
 
 void cq_zimage_pipe_free(cq_zimage_pipe *p) {
     if (!p) return;
@@ -180,7 +248,8 @@ cq_status cq_zimage_pipe_prompt_tokens(cq_zimage_pipe *p, const char *prompt, in
 cq_status cq_zimage_pipe_encode_prompt(cq_zimage_pipe *p, const char *prompt, float **embeds, int *n_rows) {
     *embeds = NULL;
     *n_rows = 0;
-    if (!p->te) return cq_fail(CQ_ERR_INVALID_ARG, NAME ": the text tower is not loaded");
+    if (!p->be) return cq_fail(CQ_ERR_INVALID_ARG, NAME ": the text tower is not loaded");
+    CQ_TRY(cq_resid_ensure(&p->resid, CQ_PART_TEXT));
     const cq_text_encoder te = cq_qwen3_text_encoder(&p->text);
     return te.encode(te.self, prompt, embeds, n_rows);
 }
@@ -243,14 +312,22 @@ cq_status cq_zimage_pipe_check(cq_zimage_pipe *p, const cq_zimage_gen_opts *o) {
 cq_status cq_zimage_pipe_generate(cq_zimage_pipe *p, const cq_zimage_gen_opts *o, cq_image_result *res) {
     memset(res, 0, sizeof *res);
     CQ_TRY(cq_zimage_pipe_check(p, o));
-    if (!p->dit || !p->vae) return cq_fail(CQ_ERR_INVALID_ARG, NAME ": the weights are not loaded");
+    if (!p->be || !p->resid.bound[CQ_PART_CODEC])
+        return cq_fail(CQ_ERR_INVALID_ARG, NAME ": the weights are not loaded");
     CQ_TRY(cq_check_cancel("image generation"));
     const bool cfg = o->guidance > 0.0;
     if (!cfg && o->negative && *o->negative)
         CQ_WARN("a negative prompt is used only with guidance > 0 (Z-Image: pos + g (pos - neg)); ignoring it");
+    /* the plan for this request: the longer caption and the image's tokens */
+    int total = 0, nt = 0;
+    CQ_TRY(cq_zimage_pipe_prompt_tokens(p, o->prompt, &total, NULL));
+    if (cfg) CQ_TRY(cq_zimage_pipe_prompt_tokens(p, o->negative ? o->negative : "", &nt, NULL));
+    CQ_TRY(plan_for(p, o->width, o->height, total > nt ? total : nt));
+    /* the codec is bound in every phase; the denoiser's entries are read after the PREFILL stage binds it */
+    CQ_TRY(cq_resid_stage(&p->resid, CQ_RESID_TEXT));
     const cq_text_encoder te = cq_qwen3_text_encoder(&p->text);
-    const cq_denoiser dn = cq_zimage_denoiser(p->dit);
-    const cq_latent_codec codec = cq_flux_vae_codec(p->vae);
+    p->dn.channels = p->dcfg.patch_channels;
+    const cq_latent_codec codec = p->codec;
     const cq_flow_config sched = schedule_config(p, o);
     cq_guidance g = {.kind = CQ_GUIDANCE_NONE};
     if (cfg) {
@@ -264,8 +341,8 @@ cq_status cq_zimage_pipe_generate(cq_zimage_pipe *p, const cq_zimage_gen_opts *o
     const int lat_h = o->height / codec.factor, lat_w = o->width / codec.factor;
     const cq_image_job j = {
         .te = &te,
-        .dn = &dn,
-        .codec = &codec,
+        .dn = &p->dn,
+        .codec = &p->codec,
         .sched = &sched,
         .timestep = {.kind = CQ_FLOW_T_ONE_MINUS}, /* (1000 - t) / 1000 in float32 on the CPU */
         .negate = true,
@@ -283,6 +360,8 @@ cq_status cq_zimage_pipe_generate(cq_zimage_pipe *p, const cq_zimage_gen_opts *o
         .on_step = o->on_step,
         .on_phase = o->on_phase,
         .user = o->user,
+        .stage = cq_resid_gen_stage,
+        .stage_user = &p->resid,
     };
     return cq_image_job_run(&j, res);
 }

@@ -31,6 +31,7 @@
 #include "cortiq.h"
 #include "ops/ops.h"
 #include "pipelines/image_gen.h"
+#include "pipelines/residency.h"
 
 #define CQ_ZIMAGE_MAX_TOKENS 512 /* the pipeline's max_sequence_length */
 
@@ -71,6 +72,9 @@ cq_status cq_zimage_pipe_load_weights(cq_zimage_pipe *p, cq_backend *be);
 /* The text tower alone (load_weights does it first): enough for
  * cq_zimage_pipe_encode_prompt. */
 cq_status cq_zimage_pipe_load_text(cq_zimage_pipe *p, cq_backend *be);
+/* Residency, as cq_qi21_pipe_set_plan / cq_qi21_pipe_residency (qi21_pipe.h). */
+cq_status cq_zimage_pipe_set_plan(cq_zimage_pipe *p, const cq_resid_plan *plan);
+const cq_resid *cq_zimage_pipe_residency(const cq_zimage_pipe *p);
 void cq_zimage_pipe_free(cq_zimage_pipe *p);
 
 /* Tokens of a prompt with the template (*total, after the cut at 512;
