@@ -312,6 +312,11 @@ CQ_API const char *cq_model_arch(const cq_model *m);
 CQ_API const char *cq_model_backend_name(const cq_model *m);
 /* Seconds cq_model_load took (backend creation and weight binding); 0 before. */
 CQ_API double cq_model_load_seconds(const cq_model *m);
+/* What the model keeps on its device under the backend's memory budget, one
+ * line ("all resident, weights as planes, plan 21.30 GiB of 130.00 GiB");
+ * "" on a backend without a budget (the CPU) or before cq_model_load. For an
+ * image model it is the plan of the last generation (or the load's). */
+CQ_API const char *cq_model_memory_plan(const cq_model *m, char *buf, size_t len);
 
 /* ---- images -------------------------------------------------------------- */
 typedef enum cq_image_phase {

@@ -17,6 +17,7 @@
 
 #include "format/gen_defaults.h"
 #include "models/component.h"
+#include "pipelines/residency.h"
 
 struct cq_outfile;
 struct cq_backend;
@@ -36,6 +37,7 @@ struct cq_model {
     void *pipe;             /* CQ_MODEL_IMAGE: the architecture's pipeline, opened at open, weights at load */
     cq_gen_defaults defaults; /* the pack's generation defaults (CQ_MODEL_IMAGE) */
     void *lm_model;         /* CQ_MODEL_TEXT: the architecture's model, at load */
+    cq_resid_plan lm_plan;  /* CQ_MODEL_TEXT: how its weights are kept (residency.h) */
     cq_causal_lm lm;        /* and its causal-LM interface */
     bool session_open;
 };

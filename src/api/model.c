@@ -122,7 +122,7 @@ cq_status cq_model_load(cq_model *m) {
     if (m->kind == CQ_MODEL_IMAGE) {
         s = m->entry->image->load_weights(m->pipe, be);
     } else {
-        s = m->entry->chat->load(m->cmf, be, &m->lm_model, &m->lm);
+        s = m->entry->chat->load(m->cmf, be, &m->lm_model, &m->lm, &m->lm_plan);
         if (s != CQ_OK && m->name) cq_fail_prefix(s, "%s: ", m->name);
     }
     if (s != CQ_OK) {
@@ -162,3 +162,15 @@ cq_model_kind cq_model_get_kind(const cq_model *m) { return m ? m->kind : (cq_mo
 const char *cq_model_arch(const cq_model *m) { return m && m->arch ? m->arch : ""; }
 const char *cq_model_backend_name(const cq_model *m) { return m && m->be ? cq_backend_name(m->be) : ""; }
 double cq_model_load_seconds(const cq_model *m) { return m ? m->load_s : 0; }
+
+const char *cq_model_memory_plan(const cq_model *m, char *buf, size_t len) {
+    if (!buf || !len) return "";
+    buf[0] = '\0';
+    if (!m || !m->be) return buf;
+    const cq_resid_plan *p = m->kind == CQ_MODEL_IMAGE ? (m->pipe && m->entry->image->residency
+                                                              ? &m->entry->image->residency(m->pipe)->plan
+                                                              : NULL)
+                                                       : &m->lm_plan;
+    if (p && p->level > 0) cq_resid_plan_describe(p, buf, len);
+    return buf;
+}

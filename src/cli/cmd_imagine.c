@@ -417,6 +417,8 @@ int cq_cmd_imagine(int argc, char **argv) {
                     (unsigned long long)a.seed, a.steps, a.guidance, t_load,
                     t.text, t.prefill, t.steps, t.steps / a.steps, t.decode, t_png, total,
                     cq_model_backend_name(model));
+            char plan[256];
+            if (*cq_model_memory_plan(model, plan, sizeof plan)) fprintf(stderr, "device memory: %s\n", plan);
         }
     }
 done:

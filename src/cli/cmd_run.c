@@ -302,9 +302,11 @@ int cq_cmd_run(int argc, char **argv) {
     if (s != CQ_OK) {
         rc = cq_cli_fail("run", s, NULL);
     } else {
+        char plan[256];
         if (o.verbose)
             fprintf(stderr, "model %s on %s, seed %llu\n", o.model, cq_model_backend_name(model),
                     (unsigned long long)o.sp.seed);
+        if (o.verbose && *cq_model_memory_plan(model, plan, sizeof plan)) fprintf(stderr, "device memory: %s\n", plan);
         const char *first = o.prompt;
         if (first && strcmp(first, "-") == 0 && !o.chat) {
             first = stdin_prompt = read_stdin();

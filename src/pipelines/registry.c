@@ -53,6 +53,7 @@ static cq_status qi21_check(void *pipe, const cq_image_req *o) {
     return cq_qi21_pipe_check(pipe, &g);
 }
 static cq_status qi21_load_weights(void *pipe, cq_backend *be) { return cq_qi21_pipe_load_weights(pipe, be); }
+static const cq_resid *qi21_residency(const void *pipe) { return cq_qi21_pipe_residency(pipe); }
 static cq_status qi21_generate(void *pipe, const cq_image_req *o, cq_image_result *res) {
     const cq_qi21_gen_opts g = qi21_opts(o);
     return cq_qi21_pipe_generate(pipe, &g, res);
@@ -77,6 +78,7 @@ static const cq_image_arch k_qi21 = {
     .load_weights = qi21_load_weights,
     .generate = qi21_generate,
     .free = qi21_free,
+    .residency = qi21_residency,
 };
 
 /* ---- Z-Image ---- */
@@ -168,6 +170,7 @@ static cq_status zimage_check(void *pipe, const cq_image_req *o) {
     return cq_zimage_pipe_check(pipe, &g);
 }
 static cq_status zimage_load_weights(void *pipe, cq_backend *be) { return cq_zimage_pipe_load_weights(pipe, be); }
+static const cq_resid *zimage_residency(const void *pipe) { return cq_zimage_pipe_residency(pipe); }
 static cq_status zimage_generate(void *pipe, const cq_image_req *o, cq_image_result *res) {
     const cq_zimage_gen_opts g = zimage_opts(o);
     return cq_zimage_pipe_generate(pipe, &g, res);
@@ -198,16 +201,39 @@ static const cq_image_arch k_zimage = {
     .load_weights = zimage_load_weights,
     .generate = zimage_generate,
     .free = zimage_free,
+    .residency = zimage_residency,
 };
 
 /* ---- Qwen3 ---- */
 
-static cq_status qwen3_load(const cq_cmf *cmf, cq_backend *be, void **model, cq_causal_lm *lm) {
+/* The tower under the backend's budget: planes when they fit with a 4096-token cache and a 512-row
+ * prefill, else its codec on the device (residency.h). */
+static cq_status qwen3_load(const cq_cmf *cmf, cq_backend *be, void **model, cq_causal_lm *lm, cq_resid_plan *plan) {
+    *model = NULL;
+    cq_qwen3_config c;
+    CQ_TRY(cq_qwen3_parse_config(cmf, "", &c));
+    cq_resid_need n = {0};
+    const uint64_t budget = cq_backend_mem_budget(be);
+    if (budget) {
+        const size_t a = cq_act_dtype_size(cq_backend_act_dtype(be));
+        CQ_TRY(cq_resid_need_part(&n, be, cmf, CQ_PART_TEXT, ""));
+        n.act[CQ_RESID_TEXT] = cq_resid_act_tower(512, c.hidden, c.intermediate, a) +
+                               4096ull * (uint64_t)c.n_layers * 2ull * (uint64_t)c.n_kv_heads * (uint64_t)c.head_dim * a;
+    }
+    CQ_TRY(cq_resid_plan_single(&n, budget, "the language model", plan));
+    const cq_weight_mode before = cq_backend_weight_mode(be);
+    CQ_TRY(cq_backend_set_weight_mode(be, plan->mode[CQ_PART_TEXT]));
     cq_qwen3 *m = NULL;
     cq_status s = cq_qwen3_load(cmf, "", be, &m);
+    cq_status s2 = cq_backend_set_weight_mode(be, before);
+    if (s == CQ_OK) s = s2;
+    if (s != CQ_OK) {
+        cq_qwen3_free(m);
+        return s;
+    }
     *model = m;
-    if (s == CQ_OK) *lm = cq_qwen3_causal_lm(m);
-    return s;
+    *lm = cq_qwen3_causal_lm(m);
+    return CQ_OK;
 }
 static void qwen3_free(void *model) { cq_qwen3_free(model); }
 

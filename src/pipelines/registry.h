@@ -18,6 +18,7 @@
 #include "models/component.h"
 #include "ops/ops.h"
 #include "pipelines/image_gen.h"
+#include "pipelines/residency.h"
 
 typedef enum cq_arch_task {
     CQ_TASK_IMAGE = 0, /* text to image: `cortiq imagine` */
@@ -61,11 +62,14 @@ typedef struct cq_image_arch {
     cq_status (*load_weights)(void *pipe, cq_backend *be);
     cq_status (*generate)(void *pipe, const cq_image_req *o, cq_image_result *res);
     void (*free)(void *pipe);
+    /* what is bound per phase under the backend's budget (residency.h) */
+    const cq_resid *(*residency)(const void *pipe);
 } cq_image_arch;
 
 typedef struct cq_chat_arch {
-    /* the model's weights on `be`, as a causal LM; *model is freed with free */
-    cq_status (*load)(const cq_cmf *cmf, cq_backend *be, void **model, cq_causal_lm *lm);
+    /* the model's weights on `be`, as a causal LM, kept as *plan says fits the
+     * backend's budget (planes, else compact); *model is freed with free */
+    cq_status (*load)(const cq_cmf *cmf, cq_backend *be, void **model, cq_causal_lm *lm, cq_resid_plan *plan);
     void (*free)(void *model);
 } cq_chat_arch;
 

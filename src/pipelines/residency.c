@@ -105,6 +105,31 @@ cq_status cq_resid_plan_make(const cq_resid_need *n, uint64_t budget, const char
                    what, (double)budget / GIB, (double)least / GIB);
 }
 
+cq_status cq_resid_plan_single(const cq_resid_need *n, uint64_t budget, const char *what, cq_resid_plan *out) {
+    if (!n || !out) return cq_fail(CQ_ERR_INVALID_ARG, "residency plan: NULL argument");
+    if (!what) what = "the model";
+    memset(out, 0, sizeof *out);
+    out->single = true;
+    out->budget = budget;
+    out->keep[CQ_RESID_TEXT][CQ_PART_TEXT] = true;
+    if (budget) {
+        out->level = 1;
+        finish(n, out);
+        if (out->peak <= budget) return CQ_OK;
+        out->mode[CQ_PART_TEXT] = CQ_WEIGHTS_COMPACT;
+        finish(n, out);
+        if (out->peak <= budget) return CQ_OK;
+        const uint64_t least = out->peak;
+        memset(out, 0, sizeof *out);
+        return cq_fail(CQ_ERR_NOMEM,
+                       "%s does not fit in a device-memory budget of %.2f GiB: it needs at least %.2f GiB (its "
+                       "weights kept in their codec); raise --gpu-memory, use a smaller codec, or --backend cpu",
+                       what, (double)budget / GIB, (double)least / GIB);
+    }
+    finish(n, out);
+    return CQ_OK;
+}
+
 cq_status cq_resid_plan_at(const cq_resid_need *n, int level, uint64_t budget, cq_resid_plan *out) {
     if (!n || !out || level < 1 || level > 5) return cq_fail(CQ_ERR_INVALID_ARG, "residency plan: bad level %d", level);
     plan_level(n, level, budget, out);
@@ -115,6 +140,13 @@ const char *cq_resid_plan_describe(const cq_resid_plan *p, char *buf, size_t len
     if (!buf || !len) return "";
     if (!p || p->level == 0) {
         snprintf(buf, len, "everything bound (no device-memory budget)");
+        return buf;
+    }
+    if (p->single) {
+        snprintf(buf, len, "all resident, %s, plan %.2f GiB of %.2f GiB",
+                 p->mode[CQ_PART_TEXT] == CQ_WEIGHTS_COMPACT ? "weights in their codec (expanded per use)"
+                                                             : "weights as planes",
+                 (double)p->peak / GIB, (double)p->budget / GIB);
         return buf;
     }
     char modes[96] = "";

@@ -73,6 +73,7 @@ typedef struct cq_resid_plan {
     uint64_t phase_bytes[CQ_RESID_PHASE_COUNT];     /* planned need of each phase */
     uint64_t peak;                        /* the largest of them */
     uint64_t budget;                      /* what it was planned against (0: none) */
+    bool single;                          /* one part only (a language model: CQ_PART_TEXT) */
 } cq_resid_plan;
 
 /* The plan for `n` under `budget` bytes (0: no budget: level 0, everything
@@ -80,6 +81,11 @@ typedef struct cq_resid_plan {
  * budget that would work when nothing fits. `what` names the model in the
  * message. */
 cq_status cq_resid_plan_make(const cq_resid_need *n, uint64_t budget, const char *what, cq_resid_plan *out);
+
+/* The plan of a model that is one part (a language model, as CQ_PART_TEXT
+ * of n): level 1 in the default form when it fits, else level 1 with the
+ * weights compact, else CQ_ERR_NOMEM naming the least budget. */
+cq_status cq_resid_plan_single(const cq_resid_need *n, uint64_t budget, const char *what, cq_resid_plan *out);
 
 /* Plan `level` (1..5, the list above) for n, whether it fits or not; the
  * decode keeps the denoiser when that phase fits under budget. */
