@@ -3,7 +3,8 @@
  * COMPACT weights (label gpu):
  *  - weights bound COMPACT (q8_2f, q8_row, q4tp, q4_block, bf16) give the
  *    PLANES results bit for bit (memcmp): matmul (plain, SwiGLU with two
- *    compact weights, fused SwiGLU), conv2d (3x3, strided, 1x1), get_rows and
+ *    compact weights, fused SwiGLU), conv2d (3x3, strided, 1x1; the kernel
+ *    4-D where the codec allows, else [Cout, Cin*kh*kw]), get_rows and
  *    copy, directly and inside a recording replayed on new inputs; a bad
  *    get_rows id on a compact table is the usual deferred error;
  *  - cq_backend_weight_cost equals what binding adds to mem_in_use and
@@ -29,6 +30,11 @@
 static tu_rng g_rng;
 
 #define MIB ((uint64_t)1 << 20)
+
+/* The shapes of the ops compared: x [M, K], W [N, K], an image [IH*IW, CIN] and its kernels [COUT, CIN, k, k]. */
+enum { M = 9, N = 48, K = 96, CIN = 32, COUT = 8, IH = 5, IW = 6, NIDS = 6 };
+#define CIN_ ((uint64_t)CIN)
+#define COUT_ ((uint64_t)COUT)
 
 /* The options the CORTIQ_CUDA_* variables give, with a budget (0: the default). */
 static cq_backend *open_be(uint64_t budget) {
@@ -79,6 +85,17 @@ static uint8_t *encode_random(cq_dtype dt, int ndim, const uint64_t *shape, uint
     return p;
 }
 
+/* A convolution kernel [COUT, CIN, k, k], or [COUT, CIN*k*k] for the codecs that are 2-D only (q8_row, q8_2f,
+ * q4tp: conv2d takes that layout too, through the matmul's operand path instead of the tap-major plane). */
+static int conv_shape(cq_dtype dt, int k, uint64_t *shape) {
+    uint64_t nb;
+    const uint64_t s4[4] = {COUT_, CIN_, (uint64_t)k, (uint64_t)k};
+    memcpy(shape, s4, sizeof s4);
+    if (cq_codec_nbytes(dt, 4, s4, &nb) == CQ_OK) return 4;
+    shape[1] = CIN_ * (uint64_t)(k * k);
+    return 2;
+}
+
 static void bind_in(cq_backend *be, cq_weight_mode mode, const cq_tensor_view *v, cq_tensor *t) {
     assert_int_equal(cq_backend_set_weight_mode(be, mode), CQ_OK);
     cq_status s = cq_tensor_bind_weight(be, v, t);
@@ -119,7 +136,6 @@ static void expect_same(cq_tensor *a, cq_tensor *b, const char *what, cq_dtype d
 }
 
 /* ---- the ops the bit-for-bit comparison runs, on one weight set --------------------------------------------- */
-enum { M = 9, N = 48, K = 96, CIN = 32, COUT = 8, IH = 5, IW = 6, NIDS = 6 };
 
 typedef struct wset {
     cq_tensor w, w2, conv3, conv1; /* [N, K], [N, K], [COUT, CIN, 3, 3], [COUT, CIN, 1, 1] */
@@ -190,7 +206,7 @@ static void test_compact_bitexact(void **state) {
     (void)state;
     cq_backend *be = open_be(0);
     static const cq_dtype codecs[] = {CQ_DTYPE_Q8_2F, CQ_DTYPE_Q8_ROW, CQ_DTYPE_Q4TP, CQ_DTYPE_Q4_BLOCK, CQ_DTYPE_BF16};
-    const uint64_t s2[2] = {N, K}, s3[4] = {COUT, CIN, 3, 3}, s1[4] = {COUT, CIN, 1, 1};
+    const uint64_t s2[2] = {N, K};
     float xh[M * K], x2h[M * K], imgh[IH * IW * CIN], img2h[IH * IW * CIN], bh[N];
     const int32_t idh[NIDS] = {47, 0, 3, 3, 20, 11};
     for (size_t ci = 0; ci < CQ_ARRAY_LEN(codecs); ci++) {
@@ -200,11 +216,12 @@ static void test_compact_bitexact(void **state) {
         tu_fill_normal(&g_rng, imgh, IH * IW * CIN, 1.0f);
         tu_fill_normal(&g_rng, img2h, IH * IW * CIN, 0.5f);
         tu_fill_normal(&g_rng, bh, N, 0.1f);
-        uint64_t nb[4];
+        uint64_t nb[4], s3[4], s1[4];
+        const int nd3 = conv_shape(dt, 3, s3), nd1 = conv_shape(dt, 1, s1);
         uint8_t *pw = encode_random(dt, 2, s2, &nb[0]), *pw2 = encode_random(dt, 2, s2, &nb[1]);
-        uint8_t *p3 = encode_random(dt, 4, s3, &nb[2]), *p1 = encode_random(dt, 4, s1, &nb[3]);
+        uint8_t *p3 = encode_random(dt, nd3, s3, &nb[2]), *p1 = encode_random(dt, nd1, s1, &nb[3]);
         const cq_tensor_view vw = view_of(dt, 2, s2, pw, nb[0]), vw2 = view_of(dt, 2, s2, pw2, nb[1]);
-        const cq_tensor_view v3 = view_of(dt, 4, s3, p3, nb[2]), v1 = view_of(dt, 4, s1, p1, nb[3]);
+        const cq_tensor_view v3 = view_of(dt, nd3, s3, p3, nb[2]), v1 = view_of(dt, nd1, s1, p1, nb[3]);
         /* every one of these codecs is kept compact (bf16's plane with its scales is larger than its payload) */
         uint64_t cb, cs, pb, ps;
         assert_int_equal(cq_backend_weight_cost(be, &vw, CQ_WEIGHTS_COMPACT, &cb, &cs), CQ_OK);
@@ -331,12 +348,13 @@ static void test_weight_cost_measured(void **state) {
     cq_backend *be = open_be(0);
     static const cq_dtype codecs[] = {CQ_DTYPE_Q8_2F, CQ_DTYPE_Q8_ROW, CQ_DTYPE_Q4TP, CQ_DTYPE_Q4_BLOCK,
                                       CQ_DTYPE_BF16,  CQ_DTYPE_F32};
-    const uint64_t s2[2] = {N, K}, s3[4] = {COUT, CIN, 3, 3}, s1[1] = {1000};
+    const uint64_t s2[2] = {N, K}, s1[1] = {1000};
     for (size_t ci = 0; ci < CQ_ARRAY_LEN(codecs); ci++) {
         const cq_dtype dt = codecs[ci];
-        uint64_t nb2, nb3;
-        uint8_t *p2 = encode_random(dt, 2, s2, &nb2), *p3 = encode_random(dt, 4, s3, &nb3);
-        const cq_tensor_view v2 = view_of(dt, 2, s2, p2, nb2), v3 = view_of(dt, 4, s3, p3, nb3);
+        uint64_t nb2, nb3, s3[4];
+        const int nd3 = conv_shape(dt, 3, s3);
+        uint8_t *p2 = encode_random(dt, 2, s2, &nb2), *p3 = encode_random(dt, nd3, s3, &nb3);
+        const cq_tensor_view v2 = view_of(dt, 2, s2, p2, nb2), v3 = view_of(dt, nd3, s3, p3, nb3);
         cq_tensor w2p, w2c, w3p, w3c;
         expect_bind_cost(be, &v2, CQ_WEIGHTS_PLANES, &w2p);
         expect_bind_cost(be, &v2, CQ_WEIGHTS_COMPACT, &w2c);

@@ -63,11 +63,11 @@ typedef struct operand {
 
 static int64_t pitch8(int64_t k) { return (k + 7) / 8 * 8; }
 
-/* The compact-weight slots of an operand's activation slots: W1 -> WX1, W2 -> WX2. */
+/* The compact-weight slots of an operand's activation slots (X -> WX0, W1 -> WX1, W2 -> WX2): one pair per
+ * operand, so the operands of one op never share a slot. */
 static void weight_slots(cq_cuda_slot slot, cq_cuda_slot *ws, cq_cuda_slot *wss) {
-    const bool second = slot == CQ_CUDA_SLOT_W2;
-    *ws = second ? CQ_CUDA_SLOT_WX2 : CQ_CUDA_SLOT_WX1;
-    *wss = second ? CQ_CUDA_SLOT_WX2S : CQ_CUDA_SLOT_WX1S;
+    *ws = slot == CQ_CUDA_SLOT_X ? CQ_CUDA_SLOT_WX0 : slot == CQ_CUDA_SLOT_W2 ? CQ_CUDA_SLOT_WX2 : CQ_CUDA_SLOT_WX1;
+    *wss = slot == CQ_CUDA_SLOT_X ? CQ_CUDA_SLOT_WX0S : slot == CQ_CUDA_SLOT_W2 ? CQ_CUDA_SLOT_WX2S : CQ_CUDA_SLOT_WX1S;
 }
 
 /* A [rows, K] matrix operand: a weight's plane (a COMPACT weight expanded into

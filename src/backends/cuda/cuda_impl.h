@@ -101,7 +101,9 @@ typedef enum cq_cuda_slot {
     CQ_CUDA_SLOT_ACC,   /* matmul: f32 GEMM results before the epilogue */
     CQ_CUDA_SLOT_STAGE, /* weight binding: the raw payload */
     CQ_CUDA_SLOT_KV,    /* attention: keys and values packed as bf16 */
-    CQ_CUDA_SLOT_WX1,   /* a COMPACT weight expanded into its plane for one use: matmul's w, conv2d's kernel */
+    CQ_CUDA_SLOT_WX0,   /* matmul: a COMPACT weight as x, expanded into its plane for one use */
+    CQ_CUDA_SLOT_WX0S,  /* its row scales */
+    CQ_CUDA_SLOT_WX1,   /* a COMPACT weight expanded likewise: matmul's w, conv2d's kernel */
     CQ_CUDA_SLOT_WX1S,  /* its row scales */
     CQ_CUDA_SLOT_WX2,   /* matmul: a COMPACT w2 (SwiGLU's up half) */
     CQ_CUDA_SLOT_WX2S,
