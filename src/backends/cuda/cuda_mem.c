@@ -120,7 +120,8 @@ static cq_status fit_budget(cq_cuda *c, size_t size) {
     if (!c->mem_budget || m->in_use + m->cached + size <= c->mem_budget) return CQ_OK;
     if (m->cached) {
         cudaError_t e = cudaStreamSynchronize(c->stream);
-        if (e != cudaSuccess) return cq_cuda_fail(e, "allocator", "waiting for the queued work before releasing the cache");
+        if (e != cudaSuccess)
+            return cq_cuda_fail(e, "allocator", "waiting for the queued work before releasing the cache");
         release_cached(m);
     }
     if (m->in_use + size <= c->mem_budget) return CQ_OK;
@@ -128,7 +129,8 @@ static cq_status fit_budget(cq_cuda *c, size_t size) {
     return cq_fail(CQ_ERR_NOMEM,
                    "CUDA: %s more needed for a %s buffer: %s of the %s budget in use (weights %s); raise --gpu-memory "
                    "or use a smaller codec",
-                   cq_fmt_bytes(m->in_use + size - c->mem_budget, need, sizeof need), cq_fmt_bytes(size, req, sizeof req),
+                   cq_fmt_bytes(m->in_use + size - c->mem_budget, need, sizeof need),
+                   cq_fmt_bytes(size, req, sizeof req),
                    cq_fmt_bytes(m->in_use, used, sizeof used), cq_fmt_bytes(c->mem_budget, budget, sizeof budget),
                    cq_fmt_bytes(c->weight_bytes, wb, sizeof wb));
 }
