@@ -139,6 +139,7 @@ typedef struct cq_cuda_opts {
     bool no_side_copy;  /* LayerNorm writes no side copy of its f32 output for the next matmul */
     bool no_graphs;     /* no recordings (cq_backend_can_record is false) */
     bool profile;       /* per-op device times in cq_backend_get_stats (no recordings) */
+    uint64_t mem_budget; /* bytes, 0: free memory at creation minus a margin */
 } cq_cuda_opts;
 
 /* Vulkan knobs (the CORTIQ_VULKAN_* variables of the CLI); zeros are the

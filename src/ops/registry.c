@@ -31,7 +31,9 @@ static cq_status ref_create(int device, const cq_backend_opts *o, cq_backend **o
 
 /* device: the N of "name:N", or -1 when the name has none (each backend's default then) */
 static cq_status cuda_create(int device, const cq_backend_opts *o, cq_backend **out) {
-    return cq_backend_cuda_open(device < 0 ? o->device : device, &o->cuda, out);
+    cq_cuda_opts co = o->cuda; /* the backend-wide budget, where the CUDA options name none */
+    if (!co.mem_budget) co.mem_budget = o->mem_budget;
+    return cq_backend_cuda_open(device < 0 ? o->device : device, &co, out);
 }
 
 static cq_status vulkan_create(int device, const cq_backend_opts *o, cq_backend **out) {

@@ -214,6 +214,8 @@ static cq_status cuda_stats(cq_backend *be, cq_backend_stats *out, bool reset) {
     return CQ_OK;
 }
 
+static uint64_t cuda_mem_budget(const cq_backend *be) { return ((const cq_cuda *)be)->mem_budget; }
+
 /* ---- lifecycle --------------------------------------------------------------------------------------- */
 static void cuda_destroy(cq_backend *be) {
     cq_cuda *c = cq_cuda_of(be);
@@ -264,6 +266,10 @@ static const cq_backend_vtbl k_cuda_vtbl = {
     CQ_OPS_VTBL(cq_cuda_)
     .op_precision = cuda_op_precision,
     .stats = cuda_stats,
+    .mem_budget = cuda_mem_budget,
+    .set_weight_mode = cq_cuda_set_weight_mode,
+    .weight_cost = cq_cuda_weight_cost,
+    .trim = cq_cuda_trim,
     .can_record = cq_cuda_can_record,
     .record_begin = cq_cuda_record_begin,
     .record_end = cq_cuda_record_end,
@@ -346,6 +352,28 @@ static cq_status prof_init(cq_cuda *c) {
     return CQ_OK;
 }
 
+/* The budget: the options' figure, or what the device has free now (this context made) less a margin for the
+ * driver, cuBLASLt's own buffers and other programs: 5 % of the device and 256 MiB. */
+#define BUDGET_MARGIN_FIXED ((uint64_t)256 << 20)
+static cq_status budget_init(cq_cuda *c, uint64_t want) {
+    if (want) {
+        c->mem_budget = want;
+        return CQ_OK;
+    }
+    size_t fr = 0, tot = 0;
+    CQ_CUDA_TRY(cudaMemGetInfo(&fr, &tot), "backend", "cudaMemGetInfo");
+    const uint64_t margin = (uint64_t)tot / 20 + BUDGET_MARGIN_FIXED;
+    if ((uint64_t)fr > margin) {
+        c->mem_budget = (uint64_t)fr - margin;
+    } else { /* a nearly full device: half of what is left, so the message of the first refusal says why */
+        char f[32], m[32];
+        c->mem_budget = (uint64_t)fr / 2;
+        CQ_WARN("cuda: device %d has %s free, less than the %s margin; the memory budget is half of it", c->device,
+                cq_fmt_bytes(fr, f, sizeof f), cq_fmt_bytes(margin, m, sizeof m));
+    }
+    return CQ_OK;
+}
+
 static cq_status cuda_init(cq_cuda *c, int device, const cq_cuda_opts *o) {
     struct cudaDeviceProp p;
     CQ_CUDA_TRY(cudaGetDeviceProperties(&p, device), "backend", "cudaGetDeviceProperties");
@@ -366,6 +394,8 @@ static cq_status cuda_init(cq_cuda *c, int device, const cq_cuda_opts *o) {
     CQ_CUDA_TRY(cudaMemsetAsync(c->dstatus, 0, sizeof *c->dstatus, c->stream), "backend", "clearing the status word");
     CQ_CUDA_TRY(cudaMallocHost((void **)&c->hstatus, sizeof *c->hstatus), "backend", "allocating pinned memory");
     memset(c->hstatus, 0, sizeof *c->hstatus);
+    CQ_TRY(budget_init(c, o->mem_budget));
+    c->wmode = CQ_WEIGHTS_PLANES;
     cublasStatus_t bs = cq_lt.cublasLtCreate(&c->lt);
     if (bs != CUBLAS_STATUS_SUCCESS)
         return cq_fail(CQ_ERR_INTERNAL, "cuda backend: cublasLtCreate failed: %s", cq_lt.cublasLtGetStatusString(bs));

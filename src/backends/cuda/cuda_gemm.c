@@ -3,7 +3,8 @@
  * then this backend's epilogue kernel.
  *
  * Operands are f16 with a power-of-two scale per row (the range guard,
- * cuda_kernels.h): a bound weight is its plane; an activation operand (x, or
+ * cuda_kernels.h): a bound weight is its plane (a COMPACT one expanded into
+ * that plane in its operand's slot first, cuda_weights.c); an activation operand (x, or
  * a W that is an activation) is staged into scratch by one kernel that finds
  * each row's absmax and writes the scaled f16 row. f16 rather than bf16
  * because the golden checks need its 11-bit mantissa (cuda_weights.c).
@@ -62,13 +63,20 @@ typedef struct operand {
 
 static int64_t pitch8(int64_t k) { return (k + 7) / 8 * 8; }
 
-/* A [rows, K] matrix operand: a weight's plane, or an activation staged in
- * `slot` (values) and `sslot` (row scales). */
+/* The compact-weight slots of an operand's activation slots (X -> WX0, W1 -> WX1, W2 -> WX2): one pair per
+ * operand, so the operands of one op never share a slot. */
+static void weight_slots(cq_cuda_slot slot, cq_cuda_slot *ws, cq_cuda_slot *wss) {
+    *ws = slot == CQ_CUDA_SLOT_X ? CQ_CUDA_SLOT_WX0 : slot == CQ_CUDA_SLOT_W2 ? CQ_CUDA_SLOT_WX2 : CQ_CUDA_SLOT_WX1;
+    *wss = slot == CQ_CUDA_SLOT_X ? CQ_CUDA_SLOT_WX0S : slot == CQ_CUDA_SLOT_W2 ? CQ_CUDA_SLOT_WX2S : CQ_CUDA_SLOT_WX1S;
+}
+
+/* A [rows, K] matrix operand: a weight's plane (a COMPACT weight expanded into
+ * its own slots), or an activation staged in `slot` (values) and `sslot` (row scales). */
 static cq_status operand_of(cq_cuda *c, const cqk_ctx *k, const cq_tensor *t, const char *name, int64_t rows, int64_t K,
                             cq_cuda_slot slot, cq_cuda_slot sslot, operand *out) {
     if (t->flags & CQ_TENSOR_WEIGHT) {
         const cq_cuda_weight *w = t->impl;
-        if (!w || !w->plane)
+        if (!w || (!w->plane && !w->packed))
             return cq_fail(CQ_ERR_INTERNAL, "cuda matmul: weight '%s' has no device plane", name);
         if (w->rows != rows || w->cols != K)
             return cq_fail(CQ_ERR_UNSUPPORTED,
@@ -79,9 +87,10 @@ static cq_status operand_of(cq_cuda *c, const cqk_ctx *k, const cq_tensor *t, co
             return cq_fail(CQ_ERR_UNSUPPORTED,
                            "cuda matmul: weight '%s' is a convolution kernel [Cout, Cin, kh, kw] (its device plane is "
                            "laid out for conv2d, tap by tap); to multiply by it, bind it as a 2-D tensor", name);
-        out->p = w->plane;
+        cq_cuda_slot ws, wss;
+        weight_slots(slot, &ws, &wss);
+        CQ_TRY(cq_cuda_weight_operand(c, k, w, false, ws, wss, &out->p, &out->scale));
         out->ld = w->ld;
-        out->scale = w->rowscale;
         return CQ_OK;
     }
     const int64_t ld = pitch8(K);
@@ -205,12 +214,12 @@ static cq_status conv2d_run(cq_cuda *c, const cqk_ctx *k, const cq_conv2d_args *
      * the fast staging; a 2-D weight or an activation W keeps PyTorch's order */
     const int khw = a->kh * a->kw;
     const cq_cuda_weight *cw = (a->w->flags & CQ_TENSOR_WEIGHT) ? a->w->impl : NULL;
-    const bool taps = khw == 1 || (cw && cw->plane && cw->taps == khw && cw->rows == Cout && cw->cols == K);
+    const bool taps =
+        khw == 1 || (cw && (cw->plane || cw->packed) && cw->taps == khw && cw->rows == Cout && cw->cols == K);
     operand w;
-    if (taps && khw > 1) {
-        w.p = cw->plane;
+    if (taps && khw > 1) { /* the kernel's tap-major plane, a COMPACT kernel expanded into it */
+        CQ_TRY(cq_cuda_weight_operand(c, k, cw, true, CQ_CUDA_SLOT_WX1, CQ_CUDA_SLOT_WX1S, &w.p, &w.scale));
         w.ld = cw->ld;
-        w.scale = cw->rowscale;
     } else {
         CQ_TRY(operand_of(c, k, a->w, "w", Cout, K, CQ_CUDA_SLOT_W1, CQ_CUDA_SLOT_W1S, &w));
     }

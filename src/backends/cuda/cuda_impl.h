@@ -4,10 +4,13 @@
  * Structure
  *  - cuda_backend.c: device choice, the vtable, supports(), sync with the
  *    deferred-error report, device listing, per-op timing.
- *  - cuda_mem.c: the caching allocator (cudaMalloc once, reuse after), host
- *    transfers, per-op scratch.
+ *  - cuda_mem.c: the caching allocator (cudaMalloc once, reuse after) under
+ *    the device-memory budget, trim, host transfers, per-op scratch.
+ *  - cuda_cost.c: size classes and weight costs (plain C, no CUDA: unit-tested
+ *    without a GPU).
  *  - cuda_weights.c: weight binding (raw payload uploaded, decoded on the
- *    device into bf16 planes), release, the q4tp exp2 table.
+ *    device into f16 planes, or kept in its codec and expanded per use),
+ *    release, the q4tp exp2 table.
  *  - cuda_gemm.c: the matmul op: operand staging, the GEMMs, the epilogue kernel.
  *  - cuda_gemm_lt.c: cuBLASLt plans per shape, the algorithm chosen by timing.
  *  - cuda_lt_load.c: cuBLASLt opened at the first backend's creation, cq_lt.
@@ -29,6 +32,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include "backends/cuda/cuda_cost.h"
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/cuda.h"
 #include "ops/backend.h"
@@ -97,6 +101,12 @@ typedef enum cq_cuda_slot {
     CQ_CUDA_SLOT_ACC,   /* matmul: f32 GEMM results before the epilogue */
     CQ_CUDA_SLOT_STAGE, /* weight binding: the raw payload */
     CQ_CUDA_SLOT_KV,    /* attention: keys and values packed as bf16 */
+    CQ_CUDA_SLOT_WX0,   /* matmul: a COMPACT weight as x, expanded into its plane for one use */
+    CQ_CUDA_SLOT_WX0S,  /* its row scales */
+    CQ_CUDA_SLOT_WX1,   /* a COMPACT weight expanded likewise: matmul's w, conv2d's kernel */
+    CQ_CUDA_SLOT_WX1S,  /* its row scales */
+    CQ_CUDA_SLOT_WX2,   /* matmul: a COMPACT w2 (SwiGLU's up half) */
+    CQ_CUDA_SLOT_WX2S,
     CQ_CUDA_SLOT_COUNT
 } cq_cuda_slot;
 
@@ -160,7 +170,9 @@ typedef struct cq_cuda {
     void *scratch[CQ_CUDA_SLOT_COUNT];
     size_t scratch_cap[CQ_CUDA_SLOT_COUNT];
     float *exp2_lut;     /* device [65536], made at the first q4tp weight */
-    uint64_t weight_bytes;
+    uint64_t weight_bytes; /* device bytes of the bound weights (size classes included) */
+    uint64_t mem_budget;   /* the most in_use + cached may reach (cq_cuda_opts.mem_budget or the default) */
+    cq_weight_mode wmode;  /* how weights bound next are kept: PLANES or COMPACT (set_weight_mode) */
     cq_cuda_plan plans[CQ_CUDA_PLANS];
     uint64_t plan_clock;
     cudaEvent_t tune_ev[CQ_CUDA_TUNE_EVENTS]; /* made at the first algorithm timing */
@@ -226,8 +238,10 @@ cq_status cq_cuda_op_end(cq_cuda *c, cq_op op, cudaError_t launch, const char *w
 cq_status cq_cuda_malloc(cq_cuda *c, size_t nbytes, void **out);
 void cq_cuda_free(cq_cuda *c, void *p);
 void cq_cuda_alloc_destroy(cq_cuda *c); /* after a device sync */
-/* Scratch of at least `bytes` for `slot`, kept until the backend is destroyed. */
+/* Scratch of at least `bytes` for `slot`, kept until trim or the backend is destroyed. */
 cq_status cq_cuda_scratch(cq_cuda *c, cq_cuda_slot slot, size_t bytes, void **out);
+/* Every cached block and scratch slot back to the driver, after the queued work (the trim entry). */
+cq_status cq_cuda_trim(cq_backend *be);
 /* Record src's staged rows (in scratch) for the next matmul whose x is src (cuda_gemm.c). */
 void cq_cuda_staged_set(cq_cuda *c, const void *src, int64_t rows, int64_t cols, int dt, const void *p, int64_t ld,
                         const void *scale);
@@ -243,17 +257,31 @@ cq_status cq_cuda_buf_zero(cq_backend *be, void *base, size_t offset, size_t n);
  * which models read with cq_op_copy) keep the payload as it is in `raw`.
  * Everything else is a plane: f16 [rows = shape[0], ld >= cols = the rest]
  * with row r scaled by 2^e_r and rowscale[r] = 2^-e_r (cuda_kernels.h), used
- * by GEMMs, get_rows and copy. */
+ * by GEMMs, get_rows and copy; or, bound COMPACT, the payload in its codec in
+ * `packed` (plane and rowscale NULL), expanded into that same plane in a
+ * scratch slot before each use (cq_cuda_weight_operand). */
 typedef struct cq_cuda_weight {
     void *raw;
     uint16_t *plane;
     float *rowscale;
+    void *packed; /* COMPACT: the raw CMF payload of codec `codec` */
+    int codec;
     int64_t rows, cols, ld;
     int taps; /* > 1: a convolution kernel [Cout, Cin, kh, kw] whose plane is tap-major (kh*kw taps); else 1 */
     uint64_t bytes;
 } cq_cuda_weight;
 bool cq_cuda_codec_supported(cq_dtype dt);
 cq_status cq_cuda_bind_weight(cq_backend *be, const cq_tensor_view *v, cq_tensor *t);
+/* A weight's plane for one use by an op: the bound plane, or a COMPACT weight
+ * expanded into `slot` and `sslot` (tap-major when `taps`, as a bound
+ * convolution kernel's plane is) by the bind-time decoder, so the bits are the
+ * same. Enqueued on the op's stream; recordable once the slots have grown. */
+cq_status cq_cuda_weight_operand(cq_cuda *c, const cqk_ctx *k, const cq_cuda_weight *w, bool taps, cq_cuda_slot slot,
+                                 cq_cuda_slot sslot, const uint16_t **plane, const float **rowscale);
+/* ops.h's weight modes and costs (the vtable entries) */
+cq_status cq_cuda_set_weight_mode(cq_backend *be, cq_weight_mode mode);
+cq_status cq_cuda_weight_cost(const cq_backend *be, const cq_tensor_view *v, cq_weight_mode mode, uint64_t *bytes,
+                              uint64_t *slot);
 void cq_cuda_release_weight(cq_backend *be, cq_tensor *t);
 
 /* ---- sync (cuda_backend.c) -------------------------------------------------------------------- */

@@ -109,6 +109,16 @@ cudaError_t cqk_plane_taps_first(const cqk_ctx *c, uint16_t *dst, const uint16_t
  * the host (q4tp only). */
 cudaError_t cqk_decode_weight(const cqk_ctx *c, int codec, const uint8_t *raw, int64_t rows, int64_t cols,
                               uint16_t *plane, int64_t ld, float *rowscale, const float *exp2_lut);
+/* cqk_decode_weight for a convolution kernel (taps > 1: columns ci*taps + t, PyTorch's [Cout, Cin, kh, kw]):
+ * the plane in tap-major column order, the bits of cqk_decode_weight then cqk_plane_taps_first. taps <= 1:
+ * cqk_decode_weight. */
+cudaError_t cqk_decode_weight_taps(const cqk_ctx *c, int codec, const uint8_t *raw, int64_t rows, int64_t cols,
+                                   uint16_t *plane, int64_t ld, float *rowscale, const float *exp2_lut, int taps);
+/* y [n, cols] (ydt) = rows ids[i] (ids NULL: rows 0..n-1) of a raw payload's plane times their row scales: the
+ * bits of cqk_decode_weight then cqk_get_rows (or cqk_plane_to_act), with no plane. A bad id is reported as
+ * cqk_get_rows reports it. */
+cudaError_t cqk_decode_rows_act(const cqk_ctx *c, int codec, const uint8_t *raw, int64_t rows, int64_t cols,
+                                const float *exp2_lut, const int32_t *ids, int64_t n, void *y, int ydt);
 /* The same decoders into f32 [rows, cols] (no rounding): the test hook. */
 cudaError_t cqk_decode_weight_f32(const cqk_ctx *c, int codec, const uint8_t *raw, int64_t rows, int64_t cols,
                                   float *out, const float *exp2_lut);

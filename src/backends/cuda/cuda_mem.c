@@ -12,6 +12,15 @@
  * memory, the cache is released (after waiting for the stream) and the
  * request retried once.
  *
+ * The budget (cq_cuda.mem_budget, ops.h's mem_budget) bounds what the backend
+ * holds, in_use + cached, in size classes (cuda_cost.c). A cudaMalloc that
+ * would pass it first releases the cache (after waiting for the stream); if
+ * the live blocks alone leave no room, the request fails with CQ_ERR_NOMEM
+ * saying how much more was needed, so a plan that overshoots is an error
+ * message, never a crash or a silent spill. Handing out a cached block never
+ * changes in_use + cached, so it needs no check. trim gives every cached
+ * block and scratch slot back to the driver.
+ *
  * Live blocks are found by address in an open-addressing table (a device
  * pointer cannot carry a header the host could read).
  */
@@ -21,14 +30,8 @@
 
 #define DELETED ((void *)1)
 
-/* ---- size classes ------------------------------------------------------------------- */
-static size_t size_class(size_t n) {
-    if (n <= 512) return 512;
-    /* round up to a multiple of 1/4 of the power of two below n */
-    int lg = 63 - __builtin_clzll((unsigned long long)(n - 1));
-    size_t q = (size_t)1 << (lg >= 2 ? lg - 2 : 0);
-    return (n + q - 1) / q * q;
-}
+/* ---- size classes (cuda_cost.c: the same figures as the weight costs) ------------------------------ */
+static size_t size_class(size_t n) { return (size_t)cq_cuda_size_class(n); }
 
 /* ---- live table ----------------------------------------------------------------------- */
 static size_t hash_ptr(const void *p, size_t cap) {
@@ -110,6 +113,28 @@ static void release_cached(cq_cuda_alloc *m) {
     }
 }
 
+/* Room under the budget for a new block of `size` bytes: the cache released first (after the queued work that
+ * may still read it) when the live and cached blocks together leave too little. */
+static cq_status fit_budget(cq_cuda *c, size_t size) {
+    cq_cuda_alloc *m = &c->mem;
+    if (!c->mem_budget || m->in_use + m->cached + size <= c->mem_budget) return CQ_OK;
+    if (m->cached) {
+        cudaError_t e = cudaStreamSynchronize(c->stream);
+        if (e != cudaSuccess)
+            return cq_cuda_fail(e, "allocator", "waiting for the queued work before releasing the cache");
+        release_cached(m);
+    }
+    if (m->in_use + size <= c->mem_budget) return CQ_OK;
+    char need[32], req[32], used[32], budget[32], wb[32];
+    return cq_fail(CQ_ERR_NOMEM,
+                   "CUDA: %s more needed for a %s buffer: %s of the %s budget in use (weights %s); raise --gpu-memory "
+                   "or use a smaller codec",
+                   cq_fmt_bytes(m->in_use + size - c->mem_budget, need, sizeof need),
+                   cq_fmt_bytes(size, req, sizeof req),
+                   cq_fmt_bytes(m->in_use, used, sizeof used), cq_fmt_bytes(c->mem_budget, budget, sizeof budget),
+                   cq_fmt_bytes(c->weight_bytes, wb, sizeof wb));
+}
+
 cq_status cq_cuda_malloc(cq_cuda *c, size_t nbytes, void **out) {
     cq_cuda_alloc *m = &c->mem;
     *out = NULL;
@@ -125,6 +150,7 @@ cq_status cq_cuda_malloc(cq_cuda *c, size_t nbytes, void **out) {
         p = b->ptrs[--b->n];
         m->cached -= size;
     } else {
+        CQ_TRY(fit_budget(c, size));
         cudaSetDevice(c->device);
         cudaError_t e = cudaMalloc(&p, size);
         if (e == cudaErrorMemoryAllocation && m->cached) {
@@ -207,6 +233,25 @@ cq_status cq_cuda_scratch(cq_cuda *c, cq_cuda_slot slot, size_t bytes, void **ou
         c->scratch_cap[slot] = bytes;
     }
     *out = c->scratch[slot];
+    return CQ_OK;
+}
+
+cq_status cq_cuda_trim(cq_backend *be) {
+    cq_cuda *c = cq_cuda_of(be);
+    if (c->recording) return cq_cuda_not_while_recording("trim");
+    cudaSetDevice(c->device);
+    bool moved = false;
+    for (int i = 0; i < CQ_CUDA_SLOT_COUNT; i++) {
+        if (!c->scratch[i]) continue;
+        cq_cuda_free(c, c->scratch[i]); /* into the cache, released below once the queued work is done */
+        c->scratch[i] = NULL;
+        c->scratch_cap[i] = 0;
+        moved = true;
+    }
+    if (moved) c->scratch_gen++; /* recordings that use the slots are stale (their replay says CQ_ERR_AGAIN) */
+    c->staged_x.valid = false;
+    CQ_CUDA_TRY(cudaStreamSynchronize(c->stream), "trim", "waiting for the queued work");
+    release_cached(&c->mem);
     return CQ_OK;
 }
 

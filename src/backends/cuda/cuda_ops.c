@@ -202,7 +202,10 @@ cq_status cq_cuda_copy(cq_backend *be, cq_tensor *y, const cq_tensor *x) {
     OP_BEGIN(CQ_OP_COPY);
     const cq_cuda_weight *w = (x->flags & CQ_TENSOR_WEIGHT) ? x->impl : NULL;
     cudaError_t e;
-    if (w && !w->raw) /* a weight kept as a plane, read back as an activation */
+    if (w && w->packed) /* a COMPACT weight: its plane's values, decoded straight into y */
+        e = cqk_decode_rows_act(&k, w->codec, w->packed, w->rows, w->cols, c->exp2_lut, NULL, w->rows, cq_cuda_ptr(y),
+                                kdt(y));
+    else if (w && !w->raw) /* a weight kept as a plane, read back as an activation */
         e = cqk_plane_to_act(&k, cq_cuda_ptr(y), kdt(y), w->plane, w->ld, w->rowscale, w->rows, w->cols, w->taps);
     else /* an activation, or a 1-D weight whose payload is kept as it is */
         e = cqk_convert(&k, cq_cuda_ptr(y), kdt(y), cq_cuda_ptr(x), kdt(x), cq_tensor_nelem(x));
@@ -231,7 +234,7 @@ cq_status cq_cuda_get_rows(cq_backend *be, cq_tensor *y, const cq_tensor *w, con
     const float *rs = NULL;
     if (w->flags & CQ_TENSOR_WEIGHT) {
         const cq_cuda_weight *cw = w->impl;
-        if (!cw || !cw->plane || cw->rows != V || cw->cols != C) {
+        if (!cw || (!cw->plane && !cw->packed) || cw->rows != V || cw->cols != C) {
             cq_cuda_op_end(c, op_, cudaSuccess, "");
             return cq_fail(CQ_ERR_INTERNAL, "get_rows: the table has no device plane of shape [%lld, %lld]", (long long)V,
                            (long long)C);
@@ -240,6 +243,11 @@ cq_status cq_cuda_get_rows(cq_backend *be, cq_tensor *y, const cq_tensor *w, con
             cq_cuda_op_end(c, op_, cudaSuccess, "");
             return cq_fail(CQ_ERR_UNSUPPORTED, "get_rows: the table is a convolution kernel [Cout, Cin, kh, kw] (its "
                                                "device plane is laid out for conv2d); bind it as a 2-D tensor");
+        }
+        if (cw->packed) { /* COMPACT: only the rows asked for, decoded straight into y (no plane, no slot) */
+            cudaError_t e = cqk_decode_rows_act(&k, cw->codec, cw->packed, V, C, c->exp2_lut,
+                                                (const int32_t *)cq_cuda_ptr(ids), n, cq_cuda_ptr(y), kdt(y));
+            OP_END(e, "decoding the rows of a compact table");
         }
         src = cw->plane;
         wdt = CQK_F16;

@@ -18,6 +18,17 @@
  * nothing overflows f16's 65504 and small weights stay out of its
  * subnormals; the epilogue multiplies the scale back in f32 (exact).
  *
+ * COMPACT weights (cq_backend_set_weight_mode) keep the payload in its codec
+ * instead, one upload and no plane: about half a q8 plane's memory, a quarter
+ * for q4. Before each use, the op expands the weight with the same decoder
+ * into a scratch slot per operand (cq_cuda_weight_operand) and then runs as
+ * with a bound plane, so its results are the PLANES mode's bit for bit; the
+ * cost is one decode of the plane per use. get_rows and copy decode just the
+ * rows they read, straight into their output. Float codecs stay planes in
+ * COMPACT mode where the plane is no larger than the payload (f32); 1-D
+ * vectors stay as they are. What each mode costs, to the byte, is
+ * cq_cuda_weight_plan (cuda_cost.c), which binding follows.
+ *
  * The q4tp decoder needs exp2f of f16 values exactly as the host's libm
  * computes them (the format defines its ladder through exp2f): the backend
  * builds that table once on the host (65536 entries) and uploads it.
@@ -28,23 +39,7 @@
 #include "backends/cuda/cuda_impl.h"
 #include "codec/codec.h"
 
-bool cq_cuda_codec_supported(cq_dtype dt) {
-    switch ((int)dt) {
-    case CQ_DTYPE_F32:
-    case CQ_DTYPE_F16:
-    case CQ_DTYPE_BF16:
-    case CQ_DTYPE_Q8_ROW:
-    case CQ_DTYPE_Q8_2F:
-    case CQ_DTYPE_Q4_BLOCK:
-    case CQ_DTYPE_Q4_TILED:
-    case CQ_DTYPE_Q4TP: return true;
-    default: return false;
-    }
-}
-
-static bool is_float_codec(cq_dtype dt) { return dt == CQ_DTYPE_F32 || dt == CQ_DTYPE_F16 || dt == CQ_DTYPE_BF16; }
-
-static int64_t pitch8(int64_t cols) { return (cols + 7) / 8 * 8; }
+bool cq_cuda_codec_supported(cq_dtype dt) { return cq_cuda_decodes(dt); }
 
 /* exp2f of every f16 bit pattern, on the device. */
 static cq_status exp2_table(cq_cuda *c) {
@@ -82,30 +77,37 @@ static cq_status stage_payload(cq_cuda *c, const cq_tensor_view *v, void **stage
 }
 
 static void weight_free(cq_cuda *c, cq_cuda_weight *w) {
+    cq_cuda_free(c, w->packed);
     cq_cuda_free(c, w->raw);
     cq_cuda_free(c, w->plane);
     cq_cuda_free(c, w->rowscale);
     cq_free(w);
 }
 
-static cq_status bind(cq_cuda *c, const cq_tensor_view *v, const cq_tensor *t, cq_cuda_weight *w) {
-    if (t->ndim == 1 && is_float_codec(v->dtype)) {
+static cq_status bind(cq_cuda *c, const cq_tensor_view *v, const cq_tensor *t, cq_cuda_weight *w,
+                      cq_cuda_wkind kind) {
+    if (kind == CQ_CUDA_W_RAW) {
         CQ_TRY(cq_cuda_malloc(c, (size_t)v->nbytes, &w->raw));
-        w->bytes = v->nbytes;
         return cq_cuda_buf_upload(&c->base, w->raw, 0, v->data, (size_t)v->nbytes);
+    }
+    /* a convolution kernel: tap-major columns, so conv2d's receptive fields are whole input pixels in a row */
+    const int taps = t->ndim == 4 ? (int)(t->shape[2] * t->shape[3]) : 1;
+    if (kind == CQ_CUDA_W_COMPACT) { /* the payload as it is: expanded per use (cq_cuda_weight_operand) */
+        if (v->dtype == CQ_DTYPE_Q4TP) CQ_TRY(exp2_table(c));
+        CQ_TRY(cq_cuda_malloc(c, (size_t)v->nbytes, &w->packed));
+        w->codec = (int)v->dtype;
+        w->taps = taps > 1 ? taps : 1;
+        return cq_cuda_buf_upload(&c->base, w->packed, 0, v->data, (size_t)v->nbytes);
     }
     const size_t pb = (size_t)w->rows * (size_t)w->ld * 2, sb = (size_t)w->rows * 4;
     CQ_TRY(cq_cuda_malloc(c, pb, (void **)&w->plane));
     CQ_TRY(cq_cuda_malloc(c, sb, (void **)&w->rowscale));
-    w->bytes = pb + sb;
     void *stage = NULL;
     CQ_TRY(stage_payload(c, v, &stage));
     cqk_ctx k = cq_cuda_op_begin(c, CQ_OP_COPY);
     cudaError_t e = cqk_decode_weight(&k, (int)v->dtype, stage, w->rows, w->cols, w->plane, w->ld, w->rowscale,
                                       c->exp2_lut);
     CQ_TRY(cq_cuda_op_end(c, CQ_OP_COPY, e, "decoding the weight into its f16 plane"));
-    /* a convolution kernel: tap-major columns, so conv2d's receptive fields are whole input pixels in a row */
-    const int taps = t->ndim == 4 ? (int)(t->shape[2] * t->shape[3]) : 1;
     if (taps <= 1) return CQ_OK;
     uint16_t *tp = NULL;
     CQ_TRY(cq_cuda_malloc(c, pb, (void **)&tp));
@@ -126,19 +128,22 @@ cq_status cq_cuda_bind_weight(cq_backend *be, const cq_tensor_view *v, cq_tensor
     cq_cuda *c = cq_cuda_of(be);
     if (!cq_cuda_codec_supported(v->dtype))
         return cq_fail(CQ_ERR_UNSUPPORTED, "the cuda backend does not decode %s weights", cq_dtype_name(v->dtype));
+    cq_cuda_wplan pl;
+    CQ_TRY(cq_cuda_weight_plan(v, c->wmode, &pl));
     cq_cuda_weight *w = cq_calloc(1, sizeof *w);
     if (!w) return CQ_ERR_NOMEM;
-    w->rows = t->ndim >= 2 ? t->shape[0] : 1;
+    w->rows = pl.rows;
     w->taps = 1;
-    w->cols = (int64_t)(v->nelem / (uint64_t)w->rows);
-    w->ld = pitch8(w->cols);
-    cq_status s = bind(c, v, t, w);
+    w->cols = pl.cols;
+    w->ld = pl.ld;
+    w->bytes = pl.bytes; /* what the blocks bind allocates take, size classes included (cuda_cost.c) */
+    cq_status s = bind(c, v, t, w, pl.kind);
     if (s != CQ_OK) {
         weight_free(c, w);
         t->base = NULL;
         return s;
     }
-    t->base = w->raw ? w->raw : (void *)w->plane;
+    t->base = w->raw ? w->raw : w->packed ? w->packed : (void *)w->plane;
     t->offset = 0;
     /* at least the payload's size: the front end checks a float weight read as
      * an activation (copy) against its shape; the plane is read through impl */
@@ -157,6 +162,39 @@ void cq_cuda_release_weight(cq_backend *be, cq_tensor *t) {
     c->weight_bytes -= w->bytes;
     weight_free(c, w);
     t->impl = NULL;
+}
+
+cq_status cq_cuda_weight_operand(cq_cuda *c, const cqk_ctx *k, const cq_cuda_weight *w, bool taps, cq_cuda_slot slot,
+                                 cq_cuda_slot sslot, const uint16_t **plane, const float **rowscale) {
+    if (!w->packed) {
+        *plane = w->plane;
+        *rowscale = w->rowscale;
+        return CQ_OK;
+    }
+    void *p = NULL, *sc = NULL;
+    CQ_TRY(cq_cuda_scratch(c, slot, (size_t)w->rows * (size_t)w->ld * 2, &p));
+    CQ_TRY(cq_cuda_scratch(c, sslot, (size_t)w->rows * 4, &sc));
+    cudaError_t e = cqk_decode_weight_taps(k, w->codec, w->packed, w->rows, w->cols, p, w->ld, sc, c->exp2_lut,
+                                           taps ? w->taps : 1);
+    if (e != cudaSuccess) return cq_cuda_fail(e, cq_op_name((cq_op)k->op), "expanding a compact weight into its plane");
+    *plane = p;
+    *rowscale = sc;
+    return CQ_OK;
+}
+
+cq_status cq_cuda_set_weight_mode(cq_backend *be, cq_weight_mode mode) {
+    cq_cuda_of(be)->wmode = mode == CQ_WEIGHTS_COMPACT ? CQ_WEIGHTS_COMPACT : CQ_WEIGHTS_PLANES;
+    return CQ_OK;
+}
+
+cq_status cq_cuda_weight_cost(const cq_backend *be, const cq_tensor_view *v, cq_weight_mode mode, uint64_t *bytes,
+                              uint64_t *slot) {
+    (void)be;
+    cq_cuda_wplan pl;
+    CQ_TRY(cq_cuda_weight_plan(v, mode, &pl));
+    *bytes = pl.bytes;
+    *slot = pl.slot;
+    return CQ_OK;
 }
 
 cq_status cq_cuda_decode_f32(cq_backend *be, const cq_tensor_view *v, float *out, size_t n) {

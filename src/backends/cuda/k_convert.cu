@@ -127,6 +127,50 @@ __global__ void __launch_bounds__(ROWS_THREADS) k_decode_f16rows(const uint8_t *
         plane[r * ld + k] = k < cols ? cqk_f2h(ldexpf(decode_one<CODEC>(p, rows, cols, r, k, lut), e)) : (uint16_t)0;
 }
 
+/* The same plane with a convolution kernel's columns in tap-major order: source column k = ci*taps + t lands at
+ * t*cin + ci, as cqk_plane_taps_first moves it, so the bits equal decode + relayout without the second plane. */
+template <int CODEC>
+__global__ void __launch_bounds__(ROWS_THREADS) k_decode_f16rows_taps(const uint8_t *p, int64_t rows, int64_t cols,
+                                                                      uint16_t *plane, int64_t ld, float *rowscale,
+                                                                      const float *lut, int taps) {
+    __shared__ float sh[32];
+    const int64_t r = blockIdx.x, cin = cols / taps;
+    float m = 0.0f;
+    for (int64_t k = threadIdx.x; k < cols; k += blockDim.x) m = fmaxf(m, cqk_mag(decode_one<CODEC>(p, rows, cols, r, k, lut)));
+    const int e = cqk_row_exponent(cqk_block_maxf(m, sh));
+    if (threadIdx.x == 0) rowscale[r] = ldexpf(1.0f, -e);
+    for (int64_t k = threadIdx.x; k < cols; k += blockDim.x) {
+        const int64_t ci = k / taps, t = k - ci * taps;
+        plane[r * ld + t * cin + ci] = cqk_f2h(ldexpf(decode_one<CODEC>(p, rows, cols, r, k, lut), e));
+    }
+    for (int64_t k = cols + threadIdx.x; k < ld; k += blockDim.x) plane[r * ld + k] = 0;
+}
+
+/* Rows of a compact weight straight to an activation: y row i = row ids[i] (ids NULL: row i) of the plane
+ * k_decode_f16rows would write, times its row scale, converted to TY; the same operations as that decode
+ * followed by k_get_rows (or k_plane_to_act), hence the same bits, with no plane in between. A bad id is
+ * reported as k_get_rows reports it (position i, the id) and its row left unwritten. */
+template <int CODEC, typename TY>
+__global__ void __launch_bounds__(ROWS_THREADS) k_decode_rows_act(cqk_dev d, const uint8_t *p, int64_t rows,
+                                                                  int64_t cols, const float *lut, const int32_t *ids,
+                                                                  void *y) {
+    __shared__ float sh[32];
+    const int64_t i = blockIdx.x;
+    const int64_t r = ids ? (int64_t)ids[i] : i;
+    if (r < 0 || r >= rows) { /* the whole block leaves, before any barrier */
+        if (threadIdx.x == 0) cqk_report(d.st, CQK_ERR_INDEX, d.op, d.seq, i, r);
+        return;
+    }
+    float m = 0.0f;
+    for (int64_t k = threadIdx.x; k < cols; k += blockDim.x) m = fmaxf(m, cqk_mag(decode_one<CODEC>(p, rows, cols, r, k, lut)));
+    const int e = cqk_row_exponent(cqk_block_maxf(m, sh));
+    const float rs = ldexpf(1.0f, -e);
+    for (int64_t k = threadIdx.x; k < cols; k += blockDim.x) {
+        const float v = cqk_h2f(cqk_f2h(ldexpf(decode_one<CODEC>(p, rows, cols, r, k, lut), e)));
+        cqk_st<TY>(y, i * cols + k, v * rs);
+    }
+}
+
 /* The activation operand's staging, once per matmul on the hot path: one block per row. VEC (the row's
  * columns, both pitches and both pointers in whole groups of four) reads and writes four values per access;
  * the second pass reads the row again (from L2). Scaling by the power of two p = 2^e is exact, as ldexpf. */
@@ -360,6 +404,36 @@ extern "C" cudaError_t cqk_decode_weight(const cqk_ctx *c, int codec, const uint
     if (rows > 0x7fffffff || ld < cols) return cudaErrorInvalidValue;
     const unsigned g = (unsigned)rows;
 #define DEC(C) k_decode_f16rows<C><<<g, ROWS_THREADS, 0, c->stream>>>(raw, rows, cols, plane, ld, rowscale, exp2_lut)
+    CODEC_SWITCH(codec, exp2_lut, cols, DEC);
+#undef DEC
+    return cqk_launched();
+}
+
+extern "C" cudaError_t cqk_decode_weight_taps(const cqk_ctx *c, int codec, const uint8_t *raw, int64_t rows,
+                                              int64_t cols, uint16_t *plane, int64_t ld, float *rowscale,
+                                              const float *exp2_lut, int taps) {
+    if (taps <= 1) return cqk_decode_weight(c, codec, raw, rows, cols, plane, ld, rowscale, exp2_lut);
+    if (rows <= 0 || cols <= 0) return cudaSuccess;
+    if (rows > 0x7fffffff || ld < cols || cols % taps) return cudaErrorInvalidValue;
+    const unsigned g = (unsigned)rows;
+#define DEC(C) \
+    k_decode_f16rows_taps<C><<<g, ROWS_THREADS, 0, c->stream>>>(raw, rows, cols, plane, ld, rowscale, exp2_lut, taps)
+    CODEC_SWITCH(codec, exp2_lut, cols, DEC);
+#undef DEC
+    return cqk_launched();
+}
+
+extern "C" cudaError_t cqk_decode_rows_act(const cqk_ctx *c, int codec, const uint8_t *raw, int64_t rows,
+                                           int64_t cols, const float *exp2_lut, const int32_t *ids, int64_t n, void *y,
+                                           int ydt) {
+    if (n <= 0 || rows <= 0 || cols <= 0) return cudaSuccess;
+    if (n > 0x7fffffff || (!ids && n > rows)) return cudaErrorInvalidValue;
+    const unsigned g = (unsigned)n;
+    const cqk_dev d = cqk_dev_of(c);
+#define DEC(C)                                                                                                       \
+    CQK_DISPATCH(ydt, TY, {                                                                                          \
+        k_decode_rows_act<C, TY><<<g, ROWS_THREADS, 0, c->stream>>>(d, raw, rows, cols, exp2_lut, ids, y);          \
+    })
     CODEC_SWITCH(codec, exp2_lut, cols, DEC);
 #undef DEC
     return cqk_launched();
