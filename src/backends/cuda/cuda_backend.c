@@ -214,6 +214,15 @@ static cq_status cuda_stats(cq_backend *be, cq_backend_stats *out, bool reset) {
     return CQ_OK;
 }
 
+static uint64_t cuda_mem_budget(const cq_backend *be) { return ((const cq_cuda *)be)->mem_budget; }
+
+/* The default budget: what the device has free at creation, less 5 % and 256 MiB for the driver's own
+ * allocations (module images, cuBLASLt's handles, other processes growing a little). */
+static uint64_t default_budget(uint64_t free_bytes) {
+    const uint64_t margin = free_bytes / 20 + ((uint64_t)256 << 20);
+    return free_bytes > margin ? free_bytes - margin : 0;
+}
+
 /* ---- lifecycle --------------------------------------------------------------------------------------- */
 static void cuda_destroy(cq_backend *be) {
     cq_cuda *c = cq_cuda_of(be);
@@ -264,6 +273,7 @@ static const cq_backend_vtbl k_cuda_vtbl = {
     CQ_OPS_VTBL(cq_cuda_)
     .op_precision = cuda_op_precision,
     .stats = cuda_stats,
+    .mem_budget = cuda_mem_budget,
     .can_record = cq_cuda_can_record,
     .record_begin = cq_cuda_record_begin,
     .record_end = cq_cuda_record_end,
@@ -362,6 +372,13 @@ static cq_status cuda_init(cq_cuda *c, int device, const cq_cuda_opts *o) {
     c->smem_optin = p.sharedMemPerBlockOptin;
     CQ_CUDA_TRY(cudaSetDevice(device), "backend", "cudaSetDevice");
     CQ_CUDA_TRY(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "backend", "cudaStreamCreate");
+    /* the budget counts every buffer of the backend, so the default is read before the first one */
+    c->mem_budget = o->mem_budget;
+    if (!c->mem_budget) {
+        size_t fr = 0, tot = 0;
+        CQ_CUDA_TRY(cudaMemGetInfo(&fr, &tot), "backend", "cudaMemGetInfo");
+        c->mem_budget = default_budget(fr);
+    }
     CQ_CUDA_TRY(cudaMalloc((void **)&c->dstatus, sizeof *c->dstatus), "backend", "allocating the status word");
     CQ_CUDA_TRY(cudaMemsetAsync(c->dstatus, 0, sizeof *c->dstatus, c->stream), "backend", "clearing the status word");
     CQ_CUDA_TRY(cudaMallocHost((void **)&c->hstatus, sizeof *c->hstatus), "backend", "allocating pinned memory");

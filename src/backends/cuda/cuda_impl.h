@@ -161,6 +161,7 @@ typedef struct cq_cuda {
     size_t scratch_cap[CQ_CUDA_SLOT_COUNT];
     float *exp2_lut;     /* device [65536], made at the first q4tp weight */
     uint64_t weight_bytes;
+    uint64_t mem_budget; /* cq_cuda_opts.mem_budget, or the default computed at creation (cuda_backend.c) */
     cq_cuda_plan plans[CQ_CUDA_PLANS];
     uint64_t plan_clock;
     cudaEvent_t tune_ev[CQ_CUDA_TUNE_EVENTS]; /* made at the first algorithm timing */
