@@ -25,13 +25,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef CQ_HAVE_ZLIB
-#include <zlib.h>
-#endif
 
+#include "base/gz.h"
 #include "cli/bench_pack.h"
 #include "cli/cli.h"
 #include "cli/env.h"
+#include "format/file_read.h"
 #include "models/tables.h"
 #include "ops/ops.h"
 #include "pipelines/qi21_pipe.h"
@@ -137,58 +136,17 @@ static int parse(int argc, char **argv, bench_opts *o, bool *done) {
 }
 
 /* ---- inputs: tokenizer and chat template ---------------------------------------------------- */
-/* A whole file (gzip-compressed or not), NUL-terminated. */
+/* A whole file, NUL-terminated: gunzipped when its name ends in .gz. */
 static cq_status read_input(const char *path, const char *what, char **out, size_t *len) {
     *out = NULL;
     *len = 0;
     const size_t limit = (size_t)256 << 20;
-    size_t cap = 1 << 20, n = 0;
-    char *buf = cq_malloc(cap + 1);
-    if (!buf) return CQ_ERR_NOMEM;
-#ifdef CQ_HAVE_ZLIB
-    gzFile f = gzopen(path, "rb"); /* reads plain files as they are */
-#else
-    FILE *f = fopen(path, "rb");
-#endif
-    if (!f) {
-        cq_free(buf);
+    uint8_t *b = NULL;
+    cq_status s = cq_path_is_gz(path) ? cq_file_read_gz(path, limit, &b, len) : cq_file_read_all(path, limit, &b, len);
+    if (s == CQ_ERR_MISSING)
         return cq_fail(CQ_ERR_IO, "cannot open the %s '%s' (see --help for the option that names another)", what, path);
-    }
-    cq_status s = CQ_OK;
-    for (;;) {
-        if (n == cap) {
-            char *b = cap < limit ? cq_realloc(buf, 2 * cap + 1) : NULL;
-            if (!b) {
-                s = cap < limit ? CQ_ERR_NOMEM : cq_fail(CQ_ERR_IO, "the %s '%s' is over 256 MiB", what, path);
-                break;
-            }
-            buf = b;
-            cap *= 2;
-        }
-#ifdef CQ_HAVE_ZLIB
-        int k = gzread(f, buf + n, (unsigned)(cap - n));
-#else
-        long k = (long)fread(buf + n, 1, cap - n, f);
-#endif
-        if (k < 0) s = cq_fail(CQ_ERR_IO, "reading the %s '%s' failed", what, path);
-        if (k <= 0) break;
-        n += (size_t)k;
-    }
-#ifdef CQ_HAVE_ZLIB
-    gzclose(f);
-#else
-    fclose(f);
-    if (s == CQ_OK && n >= 2 && (uint8_t)buf[0] == 0x1f && (uint8_t)buf[1] == 0x8b)
-        s = cq_fail(CQ_ERR_UNSUPPORTED, "the %s '%s' is gzip-compressed and this build has no zlib: pass an "
-                    "uncompressed copy", what, path);
-#endif
-    if (s != CQ_OK) {
-        cq_free(buf);
-        return s;
-    }
-    buf[n] = 0;
-    *out = buf;
-    *len = n;
+    if (s != CQ_OK) return cq_fail_prefix(s, "the %s: ", what);
+    *out = (char *)b;
     return CQ_OK;
 }
 

@@ -496,6 +496,7 @@ static const char *k_tokenizer_gz =
     "{\"version\":\"1.0\",\"added_tokens\":[{\"id\":5,\"content\":\"<|im_end|>\"},"
     "{\"id\":6,\"content\":\"<|endoftext|>\"}],\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"c\":2}}}";
 
+#ifdef CQ_HAVE_ZLIB
 static void expect_pack_tokenizer(const char *root, const char *out, const char *want) {
     cq_convert_opts opts = {.quant = CQ_DTYPE_F32};
     cq_convert_report rep;
@@ -510,6 +511,7 @@ static void expect_pack_tokenizer(const char *root, const char *out, const char 
     assert_memory_equal(tj, want, len);
     cq_cmf_close(cmf);
 }
+#endif
 
 static void test_gz_tokenizer(void **state) {
     (void)state;

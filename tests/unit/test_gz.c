@@ -20,12 +20,6 @@
 
 #define GOLDEN_TOK CQ_SOURCE_DIR "/tests/golden/zimage/pipeline/tokenizer/tokenizer.json.gz"
 
-static void write_file(const char *path, const void *p, size_t n) {
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(p, 1, n, f), n);
-    assert_int_equal(fclose(f), 0);
-}
 
 static void expect_fail(cq_status want, const char *path, size_t max, const char *sub) {
     uint8_t *out = (uint8_t *)"stale";
@@ -49,6 +43,13 @@ static void test_path_is_gz(void **state) {
 }
 
 #ifdef CQ_HAVE_ZLIB
+
+static void write_file(const char *path, const void *p, size_t n) {
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(p, 1, n, f), n);
+    assert_int_equal(fclose(f), 0);
+}
 
 /* `n` bytes of text-like data that compresses but not to nothing. */
 static uint8_t *sample(size_t n) {
