@@ -287,11 +287,17 @@ typedef enum cq_model_kind {
 
 /* All zeros is the default. */
 typedef struct cq_model_opts {
-    const char *backend; /* "cpu", "ref", "cuda" or "cuda:N"; NULL: the CPU backend */
+    /* "cpu", "ref", "cuda", "cuda:N", "vulkan[:N]" or "auto" (a CUDA GPU of compute capability 8.0 or
+     * newer where this build and the machine have one, else the CPU); NULL: the CPU backend, so an
+     * embedder uses a GPU only when it asks for one */
+    const char *backend;
     int threads;         /* CPU worker threads; 0: one per core */
     bool no_verify;      /* do not hash each tensor when first read (cq_cmf_open_opts.no_verify) */
     const char *name;    /* what a PNG's "model" text chunk records; NULL: the file's base name
                           * (cq_model_open) or the pack's arch (cq_model_open_cmf) */
+    /* the most device memory a GPU backend may hold at once, in bytes (`cortiq --gpu-memory`); 0: what
+     * the device has free when the backend is created, less a margin. The CPU ignores it. */
+    uint64_t gpu_memory;
 } cq_model_opts;
 
 /* Open the pack at `path`. Fails with CQ_ERR_UNSUPPORTED, naming what the pack

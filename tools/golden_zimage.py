@@ -20,7 +20,8 @@ Writes (under --out, normally tests/golden/zimage):
     vae_cases/<case>.safetensors
         decode: z [16,h,w] (what vae.decode receives) -> image [3,8h,8w] (raw decoder output)
         encode: x [3,H,W] -> moments [32,H/8,W/8] (the encoder's raw output: mean | logvar)
-    pipeline/                  a tiny ZImagePipeline folder (Qwen3Model text encoder, the real Qwen3 tokenizer)
+    pipeline/                  a tiny ZImagePipeline folder (Qwen3Model text encoder, the real Qwen3 tokenizer;
+                               its tokenizer.json stored as tokenizer.json.gz, gzip -9, which `cortiq convert` reads)
     pipeline_cases.json, pipeline_expected.safetensors
         per case c: embeds_<c> [L,hidden], neg_embeds_<c> (with CFG), noise_<c> [16,h,w], sigmas_<c>,
         timesteps_<c>, latents_<c> [16,h,w] (final), image_<c> [H,W,3] (postprocessed to [0,1], before rounding)
@@ -30,6 +31,7 @@ Usage (on a machine with torch and transformers; diffusers' source at commit 58e
         --tokenizer ref/qwen3_tokenizer.json --chat-template tests/fixtures/chat_templates/qwen3.jinja
 """
 import argparse
+import gzip
 import json
 import os
 import shutil
@@ -262,7 +264,11 @@ def schedule_tables(index):
 # ---- pipeline ----------------------------------------------------------------------------------------------------
 def make_tokenizer(args, dst):
     os.makedirs(dst, exist_ok=True)
-    shutil.copyfile(args.tokenizer, os.path.join(dst, "tokenizer.json"))
+    if args.tokenizer.endswith(".gz"):
+        with gzip.open(args.tokenizer, "rb") as src, open(os.path.join(dst, "tokenizer.json"), "wb") as out:
+            shutil.copyfileobj(src, out)
+    else:
+        shutil.copyfile(args.tokenizer, os.path.join(dst, "tokenizer.json"))
     template = open(args.chat_template, encoding="utf-8").read()
     cfg = {"tokenizer_class": "Qwen2Tokenizer", "add_bos_token": False, "add_prefix_space": False,
            "bos_token": None, "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>", "unk_token": None,
@@ -307,6 +313,18 @@ def build_pipeline(args, gen):
     pipe.to(torch.bfloat16).save_pretrained(path, safe_serialization=True)
     shutil.rmtree(tokdir)
     return path, len(used)
+
+
+def gzip_tokenizer(path):
+    """The pipeline's tokenizer.json as tokenizer.json.gz (level 9, no name or time in the header, so the same
+    input gives the same bytes), once the reference has read the plain file."""
+    plain = os.path.join(path, "tokenizer", "tokenizer.json")
+    with open(plain, "rb") as f:
+        data = f.read()
+    with open(plain + ".gz", "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=9,
+                                                         mtime=0) as out:
+        out.write(data)
+    os.remove(plain)
 
 
 def run_pipeline_cases(args, path, index):
@@ -382,7 +400,7 @@ def run_pipeline_cases(args, path, index):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="tests/golden/zimage")
-    ap.add_argument("--tokenizer", required=True, help="the Qwen3 tokenizer.json")
+    ap.add_argument("--tokenizer", required=True, help="the Qwen3 tokenizer.json (or a gzipped .json.gz)")
     ap.add_argument("--chat-template", required=True, help="the Qwen3 chat template (jinja)")
     ap.add_argument("--seed", type=int, default=20261202)
     ap.add_argument("--only", default="dit,vae,schedule,pipeline")
@@ -405,6 +423,7 @@ def main():
         path, n_used = build_pipeline(args, gen)
         index["pipeline_embedding_rows"] = n_used
         run_pipeline_cases(args, path, index)
+        gzip_tokenizer(path)
     with open(os.path.join(args.out, "index.json"), "w", encoding="utf-8") as f:
         json.dump(index, f, indent=1)
 

@@ -31,6 +31,7 @@ struct cq_model {
     char *arch, *name;
     char *backend_req;      /* the requested backend name (NULL: cpu) */
     int threads;
+    uint64_t gpu_memory;    /* cq_model_opts.gpu_memory: the device-memory budget in bytes (0: the default) */
     struct cq_backend *given; /* a backend handed over by cq_api_model_use_backend, used by the load */
     struct cq_backend *be;  /* NULL until loaded */
     double load_s;

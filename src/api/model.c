@@ -54,6 +54,7 @@ static cq_status open_on(const cq_cmf *cmf, cq_cmf *owned, const char *path, con
     m->owned = owned;
     m->cmf = cmf;
     m->threads = opts->threads;
+    m->gpu_memory = opts->gpu_memory;
     const char *base = path ? strrchr(path, '/') : NULL;
     base = base ? base + 1 : path;
     const char *name = opts->name ? opts->name : base ? base : arch;
@@ -117,7 +118,10 @@ cq_status cq_model_load(cq_model *m) {
     double t = cq_now();
     cq_backend *be = m->given;
     m->given = NULL;
-    if (!be) CQ_TRY(cq_backend_create(m->backend_req ? m->backend_req : "cpu", m->threads, &be));
+    if (!be) {
+        const cq_backend_opts bo = {.cpu = {.threads = m->threads}, .mem_budget = m->gpu_memory};
+        CQ_TRY(cq_backend_open(m->backend_req ? m->backend_req : "cpu", &bo, &be));
+    }
     cq_status s;
     if (m->kind == CQ_MODEL_IMAGE) {
         s = m->entry->image->load_weights(m->pipe, be);

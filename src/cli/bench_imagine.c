@@ -25,13 +25,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef CQ_HAVE_ZLIB
-#include <zlib.h>
-#endif
 
+#include "base/gz.h"
 #include "cli/bench_pack.h"
 #include "cli/cli.h"
 #include "cli/env.h"
+#include "format/file_read.h"
 #include "models/tables.h"
 #include "ops/ops.h"
 #include "pipelines/qi21_pipe.h"
@@ -60,12 +59,13 @@ typedef struct bench_opts {
     int steps, layers;
     cq_dtype quant;
     const char *prompt, *tokenizer, *chat_template;
+    uint64_t gpu_memory; /* --gpu-memory in bytes; 0: CORTIQ_GPU_MEMORY, else the backend's default */
 } bench_opts;
 
 static void help(void) {
     printf("usage: cortiq bench imagine [--size 256|512|1024|2048] [--steps N] [--quant q8_2f|q4tp]\n"
            "                            [--threads N] [--backend cpu|cuda] [--prompt TEXT] [--tokenizer FILE]\n"
-           "                            [--chat-template FILE] [--layers N]\n"
+           "                            [--chat-template FILE] [--layers N] [--gpu-memory GiB]\n"
            "\n"
            "Time Qwen-Image-2.1 text to image end to end at the released configuration with random\n"
            "weights: the Qwen3-VL-8B text tower (36 layers, 4096 wide), the 7B denoiser and the VAE\n"
@@ -88,6 +88,9 @@ static void help(void) {
            "  --threads N          worker threads (default: CORTIQ_THREADS or all cores)\n"
            "  --backend B          cpu (default), cuda or cuda:N: every phase runs there (with cuda the\n"
            "                       weights are uploaded and decoded on the device during the load)\n"
+           "  --gpu-memory GiB     the device-memory budget of a GPU backend, a positive decimal such as\n"
+           "                       7.5 (default: CORTIQ_GPU_MEMORY, else what the device has free less a\n"
+           "                       margin): how a smaller card is simulated\n"
            "  --no-verify          load without checking each tensor's hash (the load's time with and\n"
            "                       without it is what the check costs)\n"
            "  --prompt TEXT        the prompt (default: a fixed 15-word one)\n"
@@ -111,6 +114,10 @@ static int opt(const char *cmd, const char *a, const char *v, int *i, void *ctx)
     } else if (strcmp(a, "--layers") == 0) {
         if (!cq_cli_parse_int(cmd, a, v, 1, CQ_BENCH_DIT_LAYERS, &n)) return 2;
         o->layers = (int)n;
+    } else if (strcmp(a, "--gpu-memory") == 0) {
+        if (!v) return cq_cli_usage_error(cmd, "--gpu-memory needs a size in GiB, e.g. 7.5");
+        if (cq_env_parse_gib(v, &o->gpu_memory) != CQ_OK)
+            return cq_cli_usage_error(cmd, "--gpu-memory: %s", cq_last_error());
     } else if (strcmp(a, "--prompt") == 0) {
         if (!v) return cq_cli_usage_error(cmd, "--prompt needs a value");
         o->prompt = v;
@@ -129,58 +136,17 @@ static int parse(int argc, char **argv, bench_opts *o, bool *done) {
 }
 
 /* ---- inputs: tokenizer and chat template ---------------------------------------------------- */
-/* A whole file (gzip-compressed or not), NUL-terminated. */
+/* A whole file, NUL-terminated: gunzipped when its name ends in .gz. */
 static cq_status read_input(const char *path, const char *what, char **out, size_t *len) {
     *out = NULL;
     *len = 0;
     const size_t limit = (size_t)256 << 20;
-    size_t cap = 1 << 20, n = 0;
-    char *buf = cq_malloc(cap + 1);
-    if (!buf) return CQ_ERR_NOMEM;
-#ifdef CQ_HAVE_ZLIB
-    gzFile f = gzopen(path, "rb"); /* reads plain files as they are */
-#else
-    FILE *f = fopen(path, "rb");
-#endif
-    if (!f) {
-        cq_free(buf);
+    uint8_t *b = NULL;
+    cq_status s = cq_path_is_gz(path) ? cq_file_read_gz(path, limit, &b, len) : cq_file_read_all(path, limit, &b, len);
+    if (s == CQ_ERR_MISSING)
         return cq_fail(CQ_ERR_IO, "cannot open the %s '%s' (see --help for the option that names another)", what, path);
-    }
-    cq_status s = CQ_OK;
-    for (;;) {
-        if (n == cap) {
-            char *b = cap < limit ? cq_realloc(buf, 2 * cap + 1) : NULL;
-            if (!b) {
-                s = cap < limit ? CQ_ERR_NOMEM : cq_fail(CQ_ERR_IO, "the %s '%s' is over 256 MiB", what, path);
-                break;
-            }
-            buf = b;
-            cap *= 2;
-        }
-#ifdef CQ_HAVE_ZLIB
-        int k = gzread(f, buf + n, (unsigned)(cap - n));
-#else
-        long k = (long)fread(buf + n, 1, cap - n, f);
-#endif
-        if (k < 0) s = cq_fail(CQ_ERR_IO, "reading the %s '%s' failed", what, path);
-        if (k <= 0) break;
-        n += (size_t)k;
-    }
-#ifdef CQ_HAVE_ZLIB
-    gzclose(f);
-#else
-    fclose(f);
-    if (s == CQ_OK && n >= 2 && (uint8_t)buf[0] == 0x1f && (uint8_t)buf[1] == 0x8b)
-        s = cq_fail(CQ_ERR_UNSUPPORTED, "the %s '%s' is gzip-compressed and this build has no zlib: pass an "
-                    "uncompressed copy", what, path);
-#endif
-    if (s != CQ_OK) {
-        cq_free(buf);
-        return s;
-    }
-    buf[n] = 0;
-    *out = buf;
-    *len = n;
+    if (s != CQ_OK) return cq_fail_prefix(s, "the %s: ", what);
+    *out = (char *)b;
     return CQ_OK;
 }
 
@@ -347,7 +313,7 @@ int cq_bench_imagine(int argc, char **argv) {
     if (rc || done) return rc;
     bench_run r = {0};
     /* the backend first: a missing GPU fails before gigabytes of weights are written */
-    cq_status s = cq_env_backend_create(o.m.backend, o.m.threads, &r.be);
+    cq_status s = cq_env_backend_open(o.m.backend, o.m.threads, o.gpu_memory, &r.be);
     if (s != CQ_OK) return fail(&r, s, "creating the backend");
     s = read_input(o.tokenizer, "tokenizer", &r.tok, &r.tok_len);
     if (s == CQ_OK) s = read_input(o.chat_template, "chat template", &r.tmpl, &r.tmpl_len);
@@ -424,8 +390,13 @@ int cq_bench_imagine(int argc, char **argv) {
     if (s == CQ_OK) s = cq_qi21_pipe_prompt_tokens(r.pipe, o.prompt, &total, &rows);
     if (s != CQ_OK) return fail(&r, s, "loading the pipeline");
     int threads = o.m.threads > 0 ? o.m.threads : cq_default_threads();
-    printf("backend %s, %d threads; prompt \"%s\": %d tokens, %d rows after the system turn\n", cq_backend_name(r.be),
-           threads, o.prompt, total, rows);
+    char budget[48] = "";
+    if (cq_backend_mem_budget(r.be)) {
+        char b[32];
+        snprintf(budget, sizeof budget, ", device-memory budget %s", cq_fmt_bytes(cq_backend_mem_budget(r.be), b, sizeof b));
+    }
+    printf("backend %s%s, %d threads; prompt \"%s\": %d tokens, %d rows after the system turn\n",
+           cq_backend_name(r.be), budget, threads, o.prompt, total, rows);
     fflush(stdout);
 
     /* generate */

@@ -7,10 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef CQ_HAVE_ZLIB
-#include <zlib.h>
-#endif
 
+#include "base/gz.h"
 #include "cli/cli.h"
 #include "format/file_read.h"
 #include "tokenizer/tokenizer.h"
@@ -32,37 +30,6 @@ static void usage(FILE *f) {
                "for at least S seconds (default 2) after a cold start of the word cache.\n");
 }
 
-static char *read_gz(const char *path, size_t *len) {
-#ifdef CQ_HAVE_ZLIB
-    gzFile gz = gzopen(path, "rb");
-    if (!gz) return NULL;
-    size_t cap = 1 << 20, n = 0;
-    char *b = cq_malloc(cap);
-    int k;
-    while (b && (k = gzread(gz, b + n, (unsigned)(cap - n))) > 0) {
-        n += (size_t)k;
-        if (n == cap) {
-            char *nb = cq_realloc(b, cap * 2);
-            if (!nb) {
-                cq_free(b);
-                b = NULL;
-                break;
-            }
-            b = nb;
-            cap *= 2;
-        }
-    }
-    gzclose(gz);
-    *len = n;
-    return b;
-#else
-    (void)path;
-    (void)len;
-    cq_fail(CQ_ERR_UNSUPPORTED, "this build has no zlib: gunzip the tokenizer first");
-    return NULL;
-#endif
-}
-
 static cq_status load(const char *src, cq_tokenizer **tok) {
     size_t n = strlen(src);
     if (n > 4 && !strcmp(src + n - 4, ".cmf")) {
@@ -74,10 +41,10 @@ static cq_status load(const char *src, cq_tokenizer **tok) {
         cq_cmf_close(cmf);
         return s;
     }
-    if (n > 3 && !strcmp(src + n - 3, ".gz")) {
+    if (cq_path_is_gz(src)) {
         size_t len;
-        char *js = read_gz(src, &len);
-        if (!js) return cq_fail(CQ_ERR_IO, "cannot read %s", src);
+        uint8_t *js;
+        CQ_TRY(cq_file_read_gz(src, (size_t)1 << 30, &js, &len));
         cq_status s = cq_tokenizer_load(js, len, tok);
         cq_free(js);
         return s;

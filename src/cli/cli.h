@@ -40,6 +40,21 @@ bool cq_cli_is_help(const char *arg);
 /* Parse a positive integer option value; false (and an error printed) on junk. */
 bool cq_cli_parse_int(const char *cmd, const char *opt, const char *val, long lo, long hi, long *out);
 
+/* The backend a command runs on, chosen once its options are parsed. */
+typedef struct cq_cli_backend {
+    char name[64];       /* concrete: "cpu", "cuda:0", "vulkan" ("auto" resolved) */
+    char why[320];       /* "auto: NVIDIA H200, 139 GiB free", "--backend", "CORTIQ_BACKEND" */
+    uint64_t mem_budget; /* --gpu-memory or CORTIQ_GPU_MEMORY in bytes; 0: the backend's default */
+} cq_cli_backend;
+/* Choose it: `given` (--backend; may be NULL), else CORTIQ_BACKEND, else
+ * `dflt` ("auto" for imagine and run); the budget from `gpu_memory`
+ * (--gpu-memory; may be NULL), else CORTIQ_GPU_MEMORY. 0, or 2 after a usage
+ * error naming the bad name or size. */
+int cq_cli_backend_pick(const char *cmd, const char *given, const char *dflt, const char *gpu_memory,
+                        cq_cli_backend *out);
+/* "backend: cuda:0 (auto: NVIDIA H200, 139 GiB free)", on standard error. */
+void cq_cli_backend_say(const cq_cli_backend *b);
+
 /* The text of `path` ("-": standard input), one final line ending removed;
  * NULL after printing why (unreadable, over 4 MiB, a NUL byte). cq_free it. */
 char *cq_cli_read_text(const char *cmd, const char *path);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/env.h"
 #include "ops/ops.h"
 
 int cq_cli_fail(const char *cmd, cq_status s, const char *what) {
@@ -45,4 +46,34 @@ bool cq_cli_parse_int(const char *cmd, const char *opt, const char *val, long lo
     }
     *out = v;
     return true;
+}
+
+int cq_cli_backend_pick(const char *cmd, const char *given, const char *dflt, const char *gpu_memory,
+                        cq_cli_backend *out) {
+    memset(out, 0, sizeof *out);
+    const char *from;
+    const char *name = cq_env_backend_or(given, dflt, &from);
+    if (cq_env_gpu_memory(gpu_memory, &out->mem_budget) != CQ_OK)
+        return cq_cli_usage_error(cmd, "%s%s", gpu_memory ? "--gpu-memory: " : "", cq_last_error());
+    char why[256] = "";
+    if (cq_env_backend_resolve(name, out->name, sizeof out->name, why, sizeof why) != CQ_OK)
+        return cq_cli_usage_error(cmd, "%s%s", strcmp(from, "CORTIQ_BACKEND") ? "" : "CORTIQ_BACKEND: ",
+                                  cq_last_error());
+    const bool dflt_used = !strcmp(from, "default");
+    if (cq_backend_is_auto(name))
+        snprintf(out->why, sizeof out->why, "auto%s%s: %s", dflt_used ? "" : " from ", dflt_used ? "" : from, why);
+    else
+        snprintf(out->why, sizeof out->why, "%s%s", dflt_used ? "the default" : "from ", dflt_used ? "" : from);
+    return 0;
+}
+
+void cq_cli_backend_say(const cq_cli_backend *b) {
+    char budget[32] = "";
+    const cq_backend_desc *d = NULL;
+    /* the budget is a device backend's; the name is concrete here, so the lookup probes nothing */
+    const bool device = cq_backend_lookup(b->name, &d, NULL) == CQ_OK && d->has_devices;
+    if (b->mem_budget) cq_fmt_bytes(b->mem_budget, budget, sizeof budget);
+    fprintf(stderr, "backend: %s (%s)%s%s%s\n", b->name, b->why, b->mem_budget ? (device ? "; device-memory budget " :
+                                                                                  "; --gpu-memory ") : "",
+            budget, b->mem_budget && !device ? " does not apply to it" : "");
 }

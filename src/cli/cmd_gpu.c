@@ -1,11 +1,11 @@
 /*
  * cmd_gpu.c — `cortiq gpu`: the GPU devices this build can run on (name,
- * memory, compute capability) and the backend a command would pick. The CPU
- * stays the default until the CUDA backend runs every op the pipelines need;
- * this command says how to choose CUDA where it is usable. It is the one
- * command that loads the CUDA driver and cuBLASLt, and the Vulkan loader,
- * without being asked to run on the GPU (elsewhere they load when a backend
- * is created), so it also says whether cuBLASLt loads.
+ * memory free and total, compute capability), the backend `imagine` and
+ * `run` pick by default ("auto": the CUDA GPU where there is a usable one,
+ * else the CPU) and why, and the backend CORTIQ_BACKEND would give. It is
+ * the one command that loads the CUDA driver and cuBLASLt, and the Vulkan
+ * loader, without being asked to run on the GPU (elsewhere they load when a
+ * backend is chosen or created), so it also says whether cuBLASLt loads.
  */
 #include <stdio.h>
 #include <string.h>
@@ -48,8 +48,11 @@ int cq_cmd_gpu(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (cq_cli_is_help(argv[i])) {
             printf("usage: cortiq gpu\n\n"
-                   "List the GPUs this build can use and the backend commands would pick\n"
-                   "(CORTIQ_BACKEND or --backend choose another: %s).\n",
+                   "List the GPUs this build can use, with their free memory, and the backend\n"
+                   "`cortiq imagine` and `cortiq run` pick by default (auto: a CUDA GPU of compute\n"
+                   "capability 8.0 or newer where this build and the machine have one, else the CPU;\n"
+                   "Vulkan only when named). CORTIQ_BACKEND or --backend choose another (%s, auto);\n"
+                   "--backend cpu forces the CPU.\n",
                    names);
             return 0;
         }
@@ -59,19 +62,26 @@ int cq_cmd_gpu(int argc, char **argv) {
         const cq_backend_desc *d = cq_backend_registry_get(i);
         if (d->has_devices) list_devices(d);
     }
-    const char *dflt = cq_env_backend_name();
+    /* what auto picks, whatever CORTIQ_BACKEND says (CORTIQ_CUDA_DEVICE still names the device it looks at) */
+    char pick[64], why[256];
+    cq_status s = cq_env_backend_resolve("auto", pick, sizeof pick, why, sizeof why);
+    if (s != CQ_OK) return cq_cli_fail("gpu", s, "choosing the default backend");
+    printf("default backend: auto picks %s — %s\n", pick, why);
+    const char *from;
+    const char *name = cq_env_backend_or(NULL, "auto", &from);
     cq_backend *be = NULL;
-    cq_status s = cq_env_backend_create(NULL, 0, &be);
+    s = cq_env_backend_create(name, 0, &be);
     if (s != CQ_OK) return cq_cli_fail("gpu", s, "creating the default backend");
-    if (!strncmp(cq_backend_name(be), "cpu", 3)) {
+    const char *note = strcmp(from, "CORTIQ_BACKEND") ? "" : " (from CORTIQ_BACKEND)";
+    if (cq_backend_is_host(be)) {
         const cq_cpu_features *f = cq_cpu();
-        printf("backend used: %s — %s, %d logical cores%s\n", cq_backend_name(be), f->model, f->logical_cores,
-               strcmp(dflt, "cpu") ? " (from CORTIQ_BACKEND)" : "");
-        if (cq_cuda_built() && cq_cuda_device_count(NULL, 0) > 0)
-            printf("the GPU runs the whole Qwen-Image-2.1 pipeline (text tower, denoiser, VAE): choose it "
-                   "with --backend cuda or CORTIQ_BACKEND=cuda\n");
+        printf("backend used: %s — %s, %d logical cores%s\n", cq_backend_name(be), f->model, f->logical_cores, note);
+    } else if (cq_backend_mem_budget(be)) {
+        char b[32];
+        printf("backend used: %s%s; device-memory budget %s\n", cq_backend_name(be), note,
+               cq_fmt_bytes(cq_backend_mem_budget(be), b, sizeof b));
     } else {
-        printf("backend used: %s (from CORTIQ_BACKEND)\n", cq_backend_name(be));
+        printf("backend used: %s%s\n", cq_backend_name(be), note);
     }
     cq_backend_free(be);
     return 0;

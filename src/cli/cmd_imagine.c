@@ -48,9 +48,15 @@ static void usage(FILE *f) {
             "                        z_image: the empty prompt)\n"
             "  --rgba                keep the alpha channel (default: composite over white, RGB)\n"
             "  --threads N           CPU threads (default: all cores, or CORTIQ_THREADS)\n"
-            "  --backend NAME        cpu (default), ref, cuda[:N] or vulkan[:N]; also CORTIQ_BACKEND (with cuda\n"
-            "                        the text tower, the denoiser and the VAE all run on the GPU; with vulkan\n"
-            "                        the ops it does not run natively run on the CPU)\n"
+            "  --backend NAME        auto (default), cpu, ref, cuda[:N] or vulkan[:N]; also CORTIQ_BACKEND. auto\n"
+            "                        takes the GPU (CUDA, compute capability 8.0 or newer) where this build\n"
+            "                        and the machine have one, else the CPU; one line on standard error\n"
+            "                        says which and why. With cuda the text tower, the denoiser and the VAE\n"
+            "                        all run on the GPU; vulkan is used only when named (the ops it does not\n"
+            "                        run natively run on the CPU); cpu forces the CPU\n"
+            "  --gpu-memory GiB      the most device memory the GPU backend may use, a positive decimal such\n"
+            "                        as 7.5 (default: what the device has free, less a margin); also\n"
+            "                        CORTIQ_GPU_MEMORY. The CPU ignores it\n"
             "  --no-verify           do not check each tensor's hash when it is first read (the header and\n"
             "                        directory hashes are still checked; `cortiq verify` checks everything)\n"
             "  -q, --quiet           no progress bar and no summary\n"
@@ -106,11 +112,12 @@ static bool parse_size(const char *s, int *w, int *h) {
 #define MAX_EXTRA 16
 
 typedef struct imagine_args {
-    const char *model, *prompt, *prompt_file, *out, *negative, *backend;
+    const char *model, *prompt, *prompt_file, *out, *negative, *backend, *gpu_memory;
     int width, height, steps, threads; /* 0: the architecture's default */
     uint64_t seed;
     double guidance;                   /* < 0: the architecture's default */
     bool rgba, quiet, no_verify;
+    cq_cli_backend be; /* the backend chosen once the options are parsed */
     /* options of one architecture, applied once the pack says which */
     const char *extra_opt[MAX_EXTRA], *extra_val[MAX_EXTRA];
     int n_extra;
@@ -203,6 +210,10 @@ static int parse_args(int argc, char **argv, imagine_args *a) {
             if (!val) return cq_cli_usage_error(cmd, "--backend needs a name");
             a->backend = val;
             i++;
+        } else if (!strcmp(o, "--gpu-memory")) {
+            if (!val) return cq_cli_usage_error(cmd, "--gpu-memory needs a size in GiB, e.g. 7.5");
+            a->gpu_memory = val;
+            i++;
         } else if (!strcmp(o, "--rgba")) {
             a->rgba = true;
         } else if (!strcmp(o, "--no-verify")) {
@@ -230,6 +241,9 @@ static int parse_args(int argc, char **argv, imagine_args *a) {
                                   "-o %s: cortiq imagine writes PNG files only; name the output *.png (or - for "
                                   "standard output)",
                                   a->out);
+    /* a bad backend name or size now, before any file is opened */
+    const int rc = cq_cli_backend_pick(cmd, a->backend, "auto", a->gpu_memory, &a->be);
+    if (rc) return rc;
     return 0; /* the size and steps against the model once the pack says which */
 }
 
@@ -376,7 +390,8 @@ int cq_cmd_imagine(int argc, char **argv) {
         rc = cq_cli_usage_error(cmd, "%s", cq_last_error());
         goto done;
     }
-    s = cq_env_model_load(model, a.backend, a.threads);
+    if (!a.quiet) cq_cli_backend_say(&a.be);
+    s = cq_env_model_load(model, a.be.name, a.threads, a.be.mem_budget);
     if (s != CQ_OK) {
         rc = cq_cli_fail(cmd, s, "loading the pipeline");
         goto done;

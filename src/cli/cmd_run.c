@@ -41,7 +41,11 @@ static void help(void) {
         "  --max-tokens N      at most N tokens per reply (default 512)\n"
         "  --ctx N             context length in tokens (default: the model's maximum, at most 4096)\n"
         "  --threads N         worker threads (default: CORTIQ_THREADS or all cores)\n"
-        "  --backend NAME      cpu (default), ref, cuda[:N] or vulkan[:N]; also CORTIQ_BACKEND\n"
+        "  --backend NAME      auto (default), cpu, ref, cuda[:N] or vulkan[:N]; also CORTIQ_BACKEND. auto\n"
+        "                      takes the GPU (CUDA, compute capability 8.0 or newer) where there is one,\n"
+        "                      else the CPU; one line on stderr says which and why (not with -q)\n"
+        "  --gpu-memory GiB    the most device memory the GPU backend may use, e.g. 7.5 (default: what\n"
+        "                      the device has free, less a margin); also CORTIQ_GPU_MEMORY\n"
         "  --think, --no-think set the template's enable_thinking (Qwen3) to true / false\n"
         "  --raw               no chat template: the model continues the prompt text\n"
         "  --print-ids         after each reply print its token ids to stderr: \"ids: 1 2 3 [stop 7]\"\n"
@@ -62,7 +66,8 @@ static void help(void) {
 }
 
 typedef struct run_opts {
-    const char *model, *prompt, *system, *backend;
+    const char *model, *prompt, *system, *backend, *gpu_memory;
+    cq_cli_backend be; /* chosen once the options are parsed */
     bool chat, raw, print_ids, verbose, quiet, seed_given, no_verify;
     int threads, max_tokens, ctx, thinking;
     cq_sampler_params sp;
@@ -138,6 +143,9 @@ static int parse(int argc, char **argv, run_opts *o) {
         } else if (strcmp(a, "--backend") == 0) {
             if (!v) return cq_cli_usage_error(cmd, "--backend needs a name");
             o->backend = argv[++i];
+        } else if (strcmp(a, "--gpu-memory") == 0) {
+            if (!v) return cq_cli_usage_error(cmd, "--gpu-memory needs a size in GiB, e.g. 7.5");
+            o->gpu_memory = argv[++i];
         } else if (strcmp(a, "--think") == 0 || strcmp(a, "--no-think") == 0) {
             o->thinking = strcmp(a, "--think") == 0;
         } else if (strcmp(a, "--raw") == 0) {
@@ -161,6 +169,8 @@ static int parse(int argc, char **argv, run_opts *o) {
     if (!o->model) return cq_cli_usage_error(cmd, "missing the model file");
     if (!o->chat && !o->prompt) return cq_cli_usage_error(cmd, "missing --prompt (or use --chat)");
     if (o->raw && (o->chat || o->system)) return cq_cli_usage_error(cmd, "--raw takes a single --prompt and no --system");
+    const int rc = cq_cli_backend_pick(cmd, o->backend, "auto", o->gpu_memory, &o->be);
+    if (rc) return rc;
     if (!o->seed_given) o->sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
     return 0;
 }
@@ -277,7 +287,8 @@ int cq_cmd_run(int argc, char **argv) {
     cq_cli_catch_signals();
     const cq_model_opts mo = {.threads = o.threads, .name = o.model};
     s = cq_model_open_cmf(cmf, &mo, &model);
-    if (s == CQ_OK) s = cq_env_model_load(model, o.backend, o.threads);
+    if (s == CQ_OK && !o.quiet) cq_cli_backend_say(&o.be);
+    if (s == CQ_OK) s = cq_env_model_load(model, o.be.name, o.threads, o.be.mem_budget);
     if (s == CQ_OK) {
         cq_session_opts so;
         cq_session_opts_init(&so);

@@ -3,6 +3,7 @@
  * words and the messages for bad values are the ones the variables have
  * always had.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,9 +40,46 @@ void cq_env_apply(void) {
     if (lt && *lt) cq_cuda_set_cublaslt(lt);
 }
 
-const char *cq_env_backend_name(void) {
+const char *cq_env_backend_name(void) { return cq_env_backend_or(NULL, "cpu", NULL); }
+
+const char *cq_env_backend_or(const char *given, const char *dflt, const char **from) {
     const char *e = getenv("CORTIQ_BACKEND");
-    return e && *e ? e : "cpu";
+    const char *src = given ? "--backend" : e && *e ? "CORTIQ_BACKEND" : "default";
+    if (from) *from = src;
+    return given ? given : e && *e ? e : dflt;
+}
+
+cq_status cq_env_parse_gib(const char *text, uint64_t *bytes) {
+    if (bytes) *bytes = 0;
+    if (!text || !bytes) return cq_fail(CQ_ERR_INVALID_ARG, "cq_env_parse_gib: no text or no output");
+    /* digits with at most one point: strtod alone would also take "inf", "1e3", hex and leading spaces */
+    bool plain = *text != '\0';
+    int points = 0, digits = 0;
+    for (const char *p = text; *p && plain; p++) {
+        if (*p == '.') plain = ++points <= 1;
+        else if (*p >= '0' && *p <= '9') digits++;
+        else plain = false;
+    }
+    const double gib = plain && digits ? strtod(text, NULL) : -1;
+    /* at least 1 MiB, at most 64 TiB (the byte count then fits with room to spare) */
+    if (!(gib >= 1.0 / 1024 && gib <= CQ_ENV_GIB_MAX))
+        return cq_fail(CQ_ERR_INVALID_ARG,
+                       "'%s' is not a device-memory size: want GiB as a positive decimal such as 7.5 or 24 "
+                       "(1/1024 to %d)",
+                       text, CQ_ENV_GIB_MAX);
+    *bytes = (uint64_t)(gib * 1073741824.0 + 0.5);
+    return CQ_OK;
+}
+
+cq_status cq_env_gpu_memory(const char *given, uint64_t *bytes) {
+    *bytes = 0;
+    if (given) return cq_env_parse_gib(given, bytes);
+    const char *e = getenv("CORTIQ_GPU_MEMORY");
+    if (!e || !*e) return CQ_OK;
+    if (cq_env_parse_gib(e, bytes) == CQ_OK) return CQ_OK;
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s", cq_last_error());
+    return cq_fail(CQ_ERR_INVALID_ARG, "CORTIQ_GPU_MEMORY: %s", msg);
 }
 
 static cq_status env_isa(cq_cpu_isa *isa) {
@@ -108,23 +146,42 @@ cq_status cq_env_backend_opts(const char *name, cq_backend_opts *out) {
     memset(out, 0, sizeof *out);
     if (!name || !*name) name = cq_env_backend_name();
     CQ_TRY(env_isa(&out->cpu.isa));
-    const cq_backend_desc *d;
-    if (cq_backend_lookup(name, &d, NULL) == CQ_OK && !strcmp(d->name, "cuda")) env_cuda(out);
-    if (cq_backend_lookup(name, &d, NULL) == CQ_OK && !strcmp(d->name, "vulkan")) env_vulkan(out);
+    /* "auto" may become CUDA: its device (CORTIQ_CUDA_DEVICE) decides, and its knobs apply if it does; the
+     * lookup is by name only, so that nothing is probed here */
+    const char *colon = strchr(name, ':');
+    const size_t n = colon ? (size_t)(colon - name) : strlen(name);
+    if ((n == 4 && !strncasecmp(name, "cuda", 4)) || cq_backend_is_auto(name)) env_cuda(out);
+    if (n == 6 && !strncasecmp(name, "vulkan", 6)) env_vulkan(out);
     return CQ_OK;
 }
 
-cq_status cq_env_backend_create(const char *name, int threads, cq_backend **out) {
+cq_status cq_env_backend_resolve(const char *name, char *out, size_t out_len, char *why, size_t why_len) {
+    if (!name || !*name) name = cq_env_backend_name();
+    cq_backend_opts o;
+    CQ_TRY(cq_env_backend_opts(name, &o));
+    return cq_backend_resolve(name, &o, out, out_len, why, why_len);
+}
+
+cq_status cq_env_backend_open(const char *name, int threads, uint64_t mem_budget, cq_backend **out) {
+    if (!out) return cq_fail(CQ_ERR_INVALID_ARG, "cq_env_backend_open: out is NULL");
+    *out = NULL;
     if (!name || !*name) name = cq_env_backend_name();
     cq_backend_opts o;
     CQ_TRY(cq_env_backend_opts(name, &o));
     o.cpu.threads = threads;
+    /* the variable only where the command gave no size (its option wins) */
+    if (!mem_budget) CQ_TRY(cq_env_gpu_memory(NULL, &mem_budget));
+    o.mem_budget = mem_budget;
     return cq_backend_open(name, &o, out);
 }
 
-cq_status cq_env_model_load(cq_model *m, const char *name, int threads) {
+cq_status cq_env_backend_create(const char *name, int threads, cq_backend **out) {
+    return cq_env_backend_open(name, threads, 0, out);
+}
+
+cq_status cq_env_model_load(cq_model *m, const char *name, int threads, uint64_t mem_budget) {
     cq_backend *be = NULL;
-    CQ_TRY(cq_env_backend_create(name, threads, &be));
+    CQ_TRY(cq_env_backend_open(name, threads, mem_budget, &be));
     CQ_TRY(cq_api_model_use_backend(m, be)); /* the model owns it, also on failure */
     return cq_model_load(m);
 }

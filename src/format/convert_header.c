@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/gz.h"
 #include "format/convert_impl.h"
 #include "format/file_read.h"
 #include "format/jsonutil.h"
@@ -311,20 +312,30 @@ static cq_status chat_bundle(const cv_source *src, cJSON *hdr, cq_convert_report
     char *tmpl = NULL;
     cq_status s = CQ_OK;
     if (src->tok_dir) {
+        /* tokenizer.json, else its gzipped copy tokenizer.json.gz (the plain file wins where both are) */
         char *p = cv_join(src->tok_dir, "tokenizer.json");
-        if (!p) return CQ_ERR_NOMEM;
-        if (cq_file_is_regular(p)) {
-            s = cq_file_read_all(p, CV_MAX_TOKENIZER, tok_bytes, tok_len);
-            if (s == CQ_OK) s = cq_json_parse(*tok_bytes, *tok_len, p, &tok);
+        char *pz = cv_join(src->tok_dir, "tokenizer.json.gz");
+        if (!p || !pz) {
+            cq_free(p);
+            cq_free(pz);
+            return CQ_ERR_NOMEM;
+        }
+        const bool plain = cq_file_is_regular(p), gz = !plain && cq_file_is_regular(pz);
+        if (plain || gz) {
+            const char *path = plain ? p : pz;
+            s = plain ? cq_file_read_all(p, CV_MAX_TOKENIZER, tok_bytes, tok_len)
+                      : cq_file_read_gz(pz, CV_MAX_TOKENIZER, tok_bytes, tok_len);
+            if (s == CQ_OK) s = cq_json_parse(*tok_bytes, *tok_len, path, &tok);
             if (s == CQ_OK) s = drop_call_state(tok, tok_bytes, tok_len, rep);
         } else {
             s = cv_note(rep,
-                        "no tokenizer.json in %s: the pack has no tokenizer section (a slow tokenizer's "
-                        "vocab.json/merges.txt are not converted; transformers' save_pretrained of the fast "
-                        "tokenizer writes tokenizer.json)",
+                        "no tokenizer.json (or tokenizer.json.gz) in %s: the pack has no tokenizer section (a slow "
+                        "tokenizer's vocab.json/merges.txt are not converted; transformers' save_pretrained of "
+                        "the fast tokenizer writes tokenizer.json)",
                         src->tok_dir);
         }
         cq_free(p);
+        cq_free(pz);
         if (s == CQ_OK) s = optional_json(src->tok_dir, "tokenizer_config.json", CV_MAX_TOKENIZER, &tcfg);
         if (s == CQ_OK) s = find_template(src->tok_dir, tcfg, &tmpl);
     }

@@ -265,13 +265,14 @@ static cq_status open_pipeline(cv_source *src, cJSON *index, cq_convert_report *
         cv_arch_from_class(tcls, src->arch, sizeof src->arch);
     for (size_t i = 0; i < src->n_comp; i++)
         if (src->comp[i].role == CV_TE && !src->te_dir) src->te_dir = cq_strdup(src->comp[i].dir);
-    /* Tokenizer: tokenizer/ (or processor/) with tokenizer.json, else one
-     * with at least tokenizer_config.json. */
+    /* Tokenizer: tokenizer/ (or processor/) with tokenizer.json (or its
+     * gzipped tokenizer.json.gz), else one with at least tokenizer_config.json. */
     static const char *const tok_dirs[] = {"tokenizer", "processor"};
-    for (int pass = 0; pass < 2 && !src->tok_dir; pass++)
+    static const char *const tok_files[] = {"tokenizer.json", "tokenizer.json.gz", "tokenizer_config.json"};
+    for (size_t pass = 0; pass < CQ_ARRAY_LEN(tok_files) && !src->tok_dir; pass++)
         for (size_t i = 0; i < CQ_ARRAY_LEN(tok_dirs) && !src->tok_dir; i++) {
             char *d = cv_join(src->root, tok_dirs[i]);
-            char *f = d ? cv_join(d, pass == 0 ? "tokenizer.json" : "tokenizer_config.json") : NULL;
+            char *f = d ? cv_join(d, tok_files[pass]) : NULL;
             if (!f) {
                 cq_free(d);
                 return CQ_ERR_NOMEM;

@@ -209,8 +209,21 @@ const cq_backend_desc *cq_backend_registry_get(size_t i); /* NULL past the end *
 cq_status cq_backend_lookup(const char *name, const cq_backend_desc **desc, int *device);
 /* The known names for help and error texts: "cpu, ref, cuda[:N]". */
 const char *cq_backend_names(char *buf, size_t len);
+/* "auto" (any case): the choice cq_backend_resolve makes. cq_backend_lookup
+ * and cq_backend_open accept it and make that choice. */
+bool cq_backend_is_auto(const char *name);
+/* The concrete backend `name` stands for, in out[out_len]: "auto" becomes
+ * "cuda:N" when this build has the CUDA backend and device N (opts->device,
+ * else 0) is visible, of compute capability 8.0 or newer and cuBLASLt loads,
+ * else "cpu"; why[why_len] (may be NULL) gets the reason in one line ("NVIDIA
+ * H200, 139 GiB free", "this build has no CUDA backend", "no CUDA device
+ * visible: ...", "CUDA device 0 (...) is cc 7.5, needs 8.0"). Vulkan is never
+ * chosen automatically. Any other name is checked (cq_backend_lookup) and
+ * copied, why left empty; NULL or "" is "cpu". */
+cq_status cq_backend_resolve(const char *name, const cq_backend_opts *opts, char *out, size_t out_len, char *why,
+                             size_t why_len);
 
-/* The backend `name` ("cpu", "ref", "cuda", "cuda:N"; NULL or "" = "cpu")
+/* The backend `name` ("cpu", "ref", "cuda", "cuda:N", "auto"; NULL or "" = "cpu")
  * with options (NULL = defaults). The created backend's vtable is checked
  * (every required entry present) before it is returned. */
 cq_status cq_backend_open(const char *name, const cq_backend_opts *opts, cq_backend **out);
@@ -225,6 +238,8 @@ cq_status cq_backend_cpu_open(const cq_cpu_opts *opts, cq_backend **out);
 cq_status cq_backend_ref_create(cq_backend **out);
 void cq_backend_free(cq_backend *be);
 const char *cq_backend_name(const cq_backend *be);   /* "cpu/avx512", "cuda:0 (H200)" */
+/* Host memory, no device (cpu, ref): device memory options mean nothing there. */
+bool cq_backend_is_host(const cq_backend *be);
 /* Preferred activation dtype for non-residual activations (F32 on CPU). */
 cq_dtype cq_backend_act_dtype(const cq_backend *be);
 /* Wait for all queued work. Returns the first deferred error, if any. */

@@ -6,6 +6,14 @@
  *
  * cq_backend_open parses "name" or "name:N", creates the backend, checks its
  * vtable (cq_backend_check) and records the host options its fallbacks use.
+ *
+ * "auto" is not a backend but a choice made here (cq_backend_resolve): CUDA
+ * where this build has it and the device is usable (compute capability 8.0
+ * or newer, cuBLASLt loads), else the CPU, with the reason in one line. The
+ * Vulkan backend is never chosen automatically: on many machines its device
+ * is lavapipe or an integrated GPU slower than the CPU kit, and ops it lacks
+ * run on the host. NULL or "" keeps meaning the CPU (what embedders get
+ * unless they ask).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,10 +73,80 @@ const char *cq_backend_names(char *buf, size_t len) {
     return buf;
 }
 
+bool cq_backend_is_auto(const char *name) { return name && !strcasecmp(name, "auto"); }
+
+bool cq_backend_is_host(const cq_backend *be) { return be && be->vt && be->vt->is_host; }
+
+/* Why CUDA device `dev` cannot be the automatic choice (false), or its name
+ * and free memory (true), in `why`. */
+static bool cuda_usable(int dev, char *why, size_t why_len) {
+    if (!cq_cuda_built()) {
+        snprintf(why, why_len, "this build has no CUDA backend");
+        return false;
+    }
+    char reason[256] = "";
+    int n = cq_cuda_device_count(reason, sizeof reason);
+    if (n <= 0) {
+        snprintf(why, why_len, "no CUDA device visible: %s", reason);
+        return false;
+    }
+    if (dev >= n) {
+        snprintf(why, why_len, "CUDA device %d does not exist (%d visible)", dev, n);
+        return false;
+    }
+    cq_gpu_info g;
+    if (cq_cuda_device_info(dev, &g) != CQ_OK) {
+        snprintf(why, why_len, "CUDA device %d cannot be queried: %s", dev, cq_last_error());
+        return false;
+    }
+    if (g.cc_major < 8) {
+        snprintf(why, why_len, "CUDA device %d (%s) is cc %d.%d, needs 8.0", dev, g.name, g.cc_major, g.cc_minor);
+        return false;
+    }
+    /* the backend opens cuBLASLt when it is created: a machine with a driver but without the library runs on the
+     * CPU rather than failing */
+    if (!cq_cuda_load_cublaslt(reason, sizeof reason)) {
+        snprintf(why, why_len, "CUDA device %d has no cuBLASLt: %s", dev, reason);
+        return false;
+    }
+    char fr[32];
+    snprintf(why, why_len, "%s, %s free", g.name, cq_fmt_bytes(g.mem_free, fr, sizeof fr));
+    return true;
+}
+
+cq_status cq_backend_resolve(const char *name, const cq_backend_opts *opts, char *out, size_t out_len, char *why,
+                             size_t why_len) {
+    char scratch[8];
+    if (!why || !why_len) {
+        why = scratch;
+        why_len = sizeof scratch;
+    }
+    *why = '\0';
+    if (!out || !out_len) return cq_fail(CQ_ERR_INVALID_ARG, "cq_backend_resolve: no buffer for the name");
+    *out = '\0';
+    if (!name || !*name) name = "cpu";
+    if (!cq_backend_is_auto(name)) {
+        CQ_TRY(cq_backend_lookup(name, NULL, NULL));
+        if ((size_t)snprintf(out, out_len, "%s", name) >= out_len)
+            return cq_fail(CQ_ERR_INVALID_ARG, "backend name '%s' is too long", name);
+        return CQ_OK;
+    }
+    const int dev = opts && opts->device > 0 ? opts->device : 0;
+    if (cuda_usable(dev, why, why_len)) snprintf(out, out_len, "cuda:%d", dev);
+    else snprintf(out, out_len, "cpu");
+    return CQ_OK;
+}
+
 cq_status cq_backend_lookup(const char *name, const cq_backend_desc **desc, int *device) {
     if (desc) *desc = NULL;
     if (device) *device = -1;
     if (!name || !*name) name = "cpu";
+    if (cq_backend_is_auto(name)) {
+        /* a choice, not an entry: which one is made when the backend is opened */
+        char pick[32];
+        CQ_TRY(cq_backend_resolve(name, NULL, pick, sizeof pick, NULL, 0));
+        return cq_backend_lookup(pick, desc, device);
+    }
     const char *colon = strchr(name, ':');
     size_t n = colon ? (size_t)(colon - name) : strlen(name);
     for (size_t i = 0; i < CQ_ARRAY_LEN(k_backends); i++) {
@@ -96,7 +174,7 @@ cq_status cq_backend_lookup(const char *name, const cq_backend_desc **desc, int 
         if (!k_backends[i].built() && o < sizeof missing)
             o += (size_t)snprintf(missing + o, sizeof missing - o, "%s%s", o ? ", " : "; this build has no ",
                                   k_backends[i].name);
-    return cq_fail(CQ_ERR_UNSUPPORTED, "unknown backend '%s' (have: %s%s)", name,
+    return cq_fail(CQ_ERR_UNSUPPORTED, "unknown backend '%s' (have: %s, auto%s)", name,
                    cq_backend_names(names, sizeof names), missing);
 }
 
@@ -144,6 +222,11 @@ cq_status cq_backend_open(const char *name, const cq_backend_opts *opts, cq_back
     if (!opts) opts = &k_defaults;
     const cq_backend_desc *d;
     int dev;
+    char pick[32];
+    if (cq_backend_is_auto(name)) {
+        CQ_TRY(cq_backend_resolve(name, opts, pick, sizeof pick, NULL, 0));
+        name = pick;
+    }
     CQ_TRY(cq_backend_lookup(name, &d, &dev));
     cq_backend *be = NULL;
     CQ_TRY(d->create(dev, opts, &be));

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # bench_front_door.sh — the benchmarks live in cortiq-bench, apart from the shipped cortiq: `cortiq bench`
 # runs the cortiq-bench beside the cortiq binary with the same arguments (its exit code and output), and a
-# cortiq with no cortiq-bench beside it says how to get it; cortiq links neither OpenBLAS nor oneDNN (nor
-# zlib, which only the tokenizer benchmark reads), while cortiq-bench has every benchmark.
+# cortiq with no cortiq-bench beside it says how to get it; cortiq links neither OpenBLAS nor oneDNN (the
+# benchmarks' peers; zlib is the library's own, for gzipped side files), while cortiq-bench has every benchmark.
 # Usage: bash bench_front_door.sh <cortiq> <scratch-dir>
 set -u
 CQ=$1
@@ -34,7 +34,7 @@ has out "cortiq-bench"
 
 if command -v readelf >/dev/null; then
     readelf -d "$CQ" >"$W/needed" || fail "readelf -d $CQ failed"
-    for lib in openblas dnnl libz.so; do
+    for lib in openblas dnnl; do
         grep -q "NEEDED.*$lib" "$W/needed" && fail "cortiq links $lib: $(grep NEEDED "$W/needed" | tr -s ' ')"
     done
     command -v nm >/dev/null && nm "$CQ" | grep -q ' cq_bench_' && fail "cortiq holds benchmark code (cq_bench_*)"

@@ -6,6 +6,9 @@
 #   fail MESSAGE         count a failed check
 #   finish NAME          exit 1 if any check failed, else print that NAME passed
 rm -rf "$W" && mkdir -p "$W"
+# `cortiq imagine` and `run` take a usable GPU by default (--backend auto): the CLI tests run on the CPU unless
+# the caller names a backend, so that their results and times do not depend on the machine having a GPU
+export CORTIQ_BACKEND="${CORTIQ_BACKEND:-cpu}"
 fails=0
 fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
 expect() {

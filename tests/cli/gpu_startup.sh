@@ -44,8 +44,11 @@ fi
 # ---- cortiq gpu: a clear report, never a crash ----
 expect 0 "$CQ" gpu
 has out "Vulkan backend"
-has out "backend used: cpu"
+has out "^default backend: auto picks "
+has out "^backend used: "
 if grep -q "^CUDA backend: not built" "$W/out"; then
+    has out "^default backend: auto picks cpu — this build has no CUDA backend"
+    has out "^backend used: cpu"
     expect 1 env CORTIQ_BACKEND=cuda "$CQ" gpu
     has err "no CUDA backend"
 else
@@ -57,11 +60,17 @@ else
     elif [ "$n" -eq 0 ]; then
         # the reason follows: no driver, no device
         grep -Eq "^CUDA backend: built; 0 devices visible: .{8,}" "$W/out" || fail "no reason given for 0 devices: $(head -n 1 "$W/out")"
+        has out "^default backend: auto picks cpu — no CUDA device visible: "
         expect 1 env CORTIQ_BACKEND=cuda "$CQ" gpu
         has err "cuda backend: no usable GPU: "
     else
         has out "  cuda:0  "
-        if ! grep -q "^  cuda:0  .*too old for this backend" "$W/out"; then
+        if grep -q "^  cuda:0  .*too old for this backend" "$W/out"; then
+            has out "^default backend: auto picks cpu — CUDA device 0 (.*) is cc [0-7]\.[0-9], needs 8\.0"
+        else
+            # auto takes the GPU (cuBLASLt loaded above), and says how much of it is free
+            has out "^default backend: auto picks cuda:0 — .*, .* free"
+            has out "^backend used: cuda:0 (.*); device-memory budget "
             expect 0 env CORTIQ_BACKEND=cuda "$CQ" gpu
             has out "backend used: cuda:0"
         fi
@@ -71,6 +80,11 @@ else
     expect 0 env CORTIQ_CUDA_CUBLASLT="$W/absent/libcublasLt.so.13" "$CQ" gpu
     has out "cuBLASLt: not loadable: cuda backend: cannot load $W/absent/libcublasLt.so.13: "
     has out "or use --backend cpu"
+    if [ -n "$n" ] && [ "$n" -gt 0 ] && ! grep -q "^  cuda:0  .*too old" "$W/out"; then
+        # a GPU without its library: auto falls back to the CPU and says why
+        has out "^default backend: auto picks cpu — CUDA device 0 has no cuBLASLt: "
+        has out "^backend used: cpu"
+    fi
     expect 0 env CORTIQ_CUDA_CUBLASLT=libc.so.6 "$CQ" gpu
     has out "cuBLASLt: not loadable: cuda backend: the cuBLASLt library loaded lacks cublasLtGetVersion"
     if [ -n "$n" ] && [ "$n" -gt 0 ]; then

@@ -54,7 +54,7 @@ expect 2 "$CQ" run "$M" --prompt hi --max-tokens 0
 expect 2 "$CQ" run "$M" --raw --chat
 expect 2 "$CQ" run "$M" --prompt hi --backend
 has err "--backend needs a name"
-expect 1 "$CQ" run "$M" --prompt hi --backend nosuch
+expect 2 "$CQ" run "$M" --prompt hi --backend nosuch
 has err "nosuch"
 expect 1 "$CQ" run "$W/missing.cmf" --prompt hi
 printf 'not a cmf' >"$W/bad.cmf"

@@ -15,4 +15,6 @@ REF=$ROOT/tests/golden/shapes/reference_outputs.npz
 [ -f "$MODEL" ] || { echo "skipped: $MODEL is absent"; exit 77; }
 command -v python3 >/dev/null || { echo "skipped: no python3"; exit 77; }
 rm -rf "$W" && mkdir -p "$W"
+# on the CPU unless the caller names a backend (imagine would otherwise take a GPU by default), as common.bash does
+export CORTIQ_BACKEND="${CORTIQ_BACKEND:-cpu}"
 python3 "$ROOT/tools/compare_reference_outputs.py" "$CQ" "$MODEL" "$REF" --max-diff 2 --keep "$W"

@@ -16,6 +16,10 @@
 #include "format/safetensors.h"
 #include "testutil.h"
 
+#ifdef CQ_HAVE_ZLIB
+#include <zlib.h>
+#endif
+
 /* ---- building the source tree ------------------------------------------- */
 
 typedef struct src_tensor {
@@ -487,6 +491,65 @@ static void test_llm_folder(void **state) {
     cq_convert_report_free(&rep);
 }
 
+/* tokenizer.json.gz where the folder has no tokenizer.json; the plain file wins where both are. */
+static const char *k_tokenizer_gz =
+    "{\"version\":\"1.0\",\"added_tokens\":[{\"id\":5,\"content\":\"<|im_end|>\"},"
+    "{\"id\":6,\"content\":\"<|endoftext|>\"}],\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"c\":2}}}";
+
+#ifdef CQ_HAVE_ZLIB
+static void expect_pack_tokenizer(const char *root, const char *out, const char *want) {
+    cq_convert_opts opts = {.quant = CQ_DTYPE_F32};
+    cq_convert_report rep;
+    if (cq_convert(root, out, &opts, &rep) != CQ_OK) fail_msg("convert: %s", cq_last_error());
+    cq_convert_report_free(&rep);
+    cq_cmf *cmf;
+    assert_int_equal(cq_cmf_open(out, &cmf), CQ_OK);
+    size_t len = 0;
+    const uint8_t *tj = cq_cmf_tokenizer_json(cmf, &len);
+    assert_non_null(tj);
+    assert_int_equal(len, strlen(want));
+    assert_memory_equal(tj, want, len);
+    cq_cmf_close(cmf);
+}
+#endif
+
+static void test_gz_tokenizer(void **state) {
+    (void)state;
+    char root[1024], out[1200], gz[1200], plain[1200];
+    snprintf(root, sizeof root, "%s", tu_tmpdir("cv_gz"));
+    build_tree(root, 5);
+    snprintf(out, sizeof out, "%s/pack.cmf", root);
+    snprintf(gz, sizeof gz, "%s/tokenizer/tokenizer.json.gz", root);
+    snprintf(plain, sizeof plain, "%s/tokenizer/tokenizer.json", root);
+#ifdef CQ_HAVE_ZLIB
+    gzFile f = gzopen(gz, "wb9");
+    assert_non_null(f);
+    assert_int_equal(gzwrite(f, k_tokenizer_gz, (unsigned)strlen(k_tokenizer_gz)), (int)strlen(k_tokenizer_gz));
+    assert_int_equal(gzclose(f), Z_OK);
+    expect_pack_tokenizer(root, out, k_tokenizer); /* both: the plain file */
+    assert_int_equal(unlink(plain), 0);
+    expect_pack_tokenizer(root, out, k_tokenizer_gz); /* only the gzipped one */
+    /* a .gz that is not gzip fails, naming it */
+    put(root, "tokenizer/tokenizer.json.gz", k_tokenizer);
+    cq_convert_opts opts = {.quant = CQ_DTYPE_F32};
+    cq_convert_report rep;
+    cq_clear_error();
+    assert_int_equal(cq_convert(root, out, &opts, &rep), CQ_ERR_PARSE);
+    cq_convert_report_free(&rep);
+    if (!strstr(cq_last_error(), "tokenizer.json.gz is not gzip-compressed")) fail_msg("message: %s", cq_last_error());
+#else
+    /* without zlib a folder with only the gzipped tokenizer fails, saying why */
+    assert_int_equal(rename(plain, gz), 0);
+    cq_convert_opts opts = {.quant = CQ_DTYPE_F32};
+    cq_convert_report rep;
+    cq_clear_error();
+    assert_int_equal(cq_convert(root, out, &opts, &rep), CQ_ERR_UNSUPPORTED);
+    cq_convert_report_free(&rep);
+    if (!strstr(cq_last_error(), "this build has no zlib")) fail_msg("message: %s", cq_last_error());
+    (void)k_tokenizer_gz;
+#endif
+}
+
 static void test_errors(void **state) {
     (void)state;
     char root[1024], out[1200];
@@ -578,7 +641,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_arch_names),   cmocka_unit_test(test_pipeline_every_codec),
         cmocka_unit_test(test_rules),        cmocka_unit_test(test_lone_component),
-        cmocka_unit_test(test_llm_folder),   cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_llm_folder),   cmocka_unit_test(test_errors),     cmocka_unit_test(test_gz_tokenizer),
         cmocka_unit_test(test_alloc_faults),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -191,7 +191,7 @@ static void test_env_mapping(void **state) {
                                        "CORTIQ_CUDA_ATTN", "CORTIQ_CUDA_SYNC", "CORTIQ_CUDA_SIDE", "CORTIQ_CUDA_GRAPH",
                                        "CORTIQ_CUDA_PROFILE", "CORTIQ_CUDA_DEVICE", "CORTIQ_BACKEND", "CORTIQ_CPU",
                                        "CORTIQ_VULKAN_DEVICE", "CORTIQ_VULKAN_SYNC", "CORTIQ_VULKAN_RECORD",
-                                       "CORTIQ_VULKAN_STAGING"};
+                                       "CORTIQ_VULKAN_STAGING", "CORTIQ_GPU_MEMORY"};
     for (size_t i = 0; i < CQ_ARRAY_LEN(vars); i++) unsetenv(vars[i]);
     cq_backend_opts o;
     memset(&o, 0x5a, sizeof o);

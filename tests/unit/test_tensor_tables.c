@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "base/gz.h"
 #include "codec/codec.h"
 #include "format/convert.h"
 #include "models/qi21_vae.h"
@@ -507,6 +508,10 @@ static void test_golden_folders_match_tables(void **st) {
         FILE *f = fopen(src, "r");
         if (!f) continue; /* a checkout without the golden data */
         fclose(f);
+        if (strstr(dirs[i], "pipeline") && !cq_gz_available()) {
+            print_message("%s left out: its tokenizer is tokenizer.json.gz and this build has no zlib\n", dirs[i]);
+            continue;
+        }
         char leaf[64];
         snprintf(leaf, sizeof leaf, "golden_%zu.cmf", i);
         const char *out = tu_path(tu_tmpdir("tensor_tables"), leaf);

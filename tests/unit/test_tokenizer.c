@@ -13,51 +13,42 @@
 #include <string.h>
 
 #include <cjson/cJSON.h>
-#ifdef CQ_HAVE_ZLIB
-#include <zlib.h>
-#endif
 #include <utf8proc.h>
 
 #include "base/base.h"
+#include "base/gz.h"
 #include "testutil.h"
 #include "tokenizer/tokenizer.h"
 
 #define FIXTURES CQ_SOURCE_DIR "/tests/fixtures/tokenizers"
 #define CORPUS CQ_SOURCE_DIR "/tests/golden/tokenizer/corpus"
 
-/* Read a fixture, gunzipping <name>.json.gz when there is no <name>.json. */
+/* Read a fixture, gunzipping <name>.json.gz when there is no <name>.json (NULL without zlib). */
 static char *read_fixture(const char *name, size_t *len) {
     char path[512];
     snprintf(path, sizeof path, "%s/%s.json", FIXTURES, name);
     char *d = (char *)tu_read_file(path, len);
     if (d) return d;
-#ifdef CQ_HAVE_ZLIB
     snprintf(path, sizeof path, "%s/%s.json.gz", FIXTURES, name);
-    gzFile gz = gzopen(path, "rb");
-    if (!gz) return NULL;
-    size_t cap = 1 << 24, n = 0;
-    d = malloc(cap);
-    int k;
-    while (d && (k = gzread(gz, d + n, (unsigned)(cap - n))) > 0) {
-        n += (size_t)k;
-        if (n == cap) {
-            cap *= 2;
-            char *p = realloc(d, cap);
-            if (!p) free(d);
-            d = p;
-        }
-    }
-    gzclose(gz);
-    *len = n;
-    return d;
-#else
-    return NULL;
-#endif
+    uint8_t *z = NULL;
+    if (cq_file_read_gz(path, (size_t)1 << 30, &z, len) != CQ_OK) return NULL;
+    return (char *)z; /* cq_malloc is malloc: the callers' free() takes it */
+}
+
+/* Whether fixture `name` is stored only gzipped and this build cannot read it. */
+static bool unreadable_here(const char *name) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s.json", FIXTURES, name);
+    FILE *f = fopen(path, "rb");
+    if (f) fclose(f);
+    return !f && !cq_gz_available();
 }
 
 static cq_tokenizer *load_fixture(const char *name) {
     size_t len = 0;
     char *json = read_fixture(name, &len);
+    if (!json && unreadable_here(name))
+        print_message("the %s fixture is %s.json.gz and this build has no zlib: skipped\n", name, name);
     if (!json) return NULL;
     cq_tokenizer *t = NULL;
     cq_status st = cq_tokenizer_load(json, len, &t);
@@ -198,8 +189,13 @@ static void test_golden(void **state) {
         free(js);
         assert_non_null(root);
         const char *tname = cJSON_GetObjectItem(root, "tokenizer")->valuestring;
+        if (unreadable_here(tname)) {
+            print_message("golden %s left out: its fixture is %s.json.gz and this build has no zlib\n", tname, tname);
+            cJSON_Delete(root);
+            continue;
+        }
         cq_tokenizer *t = load_fixture(tname);
-        if (!t) fail_msg("fixture for golden %s not found (or zlib missing)", tname);
+        if (!t) fail_msg("fixture for golden %s not found", tname);
         for (const cJSON *c = cJSON_GetObjectItem(root, "cases")->child; c; c = c->next) {
             check_case(t, tname, c->string, c);
             cases++;

@@ -390,11 +390,12 @@ static cq_status cuda_init(cq_cuda *c, int device, const cq_cuda_opts *o) {
     c->smem_optin = p.sharedMemPerBlockOptin;
     CQ_CUDA_TRY(cudaSetDevice(device), "backend", "cudaSetDevice");
     CQ_CUDA_TRY(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "backend", "cudaStreamCreate");
+    /* the budget counts every buffer of the backend, so the default is read before the first one */
+    CQ_TRY(budget_init(c, o->mem_budget));
     CQ_CUDA_TRY(cudaMalloc((void **)&c->dstatus, sizeof *c->dstatus), "backend", "allocating the status word");
     CQ_CUDA_TRY(cudaMemsetAsync(c->dstatus, 0, sizeof *c->dstatus, c->stream), "backend", "clearing the status word");
     CQ_CUDA_TRY(cudaMallocHost((void **)&c->hstatus, sizeof *c->hstatus), "backend", "allocating pinned memory");
     memset(c->hstatus, 0, sizeof *c->hstatus);
-    CQ_TRY(budget_init(c, o->mem_budget));
     c->wmode = CQ_WEIGHTS_PLANES;
     cublasStatus_t bs = cq_lt.cublasLtCreate(&c->lt);
     if (bs != CUBLAS_STATUS_SUCCESS)
