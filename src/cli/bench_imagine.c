@@ -34,6 +34,7 @@
 #include "models/tables.h"
 #include "ops/ops.h"
 #include "pipelines/qi21_pipe.h"
+#include "pipelines/residency.h"
 
 #ifndef CQ_BENCH_FIXTURES
 #define CQ_BENCH_FIXTURES "tests/fixtures"
@@ -60,12 +61,14 @@ typedef struct bench_opts {
     cq_dtype quant;
     const char *prompt, *tokenizer, *chat_template;
     uint64_t gpu_memory; /* --gpu-memory in bytes; 0: CORTIQ_GPU_MEMORY, else the backend's default */
+    uint64_t more[8];    /* further budgets of a --gpu-memory list, each run after the first (0: the default) */
+    int n_more;
 } bench_opts;
 
 static void help(void) {
     printf("usage: cortiq bench imagine [--size 256|512|1024|2048] [--steps N] [--quant q8_2f|q4tp]\n"
            "                            [--threads N] [--backend cpu|cuda] [--prompt TEXT] [--tokenizer FILE]\n"
-           "                            [--chat-template FILE] [--layers N] [--gpu-memory GiB]\n"
+           "                            [--chat-template FILE] [--layers N] [--gpu-memory GiB[,GiB...]]\n"
            "\n"
            "Time Qwen-Image-2.1 text to image end to end at the released configuration with random\n"
            "weights: the Qwen3-VL-8B text tower (36 layers, 4096 wide), the 7B denoiser and the VAE\n"
@@ -90,7 +93,10 @@ static void help(void) {
            "                       weights are uploaded and decoded on the device during the load)\n"
            "  --gpu-memory GiB     the device-memory budget of a GPU backend, a positive decimal such as\n"
            "                       7.5 (default: CORTIQ_GPU_MEMORY, else what the device has free less a\n"
-           "                       margin): how a smaller card is simulated\n"
+           "                       margin): how a smaller card is simulated. A list (\"0,24,16,8\"; 0 is the\n"
+           "                       default) runs the pipeline once per budget on the same pack, each on a\n"
+           "                       new backend, and ends with a table: the residency plan, load, median\n"
+           "                       step, VAE and total times, and the device memory measured at its peak\n"
            "  --no-verify          load without checking each tensor's hash (the load's time with and\n"
            "                       without it is what the check costs)\n"
            "  --prompt TEXT        the prompt (default: a fixed 15-word one)\n"
@@ -116,8 +122,25 @@ static int opt(const char *cmd, const char *a, const char *v, int *i, void *ctx)
         o->layers = (int)n;
     } else if (strcmp(a, "--gpu-memory") == 0) {
         if (!v) return cq_cli_usage_error(cmd, "--gpu-memory needs a size in GiB, e.g. 7.5");
-        if (cq_env_parse_gib(v, &o->gpu_memory) != CQ_OK)
-            return cq_cli_usage_error(cmd, "--gpu-memory: %s", cq_last_error());
+        /* a comma-separated list; 0 means the backend's default */
+        char buf[256];
+        if (strlen(v) >= sizeof buf) return cq_cli_usage_error(cmd, "--gpu-memory: the list is too long");
+        strcpy(buf, v);
+        o->n_more = -1;
+        for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            uint64_t b = 0;
+            if (strcmp(t, "0") && cq_env_parse_gib(t, &b) != CQ_OK)
+                return cq_cli_usage_error(cmd, "--gpu-memory: '%s': %s", t, cq_last_error());
+            if (o->n_more < 0) {
+                o->gpu_memory = b;
+            } else {
+                if (o->n_more >= (int)CQ_ARRAY_LEN(o->more))
+                    return cq_cli_usage_error(cmd, "--gpu-memory: at most %d budgets", (int)CQ_ARRAY_LEN(o->more) + 1);
+                o->more[o->n_more] = b;
+            }
+            o->n_more++;
+        }
+        if (o->n_more < 0) return cq_cli_usage_error(cmd, "--gpu-memory needs a size in GiB, e.g. 7.5");
     } else if (strcmp(a, "--prompt") == 0) {
         if (!v) return cq_cli_usage_error(cmd, "--prompt needs a value");
         o->prompt = v;
@@ -272,6 +295,46 @@ static bool all_finite(const float *x, size_t n, double *maxabs) {
     }
     *maxabs = m;
     return true;
+}
+
+/* ---- one run per budget ------------------------------------------------------------------------- */
+typedef struct budget_row {
+    uint64_t budget;          /* what the backend enforced */
+    char plan[192];
+    double load, text, step, vae, total; /* s (step: the median) */
+    uint64_t peak, weights;   /* the allocator's high-water mark and the weights bound at the end */
+    uint64_t dev_used;        /* the driver's own reading after the run: total - free */
+    bool ok;
+    char err[160];
+} budget_row;
+
+static void print_rows(const budget_row *rows, int n) {
+    printf("\n%-10s %7s %7s %8s %7s %8s %10s %10s  %s\n", "budget", "load s", "text s", "step s", "VAE s", "total s",
+           "peak GiB", "driver GiB", "plan");
+    for (int i = 0; i < n; i++) {
+        const budget_row *b = &rows[i];
+        if (!b->ok) {
+            printf("%7.2f GiB  failed: %s\n", (double)b->budget / GIB, b->err);
+            continue;
+        }
+        printf("%7.2f GiB %7.2f %7.2f %8.3f %7.2f %8.2f %10.2f %10.2f  %s\n", (double)b->budget / GIB, b->load, b->text,
+               b->step, b->vae, b->total, (double)b->peak / GIB, (double)b->dev_used / GIB, b->plan);
+    }
+    printf("peak: the backend's buffers at their high-water mark (weights, activations, scratch, cache);\n"
+           "driver: the device's used memory after the run as the driver reports it (the context and cuBLASLt\n"
+           "included; other processes too)\n");
+}
+
+/* The device memory figures and the plan of a finished run. */
+static void row_memory(cq_backend *be, const cq_qi21_pipe *pipe, budget_row *b) {
+    cq_backend_stats st;
+    b->budget = cq_backend_mem_budget(be);
+    if (cq_backend_get_stats(be, &st, false) == CQ_OK) {
+        b->peak = st.mem_peak;
+        b->weights = st.weight_bytes;
+        b->dev_used = st.device_total - st.device_free;
+    }
+    cq_resid_plan_describe(&cq_qi21_pipe_residency(pipe)->plan, b->plan, sizeof b->plan);
 }
 
 /* ---- the run ------------------------------------------------------------------------------------ */
@@ -441,7 +504,7 @@ int cq_bench_imagine(int argc, char **argv) {
     snprintf(label, sizeof label, "total, %d steps (load to image)", o.steps);
     row(label, &m_l0, &end, threads);
     double step_med = cq_bench_median(st, o.steps);
-    cq_free(st);
+    double *st_k = st; /* reused by the further budgets' runs */
     double fixed = (m_l1.wall - m_l0.wall) + (ph[CQ_QI21_PHASE_STEPS].wall - ph[CQ_QI21_PHASE_TEXT].wall) +
                    (end.wall - ph[CQ_QI21_PHASE_VAE].wall);
     printf("\nmedian step %.2f s; %d steps projected: %.1f s = load + text + prefill + VAE (%.1f s) + %d x %.2f s\n",
@@ -458,6 +521,49 @@ int cq_bench_imagine(int argc, char **argv) {
            lat_max, img_max);
     printf("CPU share = CPU time / (wall time x %d threads): below ~90%% the machine was busy with other work\n",
            threads);
+    if (!cq_backend_is_host(r.be)) {
+        budget_row runs[1 + CQ_ARRAY_LEN(o.more)] = {{0}};
+        runs[0] = (budget_row){.ok = true, .load = m_l1.wall - m_l0.wall,
+                               .text = ph[CQ_QI21_PHASE_PREFILL].wall - ph[CQ_QI21_PHASE_TEXT].wall, .step = step_med,
+                               .vae = end.wall - ph[CQ_QI21_PHASE_VAE].wall, .total = end.wall - m_l0.wall};
+        row_memory(r.be, r.pipe, &runs[0]);
+        for (int k = 0; k < o.n_more; k++) {
+            budget_row *b = &runs[1 + k];
+            cq_qi21_pipe_free(r.pipe);
+            r.pipe = NULL;
+            cq_backend_free(r.be);
+            r.be = NULL;
+            printf("\n== budget %d of %d\n", 2 + k, 1 + o.n_more);
+            fflush(stdout);
+            s = cq_env_backend_open(o.m.backend, o.m.threads, o.more[k], &r.be);
+            if (s != CQ_OK) return fail(&r, s, "creating the backend");
+            b->budget = cq_backend_mem_budget(r.be);
+            mark l0 = mark_now();
+            s = cq_qi21_pipe_load(r.cmf, r.be, &r.pipe);
+            if (s == CQ_OK) s = cq_backend_sync(r.be);
+            mark l1 = mark_now();
+            watch w2 = {.threads = threads, .step = r.steps};
+            go.user = &w2;
+            if (s == CQ_OK) s = cq_qi21_pipe_generate(r.pipe, &go, &res);
+            if (s == CQ_OK) s = cq_backend_sync(r.be);
+            if (s != CQ_OK) {
+                snprintf(b->err, sizeof b->err, "%s", cq_last_error());
+                cq_clear_error();
+                continue;
+            }
+            cq_qi21_result_free(&res);
+            for (int i = 0; i < o.steps; i++)
+                st_k[i] = r.steps[i].wall - (i ? r.steps[i - 1].wall : w2.phase[CQ_QI21_PHASE_STEPS].wall);
+            *b = (budget_row){.ok = true, .load = l1.wall - l0.wall,
+                              .text = w2.phase[CQ_QI21_PHASE_PREFILL].wall - w2.phase[CQ_QI21_PHASE_TEXT].wall,
+                              .step = cq_bench_median(st_k, o.steps),
+                              .vae = w2.phase[CQ_QI21_PHASE_DONE].wall - w2.phase[CQ_QI21_PHASE_VAE].wall,
+                              .total = w2.phase[CQ_QI21_PHASE_DONE].wall - l0.wall};
+            row_memory(r.be, r.pipe, b);
+        }
+        print_rows(runs, 1 + o.n_more);
+    }
+    cq_free(st_k);
     run_free(&r);
     return 0;
 }
