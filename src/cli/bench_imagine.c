@@ -93,8 +93,8 @@ static void help(void) {
            "                       weights are uploaded and decoded on the device during the load)\n"
            "  --gpu-memory GiB     the device-memory budget of a GPU backend, a positive decimal such as\n"
            "                       7.5 (default: CORTIQ_GPU_MEMORY, else what the device has free less a\n"
-           "                       margin): how a smaller card is simulated. A list (\"0,24,16,8\"; 0 is the\n"
-           "                       default) runs the pipeline once per budget on the same pack, each on a\n"
+           "                       margin): how a smaller card is simulated. A list (\"default,24,16,8\")\n"
+           "                       runs the pipeline once per budget on the same pack, each on a\n"
            "                       new backend, and ends with a table: the residency plan, load, median\n"
            "                       step, VAE and total times, and the device memory measured at its peak\n"
            "  --no-verify          load without checking each tensor's hash (the load's time with and\n"
@@ -122,15 +122,17 @@ static int opt(const char *cmd, const char *a, const char *v, int *i, void *ctx)
         o->layers = (int)n;
     } else if (strcmp(a, "--gpu-memory") == 0) {
         if (!v) return cq_cli_usage_error(cmd, "--gpu-memory needs a size in GiB, e.g. 7.5");
-        /* a comma-separated list; 0 means the backend's default */
+        /* a comma-separated list; "default" is the backend's default */
         char buf[256];
+        uint64_t one;
+        if (!*v && cq_env_parse_gib(v, &one) != CQ_OK) return cq_cli_usage_error(cmd, "--gpu-memory: %s", cq_last_error());
         if (strlen(v) >= sizeof buf) return cq_cli_usage_error(cmd, "--gpu-memory: the list is too long");
         strcpy(buf, v);
         o->n_more = -1;
         for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
             uint64_t b = 0;
-            if (strcmp(t, "0") && cq_env_parse_gib(t, &b) != CQ_OK)
-                return cq_cli_usage_error(cmd, "--gpu-memory: '%s': %s", t, cq_last_error());
+            if (strcmp(t, "default") && cq_env_parse_gib(t, &b) != CQ_OK)
+                return cq_cli_usage_error(cmd, "--gpu-memory: %s", cq_last_error());
             if (o->n_more < 0) {
                 o->gpu_memory = b;
             } else {

@@ -168,7 +168,8 @@ cq_status cq_resid_weight_cost(const cq_backend *be, const cq_cmf *cmf, const ch
     const size_t pl = strlen(prefix), n = cq_cmf_tensor_count(cmf);
     for (size_t i = 0; i < n; i++) {
         const cq_tensor_view *v = cq_cmf_tensor_at(cmf, i);
-        if (!v || strncmp(v->name, prefix, pl)) continue;
+        /* u8 tensors are blobs (configs, tables) the models read on the host, never bound */
+        if (!v || strncmp(v->name, prefix, pl) || v->dtype == CQ_DTYPE_U8) continue;
         uint64_t b = 0, s = 0;
         CQ_TRY(cq_backend_weight_cost(be, v, mode, &b, &s));
         *bytes += b;

@@ -17,7 +17,7 @@
 
 static void test_given_budget(void **state) {
     (void)state;
-    const uint64_t sizes[] = {7 * 1024 * MIB + 512 * MIB, 1 * MIB, 24 * 1024 * MIB};
+    const uint64_t sizes[] = {7 * 1024 * MIB + 512 * MIB, 512 * MIB, 24 * 1024 * MIB};
     for (size_t i = 0; i < CQ_ARRAY_LEN(sizes); i++) {
         const cq_backend_opts o = {.mem_budget = sizes[i]};
         cq_backend *be = NULL;
