@@ -462,6 +462,14 @@ int cq_bench_imagine(int argc, char **argv) {
     }
     printf("backend %s%s, %d threads; prompt \"%s\": %d tokens, %d rows after the system turn\n",
            cq_backend_name(r.be), budget, threads, o.prompt, total, rows);
+    if (cq_backend_mem_budget(r.be)) {
+        const cq_resid_need *nd = cq_qi21_pipe_need(r.pipe);
+        printf("device bytes planned (GiB): %-13s %8s %8s %8s %11s\n", "part", "planes", "compact", "slot", "activations");
+        for (int part = 0; part < CQ_PART_COUNT; part++)
+            printf("                            %-13s %8.2f %8.2f %8.2f %11.2f\n", cq_part_name((cq_part)part),
+                   (double)nd->weights[part][CQ_WEIGHTS_DEFAULT] / GIB, (double)nd->weights[part][CQ_WEIGHTS_COMPACT] / GIB,
+                   (double)nd->slot[part][CQ_WEIGHTS_COMPACT] / GIB, (double)nd->act[part] / GIB);
+    }
     fflush(stdout);
 
     /* generate */

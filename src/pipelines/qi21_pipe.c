@@ -18,6 +18,7 @@
 
 #include <cJSON.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "base/base.h"
@@ -211,8 +212,18 @@ cq_status cq_qi21_pipe_load_weights(cq_qi21_pipe *p, cq_backend *be) {
     cq_status s = CQ_OK;
     if (cq_backend_mem_budget(be)) {
         s = cq_resid_need_parts(&p->need, be, p->cmf, "te.", "dit.", "vae.");
-        /* planned for the model's default request; each generation plans again for its own */
-        if (s == CQ_OK) s = plan_for(p, 1024, 1024, 64, 64 - p->drop_idx);
+        /* planned for the pack's default request; each generation plans again for its own */
+        int w, h;
+        cq_resid_load_size(p->cmf, &w, &h);
+        if (s == CQ_OK) s = plan_for(p, w, h, p->drop_idx + 64, 64);
+        if (s == CQ_ERR_NOMEM) {
+            /* the default does not fit: bind for the smallest request (a larger one that does not fit is
+             * refused when it is made); when even that does not fit, the default's message stands */
+            char why[512];
+            snprintf(why, sizeof why, "%s", cq_last_error());
+            s = plan_for(p, 64, 64, p->drop_idx + 16, 16);
+            if (s != CQ_OK) s = cq_fail(CQ_ERR_NOMEM, "%s", why);
+        }
     }
     /* what the text phase keeps: everything, or the text tower and the VAE when phased */
     if (s == CQ_OK) s = cq_resid_stage(&p->resid, CQ_RESID_TEXT);
@@ -230,6 +241,7 @@ cq_status cq_qi21_pipe_set_plan(cq_qi21_pipe *p, const cq_resid_plan *plan) {
 }
 
 const cq_resid *cq_qi21_pipe_residency(const cq_qi21_pipe *p) { return p ? &p->resid : NULL; }
+const cq_resid_need *cq_qi21_pipe_need(const cq_qi21_pipe *p) { return p ? &p->need : NULL; }
 
 cq_status cq_qi21_pipe_load(const cq_cmf *cmf, cq_backend *be, cq_qi21_pipe **out) {
     *out = NULL;

@@ -81,6 +81,9 @@ void cq_qi21_pipe_free(cq_qi21_pipe *p);
  * can force each one on any backend; residency shows the plan and state. */
 cq_status cq_qi21_pipe_set_plan(cq_qi21_pipe *p, const cq_resid_plan *plan);
 const cq_resid *cq_qi21_pipe_residency(const cq_qi21_pipe *p);
+/* What the plan was made from: each part's device bytes per weight mode and the phases' activations
+ * (zeros on a backend without a budget). */
+const cq_resid_need *cq_qi21_pipe_need(const cq_qi21_pipe *p);
 
 /* Token counts of a prompt as cq_qi21_pipe_encode_prompt runs it: the text
  * tower reads *total tokens, the denoiser the last *rows of their states

@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "format/cmf.h"
+#include "format/gen_defaults.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
@@ -208,6 +210,17 @@ cq_status cq_resid_need_parts(cq_resid_need *n, const cq_backend *be, const cq_c
     CQ_TRY(cq_resid_need_part(n, be, cmf, CQ_PART_TEXT, text));
     CQ_TRY(cq_resid_need_part(n, be, cmf, CQ_PART_DENOISER, denoiser));
     return cq_resid_need_part(n, be, cmf, CQ_PART_CODEC, codec);
+}
+
+void cq_resid_load_size(const cq_cmf *cmf, int *width, int *height) {
+    *width = *height = 1024;
+    cq_gen_defaults d = {0};
+    if (cmf && cq_cmf_gen_defaults(cmf, &d) == CQ_OK && d.has_size && d.width > 0 && d.height > 0) {
+        *width = d.width;
+        *height = d.height;
+    }
+    cq_gen_defaults_free(&d);
+    cq_clear_error();
 }
 
 /* ---- driving ---------------------------------------------------------------------------------- */

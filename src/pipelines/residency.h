@@ -118,6 +118,10 @@ uint64_t cq_resid_act_decoder(int64_t pixels);
 cq_status cq_resid_need_parts(cq_resid_need *n, const cq_backend *be, const cq_cmf *cmf, const char *text,
                               const char *denoiser, const char *codec);
 
+/* The request a load plans for: the pack's generation defaults' size, else
+ * 1024 x 1024. */
+void cq_resid_load_size(const cq_cmf *cmf, int *width, int *height);
+
 /* ---- driving a plan -------------------------------------------------------------------------- */
 typedef struct cq_resid_ops {
     /* bind the part's weights on the backend (in the backend's current weight mode) */

@@ -24,6 +24,7 @@
 #include "pipelines/zimage_pipe.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "base/base.h"
@@ -209,8 +210,18 @@ cq_status cq_zimage_pipe_load_weights(cq_zimage_pipe *p, cq_backend *be) {
     cq_status s = CQ_OK;
     if (cq_backend_mem_budget(be)) {
         s = cq_resid_need_parts(&p->need, be, p->cmf, "te.", "dit.", "vae.");
-        /* planned for the model's default request; each generation plans again for its own */
-        if (s == CQ_OK) s = plan_for(p, 1024, 1024, 128);
+        /* planned for the pack's default request; each generation plans again for its own */
+        int w, h;
+        cq_resid_load_size(p->cmf, &w, &h);
+        if (s == CQ_OK) s = plan_for(p, w, h, 128);
+        if (s == CQ_ERR_NOMEM) {
+            /* the default does not fit: bind for the smallest request (a larger one that does not fit is
+             * refused when it is made); when even that does not fit, the default's message stands */
+            char why[512];
+            snprintf(why, sizeof why, "%s", cq_last_error());
+            s = plan_for(p, 64, 64, 16);
+            if (s != CQ_OK) s = cq_fail(CQ_ERR_NOMEM, "%s", why);
+        }
     }
     /* what the text phase keeps: everything, or the text tower and the VAE when phased */
     if (s == CQ_OK) s = cq_resid_stage(&p->resid, CQ_RESID_TEXT);

@@ -20,7 +20,9 @@ static void test_size_classes(void **state) {
         {1024, 1024},       {1025, 1280}, {3000, 3072}, {6728, 7168},
         {13312, 14336},     {(uint64_t)1 << 20, (uint64_t)1 << 20},
         {((uint64_t)1 << 20) + 1, (uint64_t)5 << 18}, /* 1.25 MiB */
-        {((uint64_t)3 << 29) + 1, (uint64_t)7 << 28}, /* just over 1.5 GiB: 1.75 GiB */
+        {((uint64_t)9 << 20) + 1, (uint64_t)10 << 20}, /* quarters of 8 MiB: 2 MiB */
+        {((uint64_t)17 << 20) + 1, (uint64_t)18 << 20}, /* 2 MiB steps from here on, not quarters */
+        {((uint64_t)3 << 29) + 1, ((uint64_t)3 << 29) + ((uint64_t)2 << 20)}, /* just over 1.5 GiB */
     };
     for (size_t i = 0; i < CQ_ARRAY_LEN(k); i++)
         if (cq_cuda_size_class(k[i].n) != k[i].want)
@@ -31,6 +33,11 @@ static void test_size_classes(void **state) {
         uint64_t s = cq_cuda_size_class(n);
         assert_true(s >= n);
         assert_true(n <= 512 || s - n < n / 4 + 1);
+    }
+    for (uint64_t n = (uint64_t)8 << 20; n < ((uint64_t)64 << 30); n = n * 3 + 12345) {
+        uint64_t s = cq_cuda_size_class(n);
+        assert_true(s >= n && s - n < ((uint64_t)2 << 20));
+        assert_int_equal(s % ((uint64_t)2 << 20), 0);
     }
 }
 

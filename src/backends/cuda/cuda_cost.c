@@ -8,9 +8,11 @@
 
 uint64_t cq_cuda_size_class(uint64_t n) {
     if (n <= 512) return 512;
-    /* round up to a multiple of 1/4 of the power of two below n */
+    /* round up to a multiple of 1/4 of the power of two below n, at most 2 MiB (the driver's own page
+     * for large allocations): a big weight then wastes under 2 MiB, not up to a quarter of itself */
     int lg = 63 - __builtin_clzll((unsigned long long)(n - 1));
     uint64_t q = (uint64_t)1 << (lg >= 2 ? lg - 2 : 0);
+    if (q > ((uint64_t)2 << 20)) q = (uint64_t)2 << 20;
     return (n + q - 1) / q * q;
 }
 

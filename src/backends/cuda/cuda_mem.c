@@ -3,7 +3,7 @@
  * cudaMalloc, host transfers and per-op scratch.
  *
  * The allocator rounds each request up to a size class (four classes per
- * power of two, at least 512 bytes) and keeps freed blocks in per-class free
+ * power of two, at least 512 bytes, at most 2 MiB apart) and keeps freed blocks in per-class free
  * lists, so a loop that allocates and frees the same shapes (a denoiser step,
  * an op's scratch) reaches a steady state with no cudaMalloc at all; cudaMalloc
  * and cudaFree synchronise the device, which a step must not do. Freeing is
