@@ -305,26 +305,29 @@ typedef struct budget_row {
     char plan[192];
     double load, text, step, vae, total; /* s (step: the median) */
     uint64_t peak, weights;   /* the allocator's high-water mark and the weights bound at the end */
+    uint64_t cached;          /* freed blocks the allocator keeps after the run (the budget counts them) */
     uint64_t dev_used;        /* the driver's own reading after the run: total - free */
     bool ok;
     char err[160];
 } budget_row;
 
 static void print_rows(const budget_row *rows, int n) {
-    printf("\n%-10s %7s %7s %8s %7s %8s %10s %10s  %s\n", "budget", "load s", "text s", "step s", "VAE s", "total s",
-           "peak GiB", "driver GiB", "plan");
+    printf("\n%-10s %7s %7s %8s %7s %8s %10s %10s %10s  %s\n", "budget", "load s", "text s", "step s", "VAE s", "total s",
+           "peak GiB", "cached GiB", "driver GiB", "plan");
     for (int i = 0; i < n; i++) {
         const budget_row *b = &rows[i];
         if (!b->ok) {
             printf("%7.2f GiB  failed: %s\n", (double)b->budget / GIB, b->err);
             continue;
         }
-        printf("%7.2f GiB %7.2f %7.2f %8.3f %7.2f %8.2f %10.2f %10.2f  %s\n", (double)b->budget / GIB, b->load, b->text,
-               b->step, b->vae, b->total, (double)b->peak / GIB, (double)b->dev_used / GIB, b->plan);
+        printf("%7.2f GiB %7.2f %7.2f %8.3f %7.2f %8.2f %10.2f %10.2f %10.2f  %s\n", (double)b->budget / GIB, b->load,
+               b->text, b->step, b->vae, b->total, (double)b->peak / GIB, (double)b->cached / GIB,
+               (double)b->dev_used / GIB, b->plan);
     }
-    printf("peak: the backend's buffers at their high-water mark (weights, activations, scratch, cache);\n"
-           "driver: the device's used memory after the run as the driver reports it (the context and cuBLASLt\n"
-           "included; other processes too)\n");
+    printf("peak: the backend's live buffers at their high-water mark (weights, activations, scratch);\n"
+           "cached: freed blocks the allocator keeps for reuse after the run (the budget counts live + cached);\n"
+           "driver: the device's used memory after the run as the driver reports it (the context, kernels and\n"
+           "cuBLASLt included; other processes too)\n");
 }
 
 /* The device memory figures and the plan of a finished run. */
@@ -334,6 +337,7 @@ static void row_memory(cq_backend *be, const cq_qi21_pipe *pipe, budget_row *b) 
     if (cq_backend_get_stats(be, &st, false) == CQ_OK) {
         b->peak = st.mem_peak;
         b->weights = st.weight_bytes;
+        b->cached = st.mem_cached;
         b->dev_used = st.device_total - st.device_free;
     }
     cq_resid_plan_describe(&cq_qi21_pipe_residency(pipe)->plan, b->plan, sizeof b->plan);
