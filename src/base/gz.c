@@ -117,36 +117,3 @@ cq_status cq_gz_inflate(const void *data, size_t n, size_t max_len, const char *
 }
 
 #endif
-
-cq_status cq_file_read_gz(const char *path, size_t max_len, uint8_t **out, size_t *len) {
-    if (out) *out = NULL;
-    if (len) *len = 0;
-    if (!path || !out || !len) return cq_fail(CQ_ERR_INVALID_ARG, "cq_file_read_gz: no path or no output");
-    if (!cq_gz_available()) return cq_gz_inflate(NULL, 0, max_len, path, out, len);
-    FILE *f = fopen(path, "rb");
-    if (!f) return cq_fail(errno == ENOENT ? CQ_ERR_MISSING : CQ_ERR_IO, "%s: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        fclose(f);
-        return cq_fail(CQ_ERR_IO, "%s: not a regular file", path);
-    }
-    const uint64_t limit = (uint64_t)1 << 30;
-    if ((uint64_t)sb.st_size > limit) {
-        fclose(f);
-        return cq_fail(CQ_ERR_BOUNDS, "%s: %lld bytes compressed, more than the 1 GiB a side file may have", path,
-                       (long long)sb.st_size);
-    }
-    const size_t n = (size_t)sb.st_size;
-    uint8_t *z = cq_malloc(n ? n : 1);
-    if (!z) {
-        fclose(f);
-        return CQ_ERR_NOMEM;
-    }
-    const size_t got = n ? fread(z, 1, n, f) : 0;
-    const int err = ferror(f);
-    fclose(f);
-    cq_status s = got != n || err ? cq_fail(CQ_ERR_IO, "%s: short read", path)
-                                  : cq_gz_inflate(z, n, max_len, path, out, len);
-    cq_free(z);
-    return s;
-}

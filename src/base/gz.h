@@ -24,8 +24,6 @@ bool cq_path_is_gz(const char *path);
  * gzip, damaged (a CRC or length mismatch), truncated, or followed by bytes
  * that are not gzip: CQ_ERR_PARSE naming `what`. */
 cq_status cq_gz_inflate(const void *data, size_t n, size_t max_len, const char *what, uint8_t **out, size_t *len);
-/* The file at `path` (compressed, at most 1 GiB) gunzipped as cq_gz_inflate
- * does; an absent file is CQ_ERR_MISSING, an unreadable one CQ_ERR_IO. */
-cq_status cq_file_read_gz(const char *path, size_t max_len, uint8_t **out, size_t *len);
+/* Reading a .gz file whole: cq_file_read_gz (format/file_read.h). */
 
 #endif /* CQ_BASE_GZ_H */

@@ -8,6 +8,8 @@
 
 #include "format/file_read.h"
 
+#include "base/gz.h"
+
 cq_status cq_file_read_all(const char *path, size_t max_len, uint8_t **buf, size_t *len) {
     *buf = NULL;
     *len = 0;
@@ -40,6 +42,19 @@ cq_status cq_file_read_all(const char *path, size_t max_len, uint8_t **buf, size
     *buf = b;
     *len = n;
     return CQ_OK;
+}
+
+cq_status cq_file_read_gz(const char *path, size_t max_len, uint8_t **out, size_t *len) {
+    if (out) *out = NULL;
+    if (len) *len = 0;
+    if (!path || !out || !len) return cq_fail(CQ_ERR_INVALID_ARG, "cq_file_read_gz: no path or no output");
+    if (!cq_gz_available()) return cq_gz_inflate(NULL, 0, max_len, path, out, len);
+    uint8_t *z;
+    size_t n;
+    CQ_TRY(cq_file_read_all(path, (size_t)1 << 30, &z, &n));
+    cq_status s = cq_gz_inflate(z, n, max_len, path, out, len);
+    cq_free(z);
+    return s;
 }
 
 bool cq_file_is_regular(const char *path) {

@@ -16,6 +16,10 @@
  * len, so JSON text can be used as a C string). Fails with CQ_ERR_MISSING if
  * absent, CQ_ERR_BOUNDS if larger than max_len, CQ_ERR_IO otherwise. */
 cq_status cq_file_read_all(const char *path, size_t max_len, uint8_t **buf, size_t *len);
+/* The file at `path` (compressed, at most 1 GiB) gunzipped as cq_gz_inflate
+ * (base/gz.h) does, at most max_len bytes out; an absent file is
+ * CQ_ERR_MISSING, an unreadable one CQ_ERR_IO. */
+cq_status cq_file_read_gz(const char *path, size_t max_len, uint8_t **out, size_t *len);
 /* True if path names an existing regular file / directory. */
 bool cq_file_is_regular(const char *path);
 bool cq_file_is_dir(const char *path);

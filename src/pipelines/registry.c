@@ -216,7 +216,8 @@ static cq_status qwen3_load(const cq_cmf *cmf, cq_backend *be, void **model, cq_
     const uint64_t budget = cq_backend_mem_budget(be);
     if (budget) {
         const size_t a = cq_act_dtype_size(cq_backend_act_dtype(be));
-        CQ_TRY(cq_resid_need_part(&n, be, cmf, CQ_PART_TEXT, ""));
+        /* the token table is read by rows only, unless it is the head's matrix too */
+        CQ_TRY(cq_resid_need_part(&n, be, cmf, CQ_PART_TEXT, "", c.tie_embeddings ? NULL : "embed_tokens.weight"));
         n.act[CQ_RESID_TEXT] = cq_resid_act_tower(512, c.hidden, c.intermediate, a) +
                                4096ull * (uint64_t)c.n_layers * 2ull * (uint64_t)c.n_kv_heads * (uint64_t)c.head_dim * a;
     }

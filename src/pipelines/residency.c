@@ -163,8 +163,13 @@ const char *cq_resid_plan_describe(const cq_resid_plan *p, char *buf, size_t len
     return buf;
 }
 
-cq_status cq_resid_weight_cost(const cq_backend *be, const cq_cmf *cmf, const char *prefix, cq_weight_mode mode,
-                               uint64_t *bytes, uint64_t *slot) {
+static bool ends_with(const char *s, const char *suffix) {
+    const size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && !strcmp(s + n - k, suffix);
+}
+
+cq_status cq_resid_weight_cost(const cq_backend *be, const cq_cmf *cmf, const char *prefix, const char *rows_only,
+                               cq_weight_mode mode, uint64_t *bytes, uint64_t *slot) {
     if (!be || !cmf || !prefix || !bytes || !slot) return cq_fail(CQ_ERR_INVALID_ARG, "residency: NULL argument");
     *bytes = *slot = 0;
     const size_t pl = strlen(prefix), n = cq_cmf_tensor_count(cmf);
@@ -175,16 +180,18 @@ cq_status cq_resid_weight_cost(const cq_backend *be, const cq_cmf *cmf, const ch
         uint64_t b = 0, s = 0;
         CQ_TRY(cq_backend_weight_cost(be, v, mode, &b, &s));
         *bytes += b;
+        if (rows_only && ends_with(v->name, rows_only)) continue;
         if (s > *slot) *slot = s;
     }
     return CQ_OK;
 }
 
 cq_status cq_resid_need_part(cq_resid_need *n, const cq_backend *be, const cq_cmf *cmf, cq_part part,
-                             const char *prefix) {
+                             const char *prefix, const char *rows_only) {
     if (!n || (unsigned)part >= CQ_PART_COUNT) return cq_fail(CQ_ERR_INVALID_ARG, "residency: bad part");
     for (int m = 0; m < CQ_WEIGHTS_MODE_COUNT; m++)
-        CQ_TRY(cq_resid_weight_cost(be, cmf, prefix, (cq_weight_mode)m, &n->weights[part][m], &n->slot[part][m]));
+        CQ_TRY(cq_resid_weight_cost(be, cmf, prefix, rows_only, (cq_weight_mode)m, &n->weights[part][m],
+                                    &n->slot[part][m]));
     return CQ_OK;
 }
 
@@ -207,9 +214,9 @@ uint64_t cq_resid_act_decoder(int64_t pixels) {
 
 cq_status cq_resid_need_parts(cq_resid_need *n, const cq_backend *be, const cq_cmf *cmf, const char *text,
                               const char *denoiser, const char *codec) {
-    CQ_TRY(cq_resid_need_part(n, be, cmf, CQ_PART_TEXT, text));
-    CQ_TRY(cq_resid_need_part(n, be, cmf, CQ_PART_DENOISER, denoiser));
-    return cq_resid_need_part(n, be, cmf, CQ_PART_CODEC, codec);
+    CQ_TRY(cq_resid_need_part(n, be, cmf, CQ_PART_TEXT, text, "embed_tokens.weight"));
+    CQ_TRY(cq_resid_need_part(n, be, cmf, CQ_PART_DENOISER, denoiser, NULL));
+    return cq_resid_need_part(n, be, cmf, CQ_PART_CODEC, codec, NULL);
 }
 
 void cq_resid_load_size(const cq_cmf *cmf, int *width, int *height) {

@@ -97,13 +97,15 @@ const char *cq_resid_plan_describe(const cq_resid_plan *p, char *buf, size_t len
 
 /* The device bytes of every tensor named prefix* in the pack, bound in
  * `mode` on `be` (cq_backend_weight_cost), and the largest expansion slot
- * among them. */
-cq_status cq_resid_weight_cost(const cq_backend *be, const cq_cmf *cmf, const char *prefix, cq_weight_mode mode,
-                               uint64_t *bytes, uint64_t *slot);
+ * among them, leaving out the slot of tensors whose name ends in
+ * `rows_only` (NULL: none): tables only get_rows reads, which decodes the
+ * rows it needs straight into its output. */
+cq_status cq_resid_weight_cost(const cq_backend *be, const cq_cmf *cmf, const char *prefix, const char *rows_only,
+                               cq_weight_mode mode, uint64_t *bytes, uint64_t *slot);
 
 /* Fills n->weights and n->slot of `part` for every mode from the pack's prefix. */
 cq_status cq_resid_need_part(cq_resid_need *n, const cq_backend *be, const cq_cmf *cmf, cq_part part,
-                             const char *prefix);
+                             const char *prefix, const char *rows_only);
 
 /* Upper estimates of a phase's activations and scratch, in bytes, for a
  * device whose activations are `act` bytes per value (cq_act_dtype_size):
@@ -114,7 +116,8 @@ cq_status cq_resid_need_part(cq_resid_need *n, const cq_backend *be, const cq_cm
 uint64_t cq_resid_act_tower(int64_t n, int width, int ffn, size_t act);
 uint64_t cq_resid_act_decoder(int64_t pixels);
 
-/* The three parts' costs from their pack prefixes ("te.", "dit.", "vae."). */
+/* The three parts' costs from their pack prefixes ("te.", "dit.", "vae."); the
+ * text encoder's token table (embed_tokens.weight) is read by rows only. */
 cq_status cq_resid_need_parts(cq_resid_need *n, const cq_backend *be, const cq_cmf *cmf, const char *text,
                               const char *denoiser, const char *codec);
 

@@ -43,19 +43,7 @@ static tu_rng g_rng;
 
 /* ---- helpers ------------------------------------------------------------------------ */
 static cq_tensor_view view_of(cq_dtype dt, int ndim, const uint64_t *shape, const uint8_t *p, uint64_t nbytes) {
-    cq_tensor_view v;
-    memset(&v, 0, sizeof v);
-    v.name = "test.weight";
-    v.dtype = dt;
-    v.ndim = ndim;
-    v.nelem = 1;
-    for (int i = 0; i < ndim; i++) {
-        v.shape[i] = shape[i];
-        v.nelem *= shape[i];
-    }
-    v.data = p;
-    v.nbytes = nbytes;
-    return v;
+    return tu_view(dt, ndim, shape, p, nbytes);
 }
 
 /* Encode random values (rows of different magnitudes) with the codec's encoder. */

@@ -42,18 +42,9 @@ static void test_size_classes(void **state) {
 }
 
 static cq_tensor_view view(cq_dtype dt, int ndim, const uint64_t *shape) {
-    cq_tensor_view v;
-    memset(&v, 0, sizeof v);
-    v.name = "w";
-    v.dtype = dt;
-    v.ndim = ndim;
-    v.nelem = 1;
-    for (int i = 0; i < ndim; i++) {
-        v.shape[i] = shape[i];
-        v.nelem *= shape[i];
-    }
-    assert_int_equal(cq_codec_nbytes(dt, ndim, shape, &v.nbytes), CQ_OK);
-    return v;
+    uint64_t nbytes = 0;
+    assert_int_equal(cq_codec_nbytes(dt, ndim, shape, &nbytes), CQ_OK);
+    return tu_view(dt, ndim, shape, NULL, nbytes);
 }
 
 static void expect_plan(const cq_tensor_view *v, cq_weight_mode mode, cq_cuda_wkind kind, uint64_t bytes, uint64_t slot) {

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "base/gz.h"
+#include "format/file_read.h"
 #include "testutil.h"
 
 #ifdef CQ_HAVE_ZLIB

@@ -17,6 +17,7 @@
 
 #include "base/base.h"
 #include "base/gz.h"
+#include "format/file_read.h"
 #include "testutil.h"
 #include "tokenizer/tokenizer.h"
 

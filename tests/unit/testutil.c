@@ -139,3 +139,19 @@ int tu_backend_select(const char *prog, int argc, char **argv, tu_backend_arg *o
 cq_status tu_backend_create(const tu_backend_arg *b, int threads, cq_backend **out) {
     return cq_backend_create(b->name, threads, out);
 }
+
+cq_tensor_view tu_view(cq_dtype dt, int ndim, const uint64_t *shape, const uint8_t *data, uint64_t nbytes) {
+    cq_tensor_view v;
+    memset(&v, 0, sizeof v);
+    v.name = "test.weight";
+    v.dtype = dt;
+    v.ndim = ndim;
+    v.nelem = 1;
+    for (int i = 0; i < ndim; i++) {
+        v.shape[i] = shape[i];
+        v.nelem *= shape[i];
+    }
+    v.data = data;
+    v.nbytes = nbytes;
+    return v;
+}
