@@ -4,6 +4,8 @@
  *  - the device weight decoders equal the codec layer's bit for bit in f32,
  *    for every codec the backend binds (q4tp with random ladders too), and a
  *    bound weight reads back (copy, get_rows) within its plane's f16 rounding;
+ *  - weight uploads through the pinned staging ring read back bit for bit,
+ *    however the payloads fall into its buffers (test_upload_ring);
  *  - the f16 range guard: activations far outside f16's range (1e6, 1e-8)
  *    and weights of any magnitude give the reference's result;
  *  - deferred errors: a bad index or a non-finite output is reported by the
@@ -153,6 +155,91 @@ static void test_weight_readback(void **state) {
 }
 
 /* ---- matmul on the device vs the reference, for one x ---------------------------------- */
+/* Weight uploads through the pinned staging ring (cuda_upload.c): payloads packed into one buffer, one that
+ * no longer fits the current buffer, pieces of one larger than a buffer, and more than the ring holds in all,
+ * so every buffer is reused; the host source is overwritten as soon as each bind returns (it must have been
+ * read by then). Every weight reads back bit for bit. Then a payload larger than a buffer decoded (PLANES,
+ * through the staging scratch) and kept COMPACT: the rows on either side of the piece boundary read back. */
+static float ring_value(size_t w, size_t i) { return (float)((i * 2654435761u + w * 40503u) % 65521u) * 0.5f - 9000.0f; }
+
+static void test_upload_ring(void **state) {
+    (void)state;
+    /* elements: 4 MiB is 1 << 20 of them; 64 MiB, a ring buffer, is 16 << 20 */
+    static const size_t nel[] = {1000,      3,         1u << 20,  15u << 20, 257,       20u << 20, 16u << 20,
+                                 1u << 18,  12u << 20, 16u << 20, 7u << 20,  40000,     18u << 20};
+    enum { NW = sizeof nel / sizeof nel[0] };
+    cq_tensor w[NW];
+    size_t maxn = 0, total = 0;
+    for (int i = 0; i < NW; i++) {
+        maxn = nel[i] > maxn ? nel[i] : maxn;
+        total += nel[i] * 4;
+    }
+    assert_true(total > 4 * ((size_t)64 << 20)); /* more than the ring: every buffer is waited for and reused */
+    float *src = malloc(maxn * 4), *got = malloc(maxn * 4);
+    assert_non_null(src);
+    assert_non_null(got);
+    for (int i = 0; i < NW; i++) {
+        for (size_t j = 0; j < nel[i]; j++) src[j] = ring_value((size_t)i, j);
+        uint64_t shape[1] = {nel[i]};
+        cq_tensor_view v = view_of(CQ_DTYPE_F32, 1, shape, (const uint8_t *)src, nel[i] * 4);
+        assert_int_equal(cq_tensor_bind_weight(g_be, &v, &w[i]), CQ_OK);
+        memset(src, 0xff, nel[i] * 4); /* NaNs: a copy that read the source late would show them */
+    }
+    for (int i = 0; i < NW; i++) {
+        cq_tensor y;
+        int64_t n = (int64_t)nel[i];
+        assert_int_equal(cq_tensor_alloc(g_be, CQ_DTYPE_F32, 1, &n, &y), CQ_OK);
+        assert_int_equal(cq_op_copy(g_be, &y, &w[i]), CQ_OK);
+        assert_int_equal(cq_tensor_download(&y, got, nel[i] * 4), CQ_OK);
+        for (size_t j = 0; j < nel[i]; j++) {
+            float want = ring_value((size_t)i, j);
+            if (memcmp(&got[j], &want, 4))
+                fail_msg("weight %d of %zu elements, element %zu: %.9g, uploaded %.9g", i, nel[i], j, got[j], want);
+        }
+        cq_tensor_free(&y);
+        cq_tensor_free(&w[i]);
+    }
+    free(src);
+    free(got);
+
+    /* q8_row [1040, 65536]: 68.2 MB of codes, more than a 64 MiB buffer; the piece boundary falls in row 1024 */
+    uint64_t shape[2] = {1040, 65536}, nb;
+    uint8_t *p = encode_random(CQ_DTYPE_Q8_ROW, 2, shape, &nb, 1.0f);
+    assert_true(nb > ((uint64_t)64 << 20));
+    expect_decode_exact(CQ_DTYPE_Q8_ROW, 2, shape, p, nb);
+    static const int32_t rows[] = {0, 1, 1023, 1024, 1025, 1039};
+    enum { NR = sizeof rows / sizeof rows[0] };
+    float *want = malloc(sizeof(float) * 65536 * NR), *out = malloc(sizeof(float) * 65536 * NR);
+    assert_non_null(want);
+    assert_non_null(out);
+    for (int r = 0; r < NR; r++)
+        assert_int_equal(cq_codec_dequant_rows(CQ_DTYPE_Q8_ROW, 2, shape, p, nb, (uint64_t)rows[r], 1, want + 65536 * r),
+                         CQ_OK);
+    for (int mode = 0; mode < 2; mode++) {
+        assert_int_equal(cq_backend_set_weight_mode(g_be, mode ? CQ_WEIGHTS_COMPACT : CQ_WEIGHTS_PLANES), CQ_OK);
+        cq_tensor_view v = view_of(CQ_DTYPE_Q8_ROW, 2, shape, p, nb);
+        cq_tensor tw, y, ids;
+        assert_int_equal(cq_tensor_bind_weight(g_be, &v, &tw), CQ_OK);
+        int64_t nr = NR;
+        assert_int_equal(cq_tensor_alloc(g_be, CQ_DTYPE_I32, 1, &nr, &ids), CQ_OK);
+        assert_int_equal(cq_tensor_upload(&ids, rows, sizeof rows), CQ_OK);
+        assert_int_equal(cq_tensor_alloc_2d(g_be, CQ_DTYPE_F32, NR, 65536, &y), CQ_OK);
+        assert_int_equal(cq_op_get_rows(g_be, &y, &tw, &ids), CQ_OK);
+        assert_int_equal(cq_tensor_download(&y, out, sizeof(float) * 65536 * NR), CQ_OK);
+        for (size_t i = 0; i < (size_t)65536 * NR; i++)
+            if (!(fabsf(out[i] - want[i]) <= fabsf(want[i]) * (1.0f / 2048) + 1e-30f))
+                fail_msg("%s get_rows row %d col %zu: %.9g, codec %.9g", mode ? "compact" : "planes",
+                         rows[i / 65536], i % 65536, out[i], want[i]);
+        cq_tensor_free(&tw);
+        cq_tensor_free(&y);
+        cq_tensor_free(&ids);
+    }
+    assert_int_equal(cq_backend_set_weight_mode(g_be, CQ_WEIGHTS_DEFAULT), CQ_OK); /* as the other tests expect */
+    free(want);
+    free(out);
+    free(p);
+}
+
 static double max_rel_err(const float *a, const float *b, size_t n) {
     double m = 0, scale = 0;
     for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs(b[i]));
@@ -867,6 +954,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_decode_bitexact),
         cmocka_unit_test(test_weight_readback),
+        cmocka_unit_test(test_upload_ring),
         cmocka_unit_test(test_f16_range_guard),
         cmocka_unit_test(test_gemm_tuning),
         cmocka_unit_test(test_staged_input_reuse),

@@ -247,6 +247,7 @@ static void cuda_destroy(cq_backend *be) {
     cq_cuda_alloc_destroy(c);
     if (c->dstatus) cudaFree(c->dstatus);
     if (c->hstatus) cudaFreeHost(c->hstatus);
+    cq_cuda_ring_destroy(c); /* the stream has drained: no copy reads the ring */
     if (c->stream) cudaStreamDestroy(c->stream);
     cq_free(c);
 }

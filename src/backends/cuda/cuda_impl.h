@@ -8,6 +8,7 @@
  *    the device-memory budget, trim, host transfers, per-op scratch.
  *  - cuda_cost.c: size classes and weight costs (plain C, no CUDA: unit-tested
  *    without a GPU).
+ *  - cuda_upload.c: weight payloads to the device through a pinned staging ring.
  *  - cuda_weights.c: weight binding (raw payload uploaded, decoded on the
  *    device into f16 planes, or kept in its codec and expanded per use),
  *    release, the q4tp exp2 table.
@@ -110,6 +111,20 @@ typedef enum cq_cuda_slot {
     CQ_CUDA_SLOT_COUNT
 } cq_cuda_slot;
 
+/* ---- the pinned staging ring for weight uploads (cuda_upload.c) ---------------------------- */
+#define CQ_CUDA_RING_N 4
+#define CQ_CUDA_RING_BYTES ((size_t)64 << 20)
+typedef struct cq_cuda_ring {
+    void *buf[CQ_CUDA_RING_N];       /* cudaHostAlloc'd, CQ_CUDA_RING_BYTES each: host memory, not in the budget */
+    cudaEvent_t ev[CQ_CUDA_RING_N];  /* recorded on the stream after the last copy out of buf[i] */
+    bool queued[CQ_CUDA_RING_N];     /* ev[i] marks copies the host has not yet waited for */
+    int cur;                         /* the buffer being filled */
+    size_t fill;                     /* bytes of buf[cur] handed out (to queued copies) */
+    cq_pool *pool;                   /* host copy threads; NULL: the calling thread alone */
+    bool ready;                      /* made (at the first upload) */
+    bool failed;                     /* could not be made: uploads go from the mapping directly */
+} cq_cuda_ring;
+
 /* ---- cuBLASLt plans (cuda_gemm_lt.c) ------------------------------------------------------ */
 typedef struct cq_cuda_plan {
     int64_t M, N, K, lda, ldb, ldd;
@@ -170,6 +185,7 @@ typedef struct cq_cuda {
     void *scratch[CQ_CUDA_SLOT_COUNT];
     size_t scratch_cap[CQ_CUDA_SLOT_COUNT];
     float *exp2_lut;     /* device [65536], made at the first q4tp weight */
+    cq_cuda_ring ring;   /* pinned staging for weight uploads, made at the first one */
     uint64_t weight_bytes; /* device bytes of the bound weights (size classes included) */
     uint64_t mem_budget;   /* the most in_use + cached may reach (cq_cuda_opts.mem_budget or the default) */
     cq_weight_mode wmode;  /* how weights bound next are kept: PLANES or COMPACT (set_weight_mode) */
@@ -271,6 +287,11 @@ typedef struct cq_cuda_weight {
     uint64_t bytes;
 } cq_cuda_weight;
 bool cq_cuda_codec_supported(cq_dtype dt);
+/* Enqueue the copy of n host bytes (a weight's payload, in the mapping) to device memory on the stream,
+ * through the pinned staging ring (cuda_upload.c); when it returns, src has been read in full. Refused
+ * while recording. */
+cq_status cq_cuda_upload(cq_cuda *c, void *dst, const void *src, size_t n);
+void cq_cuda_ring_destroy(cq_cuda *c); /* after a stream sync */
 cq_status cq_cuda_bind_weight(cq_backend *be, const cq_tensor_view *v, cq_tensor *t);
 /* A weight's plane for one use by an op: the bound plane, or a COMPACT weight
  * expanded into `slot` and `sslot` (tap-major when `taps`, as a bound

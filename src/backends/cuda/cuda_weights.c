@@ -1,8 +1,11 @@
 /*
  * cuda_weights.c — weights on the device.
  *
- * bind_weight uploads the raw CMF payload once (never a host-side f32 copy)
- * and decodes it on the device into an f16 plane with a power-of-two scale
+ * bind_weight uploads the raw CMF payload once (never a host-side f32 copy),
+ * from the mapping through a pinned staging ring (cuda_upload.c: the host
+ * copies into page-locked buffers, the DMA engine drains them asynchronously,
+ * the same bytes arrive; a RAW or COMPACT payload goes to its own buffer the
+ * same way), and decodes it on the device into an f16 plane with a power-of-two scale
  * per row (cuda_kernels.h): [rows = shape[0], cols = the rest], the row pitch
  * rounded up to 8 elements (16 bytes) and zero-padded, so every GEMM operand
  * meets cuBLASLt's preferred alignment. The decoders compute each f32 value
@@ -66,14 +69,12 @@ static cq_status exp2_table(cq_cuda *c) {
 }
 
 /* Upload a payload to the staging scratch (the copy is ordered after any
- * earlier decode that still reads the scratch: one stream). */
+ * earlier decode that still reads the scratch: one stream), through the
+ * pinned ring (cuda_upload.c). */
 static cq_status stage_payload(cq_cuda *c, const cq_tensor_view *v, void **stage) {
     if (v->dtype == CQ_DTYPE_Q4TP) CQ_TRY(exp2_table(c));
     CQ_TRY(cq_cuda_scratch(c, CQ_CUDA_SLOT_STAGE, (size_t)v->nbytes, stage));
-    cudaSetDevice(c->device);
-    CQ_CUDA_TRY(cudaMemcpyAsync(*stage, v->data, (size_t)v->nbytes, cudaMemcpyHostToDevice, c->stream), "bind_weight",
-                "uploading the payload");
-    return CQ_OK;
+    return cq_cuda_upload(c, *stage, v->data, (size_t)v->nbytes);
 }
 
 static void weight_free(cq_cuda *c, cq_cuda_weight *w) {
@@ -88,7 +89,7 @@ static cq_status bind(cq_cuda *c, const cq_tensor_view *v, const cq_tensor *t, c
                       cq_cuda_wkind kind) {
     if (kind == CQ_CUDA_W_RAW) {
         CQ_TRY(cq_cuda_malloc(c, (size_t)v->nbytes, &w->raw));
-        return cq_cuda_buf_upload(&c->base, w->raw, 0, v->data, (size_t)v->nbytes);
+        return cq_cuda_upload(c, w->raw, v->data, (size_t)v->nbytes);
     }
     /* a convolution kernel: tap-major columns, so conv2d's receptive fields are whole input pixels in a row */
     const int taps = t->ndim == 4 ? (int)(t->shape[2] * t->shape[3]) : 1;
@@ -97,7 +98,7 @@ static cq_status bind(cq_cuda *c, const cq_tensor_view *v, const cq_tensor *t, c
         CQ_TRY(cq_cuda_malloc(c, (size_t)v->nbytes, &w->packed));
         w->codec = (int)v->dtype;
         w->taps = taps > 1 ? taps : 1;
-        return cq_cuda_buf_upload(&c->base, w->packed, 0, v->data, (size_t)v->nbytes);
+        return cq_cuda_upload(c, w->packed, v->data, (size_t)v->nbytes);
     }
     const size_t pb = (size_t)w->rows * (size_t)w->ld * 2, sb = (size_t)w->rows * 4;
     CQ_TRY(cq_cuda_malloc(c, pb, (void **)&w->plane));
