@@ -42,10 +42,11 @@ static void test_default_budget(void **state) {
     assert_int_equal(cq_backend_open("cuda:0", NULL, &be), CQ_OK);
     assert_int_equal(cq_cuda_device_info(0, &after), CQ_OK);
     const uint64_t got = cq_backend_mem_budget(be);
-    /* the figure was read between the two readings, less the margin */
-    const uint64_t hi = before.mem_free - before.mem_free / 20 - 256 * MIB;
+    /* the figure was read between the two readings, less the margin: 5 % of the device and 256 MiB */
+    const uint64_t margin = before.mem_total / 20 + 256 * MIB;
+    const uint64_t hi = before.mem_free - margin;
     const uint64_t lo_free = after.mem_free < before.mem_free ? after.mem_free : before.mem_free;
-    const uint64_t lo = lo_free - lo_free / 20 - 256 * MIB - 64 * MIB; /* other processes move a little */
+    const uint64_t lo = lo_free - margin - 64 * MIB; /* other processes move a little */
     if (got > hi + 64 * MIB || got < lo)
         fail_msg("default budget %llu MiB, free %llu MiB before and %llu MiB after creation",
                  (unsigned long long)(got / MIB), (unsigned long long)(before.mem_free / MIB),
