@@ -73,18 +73,9 @@ static cq_tensor up2(cq_backend *be, const float *src, int64_t r, int64_t c) {
 }
 
 static cq_tensor weight(cq_backend *be, const float *src, int ndim, const uint64_t *shape) {
-    cq_tensor_view v;
-    memset(&v, 0, sizeof v);
-    v.name = "w";
-    v.dtype = CQ_DTYPE_F32;
-    v.ndim = ndim;
-    v.nelem = 1;
-    for (int i = 0; i < ndim; i++) {
-        v.shape[i] = shape[i];
-        v.nelem *= shape[i];
-    }
-    v.data = (const uint8_t *)src;
-    v.nbytes = v.nelem * sizeof(float);
+    uint64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= shape[i];
+    const cq_tensor_view v = tu_view(CQ_DTYPE_F32, ndim, shape, (const uint8_t *)src, n * sizeof(float));
     cq_tensor t;
     assert_int_equal(cq_tensor_bind_weight(be, &v, &t), CQ_OK);
     return t;
