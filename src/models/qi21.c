@@ -58,8 +58,8 @@ struct cq_qi21 {
     cq_dit_rope rope;               /* the three axes' frequencies (models/kit/dit.h) */
 };
 
-/* Per-call activations for `n` query rows (prefill, full forward or a cache's step). */
-/* x is the residual stream (f32); h, q, k, v, att and mlp are in the
+/* Per-call activations for `n` query rows (prefill, full forward or a cache's step).
+ * x is the residual stream (f32); h, q, k, v, att and mlp are in the
  * backend's activation dtype (cq_backend_act_dtype). A LayerNorm writes its
  * input's dtype, so where that dtype is narrower than f32 the normed rows
  * land in hn (f32) first and a copy rounds them into h; with f32
