@@ -58,10 +58,15 @@ struct cq_qi21 {
     cq_dit_rope rope;               /* the three axes' frequencies (models/kit/dit.h) */
 };
 
-/* Per-call activations for `n` query rows (prefill, full forward or a cache's step). */
+/* Per-call activations for `n` query rows (prefill, full forward or a cache's step).
+ * x is the residual stream (f32); h, q, k, v, att and mlp are in the
+ * backend's activation dtype (cq_backend_act_dtype). A LayerNorm writes its
+ * input's dtype, so where that dtype is narrower than f32 the normed rows
+ * land in hn (f32) first and a copy rounds them into h; with f32
+ * activations hn is not allocated and h takes the LayerNorm directly. */
 typedef struct qi21_scratch {
     int64_t n;
-    cq_tensor x, h, q, k, v, att, mlp, cos_t, sin_t, vis;
+    cq_tensor x, hn, h, q, k, v, att, mlp, cos_t, sin_t, vis;
 } qi21_scratch;
 
 /* Modulation buffers for two rows: row 0 = the sampled t, row 1 = t = 0.
@@ -506,6 +511,7 @@ static cq_tensor scale_out_vec(const cq_qi21 *m, const qi21_mod *q, int r) {
 /* ------------------------------------------------------------------------ */
 static void scratch_free(qi21_scratch *s) {
     cq_tensor_free(&s->x);
+    cq_tensor_free(&s->hn);
     cq_tensor_free(&s->h);
     cq_tensor_free(&s->q);
     cq_tensor_free(&s->k);
@@ -522,15 +528,17 @@ static void scratch_free(qi21_scratch *s) {
 static cq_status scratch_alloc(cq_qi21 *m, qi21_scratch *s, int64_t n, bool with_kv) {
     cq_backend *be = m->be;
     const cq_qi21_config *c = &m->cfg;
+    const cq_dtype act = cq_backend_act_dtype(be);
     memset(s, 0, sizeof *s);
     s->n = n;
     cq_status st = cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, c->inner, &s->x);
-    if (st == CQ_OK) st = cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, c->inner, &s->h);
-    if (st == CQ_OK) st = cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, c->inner, &s->q);
-    if (st == CQ_OK && with_kv) st = cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, c->inner, &s->k);
-    if (st == CQ_OK && with_kv) st = cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, c->inner, &s->v);
-    if (st == CQ_OK) st = cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, c->inner, &s->att);
-    if (st == CQ_OK) st = cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, c->mlp_hidden, &s->mlp);
+    if (st == CQ_OK && act != CQ_DTYPE_F32) st = cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, c->inner, &s->hn);
+    if (st == CQ_OK) st = cq_tensor_alloc_2d(be, act, n, c->inner, &s->h);
+    if (st == CQ_OK) st = cq_tensor_alloc_2d(be, act, n, c->inner, &s->q);
+    if (st == CQ_OK && with_kv) st = cq_tensor_alloc_2d(be, act, n, c->inner, &s->k);
+    if (st == CQ_OK && with_kv) st = cq_tensor_alloc_2d(be, act, n, c->inner, &s->v);
+    if (st == CQ_OK) st = cq_tensor_alloc_2d(be, act, n, c->inner, &s->att);
+    if (st == CQ_OK) st = cq_tensor_alloc_2d(be, act, n, c->mlp_hidden, &s->mlp);
     if (st == CQ_OK) st = cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, c->head_dim / 2, &s->cos_t);
     if (st == CQ_OK) st = cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, c->head_dim / 2, &s->sin_t);
     if (st == CQ_OK) {
@@ -567,9 +575,16 @@ typedef struct qi21_pass {
     bool skip_last_mlp;                 /* prefill: the last layer's output is never read */
 } qi21_pass;
 
-static cq_status modulated_ln(cq_qi21 *m, const qi21_pass *p, cq_tensor *y, const cq_tensor *x, int which) {
+/* The f32 rows a LayerNorm of x writes: hn, or h itself with f32 activations. */
+static cq_tensor *normed_f32(qi21_scratch *s) { return s->h.dtype == CQ_DTYPE_F32 ? &s->h : &s->hn; }
+
+/* h = the modulated LayerNorm of x, in h's dtype (see qi21_scratch). */
+static cq_status modulated_ln(cq_qi21 *m, const qi21_pass *p, int which) {
     cq_dit_mod t = mod_table(m, p->mod);
-    return cq_dit_modulated_ln(m->be, p->groups, p->n_groups, y, x, &t, which, m->cfg.eps);
+    qi21_scratch *s = p->s;
+    cq_tensor *y = normed_f32(s);
+    CQ_TRY(cq_dit_modulated_ln(m->be, p->groups, p->n_groups, y, &s->x, &t, which, m->cfg.eps));
+    return y == &s->h ? CQ_OK : cq_op_copy(m->be, &s->h, y);
 }
 
 /* x += tanh(gate) ⊙ (in · Wᵀ), per row group. */
@@ -589,7 +604,7 @@ static cq_status run_blocks(cq_qi21 *m, const qi21_pass *p) {
         cq_tensor *k = p->k_out ? &p->k_out[l] : &s->k;
         cq_tensor *v = p->v_out ? &p->v_out[l] : &s->v;
         /* attention half */
-        CQ_TRY(modulated_ln(m, p, &s->h, &s->x, 0));
+        CQ_TRY(modulated_ln(m, p, 0));
         /* prefill: only the last layer's keys/values are needed */
         const bool kv_only = last && p->skip_last_mlp;
         /* the three projections of h back to back: a backend may prepare h once for all three */
@@ -609,7 +624,7 @@ static cq_status run_blocks(cq_qi21 *m, const qi21_pass *p) {
         CQ_TRY(cq_op_attention(be, &at));
         CQ_TRY(gated_proj(m, p, &s->x, &s->att, &L->o, 1));
         /* MLP half */
-        CQ_TRY(modulated_ln(m, p, &s->h, &s->x, 2));
+        CQ_TRY(modulated_ln(m, p, 2));
         cq_matmul_args mm = {.y = &s->mlp, .x = &s->h, .w = &L->mlp_gate, .w2 = &L->mlp_proj, .act = CQ_ACT_SWIGLU};
         CQ_TRY(cq_op_matmul(be, &mm));
         CQ_TRY(gated_proj(m, p, &s->x, &s->mlp, &L->mlp_out, 3));
@@ -767,8 +782,11 @@ cq_status cq_qi21_prefill(cq_qi21 *m, const cq_qi21_layout *lay, const float *ct
     /* An empty prefix (a target alone) leaves nothing to cache. */
     bool any = r.n_prefix > 0;
     for (int l = 0; any && st == CQ_OK && l < c->num_layers; l++) {
-        st = cq_tensor_alloc_2d(m->be, CQ_DTYPE_F32, r.n_prefix, c->inner, &cache->k[l]);
-        if (st == CQ_OK) st = cq_tensor_alloc_2d(m->be, CQ_DTYPE_F32, r.n_prefix, c->inner, &cache->v[l]);
+        /* the attention reads prefix and own keys in one dtype: the activations' (the prefix rows are
+         * rounded as the uncached forward rounds its own keys) */
+        const cq_dtype act = cq_backend_act_dtype(m->be);
+        st = cq_tensor_alloc_2d(m->be, act, r.n_prefix, c->inner, &cache->k[l]);
+        if (st == CQ_OK) st = cq_tensor_alloc_2d(m->be, act, r.n_prefix, c->inner, &cache->v[l]);
     }
     if (!any) goto done;
     if (st == CQ_OK) st = scratch_alloc(m, &s, r.n_prefix, false);
@@ -829,7 +847,7 @@ static cq_status step_ops(cq_qi21 *m, cq_qi21_cache *c) {
     CQ_TRY(mod_ops(m, &c->q));
     CQ_TRY(cq_op_linear(m->be, &c->s.x, &c->tin, &m->img_in, NULL));
     CQ_TRY(run_blocks(m, &p));
-    return final_ops(m, &c->q, &c->s.x, &c->s.h, &c->vel);
+    return final_ops(m, &c->q, &c->s.x, normed_f32(&c->s), &c->vel);
 }
 
 typedef struct step_call {
@@ -889,7 +907,7 @@ cq_status cq_qi21_forward_full(cq_qi21 *m, const cq_qi21_layout *lay, const floa
         st = run_blocks(m, &p);
     }
     if (st == CQ_OK) {
-        cq_tensor xt = cq_tensor_rows_view(&s.x, P, T), ht = cq_tensor_rows_view(&s.h, P, T);
+        cq_tensor xt = cq_tensor_rows_view(&s.x, P, T), ht = cq_tensor_rows_view(normed_f32(&s), P, T);
         st = final_layer(m, &q, &xt, &ht, &vel, velocity);
     }
     if (st == CQ_OK) st = cq_backend_sync(m->be);

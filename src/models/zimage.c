@@ -77,7 +77,12 @@ struct cq_zimage_cond {
     cq_tensor adaln, adaln_silu; /* [1, adaln_dim] */
     cq_tensor mod;           /* [n_refiner + n_layers, 4 dim]: 1 + s1 | tanh(g1) | 1 + s2 | tanh(g2) */
     cq_tensor fscale;        /* [1, dim]: the final layer's scale (the LayerNorm op adds the 1) */
-    cq_tensor x, h, q, k, v, att, mlp; /* [rows, ...] */
+    /* [rows, ...]: x is the residual stream (f32); h, q, k, v, att and mlp are in the backend's activation
+     * dtype (cq_backend_act_dtype). The norms, the modulation's scales and the residual adds run on f32
+     * rows (an op's output has its input's dtype), so where the activations are narrower those rows are
+     * hn (f32) and a copy rounds the normed rows into h; with f32 activations hn is not allocated and h
+     * serves both. */
+    cq_tensor x, hn, h, q, k, v, att, mlp;
     cq_tensor tin, out;      /* [N, 4C] */
     cq_dit_stepper stepper;
 };
@@ -351,6 +356,8 @@ static cq_status block(cq_zimage *m, cq_zimage_cond *c, const zi_block *B, int64
     cq_backend *be = m->be;
     const cq_zimage_config *cf = &m->cfg;
     cq_tensor x = cq_tensor_rows_view(&c->x, r0, n), h = cq_tensor_rows_view(&c->h, 0, n);
+    const bool narrow = c->h.dtype != CQ_DTYPE_F32; /* h and hn apart (see cq_zimage_cond) */
+    cq_tensor hn = narrow ? cq_tensor_rows_view(&c->hn, 0, n) : h;
     cq_tensor q = cq_tensor_rows_view(&c->q, 0, n), k = cq_tensor_rows_view(&c->k, 0, n);
     cq_tensor v = cq_tensor_rows_view(&c->v, 0, n), att = cq_tensor_rows_view(&c->att, 0, n);
     cq_tensor mlp = cq_tensor_rows_view(&c->mlp, 0, n);
@@ -364,8 +371,9 @@ static cq_status block(cq_zimage *m, cq_zimage_cond *c, const zi_block *B, int64
         g2 = cq_dit_mod_vec(&t, mod_row, 3);
     }
     /* attention half: RMSNorm1(x) * (1 + s1), in the reference's order (norm, then the scale) */
-    CQ_TRY(cq_op_rmsnorm(be, &h, &x, &B->norm1, NULL, false, cf->norm_eps));
-    if (mod_row >= 0) CQ_TRY(cq_op_binary(be, &h, &h, &s1, CQ_BINARY_MUL));
+    CQ_TRY(cq_op_rmsnorm(be, &hn, &x, &B->norm1, NULL, false, cf->norm_eps));
+    if (mod_row >= 0) CQ_TRY(cq_op_binary(be, &hn, &hn, &s1, CQ_BINARY_MUL));
+    if (narrow) CQ_TRY(cq_op_copy(be, &h, &hn));
     /* the three projections of h back to back: a backend may prepare h once for all three */
     CQ_TRY(cq_op_linear(be, &q, &h, &B->q, NULL));
     CQ_TRY(cq_op_linear(be, &k, &h, &B->k, NULL));
@@ -378,17 +386,18 @@ static cq_status block(cq_zimage *m, cq_zimage_cond *c, const zi_block *B, int64
                        .head_dim = cf->head_dim};
     CQ_TRY(cq_op_attention(be, &at));
     /* x += tanh(g1) * RMSNorm2(to_out(att)): the post-norm sits between the projection and the gate */
-    CQ_TRY(cq_op_linear(be, &h, &att, &B->o, NULL));
-    CQ_TRY(cq_op_rmsnorm(be, &h, &h, &B->norm2, NULL, false, cf->norm_eps));
-    CQ_TRY(cq_op_gated_add(be, &x, &h, mod_row >= 0 ? &g1 : NULL));
+    CQ_TRY(cq_op_linear(be, &hn, &att, &B->o, NULL));
+    CQ_TRY(cq_op_rmsnorm(be, &hn, &hn, &B->norm2, NULL, false, cf->norm_eps));
+    CQ_TRY(cq_op_gated_add(be, &x, &hn, mod_row >= 0 ? &g1 : NULL));
     /* FFN half */
-    CQ_TRY(cq_op_rmsnorm(be, &h, &x, &B->ffn_norm1, NULL, false, cf->norm_eps));
-    if (mod_row >= 0) CQ_TRY(cq_op_binary(be, &h, &h, &s2, CQ_BINARY_MUL));
+    CQ_TRY(cq_op_rmsnorm(be, &hn, &x, &B->ffn_norm1, NULL, false, cf->norm_eps));
+    if (mod_row >= 0) CQ_TRY(cq_op_binary(be, &hn, &hn, &s2, CQ_BINARY_MUL));
+    if (narrow) CQ_TRY(cq_op_copy(be, &h, &hn));
     cq_matmul_args mm = {.y = &mlp, .x = &h, .w = &B->w1, .w2 = &B->w3, .act = CQ_ACT_SWIGLU};
     CQ_TRY(cq_op_matmul(be, &mm));
-    CQ_TRY(cq_op_linear(be, &h, &mlp, &B->w2, NULL));
-    CQ_TRY(cq_op_rmsnorm(be, &h, &h, &B->ffn_norm2, NULL, false, cf->norm_eps));
-    return cq_op_gated_add(be, &x, &h, mod_row >= 0 ? &g2 : NULL);
+    CQ_TRY(cq_op_linear(be, &hn, &mlp, &B->w2, NULL));
+    CQ_TRY(cq_op_rmsnorm(be, &hn, &hn, &B->ffn_norm2, NULL, false, cf->norm_eps));
+    return cq_op_gated_add(be, &x, &hn, mod_row >= 0 ? &g2 : NULL);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -398,7 +407,7 @@ void cq_zimage_cond_free(cq_zimage_cond *c) {
     if (!c) return;
     cq_dit_stepper_free(&c->stepper);
     cq_tensor *t[] = {&c->cap, &c->cos_t, &c->sin_t, &c->feat, &c->thid, &c->adaln, &c->adaln_silu, &c->mod,
-                      &c->fscale, &c->x, &c->h, &c->q, &c->k, &c->v, &c->att, &c->mlp, &c->tin, &c->out};
+                      &c->fscale, &c->x, &c->hn, &c->h, &c->q, &c->k, &c->v, &c->att, &c->mlp, &c->tin, &c->out};
     for (size_t i = 0; i < CQ_ARRAY_LEN(t); i++) cq_tensor_free(t[i]);
     cq_free(c);
 }
@@ -410,7 +419,9 @@ static cq_status cond_alloc(cq_zimage *m, cq_zimage_cond *c) {
     const cq_zimage_config *cf = &m->cfg;
     const int64_t R = c->rows, D = cf->dim, N = c->lay.n_img;
     const int n_mod = cf->n_refiner_layers + cf->n_layers;
-#define A2(t, r, cols) CQ_TRY(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, r, cols, &c->t))
+    const cq_dtype act = cq_backend_act_dtype(be);
+#define A2T(t, dt, r, cols) CQ_TRY(cq_tensor_alloc_2d(be, dt, r, cols, &c->t))
+#define A2(t, r, cols) A2T(t, CQ_DTYPE_F32, r, cols)
     A2(cap, c->lay.n_cap_pad, D);
     A2(cos_t, R, cf->head_dim / 2);
     A2(sin_t, R, cf->head_dim / 2);
@@ -421,15 +432,17 @@ static cq_status cond_alloc(cq_zimage *m, cq_zimage_cond *c) {
     A2(mod, n_mod, 4 * D);
     A2(fscale, 1, D);
     A2(x, R, D);
-    A2(h, R, D);
-    A2(q, R, D);
-    A2(k, R, D);
-    A2(v, R, D);
-    A2(att, R, D);
-    A2(mlp, R, cf->ffn_hidden);
+    if (act != CQ_DTYPE_F32) A2(hn, R, D);
+    A2T(h, act, R, D);
+    A2T(q, act, R, D);
+    A2T(k, act, R, D);
+    A2T(v, act, R, D);
+    A2T(att, act, R, D);
+    A2T(mlp, act, R, cf->ffn_hidden);
     A2(tin, N, cf->patch_channels);
     A2(out, N, cf->patch_channels);
 #undef A2
+#undef A2T
     return CQ_OK;
 }
 
@@ -565,7 +578,7 @@ static cq_status step_ops(cq_zimage *m, cq_zimage_cond *c) {
         }
     }
     /* final layer on the real image rows: LN(x) * (1 + scale) -> Linear */
-    cq_tensor h = cq_tensor_rows_view(&c->h, 0, N), sc;
+    cq_tensor h = cq_tensor_rows_view(c->h.dtype == CQ_DTYPE_F32 ? &c->h : &c->hn, 0, N), sc;
     int64_t shape[1] = {cf->dim};
     CQ_TRY(cq_tensor_subview(&c->fscale, 0, 1, shape, &sc));
     CQ_TRY(cq_op_layernorm(be, &h, &xi, &sc, NULL, ZI_FINAL_EPS));

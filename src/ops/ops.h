@@ -170,6 +170,15 @@ typedef struct cq_backend_opts {
      * 0: what the device has free at creation, less a margin
      * (cq_backend_mem_budget reports the figure). Host backends ignore it. */
     uint64_t mem_budget;
+    /* The dtype models allocate their non-residual activations in
+     * (cq_backend_act_dtype): 0 (CQ_DTYPE_F32, the zero of the struct) keeps
+     * the backend's own preference (F32 on cpu, ref and vulkan, BF16 on
+     * cuda); F16 or BF16 replaces it. Any other dtype fails at creation with
+     * CQ_ERR_INVALID_ARG. What a backend runs in these dtypes is its own:
+     * an op it lacks for them falls back to the host (device backends) or
+     * fails with CQ_ERR_UNSUPPORTED (the cpu backend runs only matmul,
+     * get_rows and copy in f16/bf16; the ref backend runs every op). */
+    cq_dtype act_dtype;
 } cq_backend_opts;
 
 /* How a device backend keeps the weights it binds (cq_backend_set_weight_mode).
@@ -240,7 +249,8 @@ void cq_backend_free(cq_backend *be);
 const char *cq_backend_name(const cq_backend *be);   /* "cpu/avx512", "cuda:0 (H200)" */
 /* Host memory, no device (cpu, ref): device memory options mean nothing there. */
 bool cq_backend_is_host(const cq_backend *be);
-/* Preferred activation dtype for non-residual activations (F32 on CPU). */
+/* The dtype models allocate non-residual activations in: the backend's own
+ * (F32 on cpu, ref and vulkan, BF16 on cuda) or cq_backend_opts.act_dtype. */
 cq_dtype cq_backend_act_dtype(const cq_backend *be);
 /* Wait for all queued work. Returns the first deferred error, if any. */
 cq_status cq_backend_sync(cq_backend *be);

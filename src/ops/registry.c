@@ -5,7 +5,8 @@
  * from here. Adding a backend is a line in k_backends (and its folder).
  *
  * cq_backend_open parses "name" or "name:N", creates the backend, checks its
- * vtable (cq_backend_check) and records the host options its fallbacks use.
+ * vtable (cq_backend_check), records the host options its fallbacks use and
+ * applies the activation dtype the options ask for (cq_backend_opts.act_dtype).
  *
  * "auto" is not a backend but a choice made here (cq_backend_resolve): CUDA
  * where this build has it and the device is usable (compute capability 8.0
@@ -228,6 +229,9 @@ cq_status cq_backend_open(const char *name, const cq_backend_opts *opts, cq_back
         name = pick;
     }
     CQ_TRY(cq_backend_lookup(name, &d, &dev));
+    if (opts->act_dtype != CQ_DTYPE_F32 && opts->act_dtype != CQ_DTYPE_F16 && opts->act_dtype != CQ_DTYPE_BF16)
+        return cq_fail(CQ_ERR_INVALID_ARG, "backend '%s': activation dtype %s is not one of f32, f16, bf16", name,
+                       (unsigned)opts->act_dtype < CQ_DTYPE_COUNT ? cq_dtype_name(opts->act_dtype) : "(unknown)");
     cq_backend *be = NULL;
     CQ_TRY(d->create(dev, opts, &be));
     cq_status s = cq_backend_check(be);
@@ -237,6 +241,7 @@ cq_status cq_backend_open(const char *name, const cq_backend_opts *opts, cq_back
     }
     be->host_opts = opts->cpu;
     be->no_fallback = opts->no_fallback;
+    if (opts->act_dtype != CQ_DTYPE_F32) be->act_dtype = opts->act_dtype; /* 0 keeps the backend's own */
     *out = be;
     return CQ_OK;
 }

@@ -80,6 +80,23 @@ static void test_backends(void **state) {
     EXPECT(CQ_OK, cq_backend_open("cpu", &bo, &be), NULL);
     assert_string_equal(cq_backend_name(be), "cpu/generic");
     cq_backend_free(be);
+    /* the activation dtype by option, on every host backend; 0 (f32) keeps the backend's own; a codec is refused */
+    static const char *const hosts[] = {"cpu", "ref"};
+    for (size_t i = 0; i < CQ_ARRAY_LEN(hosts); i++) {
+        static const cq_dtype acts[] = {CQ_DTYPE_F32, CQ_DTYPE_F16, CQ_DTYPE_BF16};
+        for (size_t j = 0; j < CQ_ARRAY_LEN(acts); j++) {
+            const cq_backend_opts ao = {.act_dtype = acts[j]};
+            EXPECT(CQ_OK, cq_backend_open(hosts[i], &ao, &be), NULL);
+            assert_int_equal(cq_backend_act_dtype(be), acts[j]);
+            cq_backend_free(be);
+        }
+        const cq_backend_opts bad = {.act_dtype = CQ_DTYPE_Q8_ROW}, worse = {.act_dtype = (cq_dtype)99};
+        be = (cq_backend *)&be;
+        EXPECT(CQ_ERR_INVALID_ARG, cq_backend_open(hosts[i], &bad, &be), "activation dtype q8_row is not one of f32");
+        assert_null(be);
+        EXPECT(CQ_ERR_INVALID_ARG, cq_backend_open(hosts[i], &worse, &be), "not one of f32, f16, bf16");
+        assert_null(be);
+    }
     setenv("CORTIQ_CPU", "generic", 1);
     EXPECT(CQ_OK, cq_backend_cpu_create(1, CQ_CPU_AUTO, &be), NULL);
     if (cq_cpu_isa_available(CQ_CPU_AVX2) || cq_cpu_isa_available(CQ_CPU_NEON))

@@ -30,6 +30,9 @@
  *    timesteps out of range, the `cortiq forward` input contract.
  *  - `cortiq forward` on a case file, checked against the reference;
  *    allocation failures (every allocation of a whole forward in turn).
+ *  - The golden cases with bf16 and with f16 activations
+ *    (cq_backend_opts.act_dtype) on the reference backend, at bounds set from
+ *    measurement (check_act_dtype).
  */
 #include <math.h>
 #include <stdio.h>
@@ -908,6 +911,70 @@ static void test_golden_ref_backend(void **state) {
     cq_backend_free(be);
 }
 
+/* The golden cases, f32 weights, with the model's non-residual activations (normed rows, q/k/v, the attention
+ * output, the MLP hidden rows) in f16 or bf16 (cq_backend_opts.act_dtype). They run on the reference backend:
+ * the CPU backend runs matmul, get_rows and copy in those dtypes but not the norms, qk_norm_rope or the
+ * attention. The rounding of the stored activations is then the only difference from the f32 run. Bounds
+ * (max|err| / RMS, RMS(err) / RMS): the worst case measured times about 2 (bf16 measured at 1.6e-2 / 3.8e-3,
+ * f16 at 2.1e-3 / 5.1e-4; the report printed here, with each case's bf16_max_rel, the reference run wholly in
+ * bf16, for scale: bf16 activations alone cost a third of it, more than the quarter a device is held to).
+ * Every case must also lie above a floor, about 4 times the f32 run's worst error (1.2e-5) for f16 and 4 times
+ * below the least bf16 case: were the dtype not applied, the results would match the reference as closely as
+ * f32 does. A wrong semantic gives errors of order 1. */
+typedef struct act_bounds {
+    cq_dtype dt;
+    double max, rms, floor;
+} act_bounds;
+
+static void check_act_dtype(const act_bounds *ab) {
+    const cq_backend_opts o = {.act_dtype = ab->dt};
+    cq_backend *be;
+    assert_int_equal(cq_backend_open("ref", &o, &be), CQ_OK);
+    assert_int_equal(cq_backend_act_dtype(be), ab->dt);
+    const char *dn = cq_dtype_name(ab->dt);
+    double worst = 0, worst_rms = 0, least = INFINITY;
+    for (int mi = 0; mi < ZG_MODELS; mi++) {
+        cq_zimage *m;
+        assert_int_equal(cq_zimage_load(g_cmf[Q_F32][mi], "dit.", be, &m), CQ_OK);
+        for (int i = 0; i < g_n; i++) {
+            const zcase *g = &g_cases[i];
+            if (g->model != mi) continue;
+            float *out = malloc(g->n_out * sizeof(float));
+            assert_non_null(out);
+            const double e = run_forward(m, g, out), r = rms_err(out, g->ref, g->n_out, g->ref_rms);
+            print_message("act %-4s %-8s max|err|/RMS %.3e, RMS(err)/RMS %.3e (the reference in bf16: %.3e)\n", dn,
+                          g->name, e, r, g->bf16_max_rel);
+            if (!(e <= ab->max) || !(r <= ab->rms))
+                fail_msg("%s activations, %s: error %.3e (RMS %.3e) of RMS exceeds %.1e (%.1e)", dn, g->name, e, r,
+                         ab->max, ab->rms);
+            worst = fmax(worst, e);
+            worst_rms = fmax(worst_rms, r);
+            least = fmin(least, e);
+            free(out);
+        }
+        cq_zimage_free(m);
+    }
+    print_message("act %s on %s: worst max|err|/RMS %.3e (bound %.1e), worst RMS(err)/RMS %.3e (bound %.1e), "
+                  "least max|err|/RMS %.3e (floor %.1e)\n",
+                  dn, cq_backend_name(be), worst, ab->max, worst_rms, ab->rms, least, ab->floor);
+    if (!(least > ab->floor))
+        fail_msg("%s activations: a case within %.3e of the reference, as close as f32: the dtype did not apply", dn,
+                 least);
+    cq_backend_free(be);
+}
+
+static void test_golden_act_bf16(void **state) {
+    (void)state;
+    const act_bounds b = {CQ_DTYPE_BF16, 3e-2, 8e-3, 3e-3};
+    check_act_dtype(&b);
+}
+
+static void test_golden_act_f16(void **state) {
+    (void)state;
+    const act_bounds b = {CQ_DTYPE_F16, 4e-3, 1e-3, 5e-5};
+    check_act_dtype(&b);
+}
+
 int main(int argc, char **argv) {
     int rc = tu_backend_select("test_zimage", argc, argv, &g_arg);
     if (rc >= 0) return rc;
@@ -929,6 +996,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_inputs),
         cmocka_unit_test(test_cli_forward),
         cmocka_unit_test(test_golden_ref_backend),
+        cmocka_unit_test(test_golden_act_bf16),
+        cmocka_unit_test(test_golden_act_f16),
         cmocka_unit_test(test_alloc_faults),
     };
     const struct CMUnitTest device[] = {

@@ -113,31 +113,47 @@ static bool device_name(const char *name) {
     return false;
 }
 
+/* "@f16" / "@bf16" after a backend name: the activation dtype, or CQ_DTYPE_COUNT for anything else. f32 is
+ * not among them: it is the zero of cq_backend_opts.act_dtype, the backend's own choice. */
+static cq_dtype act_suffix(const char *at) {
+    if (!strcmp(at, "@f16")) return CQ_DTYPE_F16;
+    if (!strcmp(at, "@bf16")) return CQ_DTYPE_BF16;
+    return CQ_DTYPE_COUNT;
+}
+
 int tu_backend_select(const char *prog, int argc, char **argv, tu_backend_arg *out) {
     memset(out, 0, sizeof *out);
-    const char *name = argc > 1 ? argv[1] : "cpu";
+    const char *arg = argc > 1 ? argv[1] : "cpu", *at = strchr(arg, '@');
+    size_t len = at ? (size_t)(at - arg) : strlen(arg);
+    if (at) out->act = act_suffix(at);
+    if (len < sizeof out->name) snprintf(out->name, sizeof out->name, "%.*s", (int)len, arg);
+    const char *name = out->name;
     bool host = false;
     for (size_t i = 0; i < sizeof k_host_backends / sizeof *k_host_backends; i++) host |= !strcmp(name, k_host_backends[i]);
-    if (argc > 2 || strlen(name) >= sizeof out->name || (!host && !device_name(name))) {
-        fprintf(stderr, "usage: %s [cpu|cuda[:N]|vulkan[:N]]  (the backend the tests run on; cpu when absent)\n", prog);
+    if (argc > 2 || len >= sizeof out->name || (!host && !device_name(name)) || out->act == CQ_DTYPE_COUNT) {
+        fprintf(stderr,
+                "usage: %s [cpu|cuda[:N]|vulkan[:N]][@f16|@bf16]  (the backend the tests run on, cpu when absent; "
+                "@: its activation dtype)\n",
+                prog);
         return 1;
     }
-    snprintf(out->name, sizeof out->name, "%s", name);
     out->device = !host;
     cq_backend *probe = NULL;
-    cq_status s = cq_backend_create(name, 1, &probe);
+    cq_status s = tu_backend_create(out, 1, &probe);
     if (s != CQ_OK) {
         /* not built, no driver, no such device: ctest reports the run as skipped (SKIP_RETURN_CODE 77) */
         printf("%s: skipped: backend '%s' is not available here: %s\n", prog, name, cq_last_error());
         return s == CQ_ERR_UNSUPPORTED ? TU_SKIP : 1;
     }
-    printf("%s: on backend %s\n", prog, cq_backend_name(probe));
+    printf("%s: on backend %s, %s activations\n", prog, cq_backend_name(probe),
+           cq_dtype_name(cq_backend_act_dtype(probe)));
     cq_backend_free(probe);
     return -1;
 }
 
 cq_status tu_backend_create(const tu_backend_arg *b, int threads, cq_backend **out) {
-    return cq_backend_create(b->name, threads, out);
+    const cq_backend_opts o = {.cpu = {.threads = threads}, .act_dtype = b->act};
+    return cq_backend_open(b->name, &o, out);
 }
 
 cq_tensor_view tu_view(cq_dtype dt, int ndim, const uint64_t *shape, const uint8_t *data, uint64_t nbytes) {

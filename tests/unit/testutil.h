@@ -43,10 +43,15 @@ int tu_system(const char *fmt, ...);
  * `test_x vulkan` as test_x_vulkan, label unit (lavapipe runs it anywhere;
  * skipped without a Vulkan device). The host backend (cpu) is
  * held to the CPU bounds; any other is a device, held to the device bounds
- * and, where a test says so, to the CPU backend running the same file. */
+ * and, where a test says so, to the CPU backend running the same file.
+ * BACKEND may end in "@f16" or "@bf16" (`test_qi21 cuda@f16`): the backend
+ * then allocates the models' activations in that dtype (a measurement: the
+ * file's bounds stay those of the backend's own dtype). */
 typedef struct tu_backend_arg {
-    char name[32]; /* as given: "cpu", "cuda", "cuda:1", "vulkan" */
-    bool device;   /* not the host (CPU) backend */
+    char name[32];    /* the backend as given, less any "@dtype": "cpu", "cuda", "cuda:1", "vulkan" */
+    bool device;      /* not the host (CPU) backend */
+    cq_dtype act;     /* "@f16" / "@bf16": the activation dtype asked for (cq_backend_opts.act_dtype); 0: the
+                       * backend's own */
 } tu_backend_arg;
 /* Read the backend from argv (at most one argument) and check that it opens
  * here. Returns -1 when the tests should run; otherwise the code main returns:
