@@ -258,12 +258,18 @@ typedef struct watch {
     mark phase[CQ_QI21_PHASE_DONE + 1]; /* when each phase began (DONE: when the VAE ended) */
     mark *step;                         /* [steps]: when each step ended */
     int threads;
+    cq_backend *be;                     /* a device backend: its streamed bytes read at each phase */
+    uint64_t streamed[CQ_QI21_PHASE_DONE + 1];
 } watch;
 
 static mark mark_now(void) { return (mark){cq_now(), cq_bench_cpu_seconds(), cq_bench_rss(), true}; }
 
 static void on_phase(cq_qi21_phase ph, void *user) {
     watch *w = user;
+    cq_backend_stats st;
+    /* the stats wait for the queued work: the phases' times stay their own */
+    if (w->be && (ph == CQ_GEN_PHASE_STEPS || ph == CQ_GEN_PHASE_VAE) && cq_backend_get_stats(w->be, &st, false) == CQ_OK)
+        w->streamed[ph] = st.streamed_bytes;
     w->phase[ph] = mark_now();
     static const char *const what[] = {"text tower", "prefill", "denoising", "VAE decode", NULL};
     if (what[ph]) {
@@ -302,39 +308,45 @@ static bool all_finite(const float *x, size_t n, double *maxabs) {
 /* ---- one run per budget ------------------------------------------------------------------------- */
 typedef struct budget_row {
     uint64_t budget;          /* what the backend enforced */
-    char plan[192];
+    char plan[320];
     double load, text, step, vae, total; /* s (step: the median) */
     uint64_t peak, weights;   /* the allocator's high-water mark and the weights bound at the end */
     uint64_t cached;          /* freed blocks the allocator keeps after the run (the budget counts them) */
     uint64_t dev_used;        /* the driver's own reading after the run: total - free */
+    uint64_t streamed_step;   /* weight bytes copied to the device per step (measured) */
+    uint64_t pinned;          /* page-locked host bytes holding streamed weights at the end */
     bool ok;
     char err[160];
 } budget_row;
 
 static void print_rows(const budget_row *rows, int n) {
-    printf("\n%-10s %7s %7s %8s %7s %8s %10s %10s %10s  %s\n", "budget", "load s", "text s", "step s", "VAE s", "total s",
-           "peak GiB", "cached GiB", "driver GiB", "plan");
+    printf("\n%-10s %7s %7s %8s %7s %8s %10s %10s %10s %11s %10s  %s\n", "budget", "load s", "text s", "step s", "VAE s",
+           "total s", "peak GiB", "cached GiB", "driver GiB", "stream/step", "pinned GiB", "plan");
     for (int i = 0; i < n; i++) {
         const budget_row *b = &rows[i];
         if (!b->ok) {
             printf("%7.2f GiB  failed: %s\n", (double)b->budget / GIB, b->err);
             continue;
         }
-        printf("%7.2f GiB %7.2f %7.2f %8.3f %7.2f %8.2f %10.2f %10.2f %10.2f  %s\n", (double)b->budget / GIB, b->load,
-               b->text, b->step, b->vae, b->total, (double)b->peak / GIB, (double)b->cached / GIB,
-               (double)b->dev_used / GIB, b->plan);
+        printf("%7.2f GiB %7.2f %7.2f %8.3f %7.2f %8.2f %10.2f %10.2f %10.2f %7.2f GiB %10.2f  %s\n",
+               (double)b->budget / GIB, b->load, b->text, b->step, b->vae, b->total, (double)b->peak / GIB,
+               (double)b->cached / GIB, (double)b->dev_used / GIB, (double)b->streamed_step / GIB,
+               (double)b->pinned / GIB, b->plan);
     }
     printf("peak: the backend's live buffers at their high-water mark (weights, activations, scratch);\n"
            "cached: freed blocks the allocator keeps for reuse after the run (the budget counts live + cached);\n"
            "driver: the device's used memory after the run as the driver reports it (the context, kernels and\n"
-           "cuBLASLt included; other processes too)\n");
+           "cuBLASLt included; other processes too); stream/step: weight bytes copied from host memory to the\n"
+           "device per step (measured), pinned: the page-locked host memory holding them\n");
 }
 
 /* The device memory figures and the plan of a finished run. */
-static void row_memory(cq_backend *be, const cq_qi21_pipe *pipe, budget_row *b) {
+static void row_memory(cq_backend *be, const cq_qi21_pipe *pipe, const watch *w, int steps, budget_row *b) {
     cq_backend_stats st;
     b->budget = cq_backend_mem_budget(be);
+    b->streamed_step = (w->streamed[CQ_QI21_PHASE_VAE] - w->streamed[CQ_QI21_PHASE_STEPS]) / (uint64_t)(steps > 0 ? steps : 1);
     if (cq_backend_get_stats(be, &st, false) == CQ_OK) {
+        b->pinned = st.host_pinned;
         b->peak = st.mem_peak;
         b->weights = st.weight_bytes;
         b->cached = st.mem_cached;
@@ -468,16 +480,18 @@ int cq_bench_imagine(int argc, char **argv) {
            cq_backend_name(r.be), budget, threads, o.prompt, total, rows);
     if (cq_backend_mem_budget(r.be)) {
         const cq_resid_need *nd = cq_qi21_pipe_need(r.pipe);
-        printf("device bytes planned (GiB): %-13s %8s %8s %8s %11s\n", "part", "planes", "compact", "slot", "activations");
+        printf("device bytes planned (GiB): %-13s %8s %8s %8s %13s %11s\n", "part", "planes", "compact", "slot",
+               "stream slots", "activations");
         for (int part = 0; part < CQ_PART_COUNT; part++)
-            printf("                            %-13s %8.2f %8.2f %8.2f %11.2f\n", cq_part_name((cq_part)part),
+            printf("                            %-13s %8.2f %8.2f %8.2f %13.2f %11.2f\n", cq_part_name((cq_part)part),
                    (double)nd->weights[part][CQ_WEIGHTS_DEFAULT] / GIB, (double)nd->weights[part][CQ_WEIGHTS_COMPACT] / GIB,
-                   (double)nd->slot[part][CQ_WEIGHTS_COMPACT] / GIB, (double)nd->act[part] / GIB);
+                   (double)nd->slot[part][CQ_WEIGHTS_COMPACT] / GIB, (double)nd->slot[part][CQ_WEIGHTS_STREAMED] / GIB,
+                   (double)nd->act[part] / GIB);
     }
     fflush(stdout);
 
     /* generate */
-    watch w = {.threads = threads};
+    watch w = {.threads = threads, .be = cq_backend_is_host(r.be) ? NULL : r.be};
     r.steps = cq_calloc((size_t)o.steps, sizeof *r.steps);
     if (!r.steps) return fail(&r, CQ_ERR_NOMEM, "generating");
     w.step = r.steps;
@@ -540,7 +554,7 @@ int cq_bench_imagine(int argc, char **argv) {
         runs[0] = (budget_row){.ok = true, .load = m_l1.wall - m_l0.wall,
                                .text = ph[CQ_QI21_PHASE_PREFILL].wall - ph[CQ_QI21_PHASE_TEXT].wall, .step = step_med,
                                .vae = end.wall - ph[CQ_QI21_PHASE_VAE].wall, .total = end.wall - m_l0.wall};
-        row_memory(r.be, r.pipe, &runs[0]);
+        row_memory(r.be, r.pipe, &w, o.steps, &runs[0]);
         for (int k = 0; k < o.n_more; k++) {
             budget_row *b = &runs[1 + k];
             cq_qi21_pipe_free(r.pipe);
@@ -556,7 +570,7 @@ int cq_bench_imagine(int argc, char **argv) {
             s = cq_qi21_pipe_load(r.cmf, r.be, &r.pipe);
             if (s == CQ_OK) s = cq_backend_sync(r.be);
             mark l1 = mark_now();
-            watch w2 = {.threads = threads, .step = r.steps};
+            watch w2 = {.threads = threads, .step = r.steps, .be = r.be};
             go.user = &w2;
             if (s == CQ_OK) s = cq_qi21_pipe_generate(r.pipe, &go, &res);
             if (s == CQ_OK) s = cq_backend_sync(r.be);
@@ -573,7 +587,7 @@ int cq_bench_imagine(int argc, char **argv) {
                               .step = cq_bench_median(st_k, o.steps),
                               .vae = w2.phase[CQ_QI21_PHASE_DONE].wall - w2.phase[CQ_QI21_PHASE_VAE].wall,
                               .total = w2.phase[CQ_QI21_PHASE_DONE].wall - l0.wall};
-            row_memory(r.be, r.pipe, b);
+            row_memory(r.be, r.pipe, &w2, o.steps, b);
         }
         print_rows(runs, 1 + o.n_more);
     }

@@ -60,6 +60,7 @@ typedef struct cq_backend_vtbl {
     /* device memory (ops.h); NULL: a backend without a budget or weight modes */
     uint64_t (*mem_budget)(const cq_backend *be);                           /* NULL: 0 */
     cq_status (*set_weight_mode)(cq_backend *be, cq_weight_mode mode);      /* NULL: accepted, no effect */
+    cq_status (*set_stream_keep)(cq_backend *be, uint64_t keep, uint64_t of); /* NULL: accepted, no effect */
     cq_status (*weight_cost)(const cq_backend *be, const cq_tensor_view *v, cq_weight_mode mode, uint64_t *bytes,
                              uint64_t *slot);                               /* NULL: 0 and 0 */
     cq_status (*trim)(cq_backend *be);                                      /* NULL: nothing to give back */

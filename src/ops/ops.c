@@ -165,6 +165,7 @@ const char *cq_weight_mode_name(cq_weight_mode m) {
     case CQ_WEIGHTS_DEFAULT: return "default";
     case CQ_WEIGHTS_PLANES: return "planes";
     case CQ_WEIGHTS_COMPACT: return "compact";
+    case CQ_WEIGHTS_STREAMED: return "streamed";
     default: return "?";
     }
 }
@@ -183,6 +184,11 @@ cq_status cq_backend_set_weight_mode(cq_backend *be, cq_weight_mode mode) {
 }
 
 cq_weight_mode cq_backend_weight_mode(const cq_backend *be) { return be ? be->weight_mode : CQ_WEIGHTS_DEFAULT; }
+
+cq_status cq_backend_set_stream_keep(cq_backend *be, uint64_t keep, uint64_t of) {
+    if (!be) return cq_fail(CQ_ERR_INVALID_ARG, "cq_backend_set_stream_keep: backend is NULL");
+    return be->vt->set_stream_keep ? be->vt->set_stream_keep(be, keep, of) : CQ_OK;
+}
 
 cq_status cq_backend_weight_cost(const cq_backend *be, const cq_tensor_view *v, cq_weight_mode mode, uint64_t *bytes,
                                  uint64_t *slot) {

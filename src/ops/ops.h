@@ -188,9 +188,13 @@ typedef enum cq_weight_mode {
     CQ_WEIGHTS_PLANES,      /* decoded once, at bind time, into compute-ready planes (CUDA: f16 + row scales) */
     CQ_WEIGHTS_COMPACT,     /* kept in the pack's codec on the device and expanded just before each use into
                              * a reused slot: about half the memory of planes for q8, a quarter for q4 */
+    CQ_WEIGHTS_STREAMED,    /* matrices kept in their codec in page-locked host memory and copied to the device
+                             * before each use (on a second stream, overlapped with the ops before), then
+                             * expanded as COMPACT ones; a share set by cq_backend_set_stream_keep stays on
+                             * the device, compact. Vectors (1-D) stay on the device */
     CQ_WEIGHTS_MODE_COUNT
 } cq_weight_mode;
-const char *cq_weight_mode_name(cq_weight_mode m); /* "default", "planes", "compact" */
+const char *cq_weight_mode_name(cq_weight_mode m); /* "default", "planes", "compact", "streamed" */
 
 /* The backends this program knows (the registry, src/ops/registry.c), in
  * a fixed order. `built` is false when this build lacks the backend (its
@@ -319,6 +323,8 @@ typedef struct cq_backend_stats {
     uint64_t staged_reuses; /* matmul inputs a device backend took from an earlier staging (another matmul's
                              * of the same x, or the producing op's side copy) instead of converting again */
     uint64_t device_total, device_free; /* the whole device, as the driver reports it */
+    uint64_t streamed_bytes; /* bytes of STREAMED weights copied to the device so far */
+    uint64_t host_pinned;  /* page-locked host bytes holding STREAMED weights */
     bool timed;            /* op_ms / op_calls are filled */
     double op_ms[CQ_OP_COUNT];
     long op_calls[CQ_OP_COUNT];
@@ -336,11 +342,22 @@ uint64_t cq_backend_mem_budget(const cq_backend *be);
  * and changes nothing; an unknown mode is CQ_ERR_INVALID_ARG. */
 cq_status cq_backend_set_weight_mode(cq_backend *be, cq_weight_mode mode);
 cq_weight_mode cq_backend_weight_mode(const cq_backend *be);
+/* For weights bound STREAMED from now on: keep `keep` of every `of` bytes of
+ * them on the device (compact, as their COMPACT cost counts them), spread
+ * evenly in binding order, and stream the rest; keep 0 streams every matrix,
+ * keep >= of streams none. Binding keeps a weight while the bytes kept, with
+ * it, stay within keep/of of the bytes bound STREAMED since this call, so at
+ * most `keep` of `of` bytes stay and the streamed ones are spread through a
+ * model's blocks (each copy then overlaps the kept blocks' compute). Ignored
+ * by backends without weight modes. */
+cq_status cq_backend_set_stream_keep(cq_backend *be, uint64_t keep, uint64_t of);
 /* What binding `v` in `mode` would cost on this backend, without binding it:
  * *bytes the weight holds on the device for as long as it is bound, *slot the
  * scratch it needs while an op reads it (COMPACT: the plane it expands into;
- * the backend keeps one such slot per operand, so a component needs the
- * largest, not the sum). Both 0 on host backends. */
+ * STREAMED: that and the device slots its payload is copied into; the
+ * backend keeps one such slot per operand, so a component needs the largest,
+ * not the sum). Both 0 on host backends. A STREAMED matrix holds 0 bytes: the
+ * ones cq_backend_set_stream_keep keeps cost their COMPACT bytes. */
 cq_status cq_backend_weight_cost(const cq_backend *be, const cq_tensor_view *v, cq_weight_mode mode, uint64_t *bytes,
                                  uint64_t *slot);
 /* Give the device the memory the backend caches but does not use (freed

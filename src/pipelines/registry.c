@@ -223,7 +223,7 @@ static cq_status qwen3_load(const cq_cmf *cmf, cq_backend *be, void **model, cq_
     }
     CQ_TRY(cq_resid_plan_single(&n, budget, "the language model", plan));
     const cq_weight_mode before = cq_backend_weight_mode(be);
-    CQ_TRY(cq_backend_set_weight_mode(be, plan->mode[CQ_PART_TEXT]));
+    CQ_TRY(cq_resid_apply_mode(be, plan, CQ_PART_TEXT));
     cq_qwen3 *m = NULL;
     cq_status s = cq_qwen3_load(cmf, "", be, &m);
     cq_status s2 = cq_backend_set_weight_mode(be, before);

@@ -37,7 +37,7 @@ static uint64_t phase_need(const cq_resid_need *n, const cq_resid_plan *p, cq_re
     for (int part = 0; part < CQ_PART_COUNT; part++) {
         if (!p->keep[ph][part]) continue;
         const cq_weight_mode m = p->mode[part];
-        w += n->weights[part][m];
+        w += n->weights[part][m] + (m == CQ_WEIGHTS_STREAMED ? p->keep_bytes[part] : 0);
         if (n->slot[part][m] > slot) slot = n->slot[part][m];
     }
     return w + slot + n->act[ph];
@@ -51,7 +51,19 @@ static void finish(const cq_resid_need *n, cq_resid_plan *p) {
     }
 }
 
-/* Plan `level` (1..5) for n; the decode keeps the denoiser when it fits beside it under budget. */
+/* A part STREAMED in phase `ph` (where it works): keep on the device what fits beside the phase's other needs
+ * under budget, at most what its matrices take compact (budget 0: keep nothing). */
+static void stream_part(const cq_resid_need *n, cq_resid_plan *p, cq_part part, cq_resid_phase ph, uint64_t budget) {
+    p->mode[part] = CQ_WEIGHTS_STREAMED;
+    const uint64_t compact = n->weights[part][CQ_WEIGHTS_COMPACT], left = n->weights[part][CQ_WEIGHTS_STREAMED];
+    p->stream_of[part] = compact > left ? compact - left : 0;
+    p->keep_bytes[part] = 0;
+    const uint64_t need = phase_need(n, p, ph);
+    const uint64_t room = budget > need ? budget - need : 0;
+    p->keep_bytes[part] = CQ_MIN(room, p->stream_of[part]);
+}
+
+/* Plan `level` (1..7) for n; the decode keeps the denoiser when it fits beside it under budget. */
 static void plan_level(const cq_resid_need *n, int level, uint64_t budget, cq_resid_plan *p) {
     memset(p, 0, sizeof *p);
     p->level = level;
@@ -68,6 +80,8 @@ static void plan_level(const cq_resid_need *n, int level, uint64_t budget, cq_re
     } else {
         p->keep[CQ_RESID_TEXT][CQ_PART_TEXT] = true;
         p->keep[CQ_RESID_DENOISE][CQ_PART_DENOISER] = true;
+        if (level >= 6) stream_part(n, p, CQ_PART_DENOISER, CQ_RESID_DENOISE, budget);
+        if (level >= 7) stream_part(n, p, CQ_PART_TEXT, CQ_RESID_TEXT, budget);
         p->keep[CQ_RESID_DECODE][CQ_PART_DENOISER] = true;
         finish(n, p);
         if (p->phase_bytes[CQ_RESID_DECODE] > budget) p->keep[CQ_RESID_DECODE][CQ_PART_DENOISER] = false;
@@ -87,7 +101,7 @@ cq_status cq_resid_plan_make(const cq_resid_need *n, uint64_t budget, const char
         return CQ_OK;
     }
     uint64_t least = UINT64_MAX;
-    for (int level = 1; level <= 5; level++) {
+    for (int level = 1; level <= 7; level++) {
         cq_resid_plan p;
         plan_level(n, level, budget, &p);
         if (p.peak <= budget) {
@@ -101,9 +115,9 @@ cq_status cq_resid_plan_make(const cq_resid_need *n, uint64_t budget, const char
     }
     memset(out, 0, sizeof *out);
     return cq_fail(CQ_ERR_NOMEM,
-                   "%s does not fit in a device-memory budget of %.2f GiB: it needs at least %.2f GiB (every "
-                   "weight kept in its codec, the text encoder released before the denoiser); raise --gpu-memory, "
-                   "use a smaller codec, or --backend cpu",
+                   "%s does not fit in a device-memory budget of %.2f GiB: it needs at least %.2f GiB (its "
+                   "matrices streamed from host memory, the text encoder released before the denoiser); raise "
+                   "--gpu-memory, use a smaller request or codec, or --backend cpu",
                    what, (double)budget / GIB, (double)least / GIB);
 }
 
@@ -121,11 +135,15 @@ cq_status cq_resid_plan_single(const cq_resid_need *n, uint64_t budget, const ch
         out->mode[CQ_PART_TEXT] = CQ_WEIGHTS_COMPACT;
         finish(n, out);
         if (out->peak <= budget) return CQ_OK;
+        stream_part(n, out, CQ_PART_TEXT, CQ_RESID_TEXT, budget);
+        finish(n, out);
+        if (out->peak <= budget) return CQ_OK;
         const uint64_t least = out->peak;
         memset(out, 0, sizeof *out);
         return cq_fail(CQ_ERR_NOMEM,
                        "%s does not fit in a device-memory budget of %.2f GiB: it needs at least %.2f GiB (its "
-                       "weights kept in their codec); raise --gpu-memory, use a smaller codec, or --backend cpu",
+                       "matrices streamed from host memory); raise --gpu-memory, use a smaller codec, or --backend "
+                       "cpu",
                        what, (double)budget / GIB, (double)least / GIB);
     }
     finish(n, out);
@@ -133,9 +151,30 @@ cq_status cq_resid_plan_single(const cq_resid_need *n, uint64_t budget, const ch
 }
 
 cq_status cq_resid_plan_at(const cq_resid_need *n, int level, uint64_t budget, cq_resid_plan *out) {
-    if (!n || !out || level < 1 || level > 5) return cq_fail(CQ_ERR_INVALID_ARG, "residency plan: bad level %d", level);
+    if (!n || !out || level < 1 || level > 7) return cq_fail(CQ_ERR_INVALID_ARG, "residency plan: bad level %d", level);
     plan_level(n, level, budget, out);
     return CQ_OK;
+}
+
+uint64_t cq_resid_streamed(const cq_resid_plan *p, cq_part part) {
+    if (!p || (unsigned)part >= CQ_PART_COUNT || p->mode[part] != CQ_WEIGHTS_STREAMED) return 0;
+    return p->stream_of[part] > p->keep_bytes[part] ? p->stream_of[part] - p->keep_bytes[part] : 0;
+}
+
+cq_status cq_resid_apply_mode(cq_backend *be, const cq_resid_plan *p, cq_part part) {
+    CQ_TRY(cq_backend_set_weight_mode(be, p->mode[part]));
+    if (p->mode[part] == CQ_WEIGHTS_STREAMED) CQ_TRY(cq_backend_set_stream_keep(be, p->keep_bytes[part], p->stream_of[part]));
+    return CQ_OK;
+}
+
+/* ", the denoiser streams 1.20 of 6.50 GiB per step" for each streamed part */
+static void describe_streams(const cq_resid_plan *p, char *buf, size_t len) {
+    size_t o = strlen(buf);
+    for (int part = 0; part < CQ_PART_COUNT && o < len; part++)
+        if (p->mode[part] == CQ_WEIGHTS_STREAMED)
+            o += (size_t)snprintf(buf + o, len - o, "; the %s streams %.2f of %.2f GiB per %s", cq_part_name((cq_part)part),
+                                  (double)cq_resid_streamed(p, (cq_part)part) / GIB, (double)p->stream_of[part] / GIB,
+                                  part == CQ_PART_DENOISER ? "step" : "use");
 }
 
 const char *cq_resid_plan_describe(const cq_resid_plan *p, char *buf, size_t len) {
@@ -145,21 +184,25 @@ const char *cq_resid_plan_describe(const cq_resid_plan *p, char *buf, size_t len
         return buf;
     }
     if (p->single) {
+        const cq_weight_mode m = p->mode[CQ_PART_TEXT];
         snprintf(buf, len, "all resident, %s, plan %.2f GiB of %.2f GiB",
-                 p->mode[CQ_PART_TEXT] == CQ_WEIGHTS_COMPACT ? "weights in their codec (expanded per use)"
-                                                             : "weights as planes",
+                 m == CQ_WEIGHTS_STREAMED  ? "weights in their codec, some streamed from host memory"
+                 : m == CQ_WEIGHTS_COMPACT ? "weights in their codec (expanded per use)"
+                                           : "weights as planes",
                  (double)p->peak / GIB, (double)p->budget / GIB);
+        describe_streams(p, buf, len);
         return buf;
     }
     char modes[96] = "";
     size_t o = 0;
     for (int part = 0; part < CQ_PART_COUNT && o < sizeof modes; part++)
-        if (p->mode[part] == CQ_WEIGHTS_COMPACT)
+        if (p->mode[part] == CQ_WEIGHTS_COMPACT || p->mode[part] == CQ_WEIGHTS_STREAMED)
             o += (size_t)snprintf(modes + o, sizeof modes - o, "%s%s", o ? ", " : "", cq_part_name((cq_part)part));
     snprintf(buf, len, "%s%s, %s%s, plan %.2f GiB of %.2f GiB",
              p->level == 1 ? "all resident" : "phased (the text encoder released before the denoiser",
              p->level == 1 ? "" : (p->keep[CQ_RESID_DECODE][CQ_PART_DENOISER] ? ")" : "; the denoiser before the decode)"),
              o ? "in their codec: " : "weights as planes", modes, (double)p->peak / GIB, (double)p->budget / GIB);
+    describe_streams(p, buf, len);
     return buf;
 }
 
@@ -266,13 +309,14 @@ static void release(cq_resid *r, cq_part part) {
 
 static cq_status bind(cq_resid *r, cq_part part, cq_resid_phase phase) {
     const cq_weight_mode before = cq_backend_weight_mode(r->be);
-    cq_status s = cq_backend_set_weight_mode(r->be, r->plan.mode[part]);
+    cq_status s = cq_resid_apply_mode(r->be, &r->plan, part);
     if (s == CQ_OK) s = r->ops->bind(r->pipe, part);
     cq_status s2 = cq_backend_set_weight_mode(r->be, before);
     if (s != CQ_OK)
         return cq_fail_prefix(s, "binding the %s for the %s phase: ", cq_part_name(part), cq_resid_phase_name(phase));
     r->bound[part] = true;
     r->bound_mode[part] = r->plan.mode[part];
+    r->bound_keep[part] = r->plan.keep_bytes[part];
     r->binds++;
     return s2;
 }
@@ -289,7 +333,8 @@ cq_status cq_resid_stage(cq_resid *r, cq_resid_phase phase) {
     /* first everything this phase does not keep (or keeps in another mode), so its room is free */
     bool freed = false;
     for (int part = 0; part < CQ_PART_COUNT; part++)
-        if (r->bound[part] && (!p->keep[phase][part] || r->bound_mode[part] != p->mode[part])) {
+        if (r->bound[part] && (!p->keep[phase][part] || r->bound_mode[part] != p->mode[part] ||
+                               (p->mode[part] == CQ_WEIGHTS_STREAMED && r->bound_keep[part] != p->keep_bytes[part]))) {
             release(r, (cq_part)part);
             freed = true;
         }

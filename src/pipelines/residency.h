@@ -14,7 +14,12 @@
  *   3. phased, the denoiser's weights kept in their codec on the device
  *      (CQ_WEIGHTS_COMPACT: expanded just before each use);
  *   4. phased, the text encoder compact too;
- *   5. phased, every part compact.
+ *   5. phased, every part compact;
+ *   6. phased, every part compact, the denoiser STREAMED: as many of its
+ *      matrices as fit stay on the device, the rest are copied from
+ *      page-locked host memory before each use (spread through its blocks,
+ *      overlapped with their compute);
+ *   7. the same with the text encoder streamed too.
  * When none fits, the error names the smallest budget that would work.
  * The codec stays bound in every plan (it is small; its pack/unpack carry
  * the latents' layout through the whole run).
@@ -67,8 +72,13 @@ typedef struct cq_resid_need {
 } cq_resid_need;
 
 typedef struct cq_resid_plan {
-    int level;                            /* 1..5, the list in the header comment; 0: no budget (host) */
-    cq_weight_mode mode[CQ_PART_COUNT];   /* DEFAULT (the backend's fastest: planes on CUDA) or COMPACT */
+    int level;                            /* 1..7, the list in the header comment; 0: no budget (host) */
+    cq_weight_mode mode[CQ_PART_COUNT];   /* DEFAULT (the backend's fastest: planes on CUDA), COMPACT or STREAMED */
+    /* STREAMED parts: of the `stream_of` bytes their matrices take compact, `keep_bytes` stay on the device
+     * (cq_backend_set_stream_keep) and the rest are copied at every use of the part (every step for the
+     * denoiser, every prompt for the text encoder) */
+    uint64_t keep_bytes[CQ_PART_COUNT];
+    uint64_t stream_of[CQ_PART_COUNT];
     bool keep[CQ_RESID_PHASE_COUNT][CQ_PART_COUNT]; /* bound during the phase */
     uint64_t phase_bytes[CQ_RESID_PHASE_COUNT];     /* planned need of each phase */
     uint64_t peak;                        /* the largest of them */
@@ -87,12 +97,19 @@ cq_status cq_resid_plan_make(const cq_resid_need *n, uint64_t budget, const char
  * weights compact, else CQ_ERR_NOMEM naming the least budget. */
 cq_status cq_resid_plan_single(const cq_resid_need *n, uint64_t budget, const char *what, cq_resid_plan *out);
 
-/* Plan `level` (1..5, the list above) for n, whether it fits or not; the
- * decode keeps the denoiser when that phase fits under budget. */
+/* Plan `level` (1..7, the list above) for n, whether it fits or not; the
+ * decode keeps the denoiser when that phase fits under budget; a streamed
+ * part keeps on the device what fits beside its phase under budget (0: none). */
 cq_status cq_resid_plan_at(const cq_resid_need *n, int level, uint64_t budget, cq_resid_plan *out);
 
+/* The bytes a streamed part copies at each use (0 when it is not streamed). */
+uint64_t cq_resid_streamed(const cq_resid_plan *p, cq_part part);
+
+/* Set the backend's weight mode (and, for a streamed part, what it keeps) for binding `part` of plan p. */
+cq_status cq_resid_apply_mode(cq_backend *be, const cq_resid_plan *p, cq_part part);
+
 /* One line: "all resident, planes, 21.3 GiB of 130.0 GiB" or "phased (text encoder released before the
- * denoiser), denoiser compact, 7.9 GiB of 8.0 GiB". */
+ * denoiser), denoiser compact, 7.9 GiB of 8.0 GiB"; a streamed part adds what it copies per use. */
 const char *cq_resid_plan_describe(const cq_resid_plan *p, char *buf, size_t len);
 
 /* The device bytes of every tensor named prefix* in the pack, bound in
@@ -140,6 +157,7 @@ typedef struct cq_resid {
     cq_resid_plan plan;
     bool bound[CQ_PART_COUNT];
     cq_weight_mode bound_mode[CQ_PART_COUNT];
+    uint64_t bound_keep[CQ_PART_COUNT];   /* a streamed part's keep_bytes when bound */
     int binds;                        /* parts bound so far (tests: how often a plan rebinds) */
     bool fixed;                       /* the plan was set from outside (cq_resid_set_plan): replan keeps it */
 } cq_resid;

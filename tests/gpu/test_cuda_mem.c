@@ -289,6 +289,104 @@ static void test_compact_bitexact(void **state) {
     cq_backend_free(be);
 }
 
+/* STREAMED weights: the results of planes bit for bit, nothing on the device while bound, each use copying the
+ * payload once (get_rows reads its rows from host memory), no recordings while bound, and set_stream_keep's
+ * share kept on the device, spread evenly. */
+static void test_streamed_bitexact(void **state) {
+    (void)state;
+    cq_backend *be = open_be(0);
+    static const cq_dtype codecs[] = {CQ_DTYPE_Q8_2F, CQ_DTYPE_Q4TP, CQ_DTYPE_BF16};
+    const uint64_t s2[2] = {N, K};
+    float xh[M * K], imgh[IH * IW * CIN], bh[N];
+    const int32_t idh[NIDS] = {47, 0, 3, 3, 20, 11};
+    for (size_t ci = 0; ci < CQ_ARRAY_LEN(codecs); ci++) {
+        const cq_dtype dt = codecs[ci];
+        tu_fill_normal(&g_rng, xh, M * K, 1.0f);
+        tu_fill_normal(&g_rng, imgh, IH * IW * CIN, 1.0f);
+        tu_fill_normal(&g_rng, bh, N, 0.1f);
+        uint64_t nb[4], s3[4], s1[4];
+        const int nd3 = conv_shape(dt, 3, s3), nd1 = conv_shape(dt, 1, s1);
+        uint8_t *pw = encode_random(dt, 2, s2, &nb[0]), *pw2 = encode_random(dt, 2, s2, &nb[1]);
+        uint8_t *p3 = encode_random(dt, nd3, s3, &nb[2]), *p1 = encode_random(dt, nd1, s1, &nb[3]);
+        const cq_tensor_view vw = view_of(dt, 2, s2, pw, nb[0]), vw2 = view_of(dt, 2, s2, pw2, nb[1]);
+        const cq_tensor_view v3 = view_of(dt, nd3, s3, p3, nb[2]), v1 = view_of(dt, nd1, s1, p1, nb[3]);
+        wset wp, ws;
+        bind_in(be, CQ_WEIGHTS_PLANES, &vw, &wp.w);
+        bind_in(be, CQ_WEIGHTS_PLANES, &vw2, &wp.w2);
+        bind_in(be, CQ_WEIGHTS_PLANES, &v3, &wp.conv3);
+        bind_in(be, CQ_WEIGHTS_PLANES, &v1, &wp.conv1);
+        const cq_backend_stats st0 = stats(be);
+        assert_true(cq_backend_can_record(be));
+        assert_int_equal(cq_backend_set_stream_keep(be, 0, 0), CQ_OK);
+        bind_in(be, CQ_WEIGHTS_STREAMED, &vw, &ws.w);
+        bind_in(be, CQ_WEIGHTS_STREAMED, &vw2, &ws.w2);
+        bind_in(be, CQ_WEIGHTS_STREAMED, &v3, &ws.conv3);
+        bind_in(be, CQ_WEIGHTS_STREAMED, &v1, &ws.conv1);
+        const cq_backend_stats st1 = stats(be);
+        assert_int_equal(st1.weight_bytes, st0.weight_bytes); /* nothing of them on the device */
+        assert_int_equal(st1.host_pinned - st0.host_pinned, nb[0] + nb[1] + nb[2] + nb[3]);
+        assert_false(cq_backend_can_record(be));
+        cq_tensor x = act(be, M, K, xh), img = act(be, IH * IW, CIN, imgh), bias, ids;
+        assert_int_equal(cq_tensor_alloc(be, CQ_DTYPE_F32, 1, (const int64_t[]){N}, &bias), CQ_OK);
+        assert_int_equal(cq_tensor_upload(&bias, bh, sizeof bh), CQ_OK);
+        assert_int_equal(cq_tensor_alloc(be, CQ_DTYPE_I32, 1, (const int64_t[]){NIDS}, &ids), CQ_OK);
+        assert_int_equal(cq_tensor_upload(&ids, idh, sizeof idh), CQ_OK);
+        outs op, os;
+        outs_alloc(be, &op);
+        outs_alloc(be, &os);
+        cq_status s = run_ops(be, &wp, &op, &x, &img, &bias, &ids);
+        if (s != CQ_OK) fail_msg("%s planes: %s", cq_dtype_name(dt), cq_last_error());
+        for (int pass = 0; pass < 2; pass++) { /* the second pass reuses the slots the first made */
+            const uint64_t before = stats(be).streamed_bytes;
+            outs_zero(&os);
+            s = run_ops(be, &ws, &os, &x, &img, &bias, &ids);
+            if (s != CQ_OK) fail_msg("%s streamed: %s", cq_dtype_name(dt), cq_last_error());
+            expect_outs_same(&op, &os, dt, pass ? "streamed, again" : "streamed");
+            /* linear, both SwiGLU halves, the fused SwiGLU, two 3x3 convolutions and a 1x1 */
+            const uint64_t moved = stats(be).streamed_bytes - before, want = 3 * nb[0] + nb[1] + 2 * nb[2] + nb[3];
+            if (moved != want)
+                fail_msg("%s: %llu bytes streamed, want %llu", cq_dtype_name(dt), (unsigned long long)moved,
+                         (unsigned long long)want);
+        }
+        /* a bad id on a streamed table: the same deferred error */
+        const int32_t bad[NIDS] = {1, 2, N, 3, 4, 5};
+        assert_int_equal(cq_tensor_upload(&ids, bad, sizeof bad), CQ_OK);
+        assert_int_equal(cq_op_get_rows(be, &os.rows, &ws.w, &ids), CQ_OK);
+        assert_int_equal(cq_backend_sync(be), CQ_ERR_BOUNDS);
+        assert_non_null(strstr(cq_last_error(), "get_rows: id 48 at position 2"));
+        assert_int_equal(cq_backend_sync(be), CQ_OK);
+        outs_free(&op);
+        outs_free(&os);
+        cq_tensor *all[] = {&wp.w, &wp.w2, &wp.conv3, &wp.conv1, &ws.w, &ws.w2, &ws.conv3, &ws.conv1, &x, &img, &bias,
+                            &ids};
+        for (size_t i = 0; i < CQ_ARRAY_LEN(all); i++) cq_tensor_free(all[i]);
+        assert_int_equal(stats(be).host_pinned, st0.host_pinned);
+        assert_true(cq_backend_can_record(be));
+        free(pw2);
+        free(p3);
+        free(p1);
+
+        /* keep 2 of 4 equal weights: streamed, kept, streamed, kept */
+        uint64_t cb, cs;
+        assert_int_equal(cq_backend_weight_cost(be, &vw, CQ_WEIGHTS_COMPACT, &cb, &cs), CQ_OK);
+        assert_int_equal(cq_backend_set_stream_keep(be, 2 * cb, 4 * cb), CQ_OK);
+        cq_tensor four[4];
+        for (int i = 0; i < 4; i++) {
+            const cq_backend_stats a = stats(be);
+            bind_in(be, CQ_WEIGHTS_STREAMED, &vw, &four[i]);
+            const cq_backend_stats b = stats(be);
+            const bool kept = b.weight_bytes > a.weight_bytes;
+            if (kept != (i % 2 == 1))
+                fail_msg("%s: weight %d of 4 %s", cq_dtype_name(dt), i, kept ? "kept" : "streamed");
+            assert_int_equal(kept ? b.weight_bytes - a.weight_bytes : b.host_pinned - a.host_pinned, kept ? cb : nb[0]);
+        }
+        for (int i = 0; i < 4; i++) cq_tensor_free(&four[i]);
+        free(pw);
+    }
+    assert_int_equal(cq_backend_trim(be), CQ_OK);
+    cq_backend_free(be);
+}
+
 /* ---- weight_cost against the allocator ---------------------------------------------------------------- */
 /* Binding `v` in `mode` adds exactly the cost to mem_in_use and weight_bytes, and releasing it takes it back. */
 static void expect_bind_cost(cq_backend *be, const cq_tensor_view *v, cq_weight_mode mode, cq_tensor *t) {
@@ -518,6 +616,7 @@ int main(void) {
     tu_rng_seed(&g_rng, 21);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_compact_bitexact),
+        cmocka_unit_test(test_streamed_bitexact),
         cmocka_unit_test(test_weight_cost_measured),
         cmocka_unit_test(test_budget),
         cmocka_unit_test(test_trim),

@@ -66,6 +66,11 @@ static void test_weight_costs(void **state) {
     expect_plan(&q8, CQ_WEIGHTS_DEFAULT, CQ_CUDA_W_PLANE, plane, 0);
     expect_plan(&q8, CQ_WEIGHTS_PLANES, CQ_CUDA_W_PLANE, plane, 0);
     expect_plan(&q8, CQ_WEIGHTS_COMPACT, CQ_CUDA_W_COMPACT, 7168, plane); /* 6728 -> 7168 */
+    /* streamed: nothing on the device while bound; per use the plane and CQ_CUDA_STREAM_SLOTS payload slots */
+    expect_plan(&q8, CQ_WEIGHTS_STREAMED, CQ_CUDA_W_STREAMED, 0, plane + CQ_CUDA_STREAM_SLOTS * 7168);
+    cq_cuda_wplan sp;
+    assert_int_equal(cq_cuda_weight_plan(&q8, CQ_WEIGHTS_STREAMED, &sp), CQ_OK);
+    assert_int_equal(sp.host_bytes, q8.nbytes);
     /* bf16: its payload (12800 -> 14336) is smaller than the plane with its scales: compact */
     cq_tensor_view bf = view(CQ_DTYPE_BF16, 2, s2);
     expect_plan(&bf, CQ_WEIGHTS_PLANES, CQ_CUDA_W_PLANE, plane, 0);
@@ -73,11 +78,14 @@ static void test_weight_costs(void **state) {
     /* f32: the plane (14848) is smaller than the payload (25600 -> 28672): it stays a plane */
     cq_tensor_view f32 = view(CQ_DTYPE_F32, 2, s2);
     expect_plan(&f32, CQ_WEIGHTS_COMPACT, CQ_CUDA_W_PLANE, plane, 0);
+    /* streamed, every matrix streams, whatever its codec */
+    expect_plan(&f32, CQ_WEIGHTS_STREAMED, CQ_CUDA_W_STREAMED, 0, plane + CQ_CUDA_STREAM_SLOTS * 28672);
     /* a 1-D vector is its payload in every mode */
     const uint64_t s1[1] = {1000};
     cq_tensor_view vec = view(CQ_DTYPE_F32, 1, s1);
     expect_plan(&vec, CQ_WEIGHTS_PLANES, CQ_CUDA_W_RAW, 4096, 0);
     expect_plan(&vec, CQ_WEIGHTS_COMPACT, CQ_CUDA_W_RAW, 4096, 0);
+    expect_plan(&vec, CQ_WEIGHTS_STREAMED, CQ_CUDA_W_RAW, 4096, 0);
     /* a convolution kernel [8, 4, 3, 3]: rows 8, cols 36, pitch 40: plane 640, scales 32 -> 512 */
     const uint64_t s4[4] = {8, 4, 3, 3};
     cq_tensor_view conv = view(CQ_DTYPE_Q4_BLOCK, 4, s4);

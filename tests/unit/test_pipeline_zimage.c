@@ -258,11 +258,16 @@ static void run_case(cq_zimage_pipe *p, const cq_st *exp, const char *name, cons
     free(want);
     if (plans) {
         /* every residency plan gives the same bits on this backend: phased (the text tower released before
-         * the denoiser, the denoiser before the decode), then every weight compact */
+         * the denoiser, the denoiser before the decode), every weight compact, the matrices streamed */
         const cq_resid_need tight = {.act = {0, 0, 1}}; /* the decode does not fit beside the denoiser */
-        for (int level = 2; level <= 5; level += 3) {
+        /* 2, 5, then 7 with every matrix streamed, and 7 keeping half of each streamed part on the device */
+        static const int levels[] = {2, 5, 7, 8};
+        for (size_t li = 0; li < sizeof levels / sizeof *levels; li++) {
+            const int level = levels[li] > 7 ? 7 : levels[li];
             cq_resid_plan plan;
             assert_int_equal(cq_resid_plan_at(&tight, level, 0, &plan), CQ_OK);
+            if (levels[li] > 7)
+                for (int part = 0; part < CQ_PART_COUNT; part++) plan.keep_bytes[part] = 1, plan.stream_of[part] = 2;
             assert_int_equal(cq_zimage_pipe_set_plan(p, &plan), CQ_OK);
             cq_image_result r2;
             s = cq_zimage_pipe_generate(p, &o, &r2);
@@ -275,7 +280,7 @@ static void run_case(cq_zimage_pipe *p, const cq_st *exp, const char *name, cons
             cq_image_result_free(&r2);
         }
         assert_int_equal(cq_zimage_pipe_set_plan(p, NULL), CQ_OK);
-        print_message("  phased and compact plans: the same bits\n");
+        print_message("  phased, compact and streamed plans: the same bits\n");
     }
     cq_image_result_free(&r);
     print_message("  latents max err %.2e of RMS, pixels max diff %d/255 (%.2e before rounding)\n", e_lat, worst,

@@ -17,7 +17,9 @@
 
 #define GB (1000ull * 1000ull * 1000ull)
 
-/* A model like Qwen-Image-2.1 in q8: a 16 GB tower (8 compact), a 13 GB denoiser (7 compact), a 0.5 GB VAE. */
+/* A model like Qwen-Image-2.1 in q8: a 16 GB tower (8 compact), a 13 GB denoiser (7 compact), a 0.5 GB VAE;
+ * streamed, the tower keeps 0.1 GB of vectors on the device, the denoiser 0.05 GB, and their slots grow by the
+ * payload slots. */
 static cq_resid_need model(void) {
     cq_resid_need n = {0};
     n.weights[CQ_PART_TEXT][CQ_WEIGHTS_DEFAULT] = 16 * GB;
@@ -29,6 +31,12 @@ static cq_resid_need model(void) {
     n.weights[CQ_PART_CODEC][CQ_WEIGHTS_DEFAULT] = GB / 2;
     n.weights[CQ_PART_CODEC][CQ_WEIGHTS_COMPACT] = GB / 4;
     n.slot[CQ_PART_CODEC][CQ_WEIGHTS_COMPACT] = GB / 8;
+    n.weights[CQ_PART_TEXT][CQ_WEIGHTS_STREAMED] = GB / 10;
+    n.slot[CQ_PART_TEXT][CQ_WEIGHTS_STREAMED] = GB / 2;
+    n.weights[CQ_PART_DENOISER][CQ_WEIGHTS_STREAMED] = GB / 20;
+    n.slot[CQ_PART_DENOISER][CQ_WEIGHTS_STREAMED] = GB;
+    n.weights[CQ_PART_CODEC][CQ_WEIGHTS_STREAMED] = GB / 8;
+    n.slot[CQ_PART_CODEC][CQ_WEIGHTS_STREAMED] = GB / 4;
     n.act[CQ_RESID_TEXT] = GB;
     n.act[CQ_RESID_DENOISE] = 2 * GB;
     n.act[CQ_RESID_DECODE] = 3 * GB;
@@ -102,22 +110,79 @@ static void test_level3_before_4(void **state) {
     assert_int_equal(p.mode[CQ_PART_DENOISER], CQ_WEIGHTS_COMPACT);
 }
 
+static void test_streamed(void **state) {
+    (void)state;
+    const cq_resid_need n = model();
+    cq_resid_plan p;
+    /* 9.6 GB: the tower fits compact (8 + .25 + .25 + 1 = 9.5), the denoiser not (9.75): level 6, keeping what
+     * fits beside the rest of its phase (9.6 - (.05 + .25 + 1 + 2) = 6.3 of its 6.95 GB of matrices) */
+    assert_int_equal(cq_resid_plan_make(&n, 9 * GB + 6 * GB / 10, "m", &p), CQ_OK);
+    assert_int_equal(p.level, 6);
+    assert_int_equal(p.mode[CQ_PART_DENOISER], CQ_WEIGHTS_STREAMED);
+    assert_int_equal(p.mode[CQ_PART_TEXT], CQ_WEIGHTS_COMPACT);
+    assert_int_equal(p.stream_of[CQ_PART_DENOISER], 6 * GB + 95 * GB / 100);
+    assert_int_equal(p.keep_bytes[CQ_PART_DENOISER], 6 * GB + 3 * GB / 10);
+    assert_int_equal(cq_resid_streamed(&p, CQ_PART_DENOISER), 65 * GB / 100);
+    assert_int_equal(cq_resid_streamed(&p, CQ_PART_TEXT), 0);
+    assert_int_equal(p.phase_bytes[CQ_RESID_DENOISE], 9 * GB + 6 * GB / 10);
+    assert_int_equal(p.peak, 9 * GB + 6 * GB / 10);
+    char line[320];
+    cq_resid_plan_describe(&p, line, sizeof line);
+    assert_non_null(strstr(line, "the denoiser streams 0.61 of 6.47 GiB per step"));
+
+    /* 9 GB: the tower streams too; text 9 - (.1 + .25 + .5 + 1) = 7.15 kept of 7.9, denoise 5.7 of 6.95; the
+     * decode does not fit beside the denoiser (.05 + 5.7 + .25 + 1 + 3 = 10) and goes alone */
+    assert_int_equal(cq_resid_plan_make(&n, 9 * GB, "m", &p), CQ_OK);
+    assert_int_equal(p.level, 7);
+    assert_int_equal(p.mode[CQ_PART_TEXT], CQ_WEIGHTS_STREAMED);
+    assert_int_equal(p.keep_bytes[CQ_PART_TEXT], 7 * GB + 15 * GB / 100);
+    assert_int_equal(p.keep_bytes[CQ_PART_DENOISER], 5 * GB + 7 * GB / 10);
+    assert_int_equal(cq_resid_streamed(&p, CQ_PART_DENOISER), GB + GB / 4);
+    assert_false(p.keep[CQ_RESID_DECODE][CQ_PART_DENOISER]);
+    assert_int_equal(p.peak, 9 * GB);
+
+    /* a forced plan with no budget keeps nothing: every matrix streams */
+    assert_int_equal(cq_resid_plan_at(&n, 7, 0, &p), CQ_OK);
+    assert_int_equal(p.keep_bytes[CQ_PART_TEXT], 0);
+    assert_int_equal(p.keep_bytes[CQ_PART_DENOISER], 0);
+    assert_int_equal(cq_resid_streamed(&p, CQ_PART_TEXT), 7 * GB + 9 * GB / 10);
+
+    /* a language model alone: planes, compact, then streamed */
+    cq_resid_need lm = model();
+    lm.act[CQ_RESID_TEXT] = GB;
+    lm.act[CQ_RESID_DENOISE] = lm.act[CQ_RESID_DECODE] = 0;
+    assert_int_equal(cq_resid_plan_single(&lm, 6 * GB, "lm", &p), CQ_OK);
+    assert_int_equal(p.mode[CQ_PART_TEXT], CQ_WEIGHTS_STREAMED);
+    assert_int_equal(p.keep_bytes[CQ_PART_TEXT], 6 * GB - (GB / 10 + GB / 2 + GB));
+    assert_int_equal(p.peak, 6 * GB);
+    cq_resid_plan_describe(&p, line, sizeof line);
+    assert_non_null(strstr(line, "some streamed"));
+    assert_int_equal(cq_resid_plan_single(&lm, GB, "lm", &p), CQ_ERR_NOMEM);
+    assert_non_null(strstr(cq_last_error(), "1.49 GiB")); /* .1 + .5 + 1 = 1.6 GB */
+    cq_clear_error();
+}
+
 static void test_too_small(void **state) {
     (void)state;
     const cq_resid_need n = model();
     cq_resid_plan p;
-    /* the least is level 5 with the decode alone: max(8 + .25 + .25 + 1, 7 + .25 + .5 + 2, .25 + .125 + 3) */
-    assert_int_equal(cq_resid_plan_make(&n, 9 * GB, "Model X", &p), CQ_ERR_NOMEM);
+    /* the least is level 7 with nothing kept and the decode alone:
+     * max(.1 + .25 + .5 + 1, .05 + .25 + 1 + 2, .25 + .125 + 3) = 3.375 GB */
+    assert_int_equal(cq_resid_plan_make(&n, 3 * GB, "Model X", &p), CQ_ERR_NOMEM);
     const char *e = cq_last_error();
     assert_non_null(strstr(e, "Model X"));
-    assert_non_null(strstr(e, "8.38 GiB"));  /* 9.0 GB = 8.38 GiB the budget */
-    assert_non_null(strstr(e, "9.08 GiB"));  /* 9.75 GB = 9.08 GiB the least */
+    assert_non_null(strstr(e, "2.79 GiB"));  /* 3.0 GB = 2.79 GiB the budget */
+    assert_non_null(strstr(e, "3.14 GiB"));  /* 3.375 GB = 3.14 GiB the least */
     assert_non_null(strstr(e, "--gpu-memory"));
     cq_clear_error();
+    assert_int_equal(cq_resid_plan_make(&n, 3 * GB + 3 * GB / 8, "m", &p), CQ_OK);
+    assert_int_equal(p.level, 7);
+    assert_int_equal(p.peak, 3 * GB + 3 * GB / 8);
+    /* 9.75 GB: everything compact fits exactly (level 5) */
     assert_int_equal(cq_resid_plan_make(&n, 9 * GB + 3 * GB / 4, "m", &p), CQ_OK);
     assert_int_equal(p.level, 5);
     assert_int_equal(p.peak, 9 * GB + 3 * GB / 4);
-    assert_int_equal(cq_resid_plan_at(&n, 6, 0, &p), CQ_ERR_INVALID_ARG);
+    assert_int_equal(cq_resid_plan_at(&n, 8, 0, &p), CQ_ERR_INVALID_ARG);
     cq_clear_error();
 }
 
@@ -179,10 +244,22 @@ static void test_driver(void **state) {
     assert_false(d.bound[CQ_PART_DENOISER]);
     assert_false(d.bound[CQ_PART_TEXT]);
     r.fail_part = -1;
+    /* streamed: bound in that mode; a plan keeping another share binds the part again */
+    assert_int_equal(cq_resid_plan_at(&n, 6, 0, &p), CQ_OK);
+    cq_resid_set_plan(&d, &p);
+    r.n = 0;
+    memset(r.ev, 0, sizeof r.ev);
+    assert_int_equal(cq_resid_stage(&d, CQ_RESID_DENOISE), CQ_OK); /* the codec is bound again in its new mode: c B C */
+    assert_int_equal(r.modes[CQ_PART_DENOISER], CQ_WEIGHTS_STREAMED);
+    assert_int_equal(cq_resid_stage(&d, CQ_RESID_DENOISE), CQ_OK); /* nothing */
+    p.keep_bytes[CQ_PART_DENOISER] = 1;
+    cq_resid_set_plan(&d, &p);
+    assert_int_equal(cq_resid_stage(&d, CQ_RESID_DENOISE), CQ_OK); /* bB */
+    assert_string_equal(r.ev, "cBCbB");
     r.n = 0;
     memset(r.ev, 0, sizeof r.ev);
     cq_resid_release_all(&d);
-    assert_string_equal(r.ev, "c");
+    assert_string_equal(r.ev, "bc");
     cq_backend_free(be);
 }
 
@@ -199,7 +276,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_levels_by_budget), cmocka_unit_test(test_level3_before_4),
         cmocka_unit_test(test_too_small),        cmocka_unit_test(test_driver),
-        cmocka_unit_test(test_estimates),
+        cmocka_unit_test(test_estimates),        cmocka_unit_test(test_streamed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

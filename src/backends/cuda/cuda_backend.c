@@ -196,6 +196,8 @@ static cq_status cuda_stats(cq_backend *be, cq_backend_stats *out, bool reset) {
     out->device_allocs = c->mem.n_cuda_mallocs;
     out->replays = c->replays;
     out->staged_reuses = c->staged_reuses;
+    out->streamed_bytes = c->xfer.bytes;
+    out->host_pinned = c->xfer.pinned;
     size_t fr = 0, tot = 0;
     if (cudaMemGetInfo(&fr, &tot) == cudaSuccess) {
         out->device_free = fr;
@@ -244,6 +246,7 @@ static void cuda_destroy(cq_backend *be) {
         if (c->scratch[i]) cq_cuda_free(c, c->scratch[i]);
     if (c->lt_ws) cq_cuda_free(c, c->lt_ws);
     if (c->stream) cudaStreamSynchronize(c->stream);
+    cq_cuda_stream_destroy(c); /* the copy stream and its slots, both streams idle */
     cq_cuda_alloc_destroy(c);
     if (c->dstatus) cudaFree(c->dstatus);
     if (c->hstatus) cudaFreeHost(c->hstatus);
@@ -269,6 +272,7 @@ static const cq_backend_vtbl k_cuda_vtbl = {
     .stats = cuda_stats,
     .mem_budget = cuda_mem_budget,
     .set_weight_mode = cq_cuda_set_weight_mode,
+    .set_stream_keep = cq_cuda_set_stream_keep,
     .weight_cost = cq_cuda_weight_cost,
     .trim = cq_cuda_trim,
     .can_record = cq_cuda_can_record,

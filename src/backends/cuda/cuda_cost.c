@@ -50,6 +50,11 @@ cq_status cq_cuda_weight_plan(const cq_tensor_view *v, cq_weight_mode mode, cq_c
     if (v->ndim == 1 && is_float_codec(v->dtype)) {
         out->kind = CQ_CUDA_W_RAW;
         out->bytes = raw;
+    } else if (mode == CQ_WEIGHTS_STREAMED) {
+        out->kind = CQ_CUDA_W_STREAMED;
+        out->bytes = 0;
+        out->host_bytes = v->nbytes;
+        out->slot = plane + CQ_CUDA_STREAM_SLOTS * raw;
     } else if (mode == CQ_WEIGHTS_COMPACT && !(is_float_codec(v->dtype) && plane <= raw)) {
         out->kind = CQ_CUDA_W_COMPACT;
         out->bytes = raw;

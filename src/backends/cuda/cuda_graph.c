@@ -33,14 +33,16 @@ typedef struct cq_cuda_rec {
 
 bool cq_cuda_can_record(const cq_backend *be) {
     const cq_cuda *c = (const cq_cuda *)be;
-    return c->graphs && !c->prof.on && !c->sync_each_op && !c->recording;
+    /* a streamed weight's copy runs on a second stream, which the capture does not follow */
+    return c->graphs && !c->prof.on && !c->sync_each_op && !c->recording && !c->xfer.n_bound;
 }
 
 cq_status cq_cuda_record_begin(cq_backend *be) {
     cq_cuda *c = cq_cuda_of(be);
     if (!cq_cuda_can_record(be))
         return cq_fail(CQ_ERR_UNSUPPORTED, "cuda: cannot record now (per-op timing, CORTIQ_CUDA_SYNC, "
-                                           "CORTIQ_CUDA_GRAPH=0, or a recording already under way)");
+                                           "CORTIQ_CUDA_GRAPH=0, streamed weights bound, or a recording "
+                                           "already under way)");
     cudaSetDevice(c->device);
     /* thread-local: another thread's unrelated CUDA calls neither join nor break the capture */
     CQ_CUDA_TRY(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal), "record",

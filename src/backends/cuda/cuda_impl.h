@@ -125,6 +125,21 @@ typedef struct cq_cuda_ring {
     bool failed;                     /* could not be made: uploads go from the mapping directly */
 } cq_cuda_ring;
 
+/* ---- STREAMED weights (cuda_stream.c) ------------------------------------------------------ */
+typedef struct cq_cuda_xfer {
+    cudaStream_t stream;                      /* the copy stream, made at the first streamed use */
+    void *slot[CQ_CUDA_STREAM_SLOTS];         /* device buffers of `cap` bytes, used in turn */
+    size_t cap;
+    cudaEvent_t ready[CQ_CUDA_STREAM_SLOTS];  /* on the copy stream: slot i holds its payload */
+    cudaEvent_t done[CQ_CUDA_STREAM_SLOTS];   /* on the compute stream: the last read of slot i is over */
+    int next;
+    size_t max_payload;                       /* the largest STREAMED payload bound */
+    uint64_t keep, of, kept, seen;            /* cq_backend_set_stream_keep's share and what binding did */
+    uint64_t bytes;                           /* copied so far (cq_backend_stats.streamed_bytes) */
+    uint64_t pinned;                          /* page-locked host bytes held by bound STREAMED weights */
+    int n_bound;                              /* STREAMED weights bound now */
+} cq_cuda_xfer;
+
 /* ---- cuBLASLt plans (cuda_gemm_lt.c) ------------------------------------------------------ */
 typedef struct cq_cuda_plan {
     int64_t M, N, K, lda, ldb, ldd;
@@ -188,7 +203,8 @@ typedef struct cq_cuda {
     cq_cuda_ring ring;   /* pinned staging for weight uploads, made at the first one */
     uint64_t weight_bytes; /* device bytes of the bound weights (size classes included) */
     uint64_t mem_budget;   /* the most in_use + cached may reach (cq_cuda_opts.mem_budget or the default) */
-    cq_weight_mode wmode;  /* how weights bound next are kept: PLANES or COMPACT (set_weight_mode) */
+    cq_weight_mode wmode;  /* how weights bound next are kept: PLANES, COMPACT or STREAMED (set_weight_mode) */
+    cq_cuda_xfer xfer;     /* STREAMED weights' copy stream and slots */
     cq_cuda_plan plans[CQ_CUDA_PLANS];
     uint64_t plan_clock;
     cudaEvent_t tune_ev[CQ_CUDA_TUNE_EVENTS]; /* made at the first algorithm timing */
@@ -280,7 +296,11 @@ typedef struct cq_cuda_weight {
     void *raw;
     uint16_t *plane;
     float *rowscale;
-    void *packed; /* COMPACT: the raw CMF payload of codec `codec` */
+    void *packed; /* COMPACT: the raw CMF payload of codec `codec`; STREAMED: its page-locked host copy (mapped:
+                   * get_rows and copy read their rows from there) */
+    bool streamed; /* `packed` is host memory: copied into a device slot before each use (cuda_stream.c) */
+    void *host;    /* STREAMED: the cudaHostAlloc'd copy (`packed` is its device address) */
+    size_t payload; /* STREAMED: its bytes */
     int codec;
     int64_t rows, cols, ld;
     int taps; /* > 1: a convolution kernel [Cout, Cin, kh, kw] whose plane is tap-major (kh*kw taps); else 1 */
@@ -292,6 +312,8 @@ bool cq_cuda_codec_supported(cq_dtype dt);
  * while recording. */
 cq_status cq_cuda_upload(cq_cuda *c, void *dst, const void *src, size_t n);
 void cq_cuda_ring_destroy(cq_cuda *c); /* after a stream sync */
+/* Copy n bytes host to host with the ring's copy threads (one thread when it has none). */
+void cq_cuda_host_copy(cq_cuda *c, void *dst, const void *src, size_t n);
 cq_status cq_cuda_bind_weight(cq_backend *be, const cq_tensor_view *v, cq_tensor *t);
 /* A weight's plane for one use by an op: the bound plane, or a COMPACT weight
  * expanded into `slot` and `sslot` (tap-major when `taps`, as a bound
@@ -299,6 +321,19 @@ cq_status cq_cuda_bind_weight(cq_backend *be, const cq_tensor_view *v, cq_tensor
  * same. Enqueued on the op's stream; recordable once the slots have grown. */
 cq_status cq_cuda_weight_operand(cq_cuda *c, const cqk_ctx *k, const cq_cuda_weight *w, bool taps, cq_cuda_slot slot,
                                  cq_cuda_slot sslot, const uint16_t **plane, const float **rowscale);
+/* STREAMED weights (cuda_stream.c). Bind: the payload into page-locked mapped host memory (w->packed). Fetch:
+ * enqueue its copy into the next device slot on the copy stream and make the compute stream wait for it; *dev
+ * is the slot. Fetched: record that the compute stream's reads of that slot are enqueued (the slot's reuse waits
+ * for them). Free: the host copy, after the device is done with it. */
+cq_status cq_cuda_stream_bind(cq_cuda *c, const cq_tensor_view *v, cq_cuda_weight *w);
+cq_status cq_cuda_stream_fetch(cq_cuda *c, const cq_cuda_weight *w, const void **dev, int *slot);
+cq_status cq_cuda_stream_fetched(cq_cuda *c, int slot);
+void cq_cuda_stream_free_weight(cq_cuda *c, cq_cuda_weight *w);
+/* Should the next STREAMED weight of `compact` COMPACT bytes stay on the device (set_stream_keep's share)? */
+bool cq_cuda_stream_keeps(cq_cuda *c, uint64_t compact);
+void cq_cuda_stream_release_slots(cq_cuda *c); /* after both streams are idle (trim) */
+void cq_cuda_stream_destroy(cq_cuda *c);       /* after both streams are idle */
+cq_status cq_cuda_set_stream_keep(cq_backend *be, uint64_t keep, uint64_t of);
 /* ops.h's weight modes and costs (the vtable entries) */
 cq_status cq_cuda_set_weight_mode(cq_backend *be, cq_weight_mode mode);
 cq_status cq_cuda_weight_cost(const cq_backend *be, const cq_tensor_view *v, cq_weight_mode mode, uint64_t *bytes,

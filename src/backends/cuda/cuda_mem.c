@@ -251,6 +251,8 @@ cq_status cq_cuda_trim(cq_backend *be) {
     if (moved) c->scratch_gen++; /* recordings that use the slots are stale (their replay says CQ_ERR_AGAIN) */
     c->staged_x.valid = false;
     CQ_CUDA_TRY(cudaStreamSynchronize(c->stream), "trim", "waiting for the queued work");
+    if (c->xfer.stream) CQ_CUDA_TRY(cudaStreamSynchronize(c->xfer.stream), "trim", "waiting for the queued copies");
+    cq_cuda_stream_release_slots(c);
     release_cached(&c->mem);
     return CQ_OK;
 }

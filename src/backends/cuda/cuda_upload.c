@@ -107,6 +107,12 @@ static void host_copy(cq_cuda_ring *r, void *dst, const void *src, size_t n) {
     cq_pool_run(r->pool, (n + per - 1) / per, copy_task, &j);
 }
 
+void cq_cuda_host_copy(cq_cuda *c, void *dst, const void *src, size_t n) {
+    if (!c->ring.ready && !c->ring.failed) ring_init(c);
+    if (c->ring.ready) host_copy(&c->ring, dst, src, n);
+    else memcpy(dst, src, n);
+}
+
 cq_status cq_cuda_upload(cq_cuda *c, void *dst, const void *src, size_t n) {
     /* a recorded copy would read the mapping again at every replay */
     if (c->recording) return cq_cuda_not_while_recording("a weight upload");

@@ -32,6 +32,10 @@
  * vectors stay as they are. What each mode costs, to the byte, is
  * cq_cuda_weight_plan (cuda_cost.c), which binding follows.
  *
+ * STREAMED weights (cuda_stream.c) keep the payload in page-locked host
+ * memory and copy it into a device slot before each use, then expand it as
+ * COMPACT ones; a share set by set_stream_keep is bound COMPACT instead.
+ *
  * The q4tp decoder needs exp2f of f16 values exactly as the host's libm
  * computes them (the format defines its ladder through exp2f): the backend
  * builds that table once on the host (65536 entries) and uploads it.
@@ -78,7 +82,8 @@ static cq_status stage_payload(cq_cuda *c, const cq_tensor_view *v, void **stage
 }
 
 static void weight_free(cq_cuda *c, cq_cuda_weight *w) {
-    cq_cuda_free(c, w->packed);
+    if (w->streamed) cq_cuda_stream_free_weight(c, w); /* packed is host memory */
+    else cq_cuda_free(c, w->packed);
     cq_cuda_free(c, w->raw);
     cq_cuda_free(c, w->plane);
     cq_cuda_free(c, w->rowscale);
@@ -93,6 +98,11 @@ static cq_status bind(cq_cuda *c, const cq_tensor_view *v, const cq_tensor *t, c
     }
     /* a convolution kernel: tap-major columns, so conv2d's receptive fields are whole input pixels in a row */
     const int taps = t->ndim == 4 ? (int)(t->shape[2] * t->shape[3]) : 1;
+    if (kind == CQ_CUDA_W_STREAMED) { /* the payload in host memory, copied and expanded per use (cuda_stream.c) */
+        if (v->dtype == CQ_DTYPE_Q4TP) CQ_TRY(exp2_table(c));
+        w->taps = taps > 1 ? taps : 1;
+        return cq_cuda_stream_bind(c, v, w);
+    }
     if (kind == CQ_CUDA_W_COMPACT) { /* the payload as it is: expanded per use (cq_cuda_weight_operand) */
         if (v->dtype == CQ_DTYPE_Q4TP) CQ_TRY(exp2_table(c));
         CQ_TRY(cq_cuda_malloc(c, (size_t)v->nbytes, &w->packed));
@@ -131,6 +141,12 @@ cq_status cq_cuda_bind_weight(cq_backend *be, const cq_tensor_view *v, cq_tensor
         return cq_fail(CQ_ERR_UNSUPPORTED, "the cuda backend does not decode %s weights", cq_dtype_name(v->dtype));
     cq_cuda_wplan pl;
     CQ_TRY(cq_cuda_weight_plan(v, c->wmode, &pl));
+    /* the share of the streamed matrices set_stream_keep keeps on the device, compact */
+    if (pl.kind == CQ_CUDA_W_STREAMED) {
+        cq_cuda_wplan compact;
+        CQ_TRY(cq_cuda_weight_plan(v, CQ_WEIGHTS_COMPACT, &compact));
+        if (cq_cuda_stream_keeps(c, compact.bytes)) pl = compact;
+    }
     cq_cuda_weight *w = cq_calloc(1, sizeof *w);
     if (!w) return CQ_ERR_NOMEM;
     w->rows = pl.rows;
@@ -175,16 +191,20 @@ cq_status cq_cuda_weight_operand(cq_cuda *c, const cqk_ctx *k, const cq_cuda_wei
     void *p = NULL, *sc = NULL;
     CQ_TRY(cq_cuda_scratch(c, slot, (size_t)w->rows * (size_t)w->ld * 2, &p));
     CQ_TRY(cq_cuda_scratch(c, sslot, (size_t)w->rows * 4, &sc));
-    cudaError_t e = cqk_decode_weight_taps(k, w->codec, w->packed, w->rows, w->cols, p, w->ld, sc, c->exp2_lut,
+    const void *src = w->packed;
+    int xslot = -1;
+    if (w->streamed) CQ_TRY(cq_cuda_stream_fetch(c, w, &src, &xslot)); /* the payload into a device slot */
+    cudaError_t e = cqk_decode_weight_taps(k, w->codec, (const uint8_t *)src, w->rows, w->cols, p, w->ld, sc, c->exp2_lut,
                                            taps ? w->taps : 1);
     if (e != cudaSuccess) return cq_cuda_fail(e, cq_op_name((cq_op)k->op), "expanding a compact weight into its plane");
+    if (w->streamed) CQ_TRY(cq_cuda_stream_fetched(c, xslot));
     *plane = p;
     *rowscale = sc;
     return CQ_OK;
 }
 
 cq_status cq_cuda_set_weight_mode(cq_backend *be, cq_weight_mode mode) {
-    cq_cuda_of(be)->wmode = mode == CQ_WEIGHTS_COMPACT ? CQ_WEIGHTS_COMPACT : CQ_WEIGHTS_PLANES;
+    cq_cuda_of(be)->wmode = mode == CQ_WEIGHTS_COMPACT || mode == CQ_WEIGHTS_STREAMED ? mode : CQ_WEIGHTS_PLANES;
     return CQ_OK;
 }
 
