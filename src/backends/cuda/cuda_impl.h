@@ -133,7 +133,6 @@ typedef struct cq_cuda_xfer {
     cudaEvent_t ready[CQ_CUDA_STREAM_SLOTS];  /* on the copy stream: slot i holds its payload */
     cudaEvent_t done[CQ_CUDA_STREAM_SLOTS];   /* on the compute stream: the last read of slot i is over */
     int next;
-    size_t max_payload;                       /* the largest STREAMED payload bound */
     uint64_t keep, of, kept, seen;            /* cq_backend_set_stream_keep's share and what binding did */
     uint64_t bytes;                           /* copied so far (cq_backend_stats.streamed_bytes) */
     uint64_t pinned;                          /* page-locked host bytes held by bound STREAMED weights */

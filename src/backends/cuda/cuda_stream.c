@@ -109,7 +109,6 @@ cq_status cq_cuda_stream_bind(cq_cuda *c, const cq_tensor_view *v, cq_cuda_weigh
     w->codec = (int)v->dtype;
     x->pinned += w->payload;
     x->n_bound++;
-    if (w->payload > x->max_payload) x->max_payload = w->payload;
     return CQ_OK;
 }
 
@@ -140,7 +139,9 @@ cq_status cq_cuda_stream_fetch(cq_cuda *c, const cq_cuda_weight *w, const void *
     if (c->recording) return cq_cuda_not_while_recording("a streamed weight's copy");
     cq_cuda_xfer *x = &c->xfer;
     CQ_TRY(xfer_init(c));
-    if (x->cap < w->payload) CQ_TRY(grow(c, CQ_MAX(w->payload, x->max_payload)));
+    /* grown to the largest payload fetched, not the largest bound: a token table that only get_rows reads
+     * (from host memory) is never copied, and the plan counts no slot for it */
+    if (x->cap < w->payload) CQ_TRY(grow(c, w->payload));
     const int i = x->next;
     x->next = (i + 1) % CQ_CUDA_STREAM_SLOTS;
     CQ_CUDA_TRY(cudaStreamWaitEvent(x->stream, x->done[i], 0), "stream", "ordering a copy after the slot's reads");
