@@ -190,18 +190,21 @@ static void release_part(void *pipe, cq_part part) {
 
 static const cq_resid_ops k_parts = {bind_part, release_part};
 
-/* The phases' activations for a width x height image and a prompt of `rows` text rows (of `total` tokens). */
-static void request_need(cq_qi21_pipe *p, int width, int height, int total, int rows) {
-    const size_t a = cq_act_dtype_size(cq_backend_act_dtype(p->be));
+/* The plan for a width x height image and a prompt of `rows` text rows (of `total` tokens). */
+static cq_status plan_request(cq_qi21_pipe *p, int width, int height, int total, int rows) {
     const int64_t tokens = (int64_t)(width / 16) * (height / 16);
-    p->need.act[CQ_RESID_TEXT] = cq_resid_act_tower(total, p->tcfg.hidden, p->tcfg.intermediate, a);
-    p->need.act[CQ_RESID_DENOISE] = cq_resid_act_tower(tokens + rows, p->dcfg.inner, p->dcfg.mlp_hidden, a);
-    p->need.act[CQ_RESID_DECODE] = cq_resid_act_decoder((int64_t)width * height);
+    cq_resid_request_acts(&p->need, cq_act_dtype_size(cq_backend_act_dtype(p->be)), total, p->tcfg.hidden,
+                          p->tcfg.intermediate, tokens + rows, p->dcfg.inner, p->dcfg.mlp_hidden,
+                          (int64_t)width * height);
+    return cq_resid_replan(&p->resid, &p->need, "Qwen-Image-2.1");
 }
 
-static cq_status plan_for(cq_qi21_pipe *p, int width, int height, int total, int rows) {
-    request_need(p, width, height, total, rows);
-    return cq_resid_replan(&p->resid, &p->need, "Qwen-Image-2.1");
+/* The plan for a width x height image and a prompt of 64 text rows (16 for the smallest request), with the
+ * template's dropped rows before them. */
+static cq_status plan_for(void *pipe, int width, int height, bool smallest) {
+    cq_qi21_pipe *p = pipe;
+    const int rows = smallest ? 16 : 64;
+    return plan_request(p, width, height, p->drop_idx + rows, rows);
 }
 
 cq_status cq_qi21_pipe_load_weights(cq_qi21_pipe *p, cq_backend *be) {
@@ -209,28 +212,8 @@ cq_status cq_qi21_pipe_load_weights(cq_qi21_pipe *p, cq_backend *be) {
     if (p->be) return cq_fail(CQ_ERR_INVALID_ARG, "qi21 pipeline: the weights are already loaded");
     p->be = be;
     cq_resid_init(&p->resid, be, &k_parts, p);
-    cq_status s = CQ_OK;
-    if (cq_backend_mem_budget(be)) {
-        s = cq_resid_need_parts(&p->need, be, p->cmf, "te.", "dit.", "vae.");
-        /* planned for the pack's default request; each generation plans again for its own */
-        int w, h;
-        cq_resid_load_size(p->cmf, &w, &h);
-        if (s == CQ_OK) s = plan_for(p, w, h, p->drop_idx + 64, 64);
-        if (s == CQ_ERR_NOMEM) {
-            /* the default does not fit: bind for the smallest request (a larger one that does not fit is
-             * refused when it is made); when even that does not fit, the default's message stands */
-            char why[512];
-            snprintf(why, sizeof why, "%s", cq_last_error());
-            s = plan_for(p, 64, 64, p->drop_idx + 16, 16);
-            if (s != CQ_OK) s = cq_fail(CQ_ERR_NOMEM, "%s", why);
-        }
-    }
-    /* what the text phase keeps: everything, or the text tower and the VAE when phased */
-    if (s == CQ_OK) s = cq_resid_stage(&p->resid, CQ_RESID_TEXT);
-    if (s != CQ_OK) {
-        cq_resid_release_all(&p->resid);
-        p->be = NULL;
-    }
+    cq_status s = cq_resid_load(&p->resid, &p->need, p->cmf, plan_for, p);
+    if (s != CQ_OK) p->be = NULL;
     return s;
 }
 
@@ -372,7 +355,7 @@ cq_status cq_qi21_pipe_generate(cq_qi21_pipe *p, const cq_qi21_gen_opts *o, cq_q
     int total = 0, rows = 0, nt = 0, nr = 0;
     CQ_TRY(cq_qi21_pipe_prompt_tokens(p, o->prompt, &total, &rows));
     if (cfg) CQ_TRY(cq_qi21_pipe_prompt_tokens(p, o->negative, &nt, &nr));
-    CQ_TRY(plan_for(p, o->width, o->height, total > nt ? total : nt, rows > nr ? rows : nr));
+    CQ_TRY(plan_request(p, o->width, o->height, total > nt ? total : nt, rows > nr ? rows : nr));
     /* the codec is bound in every phase; the denoiser's entries are read after the PREFILL stage binds it */
     CQ_TRY(cq_resid_stage(&p->resid, CQ_RESID_TEXT));
     const cq_text_encoder te = cq_qwen3_text_encoder(&p->text);

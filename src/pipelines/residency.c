@@ -273,6 +273,34 @@ void cq_resid_load_size(const cq_cmf *cmf, int *width, int *height) {
     cq_clear_error();
 }
 
+void cq_resid_request_acts(cq_resid_need *n, size_t act, int64_t text_tokens, int tw, int tf, int64_t dit_tokens, int dw,
+                           int df, int64_t pixels) {
+    n->act[CQ_RESID_TEXT] = cq_resid_act_tower(text_tokens, tw, tf, act);
+    n->act[CQ_RESID_DENOISE] = cq_resid_act_tower(dit_tokens, dw, df, act);
+    n->act[CQ_RESID_DECODE] = cq_resid_act_decoder(pixels);
+}
+
+cq_status cq_resid_load(cq_resid *r, cq_resid_need *n, const cq_cmf *cmf,
+                        cq_status (*plan_for)(void *pipe, int width, int height, bool smallest), void *pipe) {
+    cq_status s = CQ_OK;
+    if (cq_backend_mem_budget(r->be)) {
+        s = cq_resid_need_parts(n, r->be, cmf, "te.", "dit.", "vae.");
+        int w, h;
+        cq_resid_load_size(cmf, &w, &h);
+        if (s == CQ_OK) s = plan_for(pipe, w, h, false);
+        if (s == CQ_ERR_NOMEM) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", cq_last_error());
+            s = plan_for(pipe, 64, 64, true);
+            if (s != CQ_OK) s = cq_fail(CQ_ERR_NOMEM, "%s", why);
+        }
+    }
+    /* what the text phase keeps: everything, or the text tower and the VAE when phased */
+    if (s == CQ_OK) s = cq_resid_stage(r, CQ_RESID_TEXT);
+    if (s != CQ_OK) cq_resid_release_all(r);
+    return s;
+}
+
 /* ---- driving ---------------------------------------------------------------------------------- */
 void cq_resid_init(cq_resid *r, cq_backend *be, const cq_resid_ops *ops, void *pipe) {
     memset(r, 0, sizeof *r);
@@ -329,8 +357,21 @@ cq_status cq_resid_ensure(cq_resid *r, cq_part part) {
 cq_status cq_resid_stage(cq_resid *r, cq_resid_phase phase) {
     if (!r || !r->be || (unsigned)phase >= CQ_RESID_PHASE_COUNT)
         return cq_fail(CQ_ERR_INVALID_ARG, "residency: no backend or a bad phase");
-    const cq_resid_plan *p = &r->plan;
-    /* first everything this phase does not keep (or keeps in another mode), so its room is free */
+    cq_resid_plan *p = &r->plan;
+    /* a streamed part bound keeping no more than this plan keeps stays as it is (binding it again costs its
+     * whole upload): the plan then states what it really keeps */
+    for (int part = 0; part < CQ_PART_COUNT; part++)
+        if (r->bound[part] && p->keep[phase][part] && p->mode[part] == CQ_WEIGHTS_STREAMED &&
+            r->bound_mode[part] == CQ_WEIGHTS_STREAMED && r->bound_keep[part] < p->keep_bytes[part]) {
+            const uint64_t less = p->keep_bytes[part] - r->bound_keep[part];
+            p->keep_bytes[part] = r->bound_keep[part];
+            p->peak = 0; /* each phase's need is linear in what the part keeps */
+            for (int ph = 0; ph < CQ_RESID_PHASE_COUNT; ph++) {
+                if (p->keep[ph][part]) p->phase_bytes[ph] -= less;
+                if (p->phase_bytes[ph] > p->peak) p->peak = p->phase_bytes[ph];
+            }
+        }
+    /* first everything this phase does not keep (or keeps in another mode or share), so its room is free */
     bool freed = false;
     for (int part = 0; part < CQ_PART_COUNT; part++)
         if (r->bound[part] && (!p->keep[phase][part] || r->bound_mode[part] != p->mode[part] ||

@@ -142,6 +142,11 @@ cq_status cq_resid_need_parts(cq_resid_need *n, const cq_backend *be, const cq_c
  * 1024 x 1024. */
 void cq_resid_load_size(const cq_cmf *cmf, int *width, int *height);
 
+/* n->act for an image pipeline's request, on a device of `act` bytes per activation value: the text tower over
+ * text_tokens (width tw, MLP tf), the denoiser over dit_tokens (width dw, MLP df), the decoder to `pixels`. */
+void cq_resid_request_acts(cq_resid_need *n, size_t act, int64_t text_tokens, int tw, int tf, int64_t dit_tokens, int dw,
+                           int df, int64_t pixels);
+
 /* ---- driving a plan -------------------------------------------------------------------------- */
 typedef struct cq_resid_ops {
     /* bind the part's weights on the backend (in the backend's current weight mode) */
@@ -174,6 +179,13 @@ cq_status cq_resid_ensure(cq_resid *r, cq_part part);
 void cq_resid_release_all(cq_resid *r);
 /* Plan again for n under the backend's budget (level 0 on a host backend; nothing changes when `fixed`). */
 cq_status cq_resid_replan(cq_resid *r, const cq_resid_need *n, const char *what);
+/* An image pipeline's load: under a budget, the parts' costs from the pack's "te.", "dit." and "vae." tensors
+ * into *n and a plan for the pack's default request (plan_for(pipe, width, height, false): it sets n->act and
+ * calls cq_resid_replan), else, when that does not fit, for the smallest request (plan_for(pipe, 64, 64, true);
+ * a larger one is refused when it is made; when even that does not fit, the default's message stands); then
+ * what the text phase keeps is bound. On failure whatever was bound is released. */
+cq_status cq_resid_load(cq_resid *r, cq_resid_need *n, const cq_cmf *cmf,
+                        cq_status (*plan_for)(void *pipe, int width, int height, bool smallest), void *pipe);
 /* A cq_gen_stage_fn over a cq_resid (user): TEXT, PREFILL and VAE map to the three phases. */
 cq_status cq_resid_gen_stage(cq_gen_phase phase, void *user);
 

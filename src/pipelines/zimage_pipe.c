@@ -194,37 +194,23 @@ cq_status cq_zimage_pipe_load_text(cq_zimage_pipe *p, cq_backend *be) {
     return cq_resid_ensure(&p->resid, CQ_PART_TEXT);
 }
 
-/* The phases' activations for a width x height image and a caption of `total` tokens. */
-static cq_status plan_for(cq_zimage_pipe *p, int width, int height, int total) {
-    const size_t a = cq_act_dtype_size(cq_backend_act_dtype(p->be));
+/* The plan for a width x height image and a caption of `total` tokens. */
+static cq_status plan_request(cq_zimage_pipe *p, int width, int height, int total) {
     const int64_t tokens = (int64_t)(width / 16) * (height / 16);
-    p->need.act[CQ_RESID_TEXT] = cq_resid_act_tower(total, p->tcfg.hidden, p->tcfg.intermediate, a);
-    p->need.act[CQ_RESID_DENOISE] = cq_resid_act_tower(tokens + total, p->dcfg.dim, p->dcfg.ffn_hidden, a);
-    p->need.act[CQ_RESID_DECODE] = cq_resid_act_decoder((int64_t)width * height);
+    cq_resid_request_acts(&p->need, cq_act_dtype_size(cq_backend_act_dtype(p->be)), total, p->tcfg.hidden,
+                          p->tcfg.intermediate, tokens + total, p->dcfg.dim, p->dcfg.ffn_hidden, (int64_t)width * height);
     return cq_resid_replan(&p->resid, &p->need, "Z-Image");
+}
+
+/* The load's plan: a 128-token caption (16 for the smallest request). */
+static cq_status plan_for(void *pipe, int width, int height, bool smallest) {
+    return plan_request(pipe, width, height, smallest ? 16 : 128);
 }
 
 cq_status cq_zimage_pipe_load_weights(cq_zimage_pipe *p, cq_backend *be) {
     if (p && p->dit) return cq_fail(CQ_ERR_INVALID_ARG, NAME ": the weights are already loaded");
     CQ_TRY(use_backend(p, be));
-    cq_status s = CQ_OK;
-    if (cq_backend_mem_budget(be)) {
-        s = cq_resid_need_parts(&p->need, be, p->cmf, "te.", "dit.", "vae.");
-        /* planned for the pack's default request; each generation plans again for its own */
-        int w, h;
-        cq_resid_load_size(p->cmf, &w, &h);
-        if (s == CQ_OK) s = plan_for(p, w, h, 128);
-        if (s == CQ_ERR_NOMEM) {
-            /* the default does not fit: bind for the smallest request (a larger one that does not fit is
-             * refused when it is made); when even that does not fit, the default's message stands */
-            char why[512];
-            snprintf(why, sizeof why, "%s", cq_last_error());
-            s = plan_for(p, 64, 64, 16);
-            if (s != CQ_OK) s = cq_fail(CQ_ERR_NOMEM, "%s", why);
-        }
-    }
-    /* what the text phase keeps: everything, or the text tower and the VAE when phased */
-    if (s == CQ_OK) s = cq_resid_stage(&p->resid, CQ_RESID_TEXT);
+    cq_status s = cq_resid_load(&p->resid, &p->need, p->cmf, plan_for, p);
     if (s != CQ_OK) drop_weights(p);
     return s;
 }
@@ -333,7 +319,7 @@ cq_status cq_zimage_pipe_generate(cq_zimage_pipe *p, const cq_zimage_gen_opts *o
     int total = 0, nt = 0;
     CQ_TRY(cq_zimage_pipe_prompt_tokens(p, o->prompt, &total, NULL));
     if (cfg) CQ_TRY(cq_zimage_pipe_prompt_tokens(p, o->negative ? o->negative : "", &nt, NULL));
-    CQ_TRY(plan_for(p, o->width, o->height, total > nt ? total : nt));
+    CQ_TRY(plan_request(p, o->width, o->height, total > nt ? total : nt));
     /* the codec is bound in every phase; the denoiser's entries are read after the PREFILL stage binds it */
     CQ_TRY(cq_resid_stage(&p->resid, CQ_RESID_TEXT));
     const cq_text_encoder te = cq_qwen3_text_encoder(&p->text);

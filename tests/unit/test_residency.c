@@ -244,8 +244,10 @@ static void test_driver(void **state) {
     assert_false(d.bound[CQ_PART_DENOISER]);
     assert_false(d.bound[CQ_PART_TEXT]);
     r.fail_part = -1;
-    /* streamed: bound in that mode; a plan keeping another share binds the part again */
+    /* streamed: bound in that mode; a plan keeping less binds the part again, one keeping more keeps the
+     * binding and then states what it really keeps */
     assert_int_equal(cq_resid_plan_at(&n, 6, 0, &p), CQ_OK);
+    p.keep_bytes[CQ_PART_DENOISER] = 2;
     cq_resid_set_plan(&d, &p);
     r.n = 0;
     memset(r.ev, 0, sizeof r.ev);
@@ -256,6 +258,14 @@ static void test_driver(void **state) {
     cq_resid_set_plan(&d, &p);
     assert_int_equal(cq_resid_stage(&d, CQ_RESID_DENOISE), CQ_OK); /* bB */
     assert_string_equal(r.ev, "cBCbB");
+    const uint64_t denoise = p.phase_bytes[CQ_RESID_DENOISE];
+    p.keep_bytes[CQ_PART_DENOISER] = 5;
+    p.phase_bytes[CQ_RESID_DENOISE] = denoise + 4;
+    cq_resid_set_plan(&d, &p);
+    assert_int_equal(cq_resid_stage(&d, CQ_RESID_DENOISE), CQ_OK); /* nothing */
+    assert_string_equal(r.ev, "cBCbB");
+    assert_int_equal(d.plan.keep_bytes[CQ_PART_DENOISER], 1);
+    assert_int_equal(d.plan.phase_bytes[CQ_RESID_DENOISE], denoise);
     r.n = 0;
     memset(r.ev, 0, sizeof r.ev);
     cq_resid_release_all(&d);
