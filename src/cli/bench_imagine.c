@@ -260,6 +260,7 @@ typedef struct watch {
     int threads;
     cq_backend *be;                     /* a device backend: its streamed bytes read at each phase */
     uint64_t streamed[CQ_QI21_PHASE_DONE + 1];
+    uint64_t pinned;                    /* page-locked host bytes of streamed weights when the steps began */
 } watch;
 
 static mark mark_now(void) { return (mark){cq_now(), cq_bench_cpu_seconds(), cq_bench_rss(), true}; }
@@ -269,7 +270,7 @@ static void on_phase(cq_qi21_phase ph, void *user) {
     cq_backend_stats st;
     /* the stats wait for the queued work: the phases' times stay their own */
     if (w->be && (ph == CQ_GEN_PHASE_STEPS || ph == CQ_GEN_PHASE_VAE) && cq_backend_get_stats(w->be, &st, false) == CQ_OK)
-        w->streamed[ph] = st.streamed_bytes;
+        w->streamed[ph] = st.streamed_bytes, w->pinned = ph == CQ_GEN_PHASE_STEPS ? st.host_pinned : w->pinned;
     w->phase[ph] = mark_now();
     static const char *const what[] = {"text tower", "prefill", "denoising", "VAE decode", NULL};
     if (what[ph]) {
@@ -314,7 +315,7 @@ typedef struct budget_row {
     uint64_t cached;          /* freed blocks the allocator keeps after the run (the budget counts them) */
     uint64_t dev_used;        /* the driver's own reading after the run: total - free */
     uint64_t streamed_step;   /* weight bytes copied to the device per step (measured) */
-    uint64_t pinned;          /* page-locked host bytes holding streamed weights at the end */
+    uint64_t pinned;          /* page-locked host bytes holding streamed weights during the steps */
     bool ok;
     char err[160];
 } budget_row;
@@ -337,16 +338,17 @@ static void print_rows(const budget_row *rows, int n) {
            "cached: freed blocks the allocator keeps for reuse after the run (the budget counts live + cached);\n"
            "driver: the device's used memory after the run as the driver reports it (the context, kernels and\n"
            "cuBLASLt included; other processes too); stream/step: weight bytes copied from host memory to the\n"
-           "device per step (measured), pinned: the page-locked host memory holding them\n");
+           "device per step (measured), pinned: the page-locked host memory holding the streamed weights\n"
+           "during the steps\n");
 }
 
 /* The device memory figures and the plan of a finished run. */
 static void row_memory(cq_backend *be, const cq_qi21_pipe *pipe, const watch *w, int steps, budget_row *b) {
     cq_backend_stats st;
     b->budget = cq_backend_mem_budget(be);
+    b->pinned = w->pinned;
     b->streamed_step = (w->streamed[CQ_QI21_PHASE_VAE] - w->streamed[CQ_QI21_PHASE_STEPS]) / (uint64_t)(steps > 0 ? steps : 1);
     if (cq_backend_get_stats(be, &st, false) == CQ_OK) {
-        b->pinned = st.host_pinned;
         b->peak = st.mem_peak;
         b->weights = st.weight_bytes;
         b->cached = st.mem_cached;
