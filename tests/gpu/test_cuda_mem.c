@@ -129,6 +129,14 @@ typedef struct wset {
     cq_tensor w, w2, conv3, conv1; /* [N, K], [N, K], [COUT, CIN, 3, 3], [COUT, CIN, 1, 1] */
 } wset;
 
+static void bind_set(cq_backend *be, cq_weight_mode mode, const cq_tensor_view *vw, const cq_tensor_view *vw2,
+                     const cq_tensor_view *v3, const cq_tensor_view *v1, wset *w) {
+    bind_in(be, mode, vw, &w->w);
+    bind_in(be, mode, vw2, &w->w2);
+    bind_in(be, mode, v3, &w->conv3);
+    bind_in(be, mode, v1, &w->conv1);
+}
+
 typedef struct outs {
     cq_tensor lin, swi, fused, c3, c3s, c1, rows;
 } outs;
@@ -218,14 +226,8 @@ static void test_compact_bitexact(void **state) {
             fail_msg("%s: compact %llu + slot %llu, planes %llu + %llu", cq_dtype_name(dt), (unsigned long long)cb,
                      (unsigned long long)cs, (unsigned long long)pb, (unsigned long long)ps);
         wset wp, wc;
-        bind_in(be, CQ_WEIGHTS_PLANES, &vw, &wp.w);
-        bind_in(be, CQ_WEIGHTS_PLANES, &vw2, &wp.w2);
-        bind_in(be, CQ_WEIGHTS_PLANES, &v3, &wp.conv3);
-        bind_in(be, CQ_WEIGHTS_PLANES, &v1, &wp.conv1);
-        bind_in(be, CQ_WEIGHTS_COMPACT, &vw, &wc.w);
-        bind_in(be, CQ_WEIGHTS_COMPACT, &vw2, &wc.w2);
-        bind_in(be, CQ_WEIGHTS_COMPACT, &v3, &wc.conv3);
-        bind_in(be, CQ_WEIGHTS_COMPACT, &v1, &wc.conv1);
+        bind_set(be, CQ_WEIGHTS_PLANES, &vw, &vw2, &v3, &v1, &wp);
+        bind_set(be, CQ_WEIGHTS_COMPACT, &vw, &vw2, &v3, &v1, &wc);
         cq_tensor x = act(be, M, K, xh), img = act(be, IH * IW, CIN, imgh), bias, ids;
         assert_int_equal(cq_tensor_alloc(be, CQ_DTYPE_F32, 1, (const int64_t[]){N}, &bias), CQ_OK);
         assert_int_equal(cq_tensor_upload(&bias, bh, sizeof bh), CQ_OK);
@@ -311,17 +313,11 @@ static void test_streamed_bitexact(void **state) {
         const cq_tensor_view vw = view_of(dt, 2, s2, pw, nb[0]), vw2 = view_of(dt, 2, s2, pw2, nb[1]);
         const cq_tensor_view v3 = view_of(dt, nd3, s3, p3, nb[2]), v1 = view_of(dt, nd1, s1, p1, nb[3]);
         wset wp, ws;
-        bind_in(be, CQ_WEIGHTS_PLANES, &vw, &wp.w);
-        bind_in(be, CQ_WEIGHTS_PLANES, &vw2, &wp.w2);
-        bind_in(be, CQ_WEIGHTS_PLANES, &v3, &wp.conv3);
-        bind_in(be, CQ_WEIGHTS_PLANES, &v1, &wp.conv1);
+        bind_set(be, CQ_WEIGHTS_PLANES, &vw, &vw2, &v3, &v1, &wp);
         const cq_backend_stats st0 = stats(be);
         assert_true(cq_backend_can_record(be));
         assert_int_equal(cq_backend_set_stream_keep(be, 0, 0), CQ_OK);
-        bind_in(be, CQ_WEIGHTS_STREAMED, &vw, &ws.w);
-        bind_in(be, CQ_WEIGHTS_STREAMED, &vw2, &ws.w2);
-        bind_in(be, CQ_WEIGHTS_STREAMED, &v3, &ws.conv3);
-        bind_in(be, CQ_WEIGHTS_STREAMED, &v1, &ws.conv1);
+        bind_set(be, CQ_WEIGHTS_STREAMED, &vw, &vw2, &v3, &v1, &ws);
         const cq_backend_stats st1 = stats(be);
         assert_int_equal(st1.weight_bytes, st0.weight_bytes); /* nothing of them on the device */
         assert_int_equal(st1.host_pinned - st0.host_pinned, nb[0] + nb[1] + nb[2] + nb[3]);
