@@ -150,6 +150,8 @@ static cq_status arch_pipeline(const cv_source *src, cJSON *arch) {
     layers += pick_uint(dit, NULL, KEYS("num_single_layers"), 0);
     double ratio;
     uint64_t inter = pick_uint(dit, NULL, KEYS("intermediate_size", "ffn_dim"), 0);
+    if (inter == 0 && strcmp(src->arch, "z_image") == 0)
+        inter = (uint64_t)((double)hidden / 3.0 * 8.0); /* its FeedForward's hidden width, int(dim / 3 * 8) */
     if (inter == 0) inter = cv_json_num(dit, "mlp_ratio", &ratio) && ratio > 0 && ratio < 1e6
                                 ? (uint64_t)llround((double)hidden * ratio)
                                 : 4 * hidden;

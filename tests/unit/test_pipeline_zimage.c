@@ -33,6 +33,7 @@
 
 #include "base/base.h"
 #include "format/cmf.h"
+#include "format/cmf_impl.h"
 #include "format/convert.h"
 #include "format/safetensors.h"
 #include "models/zimage.h"
@@ -74,6 +75,17 @@ static int setup(void **state) {
     /* a pack whose denoiser lacks a tensor its table requires */
     static const char *const bad[] = {"dit.layers.1.attention.to_k.weight"};
     return convert(g_bad, bad, 1) == CQ_OK ? 0 : -1;
+}
+
+/* The header's geometry of the converted pack: the FFN width is Z-Image's int(dim / 3 * 8), which its
+ * config does not state (dim 64: 170, not the generic 4 x dim), so `cortiq info` shows the real one. */
+static void test_header(void **state) {
+    (void)state;
+    cq_cmf *c = NULL;
+    assert_int_equal(cq_cmf_open(g_pack, &c), CQ_OK);
+    assert_int_equal(cq_cmf_arch_u64(c, "hidden_size", 0), 64);
+    assert_int_equal(cq_cmf_arch_u64(c, "intermediate_size", 0), 170);
+    cq_cmf_close(c);
 }
 
 /* ---- golden helpers ---- */
@@ -421,6 +433,7 @@ int main(int argc, char **argv) {
     const int rc = tu_backend_select("test_pipeline_zimage", argc, argv, &g_backend);
     if (rc >= 0) return rc;
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_header),
         cmocka_unit_test(test_parity),
         cmocka_unit_test(test_full_tower),
         cmocka_unit_test(test_bad_input),
