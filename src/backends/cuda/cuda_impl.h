@@ -12,13 +12,16 @@
  *  - cuda_weights.c: weight binding (raw payload uploaded, decoded on the
  *    device into f16 planes, or kept in its codec and expanded per use),
  *    release, the q4tp exp2 table.
+ *  - cuda_stream.c: STREAMED weights: page-locked host copies, copied into
+ *    device slots on a copy stream before each use.
  *  - cuda_gemm.c: the matmul op: operand staging, the GEMMs, the epilogue kernel.
  *  - cuda_gemm_lt.c: cuBLASLt plans per shape, the algorithm chosen by timing.
  *  - cuda_lt_load.c: cuBLASLt opened at the first backend's creation, cq_lt.
  *  - cuda_ops.c: the other ops (argument marshalling to the kernels).
  *  - cuda_kernels.h + k_*.cu: the kernels.
  *
- * Execution model: one CUDA stream per backend. Every op only enqueues
+ * Execution model: one CUDA stream per backend for the ops (a second one
+ * carries STREAMED weights' copies, ordered by events). Every op only enqueues
  * (kernel launches, cuBLASLt calls, async copies); nothing waits for the
  * device except sync, download and the allocator's out-of-memory retry.
  * Launch failures are returned by the op at once; failures found by kernels
