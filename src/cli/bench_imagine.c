@@ -65,10 +65,27 @@ typedef struct bench_opts {
     int n_more;
 } bench_opts;
 
+/* Where a device backend's load went: the payload bytes it copied through host memory, the host's time in
+ * those copies (the integrity hash is folded into them) and waiting for the device to drain its staging. */
+static void print_upload(cq_backend *be, double load_s) {
+    cq_backend_stats st;
+    memset(&st, 0, sizeof st);
+    if (cq_backend_get_stats(be, &st, false) != CQ_OK || !st.upload_bytes) {
+        cq_clear_error();
+        return;
+    }
+    printf("load: %.2f GiB of payloads through host memory in %.2f s (%.1f GB/s): copies %.2f s (the hash folded "
+           "in), waits for the device %.2f s, pinning host memory %.2f s, the rest %.2f s\n",
+           (double)st.upload_bytes / GIB, load_s, load_s > 0 ? (double)st.upload_bytes / load_s / 1e9 : 0.0,
+           st.upload_copy_s, st.upload_wait_s, st.host_pin_s,
+           load_s - st.upload_copy_s - st.upload_wait_s - st.host_pin_s);
+}
+
 static void help(void) {
     printf("usage: cortiq bench imagine [--size 256|512|1024|2048] [--steps N] [--quant q8_2f|q4tp]\n"
            "                            [--threads N] [--backend cpu|cuda] [--prompt TEXT] [--tokenizer FILE]\n"
            "                            [--chat-template FILE] [--layers N] [--gpu-memory GiB[,GiB...]]\n"
+           "                            [--cold] [--no-verify]\n"
            "\n"
            "Time Qwen-Image-2.1 text to image end to end at the released configuration with random\n"
            "weights: the Qwen3-VL-8B text tower (36 layers, 4096 wide), the 7B denoiser and the VAE\n"
@@ -97,6 +114,8 @@ static void help(void) {
            "                       runs the pipeline once per budget on the same pack, each on a\n"
            "                       new backend, and ends with a table: the residency plan, load, median\n"
            "                       step, VAE and total times, and the device memory measured at its peak\n"
+           "  --cold               drop the pack's pages from the page cache before the load, so it reads\n"
+           "                       the disk (needs TMPDIR on a disk: tmpfs such as /dev/shm keeps them)\n"
            "  --no-verify          load without checking each tensor's hash (the load's time with and\n"
            "                       without it is what the check costs)\n"
            "  --prompt TEXT        the prompt (default: a fixed 15-word one)\n"
@@ -261,9 +280,19 @@ typedef struct watch {
     cq_backend *be;                     /* a device backend: its streamed bytes read at each phase */
     uint64_t streamed[CQ_QI21_PHASE_DONE + 1];
     uint64_t pinned;                    /* page-locked host bytes of streamed weights when the steps began */
+    const cq_qi21_pipe *pipe;           /* its seconds of binds and releases read at each phase */
+    double staged0, staged[CQ_QI21_PHASE_DONE + 1];
 } watch;
 
+static double stage_seconds(const cq_qi21_pipe *p) {
+    const cq_resid *r = p ? cq_qi21_pipe_residency(p) : NULL;
+    return r ? r->stage_s : 0;
+}
+
 static mark mark_now(void) { return (mark){cq_now(), cq_bench_cpu_seconds(), cq_bench_rss(), true}; }
+
+/* the binds and releases inside the text phase's interval: those of the stage before the prefill */
+static double text_binds(const watch *w) { return w->staged[CQ_QI21_PHASE_PREFILL] - w->staged[CQ_QI21_PHASE_TEXT]; }
 
 static void on_phase(cq_qi21_phase ph, void *user) {
     watch *w = user;
@@ -272,6 +301,7 @@ static void on_phase(cq_qi21_phase ph, void *user) {
     if (w->be && (ph == CQ_GEN_PHASE_STEPS || ph == CQ_GEN_PHASE_VAE) && cq_backend_get_stats(w->be, &st, false) == CQ_OK)
         w->streamed[ph] = st.streamed_bytes, w->pinned = ph == CQ_GEN_PHASE_STEPS ? st.host_pinned : w->pinned;
     w->phase[ph] = mark_now();
+    w->staged[ph] = stage_seconds(w->pipe);
     static const char *const what[] = {"text tower", "prefill", "denoising", "VAE decode", NULL};
     if (what[ph]) {
         fprintf(stderr, "  %s...\n", what[ph]);
@@ -310,7 +340,8 @@ static bool all_finite(const float *x, size_t n, double *maxabs) {
 typedef struct budget_row {
     uint64_t budget;          /* what the backend enforced */
     char plan[320];
-    double load, text, step, vae, total; /* s (step: the median) */
+    double load, text, step, vae, total; /* s (step: the median; text: without the binds in it) */
+    double binds;             /* s of binds and releases between the phases (the denoiser's after the text) */
     uint64_t peak, weights;   /* the allocator's high-water mark and the weights bound at the end */
     uint64_t cached;          /* freed blocks the allocator keeps after the run (the budget counts them) */
     uint64_t dev_used;        /* the driver's own reading after the run: total - free */
@@ -321,20 +352,22 @@ typedef struct budget_row {
 } budget_row;
 
 static void print_rows(const budget_row *rows, int n) {
-    printf("\n%-10s %7s %7s %8s %7s %8s %10s %10s %10s %11s %10s  %s\n", "budget", "load s", "text s", "step s", "VAE s",
-           "total s", "peak GiB", "cached GiB", "driver GiB", "stream/step", "pinned GiB", "plan");
+    printf("\n%-10s %7s %7s %7s %8s %7s %8s %10s %10s %10s %11s %10s  %s\n", "budget", "load s", "text s", "binds s",
+           "step s", "VAE s", "total s", "peak GiB", "cached GiB", "driver GiB", "stream/step", "pinned GiB", "plan");
     for (int i = 0; i < n; i++) {
         const budget_row *b = &rows[i];
         if (!b->ok) {
             printf("%7.2f GiB  failed: %s\n", (double)b->budget / GIB, b->err);
             continue;
         }
-        printf("%7.2f GiB %7.2f %7.2f %8.3f %7.2f %8.2f %10.2f %10.2f %10.2f %7.2f GiB %10.2f  %s\n",
-               (double)b->budget / GIB, b->load, b->text, b->step, b->vae, b->total, (double)b->peak / GIB,
+        printf("%7.2f GiB %7.2f %7.2f %7.2f %8.3f %7.2f %8.2f %10.2f %10.2f %10.2f %7.2f GiB %10.2f  %s\n",
+               (double)b->budget / GIB, b->load, b->text, b->binds, b->step, b->vae, b->total, (double)b->peak / GIB,
                (double)b->cached / GIB, (double)b->dev_used / GIB, (double)b->streamed_step / GIB,
                (double)b->pinned / GIB, b->plan);
     }
-    printf("peak: the backend's live buffers at their high-water mark (weights, activations, scratch);\n"
+    printf("text: the text phase without binds; binds: parts bound and released between the phases (the\n"
+           "denoiser after the text, the VAE before the decode); the total counts both\n"
+           "peak: the backend's live buffers at their high-water mark (weights, activations, scratch);\n"
            "cached: freed blocks the allocator keeps for reuse after the run (the budget counts live + cached);\n"
            "driver: the device's used memory after the run as the driver reports it (the context, kernels and\n"
            "cuBLASLt included; other processes too); stream/step: weight bytes copied from host memory to the\n"
@@ -449,7 +482,7 @@ int cq_bench_imagine(int argc, char **argv) {
                              {"scheduler.config_json", k_scheduler_config, sizeof k_scheduler_config - 1}};
     cq_bench_file f = {.tag = "imagine", .header = r.hdr, .tokenizer = r.tok, .tokenizer_len = r.tok_len,
                        .blobs = blobs, .n_blobs = CQ_ARRAY_LEN(blobs), .weights = &r.pack,
-                       .no_verify = o.m.no_verify, .threads = o.m.threads};
+                       .no_verify = o.m.no_verify, .threads = o.m.threads, .cold = o.m.cold};
     uint64_t file_bytes;
     mark m_w0 = mark_now();
     s = cq_bench_pack_map(&f, &r.cmf, &file_bytes);
@@ -480,6 +513,7 @@ int cq_bench_imagine(int argc, char **argv) {
     }
     printf("backend %s%s, %d threads; prompt \"%s\": %d tokens, %d rows after the system turn\n",
            cq_backend_name(r.be), budget, threads, o.prompt, total, rows);
+    print_upload(r.be, m_l1.wall - m_l0.wall);
     if (cq_backend_mem_budget(r.be)) {
         const cq_resid_need *nd = cq_qi21_pipe_need(r.pipe);
         printf("device bytes planned (GiB): %-13s %8s %8s %8s %13s %11s\n", "part", "planes", "compact", "slot",
@@ -497,6 +531,8 @@ int cq_bench_imagine(int argc, char **argv) {
     r.steps = cq_calloc((size_t)o.steps, sizeof *r.steps);
     if (!r.steps) return fail(&r, CQ_ERR_NOMEM, "generating");
     w.step = r.steps;
+    w.pipe = r.pipe;
+    w.staged0 = stage_seconds(r.pipe);
     cq_qi21_gen_opts go = {.prompt = o.prompt, .width = o.m.size, .height = o.m.size, .steps = o.steps, .seed = 42,
                            .guidance = 1.0, .on_step = on_step, .on_phase = on_phase, .user = &w};
     cq_qi21_result res;
@@ -516,6 +552,8 @@ int cq_bench_imagine(int argc, char **argv) {
     row("load (weights bound in place)", &m_l0, &m_l1, threads);
     snprintf(label, sizeof label, "text tower (%d tokens)", total);
     row(label, &ph[CQ_QI21_PHASE_TEXT], &ph[CQ_QI21_PHASE_PREFILL], threads);
+    printf("  of which binds and releases %.2f s (the parts the prefill needs bound, those it does not released)\n",
+           text_binds(&w));
     snprintf(label, sizeof label, "prefill (%d text rows)", rows);
     row(label, &ph[CQ_QI21_PHASE_PREFILL], &ph[CQ_QI21_PHASE_STEPS], threads);
     double *st = cq_mallocn((size_t)o.steps, sizeof *st);
@@ -554,7 +592,8 @@ int cq_bench_imagine(int argc, char **argv) {
     if (!cq_backend_is_host(r.be)) {
         budget_row runs[1 + CQ_ARRAY_LEN(o.more)] = {{0}};
         runs[0] = (budget_row){.ok = true, .load = m_l1.wall - m_l0.wall,
-                               .text = ph[CQ_QI21_PHASE_PREFILL].wall - ph[CQ_QI21_PHASE_TEXT].wall, .step = step_med,
+                               .text = ph[CQ_QI21_PHASE_PREFILL].wall - ph[CQ_QI21_PHASE_TEXT].wall - text_binds(&w),
+                               .binds = w.staged[CQ_QI21_PHASE_DONE] - w.staged0, .step = step_med,
                                .vae = end.wall - ph[CQ_QI21_PHASE_VAE].wall, .total = end.wall - m_l0.wall};
         row_memory(r.be, r.pipe, &w, o.steps, &runs[0]);
         for (int k = 0; k < o.n_more; k++) {
@@ -572,7 +611,8 @@ int cq_bench_imagine(int argc, char **argv) {
             s = cq_qi21_pipe_load(r.cmf, r.be, &r.pipe);
             if (s == CQ_OK) s = cq_backend_sync(r.be);
             mark l1 = mark_now();
-            watch w2 = {.threads = threads, .step = r.steps, .be = r.be};
+            if (s == CQ_OK) print_upload(r.be, l1.wall - l0.wall);
+            watch w2 = {.threads = threads, .step = r.steps, .be = r.be, .pipe = r.pipe, .staged0 = stage_seconds(r.pipe)};
             go.user = &w2;
             if (s == CQ_OK) s = cq_qi21_pipe_generate(r.pipe, &go, &res);
             if (s == CQ_OK) s = cq_backend_sync(r.be);
@@ -585,7 +625,9 @@ int cq_bench_imagine(int argc, char **argv) {
             for (int i = 0; i < o.steps; i++)
                 st_k[i] = r.steps[i].wall - (i ? r.steps[i - 1].wall : w2.phase[CQ_QI21_PHASE_STEPS].wall);
             *b = (budget_row){.ok = true, .load = l1.wall - l0.wall,
-                              .text = w2.phase[CQ_QI21_PHASE_PREFILL].wall - w2.phase[CQ_QI21_PHASE_TEXT].wall,
+                              .text = w2.phase[CQ_QI21_PHASE_PREFILL].wall - w2.phase[CQ_QI21_PHASE_TEXT].wall -
+                                      text_binds(&w2),
+                              .binds = w2.staged[CQ_QI21_PHASE_DONE] - w2.staged0,
                               .step = cq_bench_median(st_k, o.steps),
                               .vae = w2.phase[CQ_QI21_PHASE_DONE].wall - w2.phase[CQ_QI21_PHASE_VAE].wall,
                               .total = w2.phase[CQ_QI21_PHASE_DONE].wall - l0.wall};

@@ -123,6 +123,7 @@ typedef struct cq_bench_file {
     uint64_t seed;           /* of the weights' generator */
     bool no_verify;          /* open without the per-tensor hash check (--no-verify) */
     int threads;             /* hashing threads of the open (cq_cmf_open_opts.threads) */
+    bool cold;               /* drop the file's pages from the page cache once written, so the load reads the disk */
 } cq_bench_file;
 
 /* Write the file (after checking the free space under $TMPDIR, default
@@ -155,12 +156,15 @@ typedef struct cq_bench_model_opts {
     int threads;         /* --threads N (0: CORTIQ_THREADS or all cores) */
     const char *backend; /* --backend cpu, cuda or cuda:N */
     bool no_verify;      /* --no-verify: load without checking each tensor's hash */
+    bool cold;           /* --cold: the pack's pages dropped from the page cache before the load */
 } cq_bench_model_opts;
 /* One of them at argv[*i], its value consumed (*i advanced): 1; not one of them: 0; a bad value: the usage
  * error printed, 2 (the exit code). CQ_BENCH_NO_VERIFY_HELP is the help text of --no-verify. */
 #define CQ_BENCH_NO_VERIFY_HELP                                                                              \
     "  --no-verify   load without checking each tensor's hash (compare the load time with and without it to\n" \
-    "                see what the check costs)\n"
+    "                see what the check costs)\n"                                                               \
+    "  --cold        drop the pack's pages from the page cache after writing it, so the load reads the disk\n" \
+    "                (a cold start; needs TMPDIR on a disk: tmpfs such as /dev/shm keeps its pages)\n"
 int cq_bench_model_opt(const char *cmd, int argc, char **argv, int *i, cq_bench_model_opts *o);
 /* One of a benchmark's own options: argv[*i] is `a`, its value (or NULL) `v`; returns as cq_bench_model_opt does. */
 typedef int (*cq_bench_arg_fn)(const char *cmd, const char *a, const char *v, int *i, void *ctx);

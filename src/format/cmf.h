@@ -46,6 +46,22 @@ uint64_t cq_hash64_final(const cq_hash64_state *st);
  * the calling thread. */
 #define CQ_HASH64_PAR_MIN (4u << 20)
 void cq_hash64_update_pool(cq_hash64_state *st, const void *data, size_t len, cq_pool *pool);
+/* For a caller that hashes a span in pieces on its own threads (a copy that
+ * hashes what it moves, cq_backend_vtbl.bind_weight_hashing): the fold of
+ * `nwords` whole 8-byte words that start at word `first` of the span. The
+ * XOR of the folds of all the span's whole words, finished by
+ * cq_hash64_folded (which reads only the span's last len % 8 bytes), is the
+ * span's cq_hash64. */
+uint64_t cq_hash64_fold(const void *words, uint64_t nwords, uint64_t first);
+uint64_t cq_hash64_folded(uint64_t acc, const void *data, size_t len);
+
+/* The check of cq_cmf_check_tensor in two halves, for a backend that hashes
+ * the payload while it copies it: whether the tensor still needs its check
+ * (its container verifies and it has not matched yet), and the comparison of
+ * a hash computed elsewhere with its record (a match is remembered; a
+ * mismatch is CQ_ERR_HASH with cq_cmf_check_tensor's message). */
+bool cq_cmf_tensor_unchecked(const cq_tensor_view *t);
+cq_status cq_cmf_check_tensor_hash(const cq_tensor_view *t, uint64_t computed);
 
 /* ---- sections ------------------------------------------------------------ */
 typedef enum cq_cmf_section_id {

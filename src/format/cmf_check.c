@@ -147,21 +147,27 @@ void cq_cmf_check_free(cq_cmf *c) {
     c->path = NULL;
 }
 
-cq_status cq_cmf_check_tensor(const cq_tensor_view *t) {
-    if (!t) return cq_fail(CQ_ERR_INVALID_ARG, "cq_cmf_check_tensor: tensor is NULL");
+/* The directory's own view of t when t is a copy of it (same bytes, same
+ * hash): only such a view's match is remembered. */
+static bool is_directory_view(const cq_cmf *c, const cq_tensor_view *t) {
+    const cq_tensor_view *dir = &c->tensors[t->index];
+    return dir->data == t->data && dir->nbytes == t->nbytes && dir->hash == t->hash;
+}
+
+bool cq_cmf_tensor_unchecked(const cq_tensor_view *t) {
+    const cq_cmf *c = t ? t->owner : NULL;
+    if (!c || c->no_verify || !c->checked || t->index >= c->n_tensors) return false;
+    uint64_t bit = (uint64_t)1 << (t->index % 64);
+    return !is_directory_view(c, t) || !(atomic_load_explicit(&c->checked[t->index / 64], memory_order_acquire) & bit);
+}
+
+cq_status cq_cmf_check_tensor_hash(const cq_tensor_view *t, uint64_t h) {
+    if (!t) return cq_fail(CQ_ERR_INVALID_ARG, "cq_cmf_check_tensor_hash: tensor is NULL");
     const cq_cmf *c = t->owner;
     if (!c || c->no_verify || !c->checked) return CQ_OK;
     if (t->index >= c->n_tensors)
         return cq_fail(CQ_ERR_INVALID_ARG, "tensor '%s': index %zu is outside its container's directory (%zu)",
                        t->name ? t->name : "?", t->index, c->n_tensors);
-    /* A copy of a directory view is checked like the original; a view the
-     * caller altered (other bytes, other hash) is hashed every time. */
-    const cq_tensor_view *dir = &c->tensors[t->index];
-    bool same = dir->data == t->data && dir->nbytes == t->nbytes && dir->hash == t->hash;
-    _Atomic uint64_t *word = &c->checked[t->index / 64];
-    uint64_t bit = (uint64_t)1 << (t->index % 64);
-    if (same && (atomic_load_explicit(word, memory_order_acquire) & bit)) return CQ_OK;
-    uint64_t h = cq_cmf_hash_span(c, t->data, t->nbytes);
     if (h != t->hash) {
         char hint[1200];
         verify_hint(c, hint, sizeof hint);
@@ -170,6 +176,18 @@ cq_status cq_cmf_check_tensor(const cq_tensor_view *t) {
                        ", computed %016" PRIx64 "); %s (or --no-verify to skip this check)",
                        t->name, t->hash, h, hint);
     }
-    if (same) atomic_fetch_or_explicit(word, bit, memory_order_release);
+    /* A copy of a directory view is checked like the original; a view the
+     * caller altered (other bytes, other hash) is hashed every time. */
+    if (is_directory_view(c, t))
+        atomic_fetch_or_explicit(&c->checked[t->index / 64], (uint64_t)1 << (t->index % 64), memory_order_release);
     return CQ_OK;
+}
+
+cq_status cq_cmf_check_tensor(const cq_tensor_view *t) {
+    if (!t) return cq_fail(CQ_ERR_INVALID_ARG, "cq_cmf_check_tensor: tensor is NULL");
+    const cq_cmf *c = t->owner;
+    if (!c || c->no_verify || !c->checked) return CQ_OK;
+    if (t->index >= c->n_tensors) return cq_cmf_check_tensor_hash(t, 0); /* its error: the index */
+    if (!cq_cmf_tensor_unchecked(t)) return CQ_OK;
+    return cq_cmf_check_tensor_hash(t, cq_cmf_hash_span(c, t->data, t->nbytes));
 }

@@ -93,6 +93,21 @@ uint64_t cq_hash64_final(const cq_hash64_state *st) {
     return fmix64(acc);
 }
 
+uint64_t cq_hash64_fold(const void *words, uint64_t nwords, uint64_t first) { return fold_words(words, nwords, first); }
+
+uint64_t cq_hash64_folded(uint64_t acc, const void *data, size_t len) {
+    if (len == 0) return 0;
+    const uint64_t nw = len / 8;
+    const size_t tail = len % 8;
+    if (tail) {
+        uint8_t w[8] = {0};
+        memcpy(w, (const uint8_t *)data + 8 * nw, tail);
+        acc ^= fmix64(load_le64(w)) ^ (nw * CQ_HASH_K);
+    }
+    acc ^= (uint64_t)len;
+    return fmix64(acc);
+}
+
 /* ---- the same hash on several threads ---- */
 #define PAR_CHUNK_WORDS ((uint64_t)(1u << 20) / 8) /* 1 MiB a task: even load, little overhead */
 

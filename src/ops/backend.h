@@ -44,6 +44,13 @@ typedef struct cq_backend_vtbl {
      * end fills dtype/ndim/shape/flags. */
     cq_status (*bind_weight)(cq_backend *be, const cq_tensor_view *v, cq_tensor *t);
     void (*release_weight)(cq_backend *be, cq_tensor *t); /* may be NULL */
+    /* Optional: bind_weight for a payload whose hash is still to be checked,
+     * returning in *hash the payload's cq_hash64 computed over the bytes the
+     * backend copied while it copied them (one pass over the file's pages
+     * instead of two). The front end compares it with the record and
+     * releases the weight on a mismatch, before anything can use it. NULL:
+     * the front end hashes first, then binds. */
+    cq_status (*bind_weight_hashing)(cq_backend *be, const cq_tensor_view *v, cq_tensor *t, uint64_t *hash);
     cq_status (*sync)(cq_backend *be);
 
     /* ---- ops (arguments already validated; see ops.h for semantics), one

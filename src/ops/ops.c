@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "codec/codec.h"
+#include "format/cmf.h"
 #include "ops/backend.h"
 #include "ops/fallback.h"
 
@@ -355,7 +356,11 @@ cq_status cq_tensor_bind_weight(cq_backend *be, const cq_tensor_view *v, cq_tens
     }
     int64_t n;
     CQ_TRY(shape_nelem(name, v->ndim, shape, &n));
-    CQ_TRY(cq_cmf_check_tensor(v)); /* the first read of a file's payload: is it what was written? */
+    /* the first read of a file's payload: is it what was written? A backend
+     * that copies the payload hashes it in the same pass; the others read it
+     * once for the hash here */
+    const bool hashing = be->vt->bind_weight_hashing && cq_cmf_tensor_unchecked(v);
+    if (!hashing) CQ_TRY(cq_cmf_check_tensor(v));
     cq_status s = cq_codec_validate(v->dtype, v->ndim, v->shape, v->data, v->nbytes);
     if (s != CQ_OK) return cq_fail_prefix(s, "weight '%s': ", name);
     out->dtype = v->dtype;
@@ -364,7 +369,13 @@ cq_status cq_tensor_bind_weight(cq_backend *be, const cq_tensor_view *v, cq_tens
     out->flags = CQ_TENSOR_WEIGHT;
     out->wsrc = v->data;
     out->wsrc_bytes = v->nbytes;
-    s = be->vt->bind_weight(be, v, out);
+    uint64_t h = 0;
+    s = hashing ? be->vt->bind_weight_hashing(be, v, out, &h) : be->vt->bind_weight(be, v, out);
+    if (s == CQ_OK && hashing && (s = cq_cmf_check_tensor_hash(v, h)) != CQ_OK) {
+        if (be->vt->release_weight) be->vt->release_weight(be, out); /* the copied bytes are not the file's */
+        memset(out, 0, sizeof *out);
+        return s; /* cq_cmf_check_tensor's message, which names the tensor */
+    }
     if (s != CQ_OK) {
         memset(out, 0, sizeof *out);
         return cq_fail_prefix(s, "weight '%s': ", name);

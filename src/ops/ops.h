@@ -325,6 +325,12 @@ typedef struct cq_backend_stats {
     uint64_t device_total, device_free; /* the whole device, as the driver reports it */
     uint64_t streamed_bytes; /* bytes of STREAMED weights copied to the device so far */
     uint64_t host_pinned;  /* page-locked host bytes holding STREAMED weights */
+    /* weight payloads a device backend copied through host memory so far (its uploads), the host's seconds
+     * in those copies (with the integrity hash they fold in), and its seconds waiting for the device to drain
+     * its staging: where a load's time goes */
+    uint64_t upload_bytes;
+    double upload_copy_s, upload_wait_s;
+    double host_pin_s; /* seconds allocating and freeing the page-locked memory of STREAMED weights */
     bool timed;            /* op_ms / op_calls are filled */
     double op_ms[CQ_OP_COUNT];
     long op_calls[CQ_OP_COUNT];

@@ -354,9 +354,18 @@ cq_status cq_resid_ensure(cq_resid *r, cq_part part) {
     return r->bound[part] ? CQ_OK : bind(r, part, CQ_RESID_TEXT);
 }
 
+static cq_status stage(cq_resid *r, cq_resid_phase phase);
+
 cq_status cq_resid_stage(cq_resid *r, cq_resid_phase phase) {
     if (!r || !r->be || (unsigned)phase >= CQ_RESID_PHASE_COUNT)
         return cq_fail(CQ_ERR_INVALID_ARG, "residency: no backend or a bad phase");
+    const double t0 = cq_now();
+    cq_status s = stage(r, phase);
+    r->stage_s += cq_now() - t0;
+    return s;
+}
+
+static cq_status stage(cq_resid *r, cq_resid_phase phase) {
     cq_resid_plan *p = &r->plan;
     /* a streamed part bound keeping no more than this plan keeps stays as it is (binding it again costs its
      * whole upload): the plan then states what it really keeps */

@@ -164,6 +164,7 @@ typedef struct cq_resid {
     cq_weight_mode bound_mode[CQ_PART_COUNT];
     uint64_t bound_keep[CQ_PART_COUNT];   /* a streamed part's keep_bytes when bound */
     int binds;                        /* parts bound so far (tests: how often a plan rebinds) */
+    double stage_s;                   /* seconds in cq_resid_stage so far (binds, releases, trims) */
     bool fixed;                       /* the plan was set from outside (cq_resid_set_plan): replan keeps it */
 } cq_resid;
 

@@ -13,7 +13,9 @@
  *  - a request beyond the budget fails with CQ_ERR_NOMEM and the message, the
  *    cache is released before refusing, and the backend goes on working;
  *  - trim leaves in_use + cached at the live bytes, the driver's free memory
- *    rises by what was released, and a recording made before it goes stale.
+ *    rises by what was released, and a recording made before it goes stale;
+ *  - a pack's weights bound with their hash check folded into the upload:
+ *    intact ones match unchecked binds, damaged ones are refused and freed.
  * Exits 77 (skipped) when the backend is not built or no GPU is present.
  */
 #include <stdio.h>
@@ -21,9 +23,11 @@
 #include <string.h>
 
 #include "backends/cuda/cuda.h"
+#include "cmf_testfile.h"
 #include "backends/cuda/cuda_cost.h"
 #include "cli/env.h"
 #include "codec/codec.h"
+#include "format/cmf.h"
 #include "ops/ops.h"
 #include "testutil.h"
 
@@ -539,6 +543,98 @@ static void test_budget(void **state) {
     cq_backend_free(be);
 }
 
+/* ---- the hash folded into the upload ---------------------------------------------------------------- */
+/* A pack's weights bound with their check: the CUDA backend hashes each payload while it copies it (planes,
+ * compact, streamed; a payload over the parallel copy threshold with a tail that is not a whole word), so a
+ * bind reads the file's pages once. An intact pack binds, each tensor is then recorded as checked, and its
+ * products equal those of the same bytes bound without a check (memcmp); a byte flipped anywhere (here the
+ * last, inside the tail word, and one in the middle of a small tensor) is refused with the check's message,
+ * and the failed binds give back every device and pinned byte they took. */
+static void test_bind_hashed(void **state) {
+    (void)state;
+    enum { BR = 1024, BC = 1101 }; /* 4.3 MiB of f32: split over the copy threads; 4404 bytes a row */
+    const uint64_t sw[2] = {N, K};
+    uint64_t nb_w;
+    uint8_t *pw = encode_random(CQ_DTYPE_Q8_2F, 2, sw, &nb_w); /* streams when streamed */
+    const size_t nb_big = (size_t)BR * BC * 4, off_big = ((size_t)nb_w + 63) & ~(size_t)63;
+    uint8_t *data = calloc(1, off_big + nb_big);
+    assert_non_null(data);
+    memcpy(data, pw, nb_w);
+    free(pw);
+    tu_fill_normal(&g_rng, (float *)(data + off_big), (size_t)BR * BC, 0.1f);
+    tf_file f;
+    memset(&f, 0, sizeof f);
+    f.nt = 2;
+    f.t[0] = (tf_tensor){.name = "w", .dtype = CQ_DTYPE_Q8_2F, .ndim = 2, .shape = {N, K}, .off = 0, .nbytes = nb_w};
+    f.t[1] = (tf_tensor){.name = "big", .dtype = CQ_DTYPE_F32, .ndim = 2, .shape = {BR, BC}, .off = off_big,
+                         .nbytes = nb_big};
+    f.data = data;
+    f.data_len = off_big + nb_big;
+    size_t len;
+    uint8_t *buf = tf_assemble(&f, &len);
+    assert_non_null(buf);
+    const size_t doff = (size_t)tf_get64(buf + TF_DATA_OFF);
+    float xh[M * K];
+    tu_fill_normal(&g_rng, xh, M * K, 1.0f);
+    static const cq_weight_mode modes[] = {CQ_WEIGHTS_PLANES, CQ_WEIGHTS_COMPACT, CQ_WEIGHTS_STREAMED};
+    for (size_t mi = 0; mi < CQ_ARRAY_LEN(modes); mi++) {
+        cq_backend *be = open_be(0);
+        assert_int_equal(cq_backend_set_stream_keep(be, 0, 0), CQ_OK);
+        cq_cmf *c = NULL;
+        assert_int_equal(cq_cmf_open_memory(buf, len, &c), CQ_OK);
+        const cq_tensor_view *vw = cq_cmf_find(c, "w"), *vb = cq_cmf_find(c, "big");
+        cq_tensor w, big, w0;
+        bind_in(be, modes[mi], vw, &w);
+        bind_in(be, modes[mi], vb, &big);
+        assert_false(cq_cmf_tensor_unchecked(vw));
+        assert_false(cq_cmf_tensor_unchecked(vb));
+        cq_tensor_view plain = *vw;
+        plain.owner = NULL; /* the same bytes, never checked */
+        bind_in(be, modes[mi], &plain, &w0);
+        cq_tensor x = act(be, M, K, xh), y = act(be, M, N, NULL), y0 = act(be, M, N, NULL);
+        assert_int_equal(cq_op_linear(be, &y, &x, &w, NULL), CQ_OK);
+        assert_int_equal(cq_op_linear(be, &y0, &x, &w0, NULL), CQ_OK);
+        float *a = download(&y), *b = download(&y0);
+        assert_memory_equal(a, b, sizeof(float) * M * N);
+        free(a);
+        free(b);
+        cq_tensor_free(&w);
+        cq_tensor_free(&big);
+        cq_tensor_free(&w0);
+        cq_cmf_close(c);
+
+        uint8_t *bad = malloc(len);
+        assert_non_null(bad);
+        for (int which = 0; which < 2; which++) {
+            memcpy(bad, buf, len);
+            if (which == 0) bad[doff + off_big + nb_big - 1] ^= 0x08; /* the tail word of "big" */
+            else bad[doff + nb_w / 2] ^= 0x01;                          /* the middle of "w" */
+            assert_int_equal(cq_cmf_open_memory(bad, len, &c), CQ_OK);
+            const cq_tensor_view *v = cq_cmf_find(c, which == 0 ? "big" : "w");
+            const cq_backend_stats s0 = stats(be);
+            assert_int_equal(cq_backend_set_weight_mode(be, modes[mi]), CQ_OK);
+            cq_tensor t;
+            assert_int_equal(cq_tensor_bind_weight(be, v, &t), CQ_ERR_HASH);
+            assert_non_null(strstr(cq_last_error(), "is damaged"));
+            assert_int_equal(cq_backend_set_weight_mode(be, CQ_WEIGHTS_DEFAULT), CQ_OK);
+            const cq_backend_stats s1 = stats(be);
+            assert_int_equal(s1.weight_bytes, s0.weight_bytes);
+            assert_int_equal(s1.host_pinned, s0.host_pinned);
+            assert_true(cq_cmf_tensor_unchecked(v));
+            cq_cmf_close(c);
+        }
+        free(bad);
+        const cq_backend_stats st = stats(be);
+        assert_true(st.upload_bytes >= 2 * (nb_w + nb_big)); /* both tensors' copies counted */
+        cq_tensor_free(&x);
+        cq_tensor_free(&y);
+        cq_tensor_free(&y0);
+        cq_backend_free(be);
+    }
+    free(buf);
+    free(data);
+}
+
 /* ---- trim ---------------------------------------------------------------------------------------------- */
 static void test_trim(void **state) {
     (void)state;
@@ -616,6 +712,7 @@ int main(void) {
         cmocka_unit_test(test_weight_cost_measured),
         cmocka_unit_test(test_budget),
         cmocka_unit_test(test_trim),
+        cmocka_unit_test(test_bind_hashed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

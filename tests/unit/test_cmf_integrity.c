@@ -9,6 +9,7 @@
 #include "base/base.h"
 #include "cmf_testfile.h"
 #include "format/cmf.h"
+#include "ops/backend.h"
 #include "ops/ops.h"
 #include "testutil.h"
 
@@ -271,6 +272,112 @@ static void test_pool_hash_matches(void **st) {
     cq_free(p);
 }
 
+/* The folded hash (the pieces a copy hashes on its own threads, in any
+ * order) equals the one-shot hash for every length and split. */
+static void test_folded_hash_matches(void **st) {
+    (void)st;
+    uint8_t p[1000];
+    for (size_t i = 0; i < sizeof p; i++) p[i] = (uint8_t)(i * 37 + 11);
+    static const size_t lens[] = {0, 1, 7, 8, 9, 15, 16, 17, 255, 256, 999, 1000};
+    for (size_t k = 0; k < CQ_ARRAY_LEN(lens); k++) {
+        const size_t n = lens[k], words = n / 8;
+        /* three pieces of whole words, folded last to first */
+        const size_t cut1 = words / 3, cut2 = 2 * words / 3;
+        uint64_t acc = cq_hash64_fold(p + 8 * cut2, words - cut2, cut2);
+        acc ^= cq_hash64_fold(p + 8 * cut1, cut2 - cut1, cut1);
+        acc ^= cq_hash64_fold(p, cut1, 0);
+        assert_true(cq_hash64_folded(acc, p, n) == cq_hash64(p, n));
+    }
+    /* a wrong word index is a different hash */
+    assert_true(cq_hash64_folded(cq_hash64_fold(p, 4, 1), p, 32) != cq_hash64(p, 32));
+}
+
+/* A backend that hashes while it copies (bind_weight_hashing): here the
+ * host backend's in-place bind plus the payload folded in two pieces, as a
+ * copying backend folds them. */
+static cq_backend_vtbl g_hashing_vt;
+static int g_hashing_binds, g_plain_binds, g_releases;
+
+static cq_status hashing_bind(cq_backend *be, const cq_tensor_view *v, cq_tensor *t, uint64_t *hash) {
+    g_hashing_binds++;
+    CQ_TRY(cq_host_bind_weight(be, v, t));
+    const uint64_t words = v->nbytes / 8, half = words / 2;
+    const uint8_t *p = v->data;
+    *hash = cq_hash64_folded(cq_hash64_fold(p + 8 * half, words - half, half) ^ cq_hash64_fold(p, half, 0), p,
+                             v->nbytes);
+    return CQ_OK;
+}
+
+static cq_status plain_bind(cq_backend *be, const cq_tensor_view *v, cq_tensor *t) {
+    g_plain_binds++;
+    return cq_host_bind_weight(be, v, t);
+}
+
+static void counted_release(cq_backend *be, cq_tensor *t) {
+    (void)be;
+    (void)t;
+    g_releases++;
+}
+
+/* The front end lets such a backend hash the first bind of a tensor, checks
+ * the hash it returns, releases the weight on a mismatch (with the same
+ * message as the separate check), remembers a match (the next bind is a
+ * plain one), and never asks for the hash when the container does not verify. */
+static void test_bind_hashing_backend(void **st) {
+    (void)st;
+    tf_file f = base_file();
+    size_t len;
+    uint8_t *buf = tf_assemble(&f, &len);
+    buf[data_off(buf) + 64 + 5] ^= 0x10; /* inside "b" */
+    cq_backend *be = NULL;
+    assert_int_equal(cq_backend_create("cpu", 1, &be), CQ_OK);
+    const cq_backend_vtbl *cpu_vt = be->vt;
+    g_hashing_vt = *be->vt;
+    g_hashing_vt.bind_weight = plain_bind;
+    g_hashing_vt.bind_weight_hashing = hashing_bind;
+    g_hashing_vt.release_weight = counted_release;
+    be->vt = &g_hashing_vt;
+    g_hashing_binds = g_plain_binds = g_releases = 0;
+
+    cq_cmf *c = NULL;
+    assert_int_equal(cq_cmf_open_memory(buf, len, &c), CQ_OK);
+    const cq_tensor_view *a = cq_cmf_find(c, "a"), *b = cq_cmf_find(c, "b");
+    cq_tensor w;
+    assert_true(cq_cmf_tensor_unchecked(a));
+    assert_int_equal(cq_tensor_bind_weight(be, a, &w), CQ_OK);
+    assert_int_equal(g_hashing_binds, 1);
+    assert_int_equal(g_plain_binds, 0);
+    assert_false(cq_cmf_tensor_unchecked(a)); /* the match is remembered */
+    cq_tensor_free(&w);
+    assert_int_equal(cq_tensor_bind_weight(be, a, &w), CQ_OK);
+    assert_int_equal(g_hashing_binds, 1);
+    assert_int_equal(g_plain_binds, 1);
+    cq_tensor_free(&w);
+    g_releases = 0;
+
+    assert_int_equal(cq_tensor_bind_weight(be, b, &w), CQ_ERR_HASH);
+    expect_msg("tensor 'b' is damaged");
+    expect_msg("--no-verify");
+    assert_int_equal(g_hashing_binds, 2);
+    assert_int_equal(g_releases, 1); /* bound, found damaged, released */
+    assert_null(w.be);
+    assert_true(cq_cmf_tensor_unchecked(b)); /* a failure is not remembered as a pass */
+    cq_cmf_close(c);
+
+    cq_cmf_open_opts o = {.no_verify = true};
+    assert_int_equal(cq_cmf_open_memory_ex(buf, len, &o, &c), CQ_OK);
+    b = cq_cmf_find(c, "b");
+    assert_false(cq_cmf_tensor_unchecked(b));
+    assert_int_equal(cq_tensor_bind_weight(be, b, &w), CQ_OK);
+    assert_int_equal(g_hashing_binds, 2); /* nothing to check: a plain bind */
+    assert_int_equal(g_plain_binds, 2);
+    cq_tensor_free(&w);
+    cq_cmf_close(c);
+    be->vt = cpu_vt;
+    cq_backend_free(be);
+    free(buf);
+}
+
 /* A large tensor (hashed on the container's pool) is checked right, and a
  * flip in its last piece is found. */
 static void test_large_tensor_threads(void **st) {
@@ -316,6 +423,8 @@ int main(void) {
         cmocka_unit_test(test_messages_name_the_file),
         cmocka_unit_test(test_pool_hash_matches),
         cmocka_unit_test(test_large_tensor_threads),
+        cmocka_unit_test(test_folded_hash_matches),
+        cmocka_unit_test(test_bind_hashing_backend),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -198,6 +198,10 @@ static cq_status cuda_stats(cq_backend *be, cq_backend_stats *out, bool reset) {
     out->staged_reuses = c->staged_reuses;
     out->streamed_bytes = c->xfer.bytes;
     out->host_pinned = c->xfer.pinned;
+    out->upload_bytes = c->ring.bytes;
+    out->upload_copy_s = c->ring.copy_s;
+    out->upload_wait_s = c->ring.wait_s;
+    out->host_pin_s = c->xfer.pin_s;
     size_t fr = 0, tot = 0;
     if (cudaMemGetInfo(&fr, &tot) == cudaSuccess) {
         out->device_free = fr;
@@ -266,6 +270,7 @@ static const cq_backend_vtbl k_cuda_vtbl = {
     .buf_zero = cq_cuda_buf_zero,
     .bind_weight = cq_cuda_bind_weight,
     .release_weight = cq_cuda_release_weight,
+    .bind_weight_hashing = cq_cuda_bind_weight_hashing,
     .sync = cq_cuda_sync,
     CQ_OPS_VTBL(cq_cuda_)
     .op_precision = cuda_op_precision,

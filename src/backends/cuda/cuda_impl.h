@@ -126,6 +126,15 @@ typedef struct cq_cuda_ring {
     cq_pool *pool;                   /* host copy threads; NULL: the calling thread alone */
     bool ready;                      /* made (at the first upload) */
     bool failed;                     /* could not be made: uploads go from the mapping directly */
+    /* the hash of what the copies move (bind_weight_hashing): while `hashing`, each payload copy folds its
+     * whole words into `acc` (cq_hash64_fold, word 0 at the payload's first byte) */
+    bool hashing;
+    uint64_t acc;
+    uint64_t hashed; /* bytes folded into acc */
+    /* what the uploads cost the host (cq_backend_stats) */
+    uint64_t bytes;  /* payload bytes uploaded or copied to pinned memory */
+    double copy_s;   /* in the host copies (and the hash they fold) */
+    double wait_s;   /* waiting for a staging buffer: the bus and the device behind the host */
 } cq_cuda_ring;
 
 /* ---- STREAMED weights (cuda_stream.c) ------------------------------------------------------ */
@@ -138,6 +147,7 @@ typedef struct cq_cuda_xfer {
     int next;
     uint64_t keep, of, kept, seen;            /* cq_backend_set_stream_keep's share and what binding did */
     uint64_t bytes;                           /* copied so far (cq_backend_stats.streamed_bytes) */
+    double pin_s;                             /* in cudaHostAlloc / cudaFreeHost for them (cq_backend_stats) */
     uint64_t pinned;                          /* page-locked host bytes held by bound STREAMED weights */
     int n_bound;                              /* STREAMED weights bound now */
 } cq_cuda_xfer;
@@ -317,6 +327,8 @@ void cq_cuda_ring_destroy(cq_cuda *c); /* after a stream sync */
 /* Copy n bytes host to host with the ring's copy threads (one thread when it has none). */
 void cq_cuda_host_copy(cq_cuda *c, void *dst, const void *src, size_t n);
 cq_status cq_cuda_bind_weight(cq_backend *be, const cq_tensor_view *v, cq_tensor *t);
+/* bind_weight that returns the payload's hash64 folded during its host copy (cq_backend_vtbl) */
+cq_status cq_cuda_bind_weight_hashing(cq_backend *be, const cq_tensor_view *v, cq_tensor *t, uint64_t *hash);
 /* A weight's plane for one use by an op: the bound plane, or a COMPACT weight
  * expanded into `slot` and `sslot` (tap-major when `taps`, as a bound
  * convolution kernel's plane is) by the bind-time decoder, so the bits are the

@@ -86,7 +86,9 @@ bool cq_cuda_stream_keeps(cq_cuda *c, uint64_t compact) {
 cq_status cq_cuda_stream_bind(cq_cuda *c, const cq_tensor_view *v, cq_cuda_weight *w) {
     cq_cuda_xfer *x = &c->xfer;
     void *h = NULL, *d = NULL;
+    const double t0 = cq_now();
     cudaError_t e = cudaHostAlloc(&h, (size_t)v->nbytes, cudaHostAllocMapped | cudaHostAllocPortable);
+    x->pin_s += cq_now() - t0;
     if (e != cudaSuccess) {
         char a[32], b[32];
         (void)cudaGetLastError(); /* not sticky: the backend goes on */
@@ -118,7 +120,9 @@ void cq_cuda_stream_free_weight(cq_cuda *c, cq_cuda_weight *w) {
     /* a queued copy (copy stream) or a row read (compute stream) may still read it */
     if (x->stream) cudaStreamSynchronize(x->stream);
     cudaStreamSynchronize(c->stream);
+    const double t0 = cq_now();
     cudaFreeHost(w->host);
+    x->pin_s += cq_now() - t0;
     w->host = w->packed = NULL;
     x->pinned -= w->payload;
     x->n_bound--;

@@ -29,15 +29,17 @@
  * backend says so once and uploads from the mapping directly, as before.
  * One backend's uploads are not concurrent (nor is anything else of it).
  */
+#include <stdatomic.h>
 #include <string.h>
 
 #include "backends/cuda/cuda_impl.h"
+#include "format/cmf.h"
 
 #define RING_ALIGN 256
 /* below this a piece is copied by the calling thread alone */
 #define PAR_MIN ((size_t)4 << 20)
 /* host copy threads: past a few, a memcpy out of the page cache is bound by memory bandwidth */
-#define COPY_THREADS 8
+#define COPY_THREADS 16
 
 static void ring_free(cq_cuda_ring *r) {
     for (int i = 0; i < CQ_CUDA_RING_N; i++) {
@@ -81,36 +83,63 @@ static void ring_init(cq_cuda *c) {
 
 void cq_cuda_ring_destroy(cq_cuda *c) { ring_free(&c->ring); }
 
+/* a piece of a thread's share is copied, then hashed while it is still in the cache */
+#define HASH_CHUNK ((size_t)256 << 10)
+
 typedef struct copy_job {
     char *dst;
     const char *src;
     size_t n, per;
+    bool hash;      /* fold dst's words into acc */
+    uint64_t first; /* the payload's word index of dst[0] */
+    _Atomic uint64_t acc;
 } copy_job;
+
+/* bytes [o, o + len) of the job; o is a multiple of 8, and only the payload's last piece ends inside a word */
+static void copy_span(copy_job *j, size_t o, size_t len) {
+    if (!j->hash) {
+        memcpy(j->dst + o, j->src + o, len);
+        return;
+    }
+    uint64_t acc = 0;
+    for (size_t d = 0; d < len; d += HASH_CHUNK) {
+        const size_t k = CQ_MIN(HASH_CHUNK, len - d);
+        memcpy(j->dst + o + d, j->src + o + d, k);
+        acc ^= cq_hash64_fold(j->dst + o + d, k / 8, j->first + (o + d) / 8);
+    }
+    atomic_fetch_xor_explicit(&j->acc, acc, memory_order_relaxed);
+}
 
 static void copy_task(size_t t, size_t n_tasks, void *arg) {
     (void)n_tasks;
-    const copy_job *j = arg;
+    copy_job *j = arg;
     size_t o = t * j->per;
-    if (o < j->n) memcpy(j->dst + o, j->src + o, CQ_MIN(j->per, j->n - o));
+    if (o < j->n) copy_span(j, o, CQ_MIN(j->per, j->n - o));
 }
 
-static void host_copy(cq_cuda_ring *r, void *dst, const void *src, size_t n) {
+/* n bytes that start `off` bytes (a multiple of 8) into their payload */
+static void host_copy(cq_cuda_ring *r, void *dst, const void *src, size_t n, size_t off) {
+    const double t0 = cq_now();
+    copy_job j = {.dst = dst, .src = src, .n = n, .hash = r->hashing, .first = off / 8};
+    atomic_init(&j.acc, 0);
     int nt = cq_pool_threads(r->pool);
     if (!r->pool || nt < 2 || n < PAR_MIN) {
-        memcpy(dst, src, n);
-        return;
+        copy_span(&j, 0, n);
+    } else {
+        /* pieces of whole pages, one per thread */
+        size_t per = (n + (size_t)nt - 1) / (size_t)nt;
+        j.per = (per + 4095) & ~(size_t)4095;
+        cq_pool_run(r->pool, (n + j.per - 1) / j.per, copy_task, &j);
     }
-    /* pieces of whole pages, one per thread */
-    size_t per = (n + (size_t)nt - 1) / (size_t)nt;
-    per = (per + 4095) & ~(size_t)4095;
-    copy_job j = {.dst = dst, .src = src, .n = n, .per = per};
-    cq_pool_run(r->pool, (n + per - 1) / per, copy_task, &j);
+    r->acc ^= atomic_load_explicit(&j.acc, memory_order_relaxed);
+    r->hashed += r->hashing ? n : 0;
+    r->bytes += n;
+    r->copy_s += cq_now() - t0;
 }
 
 void cq_cuda_host_copy(cq_cuda *c, void *dst, const void *src, size_t n) {
     if (!c->ring.ready && !c->ring.failed) ring_init(c);
-    if (c->ring.ready) host_copy(&c->ring, dst, src, n);
-    else memcpy(dst, src, n);
+    host_copy(&c->ring, dst, src, n, 0); /* on the ring's copy threads when it has them */
 }
 
 cq_status cq_cuda_upload(cq_cuda *c, void *dst, const void *src, size_t n) {
@@ -123,6 +152,11 @@ cq_status cq_cuda_upload(cq_cuda *c, void *dst, const void *src, size_t n) {
     if (!r->ready) {
         CQ_CUDA_TRY(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, c->stream), "bind_weight",
                     "uploading the payload");
+        if (r->hashing) { /* no host copy to fold the hash into: read the source once more */
+            r->acc ^= cq_hash64_fold(src, n / 8, 0);
+            r->hashed += n;
+        }
+        r->bytes += n;
         return CQ_OK;
     }
     size_t done = 0;
@@ -133,7 +167,9 @@ cq_status cq_cuda_upload(cq_cuda *c, void *dst, const void *src, size_t n) {
             const int next = (r->cur + 1) % CQ_CUDA_RING_N;
             if (r->queued[next]) {
                 /* every copy out of that buffer was queued before its event; on failure nothing has moved */
+                const double t0 = cq_now();
                 CQ_CUDA_TRY(cudaEventSynchronize(r->ev[next]), "bind_weight", "waiting for a staging buffer");
+                r->wait_s += cq_now() - t0;
                 r->queued[next] = false;
             }
             r->cur = next;
@@ -142,7 +178,7 @@ cq_status cq_cuda_upload(cq_cuda *c, void *dst, const void *src, size_t n) {
         }
         const size_t k = CQ_MIN(room, n - done);
         char *stage = (char *)r->buf[r->cur] + r->fill;
-        host_copy(r, stage, (const char *)src + done, k);
+        host_copy(r, stage, (const char *)src + done, k, done);
         CQ_CUDA_TRY(cudaMemcpyAsync((char *)dst + done, stage, k, cudaMemcpyHostToDevice, c->stream), "bind_weight",
                     "uploading the payload from pinned staging");
         cudaError_t e = cudaEventRecord(r->ev[r->cur], c->stream);

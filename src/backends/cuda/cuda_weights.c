@@ -45,6 +45,7 @@
 
 #include "backends/cuda/cuda_impl.h"
 #include "codec/codec.h"
+#include "format/cmf.h"
 
 bool cq_cuda_codec_supported(cq_dtype dt) { return cq_cuda_decodes(dt); }
 
@@ -168,6 +169,21 @@ cq_status cq_cuda_bind_weight(cq_backend *be, const cq_tensor_view *v, cq_tensor
     t->nbytes = CQ_MAX((size_t)v->nbytes, plane_bytes);
     t->impl = w;
     c->weight_bytes += w->bytes;
+    return CQ_OK;
+}
+
+cq_status cq_cuda_bind_weight_hashing(cq_backend *be, const cq_tensor_view *v, cq_tensor *t, uint64_t *hash) {
+    cq_cuda *c = cq_cuda_of(be);
+    cq_cuda_ring *r = &c->ring;
+    r->hashing = true;
+    r->acc = 0;
+    r->hashed = 0;
+    cq_status s = cq_cuda_bind_weight(be, v, t);
+    r->hashing = false;
+    if (s != CQ_OK) return s;
+    /* every kind copies the payload through the host exactly once; should one not, the source is hashed */
+    if (r->hashed != (uint64_t)v->nbytes) r->acc = cq_hash64_fold(v->data, (uint64_t)v->nbytes / 8, 0);
+    *hash = cq_hash64_folded(r->acc, v->data, (size_t)v->nbytes);
     return CQ_OK;
 }
 
