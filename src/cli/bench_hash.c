@@ -153,6 +153,7 @@ int cq_bench_hash(int argc, char **argv) {
         }
     }
     int t = threads > 0 ? (int)threads : cq_default_threads();
-    printf("machine: %s, %d logical cores\n", cq_cpu()->model, cq_cpu()->logical_cores);
+    printf("machine: %s, %d logical cores; the hash's word fold: %s\n", cq_cpu()->model, cq_cpu()->logical_cores,
+           cq_hash64_impl());
     return pack ? run_pack(pack, t, (int)runs) : run_buffer((uint64_t)mib, t, (int)runs);
 }

@@ -75,10 +75,11 @@ static void print_upload(cq_backend *be, double load_s) {
         return;
     }
     printf("load: %.2f GiB of payloads through host memory in %.2f s (%.1f GB/s): copies %.2f s (the hash folded "
-           "in), waits for the device %.2f s, pinning host memory %.2f s, the rest %.2f s\n",
+           "in), waits for the device %.2f s, pinning host memory %.2f s, %llu device allocations %.2f s, the rest "
+           "%.2f s\n",
            (double)st.upload_bytes / GIB, load_s, load_s > 0 ? (double)st.upload_bytes / load_s / 1e9 : 0.0,
-           st.upload_copy_s, st.upload_wait_s, st.host_pin_s,
-           load_s - st.upload_copy_s - st.upload_wait_s - st.host_pin_s);
+           st.upload_copy_s, st.upload_wait_s, st.host_pin_s, (unsigned long long)st.device_allocs, st.device_alloc_s,
+           load_s - st.upload_copy_s - st.upload_wait_s - st.host_pin_s - st.device_alloc_s);
 }
 
 static void help(void) {

@@ -53,6 +53,8 @@ void cq_hash64_update_pool(cq_hash64_state *st, const void *data, size_t len, cq
  * cq_hash64_folded (which reads only the span's last len % 8 bytes), is the
  * span's cq_hash64. */
 uint64_t cq_hash64_fold(const void *words, uint64_t nwords, uint64_t first);
+/* Which word fold this CPU runs: "avx512" or "portable" (CORTIQ_HASH_PORTABLE=1 forces the latter). */
+const char *cq_hash64_impl(void);
 uint64_t cq_hash64_folded(uint64_t acc, const void *data, size_t len);
 
 /* The check of cq_cmf_check_tensor in two halves, for a backend that hashes

@@ -319,6 +319,7 @@ typedef struct cq_backend_stats {
     uint64_t mem_cached;   /* freed bytes kept by the allocator for reuse */
     uint64_t weight_bytes; /* device bytes of bound weights */
     uint64_t device_allocs; /* allocations the device driver was asked for so far (cudaMalloc) */
+    double device_alloc_s;  /* seconds in them */
     uint64_t replays;      /* recordings replayed so far */
     uint64_t staged_reuses; /* matmul inputs a device backend took from an earlier staging (another matmul's
                              * of the same x, or the producing op's side copy) instead of converting again */

@@ -9,6 +9,7 @@
 #include "base/base.h"
 #include "cmf_testfile.h"
 #include "format/cmf.h"
+#include "format/hash64_impl.h"
 #include "ops/backend.h"
 #include "ops/ops.h"
 #include "testutil.h"
@@ -272,6 +273,25 @@ static void test_pool_hash_matches(void **st) {
     cq_free(p);
 }
 
+/* The AVX-512 fold (when this CPU has it) equals the portable one for every
+ * length around its 8- and 16-word steps and for any first word index. */
+static void test_simd_fold_matches(void **st) {
+    (void)st;
+#if defined(CQ_ARCH_X86)
+    const cq_cpu_features *f = cq_cpu();
+    if (!f->avx512f || !f->avx512dq) skip();
+    uint8_t p[8 * 300 + 3];
+    for (size_t i = 0; i < sizeof p; i++) p[i] = (uint8_t)(i * 131 + (i >> 3));
+    static const uint64_t firsts[] = {0, 1, 7, 123456789, UINT64_MAX / 3};
+    for (uint64_t n = 0; n <= 300; n++)
+        for (size_t k = 0; k < CQ_ARRAY_LEN(firsts); k++)
+            assert_true(cq_hash64_fold_avx512(p + 3 * (n % 2), n, firsts[k]) ==
+                        cq_hash64_fold_scalar(p + 3 * (n % 2), n, firsts[k]));
+#else
+    skip();
+#endif
+}
+
 /* The folded hash (the pieces a copy hashes on its own threads, in any
  * order) equals the one-shot hash for every length and split. */
 static void test_folded_hash_matches(void **st) {
@@ -424,6 +444,7 @@ int main(void) {
         cmocka_unit_test(test_pool_hash_matches),
         cmocka_unit_test(test_large_tensor_threads),
         cmocka_unit_test(test_folded_hash_matches),
+        cmocka_unit_test(test_simd_fold_matches),
         cmocka_unit_test(test_bind_hashing_backend),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -194,6 +194,7 @@ static cq_status cuda_stats(cq_backend *be, cq_backend_stats *out, bool reset) {
     out->mem_cached = c->mem.cached;
     out->weight_bytes = c->weight_bytes;
     out->device_allocs = c->mem.n_cuda_mallocs;
+    out->device_alloc_s = c->mem.malloc_s;
     out->replays = c->replays;
     out->staged_reuses = c->staged_reuses;
     out->streamed_bytes = c->xfer.bytes;

@@ -92,6 +92,7 @@ typedef struct cq_cuda_alloc {
     cq_cuda_live *live; /* open addressing, power-of-two capacity; ptr NULL = empty, (void*)1 = deleted */
     size_t live_cap, live_n, live_used;
     uint64_t in_use, peak, cached, n_cuda_mallocs;
+    double malloc_s; /* in cudaMalloc */
 } cq_cuda_alloc;
 
 /* Scratch kept across ops (grow-only), one per operand that can be live at once in an op. */

@@ -152,6 +152,7 @@ cq_status cq_cuda_malloc(cq_cuda *c, size_t nbytes, void **out) {
     } else {
         CQ_TRY(fit_budget(c, size));
         cudaSetDevice(c->device);
+        const double t0 = cq_now();
         cudaError_t e = cudaMalloc(&p, size);
         if (e == cudaErrorMemoryAllocation && m->cached) {
             (void)cudaGetLastError();
@@ -168,6 +169,7 @@ cq_status cq_cuda_malloc(cq_cuda *c, size_t nbytes, void **out) {
                            cq_fmt_bytes(m->in_use, b2, sizeof b2));
         }
         m->n_cuda_mallocs++;
+        m->malloc_s += cq_now() - t0;
     }
     cq_status s = live_put(m, p, size);
     if (s != CQ_OK) {

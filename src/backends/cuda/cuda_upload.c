@@ -30,6 +30,9 @@
  * One backend's uploads are not concurrent (nor is anything else of it).
  */
 #include <stdatomic.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "backends/cuda/cuda_impl.h"
@@ -137,7 +140,24 @@ static void host_copy(cq_cuda_ring *r, void *dst, const void *src, size_t n, siz
     r->copy_s += cq_now() - t0;
 }
 
+/* A cold payload (its first or middle page not in memory): ask the kernel to read its pages ahead of the
+ * copy threads, one large read instead of a fault per page and thread. A cached one is left alone (the
+ * advice would walk every page of it). Advice only: ignored where it fails. */
+static bool resident(uintptr_t a, uintptr_t page) {
+    unsigned char v = 0;
+    return mincore((void *)a, page, &v) != 0 || (v & 1);
+}
+
+static void prefetch(const void *src, size_t n) {
+    const long ps = sysconf(_SC_PAGESIZE);
+    if (n < PAR_MIN || ps <= 0) return;
+    const uintptr_t page = (uintptr_t)ps, a = (uintptr_t)src & ~(page - 1), mid = ((uintptr_t)src + n / 2) & ~(page - 1);
+    if (resident(a, page) && resident(mid, page)) return;
+    (void)posix_madvise((void *)a, n + ((uintptr_t)src - a), POSIX_MADV_WILLNEED);
+}
+
 void cq_cuda_host_copy(cq_cuda *c, void *dst, const void *src, size_t n) {
+    prefetch(src, n);
     if (!c->ring.ready && !c->ring.failed) ring_init(c);
     host_copy(&c->ring, dst, src, n, 0); /* on the ring's copy threads when it has them */
 }
@@ -159,6 +179,7 @@ cq_status cq_cuda_upload(cq_cuda *c, void *dst, const void *src, size_t n) {
         r->bytes += n;
         return CQ_OK;
     }
+    prefetch(src, n);
     size_t done = 0;
     while (done < n) {
         size_t room = CQ_CUDA_RING_BYTES - r->fill;
