@@ -115,6 +115,61 @@ static void test_decode_bitexact(void **state) {
     }
 }
 
+/* The f16 plane a weight is bound as, bit for bit: f16(w * 2^e) per row with e putting the row's absmax in
+ * [2^13, 2^14) (|e| <= 120), w the codec layer's value. Read through a matmul with the identity, whose
+ * products and sums are exact: y[k][n] = plane[n][k] * 2^-e_n. Shapes on the q8 codecs' fast path (cols a
+ * multiple of 16, aligned factors) and off it (rows not a multiple of 8 for q8_2f, cols not of 16). */
+static void test_plane_bitexact(void **state) {
+    (void)state;
+    static const struct {
+        cq_dtype dt;
+        uint64_t rows, cols;
+    } k[] = {
+        {CQ_DTYPE_Q8_2F, 48, 96}, {CQ_DTYPE_Q8_2F, 40, 1024}, {CQ_DTYPE_Q8_2F, 9, 64},   {CQ_DTYPE_Q8_2F, 9, 70},
+        {CQ_DTYPE_Q8_ROW, 48, 96}, {CQ_DTYPE_Q8_ROW, 9, 64},   {CQ_DTYPE_Q8_ROW, 9, 70}, {CQ_DTYPE_BF16, 16, 96},
+    };
+    for (size_t i = 0; i < CQ_ARRAY_LEN(k); i++) {
+        const uint64_t shape[2] = {k[i].rows, k[i].cols}, N = k[i].rows, K = k[i].cols;
+        uint64_t nb;
+        uint8_t *p = encode_random(k[i].dt, 2, shape, &nb, 0.7f);
+        float *w = malloc(sizeof(float) * N * K), *eye = calloc(K * K, sizeof(float)), *y = malloc(sizeof(float) * K * N);
+        assert_int_equal(cq_codec_dequant_rows(k[i].dt, 2, shape, p, nb, 0, N, w), CQ_OK);
+        for (uint64_t j = 0; j < K; j++) eye[j * K + j] = 1.0f;
+        cq_tensor_view v = view_of(k[i].dt, 2, shape, p, nb);
+        cq_tensor tw, tx, ty;
+        assert_int_equal(cq_tensor_bind_weight(g_be, &v, &tw), CQ_OK);
+        assert_int_equal(cq_tensor_alloc_2d(g_be, CQ_DTYPE_F32, (int64_t)K, (int64_t)K, &tx), CQ_OK);
+        assert_int_equal(cq_tensor_alloc_2d(g_be, CQ_DTYPE_F32, (int64_t)K, (int64_t)N, &ty), CQ_OK);
+        assert_int_equal(cq_tensor_upload(&tx, eye, sizeof(float) * K * K), CQ_OK);
+        assert_int_equal(cq_op_linear(g_be, &ty, &tx, &tw, NULL), CQ_OK);
+        assert_int_equal(cq_tensor_download(&ty, y, sizeof(float) * K * N), CQ_OK);
+        for (uint64_t n = 0; n < N; n++) {
+            float m = 0;
+            for (uint64_t j = 0; j < K; j++) m = fmaxf(m, fabsf(w[n * K + j]));
+            int x = 0, e = 0;
+            if (m > 0 && isfinite(m)) {
+                frexpf(m, &x);
+                e = 14 - x;
+                e = e < -120 ? -120 : e > 120 ? 120 : e;
+            }
+            for (uint64_t j = 0; j < K; j++) {
+                const float want = ldexpf(cq_f16_to_f32(cq_f32_to_f16(ldexpf(w[n * K + j], e))), -e), got = y[j * N + n];
+                if (memcmp(&want, &got, 4))
+                    fail_msg("%s [%llu, %llu] (%llu, %llu): plane %.9g, want %.9g", cq_dtype_name(k[i].dt),
+                             (unsigned long long)N, (unsigned long long)K, (unsigned long long)n,
+                             (unsigned long long)j, got, want);
+            }
+        }
+        cq_tensor_free(&tw);
+        cq_tensor_free(&tx);
+        cq_tensor_free(&ty);
+        free(w);
+        free(eye);
+        free(y);
+        free(p);
+    }
+}
+
 /* A weight read back (copy of a float weight, get_rows of any codec) is the
  * codec's value up to the plane's one f16 rounding; a 1-D weight exactly. */
 static void test_weight_readback(void **state) {
@@ -953,6 +1008,7 @@ int main(void) {
     cq_backend_free(probe);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_decode_bitexact),
+        cmocka_unit_test(test_plane_bitexact),
         cmocka_unit_test(test_weight_readback),
         cmocka_unit_test(test_upload_ring),
         cmocka_unit_test(test_f16_range_guard),

@@ -127,6 +127,55 @@ __global__ void __launch_bounds__(ROWS_THREADS) k_decode_f16rows(const uint8_t *
         plane[r * ld + k] = k < cols ? cqk_f2h(ldexpf(decode_one<CODEC>(p, rows, cols, r, k, lut), e)) : (uint16_t)0;
 }
 
+/* The q8 codecs' rows, sixteen values a thread: one 16-byte load of codes (and two of column factors for
+ * q8_2f), the row's scale read once. The values are decode_one's to the bit (the same products in the same
+ * order) and the scaling by 2^e is exact (|e| <= 120), so the plane is k_decode_f16rows's; it only costs
+ * less per value. Needs cols % 16 == 0 and 16-byte aligned codes, factors and plane rows (the caller checks). */
+template <bool TWO_F>
+__device__ __forceinline__ void q8_decode16(const uint8_t *p, int64_t rows, int64_t cols, int64_t r, int64_t v,
+                                            float s, float *w) {
+    const uint4 qv = *reinterpret_cast<const uint4 *>(p + r * cols + 16 * v);
+    const uint32_t qw[4] = {qv.x, qv.y, qv.z, qv.w};
+    uint32_t cw[8];
+    if (TWO_F) {
+        const uint4 *cf = reinterpret_cast<const uint4 *>(p + rows * cols + 2 * rows + 32 * v);
+        const uint4 c0 = cf[0], c1 = cf[1];
+        cw[0] = c0.x, cw[1] = c0.y, cw[2] = c0.z, cw[3] = c0.w, cw[4] = c1.x, cw[5] = c1.y, cw[6] = c1.z, cw[7] = c1.w;
+    }
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        const float q = (float)(int8_t)(qw[j >> 2] >> (8 * (j & 3)));
+        w[j] = __fmul_rn(q, s);
+        if (TWO_F) w[j] = __fmul_rn(w[j], cqk_h2f((uint16_t)(cw[j >> 1] >> (16 * (j & 1)))));
+    }
+}
+
+template <bool TWO_F>
+__global__ void __launch_bounds__(ROWS_THREADS) k_decode_q8_f16rows(const uint8_t *p, int64_t rows, int64_t cols,
+                                                                    uint16_t *plane, int64_t ld, float *rowscale) {
+    __shared__ float sh[32];
+    const int64_t r = blockIdx.x, nv = cols / 16;
+    const float s = cqk_h2f(*reinterpret_cast<const uint16_t *>(p + rows * cols + 2 * r));
+    float w[16], m = 0.0f;
+    for (int64_t v = threadIdx.x; v < nv; v += blockDim.x) {
+        q8_decode16<TWO_F>(p, rows, cols, r, v, s, w);
+#pragma unroll
+        for (int j = 0; j < 16; j++) m = fmaxf(m, cqk_mag(w[j]));
+    }
+    const float f = cqk_row_scale(m, sh, rowscale + r);
+    uint16_t *row = plane + r * ld;
+    for (int64_t v = threadIdx.x; v < nv; v += blockDim.x) {
+        q8_decode16<TWO_F>(p, rows, cols, r, v, s, w);
+        uint4 *o = reinterpret_cast<uint4 *>(row + 16 * v);
+        const uint2 a = cqk_f16x4_scaled(w[0], w[1], w[2], w[3], f), b = cqk_f16x4_scaled(w[4], w[5], w[6], w[7], f);
+        const uint2 c = cqk_f16x4_scaled(w[8], w[9], w[10], w[11], f),
+                    d = cqk_f16x4_scaled(w[12], w[13], w[14], w[15], f);
+        o[0] = make_uint4(a.x, a.y, b.x, b.y);
+        o[1] = make_uint4(c.x, c.y, d.x, d.y);
+    }
+    for (int64_t k = cols + threadIdx.x; k < ld; k += blockDim.x) row[k] = 0;
+}
+
 /* The same plane with a convolution kernel's columns in tap-major order: source column k = ci*taps + t lands at
  * t*cin + ci, as cqk_plane_taps_first moves it, so the bits equal decode + relayout without the second plane. */
 template <int CODEC>
@@ -403,6 +452,14 @@ extern "C" cudaError_t cqk_decode_weight(const cqk_ctx *c, int codec, const uint
     if (rows <= 0 || cols <= 0) return cudaSuccess;
     if (rows > 0x7fffffff || ld < cols) return cudaErrorInvalidValue;
     const unsigned g = (unsigned)rows;
+    /* the q8 codecs' common shapes, sixteen values a thread (the same bits) */
+    const bool two_f = codec == CQK_W_Q8_2F;
+    if ((two_f || codec == CQK_W_Q8_ROW) && cols % 16 == 0 && ld % 8 == 0 && (uintptr_t)raw % 16 == 0 &&
+        (uintptr_t)plane % 16 == 0 && (!two_f || (rows * cols + 2 * rows) % 16 == 0)) {
+        if (two_f) k_decode_q8_f16rows<true><<<g, ROWS_THREADS, 0, c->stream>>>(raw, rows, cols, plane, ld, rowscale);
+        else k_decode_q8_f16rows<false><<<g, ROWS_THREADS, 0, c->stream>>>(raw, rows, cols, plane, ld, rowscale);
+        return cqk_launched();
+    }
 #define DEC(C) k_decode_f16rows<C><<<g, ROWS_THREADS, 0, c->stream>>>(raw, rows, cols, plane, ld, rowscale, exp2_lut)
     CODEC_SWITCH(codec, exp2_lut, cols, DEC);
 #undef DEC
