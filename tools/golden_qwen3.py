@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Golden data for the Qwen3 / Qwen3-VL text towers and for `cortiq run`.
+"""Golden data for the Qwen3 / Qwen3-VL text towers, the Qwen2.5-VL one (Qwen-Image's), and for `cortiq run`.
 
 For each tiny random configuration this writes a Hugging Face model folder (config.json, model.safetensors,
 tokenizer.json, tokenizer_config.json with the chat template) and `golden.safetensors` holding, for a few
@@ -17,7 +17,9 @@ The tokenizer is a small byte-level BPE trained here on a fixed text (Qwen's spl
 so the embedding tables stay small; the chat template is Qwen3's (passed with --chat-template).
 
 Usage (needs torch, transformers, tokenizers):
-    python3 tools/golden_qwen3.py --chat-template tests/fixtures/chat_templates/qwen3.jinja --out tests/golden/qwen3
+    python3 tools/golden_qwen3.py --chat-template tests/fixtures/chat_templates/qwen3.jinja --out tests/golden/qwen3 \
+        [--only qwen25vl_a]
+Each configuration keeps its seed (--seed + its index in CONFIGS), so --only remakes one folder as a full run would.
 """
 import argparse
 import json
@@ -26,7 +28,8 @@ import os
 import torch
 from safetensors.torch import save_file
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import Qwen3Config, Qwen3ForCausalLM, Qwen3VLConfig, Qwen3VLForConditionalGeneration
+from transformers import (Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration, Qwen3Config, Qwen3ForCausalLM,
+                          Qwen3VLConfig, Qwen3VLForConditionalGeneration)
 
 QWEN_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
               r"|\s+(?!\S)|\s+")
@@ -57,6 +60,10 @@ CONFIGS = {
     "qwen3vl_a": dict(hidden_size=64, intermediate_size=160, num_hidden_layers=3, num_attention_heads=4,
                       num_key_value_heads=2, head_dim=16, rope_theta=5000000.0, tie_word_embeddings=False,
                       vl=True),
+    # the language half of Qwen2.5-VL (q/k/v biases, no q/k norm, sectioned multimodal RoPE; text-only input)
+    "qwen25vl_a": dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                       num_key_value_heads=2, head_dim=16, rope_theta=1000000.0, tie_word_embeddings=False,
+                       vl="qwen2.5"),
 }
 
 
@@ -71,16 +78,24 @@ def make_model(cfg, vocab, tok):
                              rope_parameters={"rope_type": "default", "rope_theta": theta}, **common, **cfg)
         return Qwen3ForCausalLM(config), config
     tie = cfg.pop("tie_word_embeddings")
+    tokens = dict(image_token_id=tok.token_to_id("<|image_pad|>"),
+                  vision_start_token_id=tok.token_to_id("<|vision_start|>"),
+                  vision_end_token_id=tok.token_to_id("<|vision_end|>"), video_token_id=tok.token_to_id("<|image_pad|>"))
+    if vl == "qwen2.5":
+        text = dict(common, **cfg, rope_parameters={"rope_type": "mrope", "rope_theta": theta, "mrope_section": [2, 3, 3]})
+        text.pop("attention_bias")
+        text.pop("head_dim")  # Qwen2.5-VL derives it: hidden_size / num_attention_heads
+        vision = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=cfg["hidden_size"],
+                      patch_size=14, spatial_merge_size=2, temporal_patch_size=2, window_size=56,
+                      fullatt_block_indexes=[0])
+        config = Qwen2_5_VLConfig(text_config=text, vision_config=vision, tie_word_embeddings=tie, **tokens)
+        return Qwen2_5_VLForConditionalGeneration(config), config
     text = dict(common, **cfg, rope_parameters={"rope_type": "default", "rope_theta": theta,
                                                 "mrope_section": [2, 3, 3], "mrope_interleaved": True})
     vision = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=cfg["hidden_size"],
                   patch_size=16, spatial_merge_size=2, temporal_patch_size=2, num_position_embeddings=64,
                   deepstack_visual_indexes=[0])
-    config = Qwen3VLConfig(text_config=text, vision_config=vision, tie_word_embeddings=tie,
-                           image_token_id=tok.token_to_id("<|image_pad|>"),
-                           vision_start_token_id=tok.token_to_id("<|vision_start|>"),
-                           vision_end_token_id=tok.token_to_id("<|vision_end|>"),
-                           video_token_id=tok.token_to_id("<|image_pad|>"))
+    config = Qwen3VLConfig(text_config=text, vision_config=vision, tie_word_embeddings=tie, **tokens)
     return Qwen3VLForConditionalGeneration(config), config
 
 
@@ -111,6 +126,8 @@ def randomise(model, gen):
             if p.ndim == 2:
                 scale = 1.0 if "embed_tokens" in name else 1.0 / (p.shape[1] ** 0.5)
                 p.copy_(torch.randn(p.shape, generator=gen) * scale)
+            elif name.endswith(".bias"):  # the Qwen2 family's q/k/v biases
+                p.copy_(0.3 * torch.randn(p.shape, generator=gen))
             else:  # RMSNorm weights, away from identity
                 p.copy_(1.0 + 0.3 * torch.randn(p.shape, generator=gen))
 
@@ -147,6 +164,7 @@ def main():
     ap.add_argument("--out", default="tests/golden/qwen3")
     ap.add_argument("--chat-template", required=True)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--only", help="make this configuration's folder alone")
     args = ap.parse_args()
     torch.set_grad_enabled(False)
     template = open(args.chat_template, encoding="utf-8").read()
@@ -154,6 +172,8 @@ def main():
     tok = train_tokenizer(384)
     vocab = tok.get_vocab_size()
     for i, (name, cfg) in enumerate(CONFIGS.items()):
+        if args.only and name != args.only:
+            continue
         gen = torch.Generator().manual_seed(args.seed + i)
         model, config = make_model(cfg, vocab, tok)
         model = model.float().eval()

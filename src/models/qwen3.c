@@ -5,8 +5,9 @@
  * Semantics (transformers' Qwen3 / Qwen3-VL text model):
  *   x = embed_tokens[ids]
  *   per layer:  h = RMSNorm(x) · w_in
- *               q, k, v = h·Wqᵀ, h·Wkᵀ, h·Wvᵀ
+ *               q, k, v = h·Wqᵀ, h·Wkᵀ, h·Wvᵀ (+ bq, bk, bv in the Qwen2 family)
  *               q, k = RoPE_half(RMSNorm_head(q) · q_norm), likewise k
+ *                      (Qwen2: RoPE_half(q), no norm)
  *               x += o_proj(causal GQA attention(q, k, v))
  *               h = RMSNorm(x) · w_post
  *               x += down(silu(gate(h)) ⊙ up(h))
@@ -158,11 +159,14 @@ static cq_status layer_forward(cq_qwen3_cache *c, int l, int pos0, int n, cq_ten
     cq_tensor kp = cq_tensor_rows_view(&c->k[l], 0, pos0), vp = cq_tensor_rows_view(&c->v[l], 0, pos0);
     /* attention half: new keys/values land in the cache rows of their positions */
     CQ_TRY(cq_op_rmsnorm(be, h, x, &L->in_norm, NULL, false, cf->eps));
-    CQ_TRY(cq_op_linear(be, &q, h, &L->q, NULL));
-    CQ_TRY(cq_op_linear(be, &kc, h, &L->k, NULL));
-    CQ_TRY(cq_op_linear(be, &vc, h, &L->v, NULL));
-    CQ_TRY(cq_op_qk_norm_rope(be, &q, cf->n_heads, cf->head_dim, &L->q_norm, cf->eps, &cs, &sn, CQ_ROPE_HALF, 0));
-    CQ_TRY(cq_op_qk_norm_rope(be, &kc, cf->n_kv_heads, cf->head_dim, &L->k_norm, cf->eps, &cs, &sn, CQ_ROPE_HALF, 0));
+    const bool bias = cq_qwen3_has_qkv_bias(cf);
+    CQ_TRY(cq_op_linear(be, &q, h, &L->q, bias ? &L->q_bias : NULL));
+    CQ_TRY(cq_op_linear(be, &kc, h, &L->k, bias ? &L->k_bias : NULL));
+    CQ_TRY(cq_op_linear(be, &vc, h, &L->v, bias ? &L->v_bias : NULL));
+    const bool norm = cq_qwen3_has_qk_norm(cf);
+    const cq_tensor *qn = norm ? &L->q_norm : NULL, *kn = norm ? &L->k_norm : NULL;
+    CQ_TRY(cq_op_qk_norm_rope(be, &q, cf->n_heads, cf->head_dim, qn, cf->eps, &cs, &sn, CQ_ROPE_HALF, 0));
+    CQ_TRY(cq_op_qk_norm_rope(be, &kc, cf->n_kv_heads, cf->head_dim, kn, cf->eps, &cs, &sn, CQ_ROPE_HALF, 0));
     cq_attn_args at = {.o = &att, .q = &q, .k = &kc, .v = &vc,
                        .k_prefix = pos0 > 0 ? &kp : NULL, .v_prefix = pos0 > 0 ? &vp : NULL,
                        .n_heads = cf->n_heads, .n_kv_heads = cf->n_kv_heads, .head_dim = cf->head_dim,

@@ -1,7 +1,9 @@
 /*
  * qwen3.h — the Qwen3 decoder (Qwen3ForCausalLM, and the language half of
  * Qwen3VLForConditionalGeneration): the text tower of Qwen-Image-2.1 and the
- * model behind `cortiq run`.
+ * model behind `cortiq run`. The same code runs the Qwen2 family's decoder
+ * (Qwen2ForCausalLM, the language half of Qwen2.5-VL: Qwen-Image's text
+ * tower), which differs only in its attention (q/k/v biases, no q/k norm).
  *
  * Two ways to run it:
  *  - cq_qwen3_forward: one token sequence at once, returning the hidden
@@ -15,9 +17,11 @@
  *    nothing: every buffer is sized when the cache is created.
  *
  * Text-only input: Qwen3-VL's interleaved multimodal RoPE rotates frequency
- * channel i with the position of axis (i mod 3) (within mrope_section). For
- * text every token has the same position on all three axes, so this is plain
- * 1-D RoPE with the same inverse frequencies, which is what runs here.
+ * channel i with the position of axis (i mod 3) (within mrope_section), and
+ * Qwen2.5-VL's sectioned one channels [0, s0) with axis 0, the next s1 with
+ * axis 1 and so on. For text every token has the same position on all three
+ * axes, so either is plain 1-D RoPE with the same inverse frequencies, which
+ * is what runs here.
  */
 #ifndef CQ_MODELS_QWEN3_H
 #define CQ_MODELS_QWEN3_H
@@ -28,6 +32,8 @@
 #include "cortiq.h"
 #include "models/component.h"
 #include "ops/ops.h"
+
+typedef enum cq_qwen_family { CQ_QWEN_FAMILY_3 = 0, CQ_QWEN_FAMILY_2 } cq_qwen_family;
 
 typedef struct cq_qwen3_config {
     int vocab_size;
@@ -43,7 +49,15 @@ typedef struct cq_qwen3_config {
     bool mrope_interleaved;
     int max_positions;     /* max_position_embeddings (0 = not given) */
     bool has_lm_head;      /* logits are available (lm_head.weight, or tied embeddings) */
+    /* The family, which sets the attention: Qwen3 (the zero value) normalises each head's q and k (q_norm,
+     * k_norm) and has no projection biases; Qwen2 / Qwen2.5-VL (model_type qwen2, qwen2_5_vl,
+     * qwen2_5_vl_text) add biases to q, k and v and have no q/k norm. */
+    cq_qwen_family family;
 } cq_qwen3_config;
+
+/* What the family's attention has (see cq_qwen3_config.family). */
+static inline bool cq_qwen3_has_qk_norm(const cq_qwen3_config *c) { return c->family == CQ_QWEN_FAMILY_3; }
+static inline bool cq_qwen3_has_qkv_bias(const cq_qwen3_config *c) { return c->family == CQ_QWEN_FAMILY_2; }
 
 typedef struct cq_qwen3 cq_qwen3;
 typedef struct cq_qwen3_cache cq_qwen3_cache;

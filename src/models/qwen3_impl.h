@@ -9,7 +9,8 @@
 
 typedef struct qwen3_layer {
     cq_tensor q, k, v, o;           /* attention projections (any codec) */
-    cq_tensor q_norm, k_norm;       /* F32 [head_dim] */
+    cq_tensor q_norm, k_norm;       /* F32 [head_dim]; unset without q/k norm (Qwen2) */
+    cq_tensor q_bias, k_bias, v_bias; /* F32 [heads * head_dim]; unset without biases (Qwen3) */
     cq_tensor gate, up, down;       /* MLP */
     cq_tensor in_norm, post_norm;   /* F32 [hidden] */
 } qwen3_layer;

@@ -110,14 +110,23 @@ static cq_status parse_json(const cJSON *root, void *out) {
     } else {
         tc = root;
     }
+    /* the family, from the tower's model_type (else the top level's): Qwen3 unless it names Qwen2 */
     const cJSON *mt = jget(tc, "model_type");
+    if (!mt) mt = jget(root, "model_type");
     if (mt) {
-        static const char *const ok[] = {"qwen3", "qwen3_vl_text", "qwen3_vl"};
-        bool known = false;
-        for (size_t i = 0; cJSON_IsString(mt) && i < CQ_ARRAY_LEN(ok); i++) known |= strcmp(mt->valuestring, ok[i]) == 0;
-        if (!known)
-            return cq_fail(CQ_ERR_UNSUPPORTED, "qwen3: model_type '%s' is not a Qwen3 / Qwen3-VL decoder",
-                           cJSON_IsString(mt) ? mt->valuestring : "?");
+        static const struct {
+            const char *name;
+            bool qwen2, vl;
+        } k_types[] = {{"qwen3", false, false},         {"qwen3_vl_text", false, true}, {"qwen3_vl", false, true},
+                       {"qwen2", true, false},          {"qwen2_5_vl_text", true, true}, {"qwen2_5_vl", true, true},
+                       {"qwen2_vl_text", true, true},   {"qwen2_vl", true, true}};
+        size_t i = 0;
+        while (cJSON_IsString(mt) && i < CQ_ARRAY_LEN(k_types) && strcmp(mt->valuestring, k_types[i].name) != 0) i++;
+        if (!cJSON_IsString(mt) || i == CQ_ARRAY_LEN(k_types))
+            return cq_fail(CQ_ERR_UNSUPPORTED, "qwen3: model_type '%s' is not a Qwen3, Qwen3-VL, Qwen2 or Qwen2.5-VL "
+                           "decoder", cJSON_IsString(mt) ? mt->valuestring : "?");
+        c->family = k_types[i].qwen2 ? CQ_QWEN_FAMILY_2 : CQ_QWEN_FAMILY_3;
+        c->vl |= k_types[i].vl; /* a flat Qwen2.5-VL config keeps the tower's keys at the top level */
     }
     CQ_TRY(cfg_int(tc, where, "vocab_size", -1, 1, 1 << 24, &c->vocab_size));
     CQ_TRY(cfg_int(tc, where, "hidden_size", -1, 1, 1 << 16, &c->hidden));
@@ -147,7 +156,8 @@ static cq_status parse_json(const cJSON *root, void *out) {
                        cJSON_IsString(act) ? act->valuestring : "?");
     bool bias = false, sliding = false;
     CQ_TRY(cfg_bool(tc, "attention_bias", false, &bias));
-    if (bias) return cq_fail(CQ_ERR_UNSUPPORTED, "qwen3: attention_bias is not supported (Qwen3 has no biases)");
+    if (bias && !cq_qwen3_has_qkv_bias(c))
+        return cq_fail(CQ_ERR_UNSUPPORTED, "qwen3: attention_bias is not supported (Qwen3 has no biases)");
     CQ_TRY(cfg_bool(tc, "use_sliding_window", false, &sliding));
     if (sliding) return cq_fail(CQ_ERR_UNSUPPORTED, "qwen3: sliding-window attention is not supported");
     const cJSON *lt = jget(tc, "layer_types");
@@ -234,8 +244,15 @@ static cq_status bind_layer(qwen3_binder *b, const char *sp, int l) {
     CQ_TRY(bind2(b, pre, "mlp.gate_proj.weight", &L->gate));
     CQ_TRY(bind2(b, pre, "mlp.up_proj.weight", &L->up));
     CQ_TRY(bind2(b, pre, "mlp.down_proj.weight", &L->down));
-    CQ_TRY(bind_vec(b, pre, "self_attn.q_norm.weight", &L->q_norm));
-    CQ_TRY(bind_vec(b, pre, "self_attn.k_norm.weight", &L->k_norm));
+    if (cq_qwen3_has_qk_norm(&b->m->cfg)) {
+        CQ_TRY(bind_vec(b, pre, "self_attn.q_norm.weight", &L->q_norm));
+        CQ_TRY(bind_vec(b, pre, "self_attn.k_norm.weight", &L->k_norm));
+    }
+    if (cq_qwen3_has_qkv_bias(&b->m->cfg)) {
+        CQ_TRY(bind_vec(b, pre, "self_attn.q_proj.bias", &L->q_bias));
+        CQ_TRY(bind_vec(b, pre, "self_attn.k_proj.bias", &L->k_bias));
+        CQ_TRY(bind_vec(b, pre, "self_attn.v_proj.bias", &L->v_bias));
+    }
     CQ_TRY(bind_vec(b, pre, "input_layernorm.weight", &L->in_norm));
     CQ_TRY(bind_vec(b, pre, "post_attention_layernorm.weight", &L->post_norm));
     return CQ_OK;

@@ -11,7 +11,7 @@
 #include "testutil.h"
 #include "format/convert.h"
 
-const char *const qw_cfgs[QW_CONFIGS] = {"qwen3_a", "qwen3_b", "qwen3vl_a"};
+const char *const qw_cfgs[QW_CONFIGS] = {"qwen3_a", "qwen3_b", "qwen3vl_a", "qwen25vl_a"};
 
 const char *qw_golden_dir(const char *cfg) {
     static char p[1024];

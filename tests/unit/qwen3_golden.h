@@ -13,8 +13,8 @@
 
 #include "format/safetensors.h"
 
-#define QW_CONFIGS 3
-extern const char *const qw_cfgs[QW_CONFIGS]; /* "qwen3_a", "qwen3_b", "qwen3vl_a" */
+#define QW_CONFIGS 4
+extern const char *const qw_cfgs[QW_CONFIGS]; /* "qwen3_a", "qwen3_b", "qwen3vl_a", "qwen25vl_a" */
 
 /* tests/golden/qwen3/<cfg> (a static buffer) */
 const char *qw_golden_dir(const char *cfg);

@@ -404,6 +404,20 @@ static void test_qwen3_pack(void **st) {
     e = cq_tt_find(&t, "te.lm_head.weight");
     assert_non_null(e);
     assert_false(e->required);
+    /* the Qwen2 family: q/k/v biases in place of the q/k norms, in layer order after o_proj */
+    cq_qwen3_config c2 = c;
+    c2.family = CQ_QWEN_FAMILY_2;
+    cq_tt_list t2 = {0};
+    assert_int_equal(cq_qwen3_tensors(&c2, "te.", "model.", &t2), CQ_OK);
+    assert_int_equal(t2.n, 2 + 2 * 12 + 1);
+    assert_null(cq_tt_find(&t2, "te.model.layers.0.self_attn.q_norm.weight"));
+    e = cq_tt_find(&t2, "te.model.layers.1.self_attn.k_proj.bias");
+    assert_non_null(e);
+    assert_int_equal(e->ndim, 1);
+    assert_int_equal(e->shape[0], 4);
+    assert_int_equal(cq_tt_find(&t2, "te.model.layers.1.self_attn.q_proj.bias")->shape[0], 8);
+    assert_ptr_equal(cq_tt_find(&t2, "te.model.layers.0.self_attn.q_proj.bias"), &t2.e[2 + 5]);
+    cq_tt_list_free(&t2);
     const char *names[] = {"te.config_json"}, *cfgs[] = {k_te_cfg};
     for (int k = 0; k < 2; k++) {
         change ch = {"te.model.layers.0.self_attn.q_norm.weight", 0, NULL};
@@ -499,7 +513,7 @@ static void expect_clean(const cq_cmf *cmf, const char *what, int components) {
 static void test_golden_folders_match_tables(void **st) {
     (void)st;
     static const char *const dirs[] = {"qi21/tiny_a",    "qi21/tiny_b",   "vae/vae_a",     "vae/vae_b",
-                                       "qwen3/qwen3_a",  "qwen3/qwen3_b", "qwen3/qwen3vl_a", "zimage/dit_a",
+                                       "qwen3/qwen3_a",  "qwen3/qwen3_b", "qwen3/qwen3vl_a", "qwen3/qwen25vl_a", "zimage/dit_a",
                                        "zimage/dit_b",   "zimage/vae_a",  "zimage/vae_b",   "zimage/pipeline"};
     int done = 0;
     for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
