@@ -36,6 +36,7 @@ import torch
 from safetensors.torch import save_file
 
 from diffusers import AutoencoderKLQwenImage
+from golden_zimage import c32, randn, rel_errs  # the house helpers (tools/ is on the path when run as a script)
 
 DIFFUSERS_COMMIT = "58eb52c0"
 Z_DIM = 16
@@ -52,34 +53,16 @@ CASES = {
 TAP_MAX = 4096
 
 
-def randn(gen, *shape):
-    return torch.randn(*shape, generator=gen, dtype=torch.float64)
-
-
 def randomise(model, gen):
+    """Every parameter from gen, each value exact in bf16 and in f16 (no f16 subnormals)."""
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if name.endswith("gamma"):
+            if name.endswith("gamma"):  # RMS_norm weights
                 v = 1.0 + 0.2 * randn(gen, *p.shape)
-            elif p.ndim >= 2:
-                v = randn(gen, *p.shape) / p[0].numel() ** 0.5
             else:
-                v = 0.15 * randn(gen, *p.shape)
+                v = randn(gen, *p.shape) / p[0].numel() ** 0.5 if p.ndim >= 2 else 0.15 * randn(gen, *p.shape)
             v = v.to(torch.bfloat16).double()
-            v[v.abs() < 2.0 ** -14] = 0
-            p.copy_(v.to(p.dtype))
-
-
-def rel_errs(ref, got):
-    ref = ref.double()
-    got = got.double()
-    rms = ref.pow(2).mean().sqrt().item()
-    d = got - ref
-    return d.abs().max().item() / rms, d.pow(2).mean().sqrt().item() / rms, rms
-
-
-def c32(t):
-    return t.detach().to(torch.float32).contiguous().clone()
+            p.copy_(torch.where(v.abs() < 2.0 ** -14, 0.0, v).to(p.dtype))
 
 
 def frame(t):
