@@ -166,14 +166,20 @@ cq_status cq_bench_vae_weights(cq_bench_pack *p) {
     return s;
 }
 
-char *cq_bench_vae_config(void) {
+/* A VAE config object with random latent statistics for z channels. */
+static cJSON *vae_config_stats(int z) {
     cJSON *j = cJSON_CreateObject(), *mean = cJSON_AddArrayToObject(j, "latents_mean"),
           *std = cJSON_AddArrayToObject(j, "latents_std");
     uint64_t rng = 777;
-    for (int i = 0; i < CQ_BENCH_VAE_Z; i++) {
+    for (int i = 0; i < z; i++) {
         cJSON_AddItemToArray(mean, cJSON_CreateNumber(0.4 * cq_bench_rng_unit(&rng)));
         cJSON_AddItemToArray(std, cJSON_CreateNumber(1.0 + 0.8 * cq_bench_rng_unit(&rng)));
     }
+    return j;
+}
+
+char *cq_bench_vae_config(void) {
+    cJSON *j = vae_config_stats(CQ_BENCH_VAE_Z);
     cJSON_AddStringToObject(j, "_class_name", "AutoencoderKLQwenImage21");
     cJSON_AddItemToObject(j, "attn_scales", cJSON_CreateArray());
     cJSON_AddNumberToObject(j, "base_dim", CQ_BENCH_VAE_BASE);
@@ -191,6 +197,37 @@ char *cq_bench_vae_config(void) {
     for (int i = 0; i < CQ_BENCH_VAE_LEVELS - 1; i++) cJSON_AddItemToArray(td, cJSON_CreateBool(k_vae_tdown[i]));
     cJSON_AddNumberToObject(j, "z_dim", CQ_BENCH_VAE_Z);
     char *s = cJSON_PrintUnformatted(j); /* NULL when any allocation above failed */
+    cJSON_Delete(j);
+    return s;
+}
+
+/* ---- the released Qwen-Image VAE ------------------------------------------------------------ */
+static const int k_qimage_mult[4] = {1, 2, 4, 4};
+
+cq_status cq_bench_qimage_vae_weights(cq_bench_pack *p) {
+    cq_qi21_vae_geometry g = {.kind = CQ_QI21_VAE_QIMAGE, .base_dim = 96, .decoder_base_dim = 96, .z_dim = 16,
+                              .num_res_blocks = 2, .in_channels = 3, .out_channels = 3, .patch = 1, .n_mult = 4,
+                              .tdown = {false, true, true}};
+    for (int i = 0; i < 4; i++) g.mult[i] = k_qimage_mult[i];
+    cq_tt_list t = {0};
+    cq_status s = cq_qi21_vae_tensors(&g, "vae.", &t);
+    if (s == CQ_OK) s = cq_bench_pack_table(p, &t, CQ_DTYPE_F16);
+    cq_tt_list_free(&t);
+    return s;
+}
+
+char *cq_bench_qimage_vae_config(void) {
+    cJSON *j = vae_config_stats(16);
+    cJSON_AddStringToObject(j, "_class_name", "AutoencoderKLQwenImage");
+    cJSON_AddItemToObject(j, "attn_scales", cJSON_CreateArray());
+    cJSON_AddNumberToObject(j, "base_dim", 96);
+    cJSON_AddItemToObject(j, "dim_mult", cJSON_CreateIntArray(k_qimage_mult, 4));
+    cJSON_AddNumberToObject(j, "input_channels", 3);
+    cJSON_AddNumberToObject(j, "num_res_blocks", 2);
+    cJSON *td = cJSON_AddArrayToObject(j, "temperal_downsample");
+    for (int i = 0; i < 3; i++) cJSON_AddItemToArray(td, cJSON_CreateBool(i > 0));
+    cJSON_AddNumberToObject(j, "z_dim", 16);
+    char *s = cJSON_PrintUnformatted(j);
     cJSON_Delete(j);
     return s;
 }

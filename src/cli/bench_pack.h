@@ -94,6 +94,12 @@ cq_status cq_bench_vae_weights(cq_bench_pack *p);
  * out of memory. */
 char *cq_bench_vae_config(void);
 
+/* ---- the released Qwen-Image VAE (AutoencoderKLQwenImage) ------------------------------- */
+/* base_dim 96, z_dim 16, dim_mult 1-2-4-4, 2 residual blocks, RGB: its weights under "vae." as `cortiq convert`
+ * stores them (the causal kernels as their last temporal tap) and its config JSON, as above. */
+cq_status cq_bench_qimage_vae_weights(cq_bench_pack *p);
+char *cq_bench_qimage_vae_config(void);
+
 /* ---- the Flux VAE (AutoencoderKL as Z-Image and Flux ship it) ----------------------------- */
 #define CQ_BENCH_FLUX_VAE_LEVELS 4 /* block_out_channels 128-256-512-512 */
 #define CQ_BENCH_FLUX_VAE_LAYERS 2 /* layers_per_block */

@@ -36,13 +36,14 @@ typedef struct bench_opts {
     int repeat;
     bool encode;
     bool flux;      /* --model flux */
+    bool qimage;    /* --model qimage */
     long budget_mib; /* --budget (flux; 0: the model's default) */
     long bands;     /* --bands (flux; 0: the budget decides) */
     bool plan;      /* --plan (flux): plans only */
 } bench_opts;
 
 static void help(void) {
-    printf("usage: cortiq bench vae [--model qi21|flux] [--size 256|512|1024|2048] [--repeat N] [--encode]\n"
+    printf("usage: cortiq bench vae [--model qi21|qimage|flux] [--size 256|512|1024|2048] [--repeat N] [--encode]\n"
            "                        [--budget MIB] [--bands ROWS] [--plan] [--threads N] [--backend B]\n"
            "\n"
            "Time a VAE at its released configuration with random weights, f16 kernels as `cortiq convert`\n"
@@ -54,11 +55,13 @@ static void help(void) {
            "models:\n"
            "  qi21          the Qwen-Image-2.1 VAE (base 96/144, z 64, dim_mult 1-2-4-8-8, 2 residual blocks\n"
            "                per level; about 0.9 GB of weights); the default\n"
+           "  qimage        the Qwen-Image VAE (AutoencoderKLQwenImage: base 96, z 16, dim_mult 1-2-4-4,\n"
+           "                2 residual blocks per level, RGB at 8x; 0.1 GB of single-frame weights)\n"
            "  flux          the Flux VAE as Z-Image ships it (AutoencoderKL, block_out_channels\n"
            "                128-256-512-512, 2 layers per block, 32 groups, 16 latent channels; 160 MB)\n"
            "\n"
            "options:\n"
-           "  --model M     qi21 (default) or flux\n"
+           "  --model M     qi21 (default), qimage or flux\n"
            "  --size N      image side in pixels: 256, 512, 1024 (default) or 2048\n"
            "  --repeat N    timed runs after the warm-up (default 5; 1 on the CPU)\n"
            "  --encode      also time the encoder on an image of the same size\n"
@@ -84,9 +87,10 @@ static int opt(const char *cmd, const char *a, const char *v, int *i, void *ctx)
         if (!cq_cli_parse_int(cmd, a, v, 1, 1000, &n)) return 2;
         o->repeat = (int)n;
     } else if (strcmp(a, "--model") == 0) {
-        if (!v || (strcmp(v, "qi21") != 0 && strcmp(v, "flux") != 0))
-            return cq_cli_usage_error(cmd, "--model must be qi21 or flux");
+        if (!v || (strcmp(v, "qi21") != 0 && strcmp(v, "qimage") != 0 && strcmp(v, "flux") != 0))
+            return cq_cli_usage_error(cmd, "--model must be qi21, qimage or flux");
         o->flux = strcmp(v, "flux") == 0;
+        o->qimage = strcmp(v, "qimage") == 0;
     } else if (strcmp(a, "--budget") == 0 || strcmp(a, "--bands") == 0) {
         long *to = strcmp(a, "--budget") == 0 ? &o->budget_mib : &o->bands;
         if (!cq_cli_parse_int(cmd, a, v, 1, 1 << 20, to)) return 2;
@@ -136,15 +140,18 @@ static int fail(bench_run *r, cq_status s, const char *what) {
 /* The random VAE, as `cortiq convert` writes a VAE-only pack (no transformer shape). */
 static cq_status map_vae(const bench_opts *o, cq_cmf **cmf, uint64_t *bytes) {
     cq_bench_pack pk = {0};
-    char *cfg = o->flux ? cq_bench_flux_vae_config() : cq_bench_vae_config();
-    cq_status s = !cfg ? CQ_ERR_NOMEM : o->flux ? cq_bench_flux_vae_weights(&pk) : cq_bench_vae_weights(&pk);
+    char *cfg = o->flux ? cq_bench_flux_vae_config() : o->qimage ? cq_bench_qimage_vae_config() : cq_bench_vae_config();
+    cq_status s = !cfg      ? CQ_ERR_NOMEM
+                  : o->flux ? cq_bench_flux_vae_weights(&pk)
+                  : o->qimage ? cq_bench_qimage_vae_weights(&pk)
+                              : cq_bench_vae_weights(&pk);
     char hdr[640];
     snprintf(hdr, sizeof hdr,
              "{\"format\":\"cmf\",\"version\":2,\"arch\":{\"arch_name\":\"%s\",\"hidden_size\":0,"
              "\"intermediate_size\":0,\"num_layers\":0,\"num_attention_heads\":0,\"num_kv_heads\":0,\"head_dim\":0,"
              "\"vocab_size\":0,\"max_position_embeddings\":0,\"rms_norm_eps\":1e-06,\"layer_types\":[]},"
              "\"quant_type\":\"F16\",\"provenance\":{\"tool\":\"cortiq bench vae\"}}",
-             o->flux ? "flux_vae" : "autoencoder_kl_qwen_image21");
+             o->flux ? "flux_vae" : o->qimage ? "qwen_image_vae" : "autoencoder_kl_qwen_image21");
     cq_bench_blob blob = {"vae.config_json", cfg, cfg ? strlen(cfg) : 0};
     cq_bench_file f = {.tag = o->flux ? "flux-vae" : "vae", .header = hdr, .blobs = &blob, .n_blobs = 1,
                        .weights = &pk, .no_verify = o->m.no_verify, .threads = o->m.threads};
@@ -317,8 +324,8 @@ int cq_bench_vae(int argc, char **argv) {
     const cq_qi21_vae_config *c = cq_qi21_vae_get_config(r.vae);
     const int F = c->spatial_factor, h = o.m.size / F, w = o.m.size / F;
     char b1[32];
-    printf("Qwen-Image-2.1 VAE, released configuration, random weights: %s of f16 kernels; written and mapped in "
-           "%.1f s\nbackend %s; loaded in %.2f s\n",
+    printf("%s VAE, released configuration, random weights: %s of f16 kernels; written and mapped in %.1f s\n"
+           "backend %s; loaded in %.2f s\n", o.qimage ? "Qwen-Image" : "Qwen-Image-2.1",
            cq_fmt_bytes(wbytes, b1, sizeof b1), t_write, cq_backend_name(r.be), t_load);
     fflush(stdout);
     const size_t nz = (size_t)c->z_dim * h * w, ni = (size_t)c->image_channels * o.m.size * o.m.size;

@@ -106,6 +106,9 @@ static void summary(const char *out, const cq_convert_report *r) {
            repack ? "the source pack's tensors, copied" : "safetensors", r->seconds);
     if (r->dropped)
         printf("  left out (--drop): %zu tensors, %s of safetensors\n", r->dropped, cq_fmt_bytes(r->dropped_bytes, a, sizeof a));
+    if (r->last_taps)
+        printf("  causal 3-D kernels: %zu stored as their last temporal tap (what a single image reads)\n",
+               r->last_taps);
     printf("  %-9s %8s %12s  %s\n", "codec", "tensors", "bytes", "worst relative RMS error");
     for (int d = 0; d < CQ_DTYPE_COUNT; d++) {
         const cq_convert_codec_stat *c = &r->codec[d];

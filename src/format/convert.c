@@ -23,6 +23,8 @@ typedef struct cv_item {
     char *name;
     cv_choice ch;
     uint64_t nbytes;       /* payload size in the pack */
+    bool last_tap;         /* a 5-D kernel stored as its last temporal tap (cv_comp.last_tap), shape[] below */
+    uint64_t shape[4];
 } cv_item;
 
 typedef struct cv_run {
@@ -165,7 +167,13 @@ static void record(cq_convert_report *rep, const char *name, cq_dtype dt, uint64
     rep->tensors++;
 }
 
-/* Would any finite value overflow f16? (Rounding reaches inf at 65520.) */
+/* Would any finite value of v[0..n) overflow f16? (Rounding reaches inf at 65520.) */
+static bool beyond_f16(const float *v, size_t n) {
+    for (size_t k = 0; k < n; k++)
+        if (isfinite(v[k]) && fabsf(v[k]) >= 65520.0f) return true;
+    return false;
+}
+
 static cq_status f16_overflows(cv_run *r, const cq_st_tensor *t, bool *over) {
     *over = false;
     if (t->dtype == CQ_ST_F16 || t->dtype == CQ_ST_F8_E4M3 || t->dtype == CQ_ST_F8_E5M2) return CQ_OK;
@@ -173,10 +181,29 @@ static cq_status f16_overflows(cv_run *r, const cq_st_tensor *t, bool *over) {
     for (uint64_t i = 0; i < t->nelem && !*over; i += CV_CHUNK) {
         size_t n = (size_t)CQ_MIN((uint64_t)CV_CHUNK, t->nelem - i);
         CQ_TRY(cq_st_read_f32(t, i, n, r->f32));
-        for (size_t k = 0; k < n; k++)
-            if (isfinite(r->f32[k]) && fabsf(r->f32[k]) >= 65520.0f) *over = true;
+        *over = beyond_f16(r->f32, n);
     }
     return CQ_OK;
+}
+
+/* v[0..n) in float codec dt (f32, f16 or bf16) into out, adding the rounding error's and the values' squares. */
+static void encode_floats(cq_dtype dt, const float *v, size_t n, uint8_t *out, double *err2, double *ref2) {
+    for (size_t k = 0; k < n; k++) {
+        float x = v[k], back = x;
+        if (dt == CQ_DTYPE_F32) {
+            uint32_t u;
+            memcpy(&u, &x, 4);
+            cq_wr32(out + 4 * k, u);
+        } else {
+            uint16_t h = dt == CQ_DTYPE_F16 ? cq_f32_to_f16(x) : cq_f32_to_bf16(x);
+            cq_wr16(out + 2 * k, h);
+            back = dt == CQ_DTYPE_F16 ? cq_f16_to_f32(h) : cq_bf16_to_f32(h);
+        }
+        if (isfinite(x)) {
+            *err2 += ((double)x - back) * ((double)x - back);
+            *ref2 += (double)x * x;
+        }
+    }
 }
 
 /* Float targets stream in chunks; same-type copies are byte copies. */
@@ -208,22 +235,7 @@ static cq_status write_float(cv_run *r, cv_item *it) {
             CQ_TRY(cq_cmf_writer_write(r->w, t->data + i * es, n * es));
         } else {
             CQ_TRY(cq_st_read_f32(t, i, n, r->f32));
-            for (size_t k = 0; k < n; k++) {
-                float v = r->f32[k], back = v;
-                if (dt == CQ_DTYPE_F32) {
-                    uint32_t u;
-                    memcpy(&u, &v, 4);
-                    cq_wr32(r->out + 4 * k, u);
-                } else {
-                    uint16_t h = dt == CQ_DTYPE_F16 ? cq_f32_to_f16(v) : cq_f32_to_bf16(v);
-                    cq_wr16(r->out + 2 * k, h);
-                    back = dt == CQ_DTYPE_F16 ? cq_f16_to_f32(h) : cq_bf16_to_f32(h);
-                }
-                if (isfinite(v)) {
-                    err2 += ((double)v - back) * ((double)v - back);
-                    ref2 += (double)v * v;
-                }
-            }
+            encode_floats(dt, r->f32, n, r->out, &err2, &ref2);
             CQ_TRY(cq_cmf_writer_write(r->w, r->out, n * es));
         }
         CQ_TRY(progress(r, srcb));
@@ -276,6 +288,32 @@ static cq_status write_quant(cv_run *r, cv_item *it) {
     return progress(r, t->nbytes);
 }
 
+/* A 5-D kernel [cout, cin, t, k, k] as its last temporal tap [cout, cin, k, k]: read whole, compacted in
+ * place, then stored in a float codec (cv_plan_tensor gives one to every tensor that is not 2-D). */
+static cq_status write_last_tap(cv_run *r, cv_item *it) {
+    const cq_st_tensor *t = it->t;
+    if (t->nelem > SIZE_MAX / sizeof(float)) return cq_fail(CQ_ERR_NOMEM, "tensor '%s' is too large", it->name);
+    const size_t n = (size_t)t->nelem, plane = (size_t)(t->shape[3] * t->shape[4]), taps = (size_t)t->shape[2];
+    const size_t m = n / taps;
+    CQ_TRY(grow((void **)&r->f32, &r->f32_cap, n, sizeof(float)));
+    CQ_TRY(grow((void **)&r->out, &r->out_cap, m * 4, 1));
+    uint64_t bad;
+    CQ_TRY(read_all(r, t, r->f32, &bad));
+    for (size_t b = 0; b < m / plane; b++) /* block b = (cout, cin): its taps are planes b*taps .. b*taps+taps-1 */
+        memmove(r->f32 + b * plane, r->f32 + (b * taps + taps - 1) * plane, plane * sizeof(float));
+    cq_dtype dt = it->ch.dtype;
+    if (dt == CQ_DTYPE_F16 && beyond_f16(r->f32, m)) {
+        CQ_TRY(add_fallback(r->rep, it->name, it->ch.wanted, CQ_DTYPE_F32, "values exceed the f16 range"));
+        dt = it->ch.dtype = CQ_DTYPE_F32;
+        CQ_TRY(cq_codec_nbytes(dt, 4, it->shape, &it->nbytes));
+    }
+    double err2 = 0, ref2 = 0;
+    encode_floats(dt, r->f32, m, r->out, &err2, &ref2);
+    CQ_TRY(cq_cmf_writer_add(r->w, it->name, dt, 4, it->shape, r->out, it->nbytes));
+    record(r->rep, it->name, dt, it->nbytes, err2, ref2);
+    return progress(r, t->nbytes);
+}
+
 static cq_status write_item(cv_run *r, cv_item *it) {
     if (it->blob) {
         uint64_t shape = it->blob->len;
@@ -291,6 +329,8 @@ static cq_status write_item(cv_run *r, cv_item *it) {
             record(r->rep, it->name, CQ_DTYPE_U8, it->t->nbytes, 0, 0);
             s = progress(r, it->t->nbytes);
         }
+    } else if (it->last_tap) {
+        s = write_last_tap(r, it);
     } else if (cv_codec_is_float(it->ch.dtype)) {
         s = write_float(r, it);
     } else {
@@ -365,10 +405,17 @@ static cq_status plan(const cv_source *src, const cq_convert_opts *opts, cv_item
                                    it->name, d, (unsigned long long)t->shape[d]);
                 }
             it->ch = cv_plan_tensor(opts, comp->role, it->name, t);
+            it->last_tap = comp->last_tap && t->ndim == 5 && t->nelem > 0 && cv_codec_is_float(it->ch.dtype);
+            if (it->last_tap) {
+                const uint64_t s4[4] = {t->shape[0], t->shape[1], t->shape[3], t->shape[4]};
+                memcpy(it->shape, s4, sizeof s4);
+                rep->last_taps++;
+            }
             if (it->ch.dtype == CQ_DTYPE_U8)
                 it->nbytes = t->nbytes;
             else {
-                cq_status s = cq_codec_nbytes(it->ch.dtype, t->ndim, t->shape, &it->nbytes);
+                cq_status s = it->last_tap ? cq_codec_nbytes(it->ch.dtype, 4, it->shape, &it->nbytes)
+                                           : cq_codec_nbytes(it->ch.dtype, t->ndim, t->shape, &it->nbytes);
                 if (s != CQ_OK) {
                     cq_free(used);
                     return cq_fail_prefix(s, "tensor '%s': ", it->name);

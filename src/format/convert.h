@@ -101,6 +101,7 @@ typedef struct cq_convert_report {
     size_t tensors;            /* including the u8 config tensors */
     size_t dropped;            /* tensors left out by opts.drop */
     uint64_t dropped_bytes;    /* their source payload bytes */
+    size_t last_taps;          /* 5-D causal kernels stored as their last temporal tap (single-image VAEs) */
     uint64_t bytes_in;         /* source payload bytes */
     uint64_t file_size;
     double seconds;

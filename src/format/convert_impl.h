@@ -25,6 +25,9 @@ typedef struct cv_comp {
     char *dir;
     cJSON *config;       /* parsed config.json, or NULL */
     cq_st *st;
+    bool last_tap;       /* a single-image model of causal 3-D convolutions (AutoencoderKLQwenImage): its 5-D
+                          * kernels [cout, cin, t, k, k] are stored as [cout, cin, k, k], the last temporal tap,
+                          * the only one a lone frame reads (the taps before it see the causal zero padding) */
 } cv_comp;
 
 /* A small file stored verbatim as a u8 tensor. */

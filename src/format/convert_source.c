@@ -104,6 +104,7 @@ static const struct {
     {"ZImagePipeline", "z_image"},
     {"ZImageTransformer2DModel", "z_image"},
     {"AutoencoderKL", "flux_vae"}, /* a lone VAE folder; a pipeline names its own arch */
+    {"AutoencoderKLQwenImage", "qwen_image_vae"},
 };
 
 static const char *known_arch(const char *cls) {
@@ -214,6 +215,8 @@ static cq_status add_comp(cv_source *src, const char *folder, const char *dir, c
     }
     cq_free(cfg);
     CQ_TRY(s);
+    const cJSON *cls = cJSON_GetObjectItemCaseSensitive(c->config, "_class_name");
+    c->last_tap = role == CV_VAE && cJSON_IsString(cls) && strcmp(cls->valuestring, "AutoencoderKLQwenImage") == 0;
     s = cq_st_open(dir, &c->st);
     if (s != CQ_OK) return cq_fail_prefix(s, "%s: ", folder);
     return CQ_OK;

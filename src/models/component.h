@@ -17,6 +17,7 @@
  *
  * Qwen-Image-2.1 implements the first three (models/qi21.c, qi21_vae.c with
  * models/qwen3_text.c for its text tower), Qwen3 the last (models/qwen3.c);
+ * Qwen-Image's VAE (qi21_vae.c too) is a latent codec;
  * the Flux VAE (models/flux_vae.c, Z-Image's) is a latent codec.
  */
 #ifndef CQ_MODELS_COMPONENT_H
@@ -98,5 +99,9 @@ void cq_latents_tokens_to_chw(const float *tokens, float *chw, int channels, siz
  * even. */
 void cq_latents_patchify2(const float *chw, float *tokens, int channels, int h, int w);
 void cq_latents_unpatchify2(const float *tokens, float *chw, int channels, int h, int w);
+/* The same 2x2 tokens with the channel slowest, as Qwen-Image's _pack_latents
+ * permutes them: value c*4 + (y%2)*2 + x%2 = latent (c, y, x). */
+void cq_latents_pack2x2(const float *chw, float *tokens, int channels, int h, int w);
+void cq_latents_unpack2x2(const float *tokens, float *chw, int channels, int h, int w);
 
 #endif /* CQ_MODELS_COMPONENT_H */

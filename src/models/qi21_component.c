@@ -1,7 +1,7 @@
 /*
  * qi21_component.c — Qwen-Image-2.1 behind the component interfaces
  * (component.h): the denoiser, whose prepared conditioning is the prompt's
- * prefix K/V cache, and the VAE as the latent codec.
+ * prefix K/V cache, and the VAE as the latent codec (Qwen-Image's VAE too).
  */
 #include <string.h>
 
@@ -44,14 +44,21 @@ cq_denoiser cq_qi21_denoiser(cq_qi21 *m) {
 
 /* ---- the VAE as the latent codec (planar latents and images) ---- */
 
+/* Qwen-Image-2.1's denoiser reads one token per latent pixel, Qwen-Image's one per 2x2 patch (channel slowest). */
 static void vae_pack(void *self, const float *chw, float *tokens, int lat_h, int lat_w) {
     const cq_qi21_vae_config *c = cq_qi21_vae_get_config(self);
-    cq_latents_chw_to_tokens(chw, tokens, c->z_dim, (size_t)lat_h * (size_t)lat_w);
+    if (c->kind == CQ_QI21_VAE_QIMAGE)
+        cq_latents_pack2x2(chw, tokens, c->z_dim, lat_h, lat_w);
+    else
+        cq_latents_chw_to_tokens(chw, tokens, c->z_dim, (size_t)lat_h * (size_t)lat_w);
 }
 
 static void vae_unpack(void *self, const float *tokens, float *chw, int lat_h, int lat_w) {
     const cq_qi21_vae_config *c = cq_qi21_vae_get_config(self);
-    cq_latents_tokens_to_chw(tokens, chw, c->z_dim, (size_t)lat_h * (size_t)lat_w);
+    if (c->kind == CQ_QI21_VAE_QIMAGE)
+        cq_latents_unpack2x2(tokens, chw, c->z_dim, lat_h, lat_w);
+    else
+        cq_latents_tokens_to_chw(tokens, chw, c->z_dim, (size_t)lat_h * (size_t)lat_w);
 }
 
 static cq_status vae_normalize(void *self, float *z, int lat_h, int lat_w) {

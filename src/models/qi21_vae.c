@@ -1,23 +1,26 @@
 /*
  * qi21_vae.c — the VAE's layer graphs and its decode/encode drivers.
  *
- * Semantics follow diffusers' AutoencoderKLQwenImage21 for one frame:
+ * Semantics follow diffusers' AutoencoderKLQwenImage21 and
+ * AutoencoderKLQwenImage for one frame:
  *  - every CausalConv3d is a 2-D conv with symmetric zero padding (the
  *    feature cache is never filled for a single frame, so the temporal
- *    convs of the 3-D resamplers are skipped: the "Rep" path);
+ *    convs of the 3-D resamplers are skipped: the "Rep" path; Qwen-Image's
+ *    3-D kernels reach us as their last temporal tap, the one that meets
+ *    the frame behind the two causal zero frames);
  *  - RMS_norm = F.normalize over channels * sqrt(C) * gamma;
  *  - ResidualBlock: x + shortcut -> conv2(SiLU(norm2(conv1(SiLU(norm1(x))))))
  *    plus the 1x1 (or identity) shortcut;
  *  - down level: residual blocks, ZeroPad2d((0,1,0,1)) + 3x3 stride-2 conv,
- *    plus AvgDown3D of the level input; up level: residual blocks,
- *    nearest-exact x2 (= nearest for x2) + 3x3 conv, plus DupUp3D of the
- *    level input (first chunk);
+ *    plus (2.1) AvgDown3D of the level input; up level: residual blocks,
+ *    nearest-exact x2 (= nearest for x2) + 3x3 conv (Qwen-Image: to half the
+ *    width), plus (2.1) DupUp3D of the level input (first chunk);
  *  - mid block: residual, single-head attention over all pixels, residual;
  *  - decode: post_quant_conv -> decoder -> unpatchify -> clamp to [-1, 1];
  *    encode: patchify -> encoder -> quant_conv (mean | logvar).
- * Patchify folds a p x p block into channel c*p*p + (col sub)*p + (row sub)
- * (the reference's permute order, transposed relative to pixel_unshuffle);
- * it is done on the host while uploading/downloading.
+ * Patchify (2.1 only) folds a p x p block into channel c*p*p + (col sub)*p +
+ * (row sub) (the reference's permute order, transposed relative to
+ * pixel_unshuffle); it is done on the host while uploading/downloading.
  */
 #include <limits.h>
 #include <string.h>
@@ -57,6 +60,15 @@ static inline size_t at(cq_qi21_vae_layout layout, int64_t i, int64_t c, int64_t
 cq_status cq_qi21_vae_denormalize(const cq_qi21_vae *v, float *x, int h, int w, cq_qi21_vae_layout layout) {
     CQ_TRY(check_latents(v, x, h, w, layout));
     int64_t n = (int64_t)h * w, C = v->cfg.z_dim;
+    if (v->cfg.kind == CQ_QI21_VAE_QIMAGE) {
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t c = 0; c < C; c++) {
+                float *p = &x[at(layout, i, c, n, C)];
+                float t = *p / v->std_inv[c]; /* latents / (1 / std) + mean, each op rounded */
+                *p = t + v->mean[c];
+            }
+        return CQ_OK;
+    }
     for (int64_t i = 0; i < n; i++)
         for (int64_t c = 0; c < C; c++) {
             float *p = &x[at(layout, i, c, n, C)];
@@ -140,8 +152,10 @@ static cq_status build_encoder(const cq_qi21_vae *v, vs_graph *g, const cq_tenso
         int in = x;
         for (int j = 0; j < lv->n_res; j++) CQ_TRY(res_nodes(g, x, &lv->res[j], &x));
         if (lv->resample) CQ_TRY(conv_node(g, x, &lv->rs, 2, 0, 1, 0, 1, &x)); /* ZeroPad2d((0, 1, 0, 1)) */
-        CQ_TRY(vs_avgdown(g, in, lv->cout, lv->ft, lv->fs, &s));
-        CQ_TRY(vs_add(g, x, s, &x));
+        if (lv->shortcut) {
+            CQ_TRY(vs_avgdown(g, in, lv->cout, lv->ft, lv->fs, &s));
+            CQ_TRY(vs_add(g, x, s, &x));
+        }
     }
     CQ_TRY(mid_nodes(g, x, e, &x));
     CQ_TRY(vs_norm(g, x, e->norm_out, true, &x));

@@ -1,8 +1,16 @@
 /*
- * qi21_vae.h — the Qwen-Image-2.1 autoencoder (AutoencoderKLQwenImage21):
- * a Wan-2.2-style residual VAE specialised to single images, decoding
- * latents [z_dim, h, w] into images [C, 16h, 16w] in [-1, 1] and encoding
- * images into the posterior moments (mean | logvar).
+ * qi21_vae.h — the Wan-style autoencoders of the Qwen-Image family,
+ * specialised to single images: decoding latents [z_dim, h, w] into images
+ * [C, F*h, F*w] in [-1, 1] and encoding images into the posterior moments
+ * (mean | logvar). Two structures share this code:
+ *  - Qwen-Image-2.1's AutoencoderKLQwenImage21 (Wan-2.2 style): residual
+ *    levels with space-to-depth shortcuts, optional patching; 64 latents,
+ *    RGBA, F = 16;
+ *  - Qwen-Image's AutoencoderKLQwenImage (Wan-2.1 style, Qwen-Image and its
+ *    Edit models): plain levels, upsampling convs that halve the width; 16
+ *    latents, RGB, F = 8. Its causal 3-D kernels are stored as their last
+ *    temporal tap (what `cortiq convert` writes), the only one a lone frame
+ *    reads.
  *
  * Memory: everything between the mid block's global attention and the
  * image runs as a row stream (models/kit/vae_stream.c): the output is produced in
@@ -33,7 +41,15 @@ typedef enum cq_qi21_vae_layout {
     CQ_QI21_VAE_CHANNELS_LAST = 1, /* [H, W, C] */
 } cq_qi21_vae_layout;
 
+/* Which structure a file holds (its config's _class_name). */
+typedef enum cq_qi21_vae_kind {
+    CQ_QI21_VAE_QI21 = 0,   /* AutoencoderKLQwenImage21 */
+    CQ_QI21_VAE_QIMAGE = 1, /* AutoencoderKLQwenImage */
+    CQ_QI21_VAE_KIND_COUNT
+} cq_qi21_vae_kind;
+
 typedef struct cq_qi21_vae_config {
+    cq_qi21_vae_kind kind;
     int z_dim;                 /* latent channels (64 in the real model) */
     int image_channels;        /* channels of the image (4 = RGBA in the real model) */
     int patch_size;            /* 1 = no patching */
@@ -47,9 +63,11 @@ typedef struct cq_qi21_vae_config {
 /* Load from a CMF pack: tensors `<prefix><diffusers name>` and the config as
  * the u8 tensor `<prefix>config_json` (prefix "vae." in a pipeline pack).
  * Conv kernels may be in any codec the backend runs (f16 by default);
- * norm gammas and biases in any float codec (converted to f32 once). Only
- * the residual (2.1) structure is supported; anything else fails with
- * CQ_ERR_UNSUPPORTED naming the config field. The encoder (encoder.* and
+ * norm gammas and biases in any float codec (converted to f32 once). The
+ * config's _class_name picks the structure (absent: AutoencoderKLQwenImage21);
+ * what neither structure implements (2.1 with is_residual false, attention
+ * levels through attn_scales) fails with CQ_ERR_UNSUPPORTED naming the config
+ * field. The encoder (encoder.* and
  * quant_conv) is optional, all or nothing: without it the model decodes and
  * cq_qi21_vae_encode fails with CQ_ERR_UNSUPPORTED. */
 cq_status cq_qi21_vae_load(const cq_cmf *cmf, const char *prefix, cq_backend *be, cq_qi21_vae **out);
@@ -58,7 +76,8 @@ const cq_qi21_vae_config *cq_qi21_vae_get_config(const cq_qi21_vae *v);
 
 /* Output rows per band of the streamed part (image rows; 0 = automatic,
  * sized for about 1 GiB of activations: 75 rows and 850 MiB measured for
- * a 2048x2048 decode of the real model).
+ * a 2048x2048 decode of Qwen-Image-2.1's model; 0.47 GiB of activations and
+ * 0.84 GiB resident for the whole process for Qwen-Image's, on the CPU).
  * Any value gives the same result; INT_MAX decodes in one band (untiled). */
 void cq_qi21_vae_set_band_rows(cq_qi21_vae *v, int rows);
 /* Progress in image rows (done, total): decode reports after each output
@@ -70,9 +89,11 @@ void cq_qi21_vae_set_progress(cq_qi21_vae *v, cq_progress_fn fn, void *user);
 size_t cq_qi21_vae_last_peak_bytes(const cq_qi21_vae *v);
 
 /* The pipeline's latent normalisation, in place on n = h*w pixels of z_dim
- * channels: denormalize z = x * std + mean (DiT space -> VAE space, before
- * decoding), normalize x = (z - mean) / std (after encoding). f32 arithmetic
- * in the reference's order. */
+ * channels: denormalize (DiT space -> VAE space, before decoding) z = x * std
+ * + mean (Qwen-Image-2.1's pipeline) or z = x / (1 / std) + mean (Qwen-Image's:
+ * it divides by the f32 reciprocal, which rounds differently), normalize x =
+ * (z - mean) / std (after encoding, both). f32 arithmetic in the reference's
+ * order. */
 cq_status cq_qi21_vae_denormalize(const cq_qi21_vae *v, float *x, int h, int w, cq_qi21_vae_layout layout);
 cq_status cq_qi21_vae_normalize(const cq_qi21_vae *v, float *z, int h, int w, cq_qi21_vae_layout layout);
 

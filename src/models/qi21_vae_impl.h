@@ -26,9 +26,9 @@ typedef struct qv_level {
     int n_res;
     qv_res *res;
     bool resample;     /* up/down sampling at the end of the block */
-    qv_conv rs;        /* its 3x3 conv */
+    qv_conv rs;        /* its 3x3 conv (Qwen-Image's decoder: to cout / 2 channels) */
     int ft, fs;        /* the shortcut's temporal/spatial factors */
-    bool shortcut;     /* decoder: DupUp shortcut present (encoder: always) */
+    bool shortcut;     /* 2.1: AvgDown (encoder) / DupUp (decoder, but the last level) shortcut present */
 } qv_level;
 
 typedef struct qv_coder {
@@ -46,6 +46,7 @@ struct cq_qi21_vae {
     cq_qi21_vae_config cfg;
     int in_channels, out_channels; /* the config's (after patch folding) */
     float *mean, *std;
+    float *std_inv;                /* Qwen-Image: 1 / std in f32, the divisor its pipeline denormalises with */
     qv_coder enc, dec;
     qv_conv quant, post_quant;
     vw_store st;                   /* what the loader made or bound (kernels inside the structs above) */

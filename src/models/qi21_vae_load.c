@@ -4,14 +4,18 @@
  * backend allows), per-channel vectors become F32 backend tensors once, and
  * the mid blocks' to_qkv is split into separate q/k/v matrices.
  *
- * Structure (residual configuration, as AutoencoderKLQwenImage21 builds it):
+ * Structure (widths in cq_qi21_vae_get_widths, names in
+ * cq_qi21_vae_block_name):
  *   encoder widths  base * [1] + dim_mult; level i: num_res_blocks
- *     residual blocks, a stride-2 conv except on the last level, and an
- *     AvgDown shortcut (temporal factor 2 where temperal_downsample[i]);
+ *     residual blocks and a stride-2 conv except on the last level;
+ *     Qwen-Image-2.1 adds an AvgDown shortcut (temporal factor 2 where
+ *     temperal_downsample[i]);
  *   decoder widths  decoder_base * [dim_mult[-1]] + reversed(dim_mult);
  *     level i: num_res_blocks + 1 residual blocks, then (except on the last
- *     level) nearest x2 + 3x3 conv and a DupUp shortcut (temporal factor 2
- *     where reversed(temperal_downsample)[i]).
+ *     level) nearest x2 + 3x3 conv; Qwen-Image-2.1 keeps the width there
+ *     and adds a DupUp shortcut (temporal factor 2 where
+ *     reversed(temperal_downsample)[i]), Qwen-Image halves it (the next
+ *     level starts at half its predecessor's width) and has no shortcut.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -53,12 +57,22 @@ typedef struct qv_read {
     float **mean, **std;
 } qv_read;
 
-static cq_status parse_json(const cJSON *j, void *out) {
-    const qv_read *r = out;
-    qv_json *c = r->c;
-    float **mean = r->mean, **std = r->std;
+/* The temperal_downsample flags of the first n levels (the reference reads one per resampling level). */
+static cq_status json_tdown(const cJSON *j, int n, bool exact, bool *out) {
+    const cJSON *td = cJSON_GetObjectItemCaseSensitive(j, "temperal_downsample");
+    if (!cJSON_IsArray(td) || cJSON_GetArraySize(td) < n || (exact && cJSON_GetArraySize(td) != n))
+        return cq_fail(CQ_ERR_PARSE, "vae: config 'temperal_downsample' must hold len(dim_mult) - 1 = %d booleans", n);
+    for (int i = 0; i < n; i++) {
+        const cJSON *it = cJSON_GetArrayItem(td, i);
+        if (!cJSON_IsBool(it)) return cq_fail(CQ_ERR_PARSE, "vae: config temperal_downsample[%d] is not a boolean", i);
+        out[i] = cJSON_IsTrue(it);
+    }
+    return CQ_OK;
+}
+
+/* Qwen-Image-2.1's keys: residual levels, separate image in/out channels, optional patching. */
+static cq_status parse_qi21(const cJSON *j, qv_json *c) {
     const cq_cfg g = {j, "vae", ""};
-    CQ_TRY(cq_cfg_class(&g, "AutoencoderKLQwenImage21", false));
     const cJSON *res = cJSON_GetObjectItemCaseSensitive(j, "is_residual");
     if (res && !cJSON_IsTrue(res))
         return cq_fail(CQ_ERR_UNSUPPORTED, "vae: is_residual = false (the Wan 2.1 layout) is not supported");
@@ -71,22 +85,58 @@ static cq_status parse_json(const cJSON *j, void *out) {
     CQ_TRY(json_int(j, "patch_size", 1, 1, 64, &c->patch));
     CQ_TRY(cq_cfg_ints(&g, "dim_mult", 1, QI21_VAE_MAX_LEVELS, 1, 64, c->mult, &c->n_mult));
     if (c->n_mult == 0) return cq_fail(CQ_ERR_PARSE, "vae: config dim_mult is missing");
-    const cJSON *td = cJSON_GetObjectItemCaseSensitive(j, "temperal_downsample");
-    if (!cJSON_IsArray(td) || cJSON_GetArraySize(td) < c->n_mult - 1)
-        return cq_fail(CQ_ERR_PARSE, "vae: config 'temperal_downsample' must hold len(dim_mult) - 1 = %d booleans",
-                       c->n_mult - 1);
-    for (int i = 0; i < c->n_mult - 1; i++) {
-        const cJSON *it = cJSON_GetArrayItem(td, i);
-        if (!cJSON_IsBool(it)) return cq_fail(CQ_ERR_PARSE, "vae: config temperal_downsample[%d] is not a boolean", i);
-        c->tdown[i] = cJSON_IsTrue(it);
-    }
+    CQ_TRY(json_tdown(j, c->n_mult - 1, false, c->tdown));
     int pp = c->patch * c->patch;
     if (c->in_channels % pp || c->out_channels % pp || c->in_channels / pp != c->out_channels / pp)
         return cq_fail(CQ_ERR_PARSE, "vae: config in_channels %d / out_channels %d do not fold %dx%d patches of one image",
                        c->in_channels, c->out_channels, c->patch, c->patch);
+    return CQ_OK;
+}
+
+/* Qwen-Image's keys (AutoencoderKLQwenImage): one decoder base, input_channels for both ends, no patching;
+ * attention inside the levels (attn_scales) is not implemented. */
+static cq_status parse_qimage(const cJSON *j, qv_json *c) {
+    const cq_cfg g = {j, "vae", ""};
+    CQ_TRY(json_int(j, "base_dim", 96, 1, 1 << 14, &c->base_dim));
+    c->decoder_base_dim = c->base_dim;
+    CQ_TRY(json_int(j, "z_dim", 16, 1, 1 << 14, &c->z_dim));
+    CQ_TRY(json_int(j, "num_res_blocks", 2, 1, 64, &c->num_res_blocks));
+    CQ_TRY(json_int(j, "input_channels", 3, 1, 1 << 14, &c->in_channels));
+    c->out_channels = c->in_channels;
+    c->patch = 1;
+    c->mult[0] = 1, c->mult[1] = 2, c->mult[2] = 4, c->mult[3] = 4;
+    int n;
+    CQ_TRY(cq_cfg_ints(&g, "dim_mult", 1, QI21_VAE_MAX_LEVELS, 1, 64, c->mult, &n));
+    c->n_mult = n ? n : 4;
+    const cJSON *as = cq_cfg_get(&g, "attn_scales");
+    if (as && (!cJSON_IsArray(as) || cJSON_GetArraySize(as) != 0))
+        return cq_fail(CQ_ERR_UNSUPPORTED, "vae: config attn_scales must be empty (attention inside the levels is "
+                                           "not implemented)");
+    if (!cq_cfg_get(&g, "temperal_downsample")) {
+        static const bool def[3] = {false, true, true};
+        if (c->n_mult != 4) return cq_fail(CQ_ERR_PARSE, "vae: config temperal_downsample is missing");
+        memcpy(c->tdown, def, sizeof def);
+        return CQ_OK;
+    }
+    /* its length sets the reference's spatial factor (2^len), so it must match the levels exactly */
+    return json_tdown(j, c->n_mult - 1, true, c->tdown);
+}
+
+static cq_status parse_json(const cJSON *j, void *out) {
+    const qv_read *r = out;
+    qv_json *c = r->c;
+    float **mean = r->mean, **std = r->std;
+    const cq_cfg g = {j, "vae", ""};
+    const cJSON *cls = cq_cfg_get(&g, "_class_name");
+    c->kind = cJSON_IsString(cls) && strcmp(cls->valuestring, "AutoencoderKLQwenImage") == 0 ? CQ_QI21_VAE_QIMAGE
+                                                                                                : CQ_QI21_VAE_QI21;
+    if (c->kind == CQ_QI21_VAE_QI21 && cJSON_IsString(cls) && strcmp(cls->valuestring, "AutoencoderKLQwenImage21"))
+        return cq_fail(CQ_ERR_UNSUPPORTED, "vae: config is for '%s', not AutoencoderKLQwenImage21 or "
+                                           "AutoencoderKLQwenImage", cls->valuestring);
+    CQ_TRY(c->kind == CQ_QI21_VAE_QIMAGE ? parse_qimage(j, c) : parse_qi21(j, c));
     if ((int64_t)c->decoder_base_dim * c->mult[c->n_mult - 1] > (1 << 16) || (int64_t)c->base_dim * 64 > (1 << 16))
         return cq_fail(CQ_ERR_PARSE, "vae: config layer widths are implausibly large");
-    /* attn_scales and dropout have no effect on the residual layout at inference. */
+    /* dropout has no effect at inference, nor attn_scales on the residual layout */
     int sf;
     CQ_TRY(json_int(j, "scale_factor_spatial", 0, 0, 1 << 20, &sf));
     if (sf && sf != (1 << (c->n_mult - 1)) * c->patch)
@@ -192,31 +242,30 @@ static cq_status load_mid(const loader *L, const char *coder, int C, qv_coder *c
     return load_attn(L, n, C, &c->attn, proj);
 }
 
-static cq_status load_level(const loader *L, const char *name, const char *rs_name, qv_level *lv) {
-    char n[400];
+/* A level's residual blocks and its resampler's conv (to rs_cout channels). */
+static cq_status load_level(const loader *L, const qv_json *c, bool encoder, int i, int rs_cout, qv_level *lv) {
+    char n[400], b[300];
     lv->res = cq_calloc((size_t)lv->n_res, sizeof *lv->res);
     if (!lv->res) return CQ_ERR_NOMEM;
     for (int j = 0; j < lv->n_res; j++) {
-        CQ_TRY(vw_name(n, sizeof n, "%s.resnets.%d", name, j));
+        CQ_TRY(cq_qi21_vae_block_name(c, encoder, i, j, n, sizeof n));
         CQ_TRY(load_res(L, n, j ? lv->cout : lv->cin, lv->cout, &lv->res[j]));
     }
     if (lv->resample) {
-        CQ_TRY(vw_name(n, sizeof n, "%s.%s.resample.1", name, rs_name));
-        CQ_TRY(load_conv(L, n, lv->cout, lv->cout, 3, &lv->rs));
+        CQ_TRY(cq_qi21_vae_block_name(c, encoder, i, -1, b, sizeof b));
+        CQ_TRY(vw_name(n, sizeof n, "%s.resample.1", b));
+        CQ_TRY(load_conv(L, n, lv->cout, rs_cout, 3, &lv->rs));
     }
     return CQ_OK;
 }
 
 static cq_status load_all(const loader *L, const qv_json *c) {
     cq_qi21_vae *v = L->v;
-    int nl = c->n_mult, de[QI21_VAE_MAX_LEVELS + 1], dd[QI21_VAE_MAX_LEVELS + 1];
-    de[0] = c->base_dim;
-    dd[0] = c->decoder_base_dim * c->mult[nl - 1];
-    for (int i = 0; i < nl; i++) {
-        de[i + 1] = c->base_dim * c->mult[i];
-        dd[i + 1] = c->decoder_base_dim * c->mult[nl - 1 - i];
-    }
-    char n[400];
+    const int nl = c->n_mult;
+    const bool shortcuts = c->kind == CQ_QI21_VAE_QI21;
+    cq_qi21_vae_widths wd;
+    cq_qi21_vae_get_widths(c, &wd);
+    const int *de = wd.enc;
     /* encoder: optional (text to image never encodes), but all of it or none */
     bool enc_in;
     CQ_TRY(vw_has_encoder(&L->w, true, &enc_in));
@@ -233,12 +282,11 @@ static cq_status load_all(const loader *L, const qv_json *c) {
         lv->resample = !last;
         lv->ft = !last && c->tdown[i] ? 2 : 1;
         lv->fs = last ? 1 : 2;
-        lv->shortcut = true;
-        if ((int64_t)lv->cin * lv->ft * lv->fs * lv->fs % lv->cout)
+        lv->shortcut = shortcuts;
+        if (shortcuts && (int64_t)lv->cin * lv->ft * lv->fs * lv->fs % lv->cout)
             return cq_fail(CQ_ERR_PARSE, "vae: config encoder level %d folds %d channels into %d (not a whole group)", i,
                            lv->cin * lv->ft * lv->fs * lv->fs, lv->cout);
-        CQ_TRY(vw_name(n, sizeof n, "encoder.down_blocks.%d", i));
-        CQ_TRY(load_level(L, n, "downsampler", lv));
+        CQ_TRY(load_level(L, c, true, i, lv->cout, lv));
     }
     if (enc_in) {
         CQ_TRY(load_mid(L, "encoder", de[nl], e, &e->attn_proj));
@@ -250,26 +298,27 @@ static cq_status load_all(const loader *L, const qv_json *c) {
     qv_coder *d = &v->dec;
     d->n_levels = nl;
     CQ_TRY(load_conv(L, "post_quant_conv", c->z_dim, c->z_dim, 1, &v->post_quant));
-    CQ_TRY(load_conv(L, "decoder.conv_in", c->z_dim, dd[0], 3, &d->conv_in));
-    CQ_TRY(load_mid(L, "decoder", dd[0], d, &d->attn_proj));
+    CQ_TRY(load_conv(L, "decoder.conv_in", c->z_dim, wd.dec_mid, 3, &d->conv_in));
+    CQ_TRY(load_mid(L, "decoder", wd.dec_mid, d, &d->attn_proj));
     for (int i = 0; i < nl; i++) {
         qv_level *lv = &d->lv[i];
         bool up = i != nl - 1;
-        lv->cin = dd[i];
-        lv->cout = dd[i + 1];
+        lv->cin = wd.dec_in[i];
+        lv->cout = wd.dec_out[i];
         lv->n_res = c->num_res_blocks + 1;
         lv->resample = up;
-        lv->shortcut = up;
+        lv->shortcut = up && shortcuts;
         lv->ft = up && c->tdown[nl - 2 - i] ? 2 : 1;
         lv->fs = 2;
-        if (up && (int64_t)lv->cout * lv->ft * lv->fs * lv->fs % lv->cin)
+        if (lv->shortcut && (int64_t)lv->cout * lv->ft * lv->fs * lv->fs % lv->cin)
             return cq_fail(CQ_ERR_PARSE, "vae: config decoder level %d repeats %d channels into %d (not a whole repeat)",
                            i, lv->cin, lv->cout * lv->ft * lv->fs * lv->fs);
-        CQ_TRY(vw_name(n, sizeof n, "decoder.up_blocks.%d", i));
-        CQ_TRY(load_level(L, n, "upsampler", lv));
+        if (up && wd.up_out[i] < 1)
+            return cq_fail(CQ_ERR_PARSE, "vae: config decoder level %d halves %d channels to none", i, lv->cout);
+        CQ_TRY(load_level(L, c, false, i, wd.up_out[i], lv));
     }
-    CQ_TRY(load_gamma(L, "decoder.norm_out.gamma", dd[nl], &d->norm_out));
-    return load_conv(L, "decoder.conv_out", dd[nl], c->out_channels, 3, &d->conv_out);
+    CQ_TRY(load_gamma(L, "decoder.norm_out.gamma", wd.dec_out[nl - 1], &d->norm_out));
+    return load_conv(L, "decoder.conv_out", wd.dec_out[nl - 1], c->out_channels, 3, &d->conv_out);
 }
 
 cq_status cq_qi21_vae_load(const cq_cmf *cmf, const char *prefix, cq_backend *be, cq_qi21_vae **out) {
@@ -294,6 +343,7 @@ cq_status cq_qi21_vae_load(const cq_cmf *cmf, const char *prefix, cq_backend *be
         return s;
     }
     cq_qi21_vae_config *k = &v->cfg;
+    k->kind = c.kind;
     k->z_dim = c.z_dim;
     k->patch_size = c.patch;
     k->image_channels = c.out_channels / (c.patch * c.patch);
@@ -304,6 +354,13 @@ cq_status cq_qi21_vae_load(const cq_cmf *cmf, const char *prefix, cq_backend *be
     k->n_levels = c.n_mult;
     k->latents_mean = v->mean;
     k->latents_std = v->std;
+    if (c.kind == CQ_QI21_VAE_QIMAGE) {
+        if (!(v->std_inv = cq_mallocn((size_t)c.z_dim, sizeof(float)))) {
+            cq_qi21_vae_free(v);
+            return CQ_ERR_NOMEM;
+        }
+        for (int i = 0; i < c.z_dim; i++) v->std_inv[i] = 1.0f / v->std[i];
+    }
     v->in_channels = c.in_channels;
     v->out_channels = c.out_channels;
     *out = v;
@@ -321,6 +378,7 @@ void cq_qi21_vae_free(cq_qi21_vae *v) {
     free_coder(&v->dec);
     cq_free(v->mean);
     cq_free(v->std);
+    cq_free(v->std_inv);
     cq_free(v);
 }
 

@@ -1,9 +1,15 @@
 /*
- * qi21_vae_tensors.c — the Qwen-Image-2.1 VAE's tensor table
- * (AutoencoderKLQwenImage21 as converted: conv kernels [cout, cin, k, k],
- * f32 biases and RMS-norm gammas [C, 1, 1(, 1)]). The structure follows the
- * geometry as qi21_vae_load.c describes it; the table is code, not patterns,
- * because the widths change from level to level.
+ * qi21_vae_tensors.c — the tensor table of the Qwen-Image VAEs as converted
+ * (conv kernels [cout, cin, k, k], Qwen-Image's causal 3-D kernels cut to
+ * their last temporal tap by `cortiq convert`; f32 biases and RMS-norm
+ * gammas [C, 1, 1(, 1)]), their level widths and their block names.
+ * Qwen-Image-2.1 (AutoencoderKLQwenImage21) nests an encoder level's blocks
+ * (down_blocks.<level>.resnets.<j>, .downsampler) and names the decoder's
+ * resampler upsampler; Qwen-Image (AutoencoderKLQwenImage) lists the
+ * encoder's residual blocks and resamplers in one sequence (down_blocks.<k>)
+ * and keeps the decoder's in a list (upsamplers.0). The structure follows
+ * the geometry as qi21_vae_load.c describes it; the table is code, not
+ * patterns, because the widths change from level to level.
  */
 #include <stdio.h>
 
@@ -43,29 +49,56 @@ static cq_status mid(const cq_tt_sink *t, const char *coder, int c) {
     return cq_tt_add_conv(t, n, c, c, 1);
 }
 
+void cq_qi21_vae_get_widths(const cq_qi21_vae_geometry *g, cq_qi21_vae_widths *w) {
+    const int nl = g->n_mult;
+    const bool halve = g->kind == CQ_QI21_VAE_QIMAGE;
+    w->enc[0] = g->base_dim;
+    w->dec_mid = g->decoder_base_dim * g->mult[nl - 1];
+    for (int i = 0; i < nl; i++) {
+        w->enc[i + 1] = g->base_dim * g->mult[i];
+        w->dec_out[i] = g->decoder_base_dim * g->mult[nl - 1 - i];
+        w->up_out[i] = halve ? w->dec_out[i] / 2 : w->dec_out[i];
+        w->dec_in[i] = i ? w->up_out[i - 1] : w->dec_mid;
+    }
+}
+
+cq_status cq_qi21_vae_block_name(const cq_qi21_vae_geometry *g, bool encoder, int level, int j, char *dst, size_t len) {
+    int k;
+    if (!encoder && j >= 0)
+        k = snprintf(dst, len, "decoder.up_blocks.%d.resnets.%d", level, j);
+    else if (!encoder)
+        k = snprintf(dst, len, "decoder.up_blocks.%d.%s", level,
+                     g->kind == CQ_QI21_VAE_QIMAGE ? "upsamplers.0" : "upsampler");
+    else if (g->kind == CQ_QI21_VAE_QIMAGE) /* one sequence: each level's blocks, then its resampler */
+        k = snprintf(dst, len, "encoder.down_blocks.%d", level * (g->num_res_blocks + 1) + (j >= 0 ? j : g->num_res_blocks));
+    else if (j >= 0)
+        k = snprintf(dst, len, "encoder.down_blocks.%d.resnets.%d", level, j);
+    else
+        k = snprintf(dst, len, "encoder.down_blocks.%d.downsampler", level);
+    if (k < 0 || (size_t)k >= len) return cq_fail(CQ_ERR_INVALID_ARG, "vae: block name longer than %zu bytes", len - 1);
+    return CQ_OK;
+}
+
 cq_status cq_qi21_vae_tensors(const cq_qi21_vae_geometry *g, const char *prefix, cq_tt_list *out) {
     const int nl = g->n_mult;
     if (nl < 1 || nl > CQ_QI21_VAE_MAX_LEVELS) return cq_fail(CQ_ERR_INVALID_ARG, "vae: %d levels", nl);
-    int de[CQ_QI21_VAE_MAX_LEVELS + 1], dd[CQ_QI21_VAE_MAX_LEVELS + 1];
-    de[0] = g->base_dim;
-    dd[0] = g->decoder_base_dim * g->mult[nl - 1];
-    for (int i = 0; i < nl; i++) {
-        de[i + 1] = g->base_dim * g->mult[i];
-        dd[i + 1] = g->decoder_base_dim * g->mult[nl - 1 - i];
-    }
-    char n[200];
+    cq_qi21_vae_widths wd;
+    cq_qi21_vae_get_widths(g, &wd);
+    const int *de = wd.enc;
+    char n[200], b[160];
     cq_tt_sink enc = {out, prefix ? prefix : "", false}, dec = {out, enc.prefix, true}, opt = {out, enc.prefix, false};
     /* the encoder: all of it or none (the loader checks which) */
     CQ_TRY(cq_tt_add_conv(&enc, "encoder.conv_in", g->in_channels, de[0], 3));
     for (int i = 0; i < nl; i++) {
         for (int j = 0; j < g->num_res_blocks; j++) {
-            snprintf(n, sizeof n, "encoder.down_blocks.%d.resnets.%d", i, j);
+            CQ_TRY(cq_qi21_vae_block_name(g, true, i, j, n, sizeof n));
             CQ_TRY(res(&enc, n, j ? de[i + 1] : de[i], de[i + 1]));
         }
         if (i == nl - 1) continue;
-        snprintf(n, sizeof n, "encoder.down_blocks.%d.downsampler.resample.1", i);
+        CQ_TRY(cq_qi21_vae_block_name(g, true, i, -1, b, sizeof b));
+        snprintf(n, sizeof n, "%s.resample.1", b);
         CQ_TRY(cq_tt_add_conv(&enc, n, de[i + 1], de[i + 1], 3));
-        snprintf(n, sizeof n, "encoder.down_blocks.%d.downsampler.time_conv", i);
+        snprintf(n, sizeof n, "%s.time_conv", b);
         if (g->tdown[i]) CQ_TRY(cq_tt_add_conv(&opt, n, de[i + 1], de[i + 1], 1));
     }
     CQ_TRY(mid(&enc, "encoder", de[nl]));
@@ -74,19 +107,21 @@ cq_status cq_qi21_vae_tensors(const cq_qi21_vae_geometry *g, const char *prefix,
     CQ_TRY(cq_tt_add_conv(&enc, "quant_conv", 2 * g->z_dim, 2 * g->z_dim, 1));
     /* the decoder */
     CQ_TRY(cq_tt_add_conv(&dec, "post_quant_conv", g->z_dim, g->z_dim, 1));
-    CQ_TRY(cq_tt_add_conv(&dec, "decoder.conv_in", g->z_dim, dd[0], 3));
-    CQ_TRY(mid(&dec, "decoder", dd[0]));
+    CQ_TRY(cq_tt_add_conv(&dec, "decoder.conv_in", g->z_dim, wd.dec_mid, 3));
+    CQ_TRY(mid(&dec, "decoder", wd.dec_mid));
     for (int i = 0; i < nl; i++) {
+        const int co = wd.dec_out[i];
         for (int j = 0; j < g->num_res_blocks + 1; j++) {
-            snprintf(n, sizeof n, "decoder.up_blocks.%d.resnets.%d", i, j);
-            CQ_TRY(res(&dec, n, j ? dd[i + 1] : dd[i], dd[i + 1]));
+            CQ_TRY(cq_qi21_vae_block_name(g, false, i, j, n, sizeof n));
+            CQ_TRY(res(&dec, n, j ? co : wd.dec_in[i], co));
         }
         if (i == nl - 1) continue;
-        snprintf(n, sizeof n, "decoder.up_blocks.%d.upsampler.resample.1", i);
-        CQ_TRY(cq_tt_add_conv(&dec, n, dd[i + 1], dd[i + 1], 3));
-        snprintf(n, sizeof n, "decoder.up_blocks.%d.upsampler.time_conv", i);
-        if (g->tdown[nl - 2 - i]) CQ_TRY(cq_tt_add_conv(&opt, n, dd[i + 1], 2 * dd[i + 1], 1));
+        CQ_TRY(cq_qi21_vae_block_name(g, false, i, -1, b, sizeof b));
+        snprintf(n, sizeof n, "%s.resample.1", b);
+        CQ_TRY(cq_tt_add_conv(&dec, n, co, wd.up_out[i], 3));
+        snprintf(n, sizeof n, "%s.time_conv", b);
+        if (g->tdown[nl - 2 - i]) CQ_TRY(cq_tt_add_conv(&opt, n, co, 2 * co, 1));
     }
-    CQ_TRY(gamma(&dec, "decoder.norm_out.gamma", dd[nl], 4));
-    return cq_tt_add_conv(&dec, "decoder.conv_out", dd[nl], g->out_channels, 3);
+    CQ_TRY(gamma(&dec, "decoder.norm_out.gamma", wd.dec_out[nl - 1], 4));
+    return cq_tt_add_conv(&dec, "decoder.conv_out", wd.dec_out[nl - 1], g->out_channels, 3);
 }

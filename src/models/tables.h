@@ -12,6 +12,7 @@
 #include "models/flux_vae.h"
 #include "models/kit/tensors.h"
 #include "models/qi21.h"
+#include "models/qi21_vae.h"
 #include "models/qwen3.h"
 #include "models/zimage.h"
 
@@ -35,13 +36,25 @@ cq_status cq_qwen3_tensors_upto(const cq_qwen3_config *c, const char *prefix, co
  * holding embed_tokens.weight, or NULL. */
 const char *cq_qwen3_stack_prefix(const cq_cmf *cmf, const char *prefix);
 
-/* The Qwen-Image-2.1 VAE's geometry, as its config gives it. */
+/* The geometry of a Qwen-Image VAE (Qwen-Image-2.1's or Qwen-Image's, qi21_vae.h), as its config gives it. */
 #define CQ_QI21_VAE_MAX_LEVELS 8
 typedef struct cq_qi21_vae_geometry {
+    cq_qi21_vae_kind kind;
     int base_dim, decoder_base_dim, z_dim, num_res_blocks, in_channels, out_channels, patch;
     int n_mult, mult[CQ_QI21_VAE_MAX_LEVELS];
     bool tdown[CQ_QI21_VAE_MAX_LEVELS];
 } cq_qi21_vae_geometry;
+/* Channel widths of every level: encoder level i maps enc[i] -> enc[i + 1]; decoder level i maps dec_in[i] ->
+ * dec_out[i] and (but the last) upsamples to up_out[i] channels, dec_in[i + 1] (Qwen-Image halves them there). */
+typedef struct cq_qi21_vae_widths {
+    int enc[CQ_QI21_VAE_MAX_LEVELS + 1];
+    int dec_mid;  /* the decoder's conv_in and mid block */
+    int dec_in[CQ_QI21_VAE_MAX_LEVELS], dec_out[CQ_QI21_VAE_MAX_LEVELS], up_out[CQ_QI21_VAE_MAX_LEVELS];
+} cq_qi21_vae_widths;
+void cq_qi21_vae_get_widths(const cq_qi21_vae_geometry *g, cq_qi21_vae_widths *w);
+/* The file name of a block: residual block j of level `level` (j >= 0) or the level's resampler (j < 0), in the
+ * encoder or the decoder ("encoder.down_blocks.4" or "encoder.down_blocks.1.resnets.1", ...). */
+cq_status cq_qi21_vae_block_name(const cq_qi21_vae_geometry *g, bool encoder, int level, int j, char *dst, size_t len);
 /* The geometry from `<prefix>config_json` (the checks of the VAE's loader). */
 cq_status cq_qi21_vae_parse_geometry(const cq_cmf *cmf, const char *prefix, cq_qi21_vae_geometry *g);
 /* The VAE's tensors under `prefix` ("vae."): the encoder and quant_conv are

@@ -67,9 +67,10 @@ cq_status cq_tables_check_pack(const cq_cmf *cmf, cq_tt_note_fn note, void *user
         cq_qi21_vae_geometry g;
         cq_flux_vae_config fc;
         cq_tt_list t = {0};
-        if (usable(cq_qi21_vae_parse_geometry(cmf, "vae.", &g), "qi21_vae", note, user))
-            CQ_TRY(check_list("qi21_vae", &t, cq_qi21_vae_tensors(&g, "vae.", &t), cmf, "vae.", note, user, rep,
-                              n_checked));
+        if (usable(cq_qi21_vae_parse_geometry(cmf, "vae.", &g), "qi21_vae", note, user)) {
+            const char *who = g.kind == CQ_QI21_VAE_QIMAGE ? "qimage_vae" : "qi21_vae";
+            CQ_TRY(check_list(who, &t, cq_qi21_vae_tensors(&g, "vae.", &t), cmf, "vae.", note, user, rep, n_checked));
+        }
         else if (usable(cq_flux_vae_parse_config(cmf, "vae.", &fc), "flux_vae", note, user))
             CQ_TRY(check_list("flux_vae", &t, cq_flux_vae_tensors(&fc, "vae.", &t), cmf, "vae.", note, user, rep,
                               n_checked));

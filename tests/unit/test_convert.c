@@ -628,7 +628,7 @@ static void test_arch_names(void **state) {
         {"QwenImagePipeline", "qwen_image"},            {"HunyuanVideoPipeline", "hunyuan_video"},
         {"SD3Transformer2DModel", "sd3"},               {"FluxPipeline", "flux"},
         {"WanTransformer3DModel", "wan"},               {"StableDiffusion3Pipeline", "stable_diffusion3"},
-        {"AutoencoderKLQwenImage", "autoencoder_kl_qwen_image"},
+        {"AutoencoderKLWan", "autoencoder_kl_wan"},     {"AutoencoderKLQwenImage", "qwen_image_vae"},
     };
     for (size_t i = 0; i < CQ_ARRAY_LEN(cases); i++) {
         char out[64];

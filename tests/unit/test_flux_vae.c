@@ -82,16 +82,6 @@ static cq_backend *g_be;
 
 static size_t nelem3(const uint64_t s[3]) { return (size_t)(s[0] * s[1] * s[2]); }
 
-static float *read3(const cq_st *st, const char *case_name, const char *what, uint64_t shape[3]) {
-    const cq_st_tensor *t = cq_st_find(st, what);
-    if (!t || t->ndim != 3) fail_msg("%s: golden tensor %s missing or not 3-D", case_name, what);
-    float *v = malloc(sizeof(float) * (size_t)t->nelem);
-    assert_non_null(v);
-    assert_int_equal(cq_st_read_f32(t, 0, t->nelem, v), CQ_OK);
-    memcpy(shape, t->shape, sizeof(uint64_t) * 3);
-    return v;
-}
-
 static int load_cases(void) {
     size_t len;
     uint8_t *raw = tu_read_file(ZG_DIR "/index.json", &len);
@@ -113,8 +103,8 @@ static int load_cases(void) {
         snprintf(path, sizeof path, "%s/vae_cases/%s.safetensors", ZG_DIR, g->name);
         cq_st *st;
         if (cq_st_open(path, &st) != CQ_OK) fail_msg("open %s: %s", path, cq_last_error());
-        g->in = read3(st, g->name, g->decode ? "z" : "x", g->in_shape);
-        g->ref = read3(st, g->name, g->decode ? "image" : "moments", g->ref_shape);
+        g->in = vg_read3(st, g->name, g->decode ? "z" : "x", g->in_shape);
+        g->ref = vg_read3(st, g->name, g->decode ? "image" : "moments", g->ref_shape);
         cq_st_close(st);
     }
     cJSON_Delete(j);
@@ -147,16 +137,8 @@ static void golden(int codec, const char *label) {
     for (int i = 0; i < g_n; i++) {
         const gcase *g = &g_cases[i];
         float *got = run_ok(g_fx[g->model][codec].vae, g);
-        double rms, e = vg_rel_err(got, g->ref, nelem3(g->ref_shape), &rms);
-        printf("  %s (%s) on %s: max err/RMS %.3g, RMS err %.3g (bf16 reference: %.3g / %.3g)\n", g->name, label,
-               cq_backend_name(g_be), e, rms, g->bf16_max, g->bf16_rms);
-        if (g_arg.device) {
-            if (e > g->bf16_max / 4 || rms > g->bf16_rms / 4)
-                fail_msg("%s: %.3g / %.3g beyond a quarter of the bf16 reference's %.3g / %.3g", g->name, e, rms,
-                         g->bf16_max, g->bf16_rms);
-        } else if (e > 1e-4) {
-            fail_msg("%s (%s): max err/RMS %.3g > 1e-4", g->name, label, e);
-        }
+        vg_check_case(g->name, label, cq_backend_name(g_be), g_arg.device, got, g->ref, nelem3(g->ref_shape),
+                      g->bf16_max, g->bf16_rms);
         free(got);
     }
 }

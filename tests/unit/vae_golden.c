@@ -59,6 +59,68 @@ float *vg_tensor(const cq_st *gold, const char *name, const char *what, const ch
     return v;
 }
 
+float *vg_read3(const cq_st *st, const char *case_name, const char *what, uint64_t shape[3]) {
+    const cq_st_tensor *t = cq_st_find(st, what);
+    if (!t || t->ndim != 3) fail_msg("%s: golden tensor %s missing or not 3-D", case_name, what);
+    float *v = malloc(sizeof(float) * (size_t)t->nelem);
+    assert_non_null(v);
+    assert_int_equal(cq_st_read_f32(t, 0, t->nelem, v), CQ_OK);
+    if (shape) memcpy(shape, t->shape, sizeof(uint64_t) * 3);
+    return v;
+}
+
+void vg_check_case(const char *case_name, const char *label, const char *backend, bool device, const float *got,
+                   const float *ref, size_t n, double bf16_max, double bf16_rms) {
+    double rms, e = vg_rel_err(got, ref, n, &rms);
+    printf("  %s (%s) on %s: max err/RMS %.3g, RMS err %.3g (bf16 reference: %.3g / %.3g)\n", case_name, label,
+           backend, e, rms, bf16_max, bf16_rms);
+    if (device) {
+        if (e > bf16_max / 4 || rms > bf16_rms / 4)
+            fail_msg("%s: %.3g / %.3g beyond a quarter of the bf16 reference's %.3g / %.3g", case_name, e, rms,
+                     bf16_max, bf16_rms);
+    } else if (e > 1e-4) {
+        fail_msg("%s (%s): max err/RMS %.3g > 1e-4", case_name, label, e);
+    }
+}
+
+void vg_bad_config(const char *src, const char *from, const char *to, cq_backend *be, cq_status want, const char *msg) {
+    char dir[1100], out[1200];
+    snprintf(dir, sizeof dir, "%s", tu_tmpdir("vae_badcfg"));
+    assert_int_equal(tu_system("cp '%s/config.json' '%s/diffusion_pytorch_model.safetensors' '%s/'", src, src, dir), 0);
+    size_t len;
+    uint8_t *raw = tu_read_file(tu_path(dir, "config.json"), &len);
+    assert_non_null(raw);
+    char *cfg = malloc(len + 1); /* the file's bytes, NUL-terminated */
+    memcpy(cfg, raw, len);
+    cfg[len] = '\0';
+    free(raw);
+    char *at = strstr(cfg, from);
+    if (!at) fail_msg("config of %s has no '%s'", src, from);
+    char *fixed = malloc(len + strlen(to) + 1);
+    size_t head = (size_t)(at - cfg);
+    memcpy(fixed, cfg, head);
+    strcpy(fixed + head, to);
+    strcat(fixed, at + strlen(from));
+    assert_int_equal(tu_write_file(tu_path(dir, "config.json"), fixed, strlen(fixed)), 0);
+    free(cfg);
+    free(fixed);
+    snprintf(out, sizeof out, "%s/bad.cmf", dir);
+    cq_convert_opts opts = {.quant = CQ_DTYPE_F32};
+    cq_convert_report rep;
+    cq_status s = cq_convert(dir, out, &opts, &rep);
+    cq_convert_report_free(&rep);
+    if (s != CQ_OK) fail_msg("convert: %s", cq_last_error());
+    cq_cmf *cmf;
+    assert_int_equal(cq_cmf_open(out, &cmf), CQ_OK);
+    cq_qi21_vae *v = NULL;
+    s = cq_qi21_vae_load(cmf, "vae.", be, &v);
+    if (s != want || !strstr(cq_last_error(), msg))
+        fail_msg("config with '%s': got %s '%s', want %s containing '%s'", to, cq_status_str(s), cq_last_error(),
+                 cq_status_str(want), msg);
+    assert_null(v);
+    cq_cmf_close(cmf);
+}
+
 double vg_rel_err(const float *got, const float *ref, size_t n, double *rms_err) {
     double ss = 0.0, se = 0.0, mx = 0.0;
     for (size_t i = 0; i < n; i++) {

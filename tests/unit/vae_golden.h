@@ -35,6 +35,17 @@ float *vg_tensor(const cq_st *gold, const char *name, const char *what, const ch
 /* max |got - ref| / RMS(ref), infinite for a non-finite got; *rms_err (optional) = RMS(got - ref) / RMS(ref). */
 double vg_rel_err(const float *got, const float *ref, size_t n, double *rms_err);
 
+/* Tensor `what` of a golden case file as f32 (malloc'd), with its 3-D shape (shape may be NULL); fails the test if
+ * it is missing or not 3-D. */
+float *vg_read3(const cq_st *st, const char *case_name, const char *what, uint64_t shape[3]);
+/* One golden case's output against the reference, printed; fails the test beyond the bound: on the CPU max err /
+ * RMS 1e-4, on a device a quarter of the reference's own bf16 errors (max, RMS). */
+void vg_check_case(const char *case_name, const char *label, const char *backend, bool device, const float *got,
+                   const float *ref, size_t n, double bf16_max, double bf16_rms);
+/* The diffusers folder `src` copied with `from` replaced by `to` in its config.json, converted and loaded as a
+ * Qwen-Image VAE on `be`: the load must fail with `want` and a message containing `msg`. */
+void vg_bad_config(const char *src, const char *from, const char *to, cq_backend *be, cq_status want, const char *msg);
+
 /* The worst errors of one decode and one encode per golden size (each printed). */
 typedef struct vg_result {
     double dec, enc; /* max err / RMS */
