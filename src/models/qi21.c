@@ -583,7 +583,7 @@ static cq_status modulated_ln(cq_qi21 *m, const qi21_pass *p, int which) {
     cq_dit_mod t = mod_table(m, p->mod);
     qi21_scratch *s = p->s;
     cq_tensor *y = normed_f32(s);
-    CQ_TRY(cq_dit_modulated_ln(m->be, p->groups, p->n_groups, y, &s->x, &t, which, m->cfg.eps));
+    CQ_TRY(cq_dit_modulated_ln(m->be, p->groups, p->n_groups, y, &s->x, &t, which, -1, m->cfg.eps));
     return y == &s->h ? CQ_OK : cq_op_copy(m->be, &s->h, y);
 }
 
@@ -591,7 +591,7 @@ static cq_status modulated_ln(cq_qi21 *m, const qi21_pass *p, int which) {
 static cq_status gated_proj(cq_qi21 *m, const qi21_pass *p, cq_tensor *x, const cq_tensor *in, const cq_tensor *w,
                             int which) {
     cq_dit_mod t = mod_table(m, p->mod);
-    return cq_dit_gated_proj(m->be, p->groups, p->n_groups, x, in, w, &t, which);
+    return cq_dit_gated_proj(m->be, p->groups, p->n_groups, x, in, w, NULL, &t, which);
 }
 
 static cq_status run_blocks(cq_qi21 *m, const qi21_pass *p) {

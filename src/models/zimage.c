@@ -329,13 +329,9 @@ void cq_zimage_positions(const cq_zimage_layout *lay, int32_t *pos) {
     }
 }
 
-/* Inputs must be finite: a NaN would spread through attention to every row, far from its cause. */
+/* Inputs must be finite (models/kit/dit.h). */
 static cq_status check_finite(const char *what, const float *x, size_t rows, size_t cols) {
-    for (size_t r = 0; r < rows; r++)
-        for (size_t i = 0; i < cols; i++)
-            if (!isfinite(x[r * cols + i]))
-                return cq_fail(CQ_ERR_NUMERIC, "zimage: %s row %zu holds a non-finite value (column %zu)", what, r, i);
-    return CQ_OK;
+    return cq_dit_check_finite("zimage", what, x, rows, cols);
 }
 
 /* ------------------------------------------------------------------------ */
