@@ -380,19 +380,12 @@ static cq_status mask_runs(cq_qimage_cond *c, const uint8_t *mask) {
 
 /* The RoPE tables of the joint sequence into cos_t / sin_t. */
 static cq_status rope_upload(cq_qimage *m, cq_qimage_cond *c, const cq_qimage_layout *lay) {
-    const int half = m->cfg.head_dim / 2;
-    const size_t R = (size_t)c->L + (size_t)c->N;
-    int32_t *pos = cq_mallocn(R * 3, sizeof(int32_t));
-    float *cs = cq_mallocn(R * (size_t)half * 2, sizeof(float));
-    cq_status s = pos && cs ? CQ_OK : CQ_ERR_NOMEM;
-    if (s == CQ_OK) {
-        cq_qimage_positions(lay, pos);
-        cq_dit_rope_tables(&m->rope, pos, (int)R, cs, cs + R * half);
-        s = cq_tensor_upload(&c->cos_t, cs, R * half * sizeof(float));
-    }
-    if (s == CQ_OK) s = cq_tensor_upload(&c->sin_t, cs + R * half, R * half * sizeof(float));
+    const int R = c->L + c->N;
+    int32_t *pos = cq_mallocn((size_t)R * 3, sizeof(int32_t));
+    if (!pos) return CQ_ERR_NOMEM;
+    cq_qimage_positions(lay, pos);
+    cq_status s = cq_dit_rope_upload(&m->rope, pos, R, &c->cos_t, &c->sin_t);
     cq_free(pos);
-    cq_free(cs);
     return s;
 }
 

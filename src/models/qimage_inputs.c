@@ -10,21 +10,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "codec/codec.h"
-
-/* `name` of logical rank `rank` (a leading batch of 1 allowed): its dims into dims[0..rank). */
-static cq_status find(const cq_st *st, const char *name, int rank, bool required, uint64_t *dims,
-                      const cq_st_tensor **out) {
-    *out = cq_st_find(st, name);
-    const cq_st_tensor *t = *out;
-    if (!t) return required ? cq_fail(CQ_ERR_MISSING, "input tensor '%s' is missing", name) : CQ_OK;
-    const int off = t->ndim - rank;
-    if ((off != 0 && off != 1) || (off == 1 && t->shape[0] != 1))
-        return cq_fail(CQ_ERR_SHAPE, "input tensor '%s' has shape of %d dimensions; expected %d (or %d with a leading "
-                       "batch of 1)", name, t->ndim, rank, rank + 1);
-    for (int d = 0; d < rank; d++) dims[d] = t->shape[off + d];
-    return CQ_OK;
-}
+#include "models/kit/inputs.h"
 
 static cq_status floats(const cq_st_tensor *t, float **out) {
     if (t->dtype != CQ_ST_F32)
@@ -32,20 +18,10 @@ static cq_status floats(const cq_st_tensor *t, float **out) {
     return cq_st_read_all_f32(t, out);
 }
 
-/* Element i of an integer or bool tensor. */
-static int64_t int_at(const cq_st_tensor *t, uint64_t i) {
-    const uint8_t *p = t->data;
-    switch (t->dtype) {
-    case CQ_ST_I64: return (int64_t)cq_rd64(p + 8 * i);
-    case CQ_ST_I32: return (int32_t)cq_rd32(p + 4 * i);
-    default: return p[i]; /* U8, BOOL */
-    }
-}
-
 static cq_status read_shapes(const cq_st *st, cq_qimage_inputs *in) {
     const cq_st_tensor *t;
     uint64_t d[2];
-    CQ_TRY(find(st, "img_shapes", 2, true, d, &t));
+    CQ_TRY(cq_in_tensor(st, "img_shapes", 2, true, d, &t));
     if (t->dtype != CQ_ST_I32 && t->dtype != CQ_ST_I64)
         return cq_fail(CQ_ERR_DTYPE, "input tensor 'img_shapes' is %s, expected I32 (I64 accepted)",
                        cq_st_dtype_name(t->dtype));
@@ -53,7 +29,7 @@ static cq_status read_shapes(const cq_st *st, cq_qimage_inputs *in) {
         return cq_fail(CQ_ERR_SHAPE, "input tensor 'img_shapes' is [%llu, %llu], expected [k, 3] with 1 <= k <= %d",
                        (unsigned long long)d[0], (unsigned long long)d[1], CQ_QIMAGE_MAX_IMAGES);
     for (uint64_t i = 0; i < 3 * d[0]; i++) {
-        const int64_t v = int_at(t, i);
+        const int64_t v = cq_in_int_at(t, i);
         if (v < 0 || v > 1 << 20)
             return cq_fail(CQ_ERR_INVALID_ARG, "input tensor 'img_shapes': row %llu holds %lld, outside [0, %d]",
                            (unsigned long long)(i / 3), (long long)v, 1 << 20);
@@ -67,12 +43,12 @@ static cq_status read_shapes(const cq_st *st, cq_qimage_inputs *in) {
 static cq_status read_text(const cq_st *st, const cq_qimage_config *cfg, cq_qimage_inputs *in) {
     const cq_st_tensor *t, *tm;
     uint64_t d[2], dm[1];
-    CQ_TRY(find(st, "encoder_hidden_states", 2, true, d, &t));
+    CQ_TRY(cq_in_tensor(st, "encoder_hidden_states", 2, true, d, &t));
     if (d[1] != (uint64_t)cfg->joint_dim || d[0] < 1 || d[0] > 1u << 16)
         return cq_fail(CQ_ERR_SHAPE, "input tensor 'encoder_hidden_states' is [%llu, %llu]; the model takes [L, %d] "
                        "with L in [1, 65536]", (unsigned long long)d[0], (unsigned long long)d[1], cfg->joint_dim);
     in->layout.n_txt = (int)d[0];
-    CQ_TRY(find(st, "encoder_hidden_states_mask", 1, false, dm, &tm));
+    CQ_TRY(cq_in_tensor(st, "encoder_hidden_states_mask", 1, false, dm, &tm));
     if (tm) {
         if (dm[0] != d[0])
             return cq_fail(CQ_ERR_SHAPE, "input tensor 'encoder_hidden_states_mask' has %llu rows, the text %llu",
@@ -85,7 +61,7 @@ static cq_status read_text(const cq_st *st, const cq_qimage_config *cfg, cq_qima
             cq_free(f);
         } else if (tm->dtype == CQ_ST_U8 || tm->dtype == CQ_ST_BOOL || tm->dtype == CQ_ST_I32 ||
                    tm->dtype == CQ_ST_I64) {
-            for (uint64_t j = 0; j < d[0]; j++) in->mask[j] = int_at(tm, j) != 0;
+            for (uint64_t j = 0; j < d[0]; j++) in->mask[j] = cq_in_int_at(tm, j) != 0;
         } else {
             return cq_fail(CQ_ERR_DTYPE, "input tensor 'encoder_hidden_states_mask' is %s, expected F32, U8, BOOL, I32 "
                            "or I64", cq_st_dtype_name(tm->dtype));
@@ -98,7 +74,7 @@ static cq_status read_text(const cq_st *st, const cq_qimage_config *cfg, cq_qima
 static cq_status read_image(const cq_st *st, const cq_qimage_config *cfg, cq_qimage_inputs *in) {
     const cq_st_tensor *t;
     uint64_t d[2];
-    CQ_TRY(find(st, "hidden_states", 2, true, d, &t));
+    CQ_TRY(cq_in_tensor(st, "hidden_states", 2, true, d, &t));
     if (d[0] != (uint64_t)in->n_img || d[1] != (uint64_t)cfg->in_channels)
         return cq_fail(CQ_ERR_SHAPE, "input tensor 'hidden_states' is [%llu, %llu], expected [%d, %d] (img_shapes lists "
                        "%d tokens; the model's in_channels is %d)", (unsigned long long)d[0], (unsigned long long)d[1],

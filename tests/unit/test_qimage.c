@@ -76,44 +76,8 @@ static cq_qimage *g_m[Q_COUNT][M_COUNT];
 static qcase g_cases[16];
 static int g_n;
 
-/* ---- measures -------------------------------------------------------------------------------------- */
-static double rms_of(const float *x, size_t n) {
-    double s = 0;
-    for (size_t i = 0; i < n; i++) s += (double)x[i] * x[i];
-    return sqrt(s / (double)n);
-}
-
-/* max |a - b| / rms (NaN propagates) */
-static double rel_err(const float *a, const float *b, size_t n, double rms) {
-    double m = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - b[i]);
-        if (!(d <= m)) m = d;
-    }
-    return m / rms;
-}
-
 /* The bound of a case on this run: the host's parity bound, or a quarter of the reference's bf16 error. */
 static double case_bound(const qcase *g) { return g_arg.device ? g->bf16_max_rel / 4 : F32_BOUND; }
-
-static void expect_err(cq_status s, cq_status want, const char *needle) {
-    if (s != want || !strstr(cq_last_error(), needle))
-        fail_msg("expected %s mentioning '%s', got %s: %s", cq_status_str(want), needle, cq_status_str(s),
-                 cq_last_error());
-}
-
-/* A golden f32 tensor as floats (the mapping is not aligned in general); NULL when absent. */
-static float *st_floats(const cq_st *st, const char *name, size_t *n) {
-    const cq_st_tensor *t = cq_st_find(st, name);
-    if (!t || t->dtype != CQ_ST_F32) return NULL;
-    float *f = malloc((size_t)t->nelem * sizeof(float));
-    if (f && cq_st_read_f32(t, 0, t->nelem, f) != CQ_OK) {
-        free(f);
-        return NULL;
-    }
-    *n = (size_t)t->nelem;
-    return f;
-}
 
 static cq_qimage_layout layout_of(const qcase *g) {
     return (cq_qimage_layout){.n_images = g->n_images, .img_shapes = (const int32_t(*)[3])g->shapes, .n_txt = g->L,
@@ -178,26 +142,26 @@ static int load_case(qcase *g, const cJSON *c) {
     g->n_images = (int)sh->shape[0];
     memcpy(g->shapes, sh->data, (size_t)g->n_images * 3 * sizeof(int32_t));
     size_t n;
-    if (!(g->txt = st_floats(g->st, "encoder_hidden_states", &n)) || n % (size_t)cf->joint_dim) return -1;
+    if (!(g->txt = tu_st_floats(g->st, "encoder_hidden_states", &n)) || n % (size_t)cf->joint_dim) return -1;
     g->L = (int)(n / (size_t)cf->joint_dim);
-    if (!(g->img = st_floats(g->st, "hidden_states", &n)) || n % (size_t)cf->in_channels) return -1;
+    if (!(g->img = tu_st_floats(g->st, "hidden_states", &n)) || n % (size_t)cf->in_channels) return -1;
     g->N = (int)(n / (size_t)cf->in_channels);
-    float *mask = st_floats(g->st, "encoder_hidden_states_mask", &n);
+    float *mask = tu_st_floats(g->st, "encoder_hidden_states_mask", &n);
     if (mask) {
         if (n != (size_t)g->L) return -1;
         g->mask = malloc((size_t)g->L);
         for (int j = 0; j < g->L; j++) g->mask[j] = mask[j] != 0.0f;
         free(mask);
     }
-    float *t = st_floats(g->st, "timestep", &n);
+    float *t = tu_st_floats(g->st, "timestep", &n);
     if (!t || n != 1) return -1;
     g->t = t[0];
     free(t);
     int n_img;
     cq_qimage_layout lay = layout_of(g);
     if (cq_qimage_layout_sizes(&lay, &n_img, NULL) != CQ_OK || n_img != g->N) return -1;
-    if (!(g->ref = st_floats(g->st, "out", &g->n_out)) || g->n_out != (size_t)g->N * (size_t)cf->out_dim) return -1;
-    g->ref_rms = rms_of(g->ref, g->n_out);
+    if (!(g->ref = tu_st_floats(g->st, "out", &g->n_out)) || g->n_out != (size_t)g->N * (size_t)cf->out_dim) return -1;
+    g->ref_rms = tu_rms(g->ref, g->n_out);
     return 0;
 }
 
@@ -263,7 +227,7 @@ static double run_forward(cq_qimage *m, const qcase *g, float *out) {
     cq_qimage_layout lay = layout_of(g);
     cq_status s = cq_qimage_forward(m, &lay, g->txt, g->img, g->t, out);
     if (s != CQ_OK) fail_msg("%s: %s", g->name, cq_last_error());
-    return rel_err(out, g->ref, g->n_out, g->ref_rms);
+    return tu_max_rel(out, g->ref, g->n_out, g->ref_rms);
 }
 
 /* ---- the golden cases with their taps ------------------------------------------------------------ */
@@ -289,10 +253,10 @@ static void on_tap(void *user, const char *name, const cq_tensor *t) {
         return;
     }
     size_t nr;
-    float *ref = st_floats(k->g->st, name, &nr);
+    float *ref = tu_st_floats(k->g->st, name, &nr);
     if (!ref) fail_msg("%s: the golden case has no tap '%s'", k->g->name, name);
     if (nr != n) fail_msg("%s: tap %s has %zu values, the reference %zu", k->g->name, name, n, nr);
-    double e = rel_err(got, ref, n, rms_of(ref, n));
+    double e = tu_max_rel(got, ref, n, tu_rms(ref, n));
     if (!(e <= k->bound)) fail_msg("%s: tap %s differs by %.3e of its RMS (bound %.1e)", k->g->name, name, e, k->bound);
     if (!(e <= k->worst)) {
         k->worst = e;
@@ -311,7 +275,7 @@ static void check_rope(const tap_check *k, int half) {
     for (int part = 0; part < 2; part++) {
         const size_t r0 = part ? (size_t)g->L : 0, nr = part ? (size_t)g->N : (size_t)g->L;
         size_t n;
-        float *ref = st_floats(g->st, rn[part], &n);
+        float *ref = tu_st_floats(g->st, rn[part], &n);
         if (!ref || n != nr * (size_t)half * 2) fail_msg("%s: %s missing or not [%zu, %d, 2]", g->name, rn[part], nr, half);
         double worst = 0;
         for (size_t i = 0; i < nr; i++)
@@ -341,7 +305,7 @@ static void test_golden_taps(void **state) {
         /* txt_embed, temb, img_mod_0, txt_mod_0, img_embed, norm_out, two per block */
         assert_int_equal(k.checked, 6 + 2 * cf->num_layers);
         check_rope(&k, cf->head_dim / 2);
-        double e = rel_err(out, g->ref, g->n_out, g->ref_rms);
+        double e = tu_max_rel(out, g->ref, g->n_out, g->ref_rms);
         print_message("%-14s %d image(s) %3d tokens L=%d%s t=%.3f  out max|err|/RMS %.3e (bound %.1e); worst tap %s "
                       "%.3e\n", g->name, g->n_images, g->N, g->L, g->mask ? " masked" : "", (double)g->t, e, k.bound,
                       k.worst_name, k.worst);
@@ -417,7 +381,7 @@ static void test_steps(void **state) {
     if (s1.device_allocs != s0.device_allocs || s1.mem_in_use != s0.mem_in_use) fail_msg("steps allocated device memory");
     /* the timestep matters: another t is far from the reference */
     assert_int_equal(cq_qimage_step(m, ca, a->img, 0.2f, va), CQ_OK);
-    assert_true(rel_err(va, a->ref, a->n_out, a->ref_rms) > 1e-2);
+    assert_true(tu_max_rel(va, a->ref, a->n_out, a->ref_rms) > 1e-2);
     cq_qimage_cond_free(ca);
     cq_qimage_cond_free(cb);
     /* the denoiser interface on a text-to-image case: a target of (lat_h / 2) x (lat_w / 2) tokens */
@@ -430,10 +394,10 @@ static void test_steps(void **state) {
     assert_non_null(ve);
     assert_int_equal(dn.prepare(dn.self, e->txt, e->L, 2 * e->shapes[0][1], 2 * e->shapes[0][2], &cd), CQ_OK);
     assert_int_equal(dn.step(dn.self, cd, e->img, e->t, ve), CQ_OK);
-    double de = rel_err(ve, e->ref, e->n_out, e->ref_rms);
+    double de = tu_max_rel(ve, e->ref, e->n_out, e->ref_rms);
     if (!(de <= case_bound(e))) fail_msg("denoiser: %.3e", de);
     dn.cond_free(dn.self, cd);
-    expect_err(dn.prepare(dn.self, e->txt, e->L, 7, 8, &cd), CQ_ERR_SHAPE, "7x8 latent");
+    tu_expect_err(dn.prepare(dn.self, e->txt, e->L, 7, 8, &cd), CQ_ERR_SHAPE, "7x8 latent");
     assert_null(cd);
     free(fa);
     free(fb);
@@ -467,19 +431,19 @@ static void test_bad_input(void **state) {
     assert_int_equal(pos[21][1], -1);
     assert_int_equal(pos[24][2], 0);
     sh[1][0] = 2;
-    expect_err(cq_qimage_layout_sizes(&lay, NULL, NULL), CQ_ERR_UNSUPPORTED, "img_shapes[1] has 2 frames");
+    tu_expect_err(cq_qimage_layout_sizes(&lay, NULL, NULL), CQ_ERR_UNSUPPORTED, "img_shapes[1] has 2 frames");
     sh[1][0] = 1;
     sh[0][1] = 0;
-    expect_err(cq_qimage_layout_sizes(&lay, NULL, NULL), CQ_ERR_SHAPE, "not a valid token grid");
+    tu_expect_err(cq_qimage_layout_sizes(&lay, NULL, NULL), CQ_ERR_SHAPE, "not a valid token grid");
     sh[0][1] = 8000; /* offset 4000: 96 text rows fit, 97 do not */
     lay.n_txt = 96;
     assert_int_equal(cq_qimage_layout_sizes(&lay, NULL, NULL), CQ_OK);
     lay.n_txt = 97;
-    expect_err(cq_qimage_layout_sizes(&lay, NULL, NULL), CQ_ERR_SHAPE, "reach RoPE position 4096");
+    tu_expect_err(cq_qimage_layout_sizes(&lay, NULL, NULL), CQ_ERR_SHAPE, "reach RoPE position 4096");
     lay.n_txt = 0;
-    expect_err(cq_qimage_layout_sizes(&lay, NULL, NULL), CQ_ERR_SHAPE, "0 text rows");
+    tu_expect_err(cq_qimage_layout_sizes(&lay, NULL, NULL), CQ_ERR_SHAPE, "0 text rows");
     lay.n_images = 0;
-    expect_err(cq_qimage_layout_sizes(&lay, NULL, NULL), CQ_ERR_INVALID_ARG, "1 .. 16 images");
+    tu_expect_err(cq_qimage_layout_sizes(&lay, NULL, NULL), CQ_ERR_INVALID_ARG, "1 .. 16 images");
     /* non-finite inputs, named with their row */
     cq_qimage_layout gl = layout_of(g);
     size_t tn = (size_t)g->L * cf->joint_dim, in = (size_t)g->N * cf->in_channels;
@@ -489,18 +453,18 @@ static void test_bad_input(void **state) {
     memcpy(img, g->img, in * sizeof(float));
     txt[3 * cf->joint_dim + 5] = NAN;
     cq_qimage_cond *c = (cq_qimage_cond *)&c;
-    expect_err(cq_qimage_prepare(m, &gl, txt, &c), CQ_ERR_NUMERIC, "text row 3");
+    tu_expect_err(cq_qimage_prepare(m, &gl, txt, &c), CQ_ERR_NUMERIC, "text row 3");
     assert_null(c);
     assert_int_equal(cq_qimage_prepare(m, &gl, g->txt, &c), CQ_OK);
     img[2 * cf->in_channels + 1] = INFINITY;
-    expect_err(cq_qimage_step(m, c, img, 0.5f, out), CQ_ERR_NUMERIC, "image tokens row 2");
-    expect_err(cq_qimage_step(m, c, g->img, 1.5f, out), CQ_ERR_INVALID_ARG, "outside [0, 1]");
-    expect_err(cq_qimage_step(m, c, g->img, NAN, out), CQ_ERR_INVALID_ARG, "outside [0, 1]");
-    expect_err(cq_qimage_step(m, c, NULL, 0.5f, out), CQ_ERR_INVALID_ARG, "image tokens");
-    expect_err(cq_qimage_step(g_m[Q_F32][1 - g->model], c, g->img, 0.5f, out), CQ_ERR_INVALID_ARG, "this model");
+    tu_expect_err(cq_qimage_step(m, c, img, 0.5f, out), CQ_ERR_NUMERIC, "image tokens row 2");
+    tu_expect_err(cq_qimage_step(m, c, g->img, 1.5f, out), CQ_ERR_INVALID_ARG, "outside [0, 1]");
+    tu_expect_err(cq_qimage_step(m, c, g->img, NAN, out), CQ_ERR_INVALID_ARG, "outside [0, 1]");
+    tu_expect_err(cq_qimage_step(m, c, NULL, 0.5f, out), CQ_ERR_INVALID_ARG, "image tokens");
+    tu_expect_err(cq_qimage_step(g_m[Q_F32][1 - g->model], c, g->img, 0.5f, out), CQ_ERR_INVALID_ARG, "this model");
     /* errors leave the conditioning usable */
     assert_int_equal(cq_qimage_step(m, c, g->img, g->t, out), CQ_OK);
-    assert_true(rel_err(out, g->ref, g->n_out, g->ref_rms) <= case_bound(g));
+    assert_true(tu_max_rel(out, g->ref, g->n_out, g->ref_rms) <= case_bound(g));
     cq_qimage_cond_free(c);
     cq_qimage_cond_free(NULL);
     cq_qimage_free(NULL);
@@ -551,8 +515,8 @@ static void test_bad_config(void **state) {
         assert_int_equal(cq_cmf_open(out, &cmf), CQ_OK);
         cq_qimage_config c;
         cq_qimage *m = (cq_qimage *)&m;
-        expect_err(cq_qimage_parse_config(cmf, "dit.", &c), cfgs[i].want, cfgs[i].needle);
-        expect_err(cq_qimage_load(cmf, "dit.", g_be, &m), cfgs[i].want, cfgs[i].needle);
+        tu_expect_err(cq_qimage_parse_config(cmf, "dit.", &c), cfgs[i].want, cfgs[i].needle);
+        tu_expect_err(cq_qimage_load(cmf, "dit.", g_be, &m), cfgs[i].want, cfgs[i].needle);
         assert_null(m);
         cq_cmf_close(cmf);
     }

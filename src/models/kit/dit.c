@@ -78,6 +78,17 @@ void cq_dit_rope_tables_f32(const cq_dit_rope *r, const float *pos, int n, float
         row_table(r, pos + (size_t)i * r->n_axes, cosv + (size_t)i * r->half, sinv + (size_t)i * r->half);
 }
 
+cq_status cq_dit_rope_upload(const cq_dit_rope *r, const int32_t *pos, int n, cq_tensor *cos_t, cq_tensor *sin_t) {
+    const size_t cells = (size_t)n * (size_t)r->half;
+    float *cs = cq_mallocn(2 * cells, sizeof(float));
+    if (!cs) return CQ_ERR_NOMEM;
+    cq_dit_rope_tables(r, pos, n, cs, cs + cells);
+    cq_status s = cq_tensor_upload(cos_t, cs, cells * sizeof(float));
+    if (s == CQ_OK) s = cq_tensor_upload(sin_t, cs + cells, cells * sizeof(float));
+    cq_free(cs);
+    return s;
+}
+
 cq_tensor cq_dit_mod_vec(const cq_dit_mod *m, int row, int which) {
     cq_tensor v;
     int64_t shape[1] = {m->dim};

@@ -61,6 +61,9 @@ void cq_dit_rope_tables(const cq_dit_rope *r, const int32_t *pos, int n, float *
 /* The same at fractional positions pos[n][n_axes] (an integer position gives what cq_dit_rope_tables gives). */
 void cq_dit_rope_tables_f32(const cq_dit_rope *r, const float *pos, int n, float *cosv, float *sinv);
 
+/* The tables of rows at pos[n][n_axes] into the F32 tensors cos_t / sin_t [n, half] (device or host). */
+cq_status cq_dit_rope_upload(const cq_dit_rope *r, const int32_t *pos, int n, cq_tensor *cos_t, cq_tensor *sin_t);
+
 /* ---- modulation over row groups ------------------------------------------------------- */
 /* A run of consecutive rows that read one row of the modulation table. */
 typedef struct cq_dit_group {
