@@ -384,6 +384,19 @@ static void test_steps(void **state) {
     assert_true(tu_max_rel(va, a->ref, a->n_out, a->ref_rms) > 1e-2);
     cq_qimage_cond_free(ca);
     cq_qimage_cond_free(cb);
+    /* the mask and zero_cond_t matter: without the mask, or the zero_cond_t case on the plain model, the
+     * output is far from the reference */
+    cq_qimage_layout lu = lb;
+    lu.txt_mask = NULL;
+    assert_int_equal(cq_qimage_forward(m, &lu, b->txt, b->img, b->t, vb), CQ_OK);
+    assert_true(tu_max_rel(vb, b->ref, b->n_out, b->ref_rms) > 1e-2);
+    const qcase *z = find_case("zero_cond");
+    float *vz = malloc(z->n_out * sizeof(float));
+    assert_non_null(vz);
+    cq_qimage_layout lz = layout_of(z);
+    assert_int_equal(cq_qimage_forward(g_m[Q_F32][M_PLAIN], &lz, z->txt, z->img, z->t, vz), CQ_OK);
+    assert_true(tu_max_rel(vz, z->ref, z->n_out, z->ref_rms) > 1e-2);
+    free(vz);
     /* the denoiser interface on a text-to-image case: a target of (lat_h / 2) x (lat_w / 2) tokens */
     const qcase *e = find_case("even");
     cq_qimage *me = g_m[Q_F32][e->model];
