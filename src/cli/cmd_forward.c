@@ -7,7 +7,10 @@
  *    cached path (prefill + step) runs, --no-cache runs the whole joint
  *    sequence at once;
  *  - Z-Image: x, cap_feats, t -> `out` (models/zimage_inputs.h), prepare and
- *    one step.
+ *    one step;
+ *  - Qwen-Image: hidden_states, encoder_hidden_states (and its mask),
+ *    timestep, img_shapes -> `out` (models/qimage_inputs.h), prepare and one
+ *    step.
  */
 #include <stdio.h>
 #include <string.h>
@@ -18,6 +21,8 @@
 #include "models/qi21.h"
 #include "models/qi21_inputs.h"
 #include "models/kit/config.h"
+#include "models/qimage.h"
+#include "models/qimage_inputs.h"
 #include "models/zimage.h"
 #include "models/zimage_inputs.h"
 #include "ops/ops.h"
@@ -29,8 +34,8 @@ static void help(void) {
         "\n"
         "Run the denoiser of MODEL once on the tensors of IN and write its output to OUT. MODEL is a\n"
         "pipeline pack or a bare transformer converted with `cortiq convert` (tensors dit.*, config\n"
-        "dit.config_json): Qwen-Image-2.1 (QwenImage21Transformer2DModel) or Z-Image\n"
-        "(ZImageTransformer2DModel).\n"
+        "dit.config_json): Qwen-Image-2.1 (QwenImage21Transformer2DModel), Qwen-Image\n"
+        "(QwenImageTransformer2DModel) or Z-Image (ZImageTransformer2DModel).\n"
         "\n"
         "Qwen-Image-2.1: IN holds (names as the reference forward's arguments; each may have a\n"
         "leading batch of 1):\n"
@@ -53,11 +58,21 @@ static void help(void) {
         "OUT gets:\n"
         "  out                    f32, x's shape: the model's raw output (the pipeline negates it)\n"
         "\n"
+        "Qwen-Image: IN holds (each may have a leading batch of 1)\n"
+        "  hidden_states          f32 [N, in_channels]  packed 2x2 tokens: the target's, then each\n"
+        "                         condition image's\n"
+        "  encoder_hidden_states  f32 [L, joint_attention_dim]  the text rows\n"
+        "  encoder_hidden_states_mask  optional [L]  nonzero at valid rows (f32, u8, bool, i32, i64)\n"
+        "  timestep               f32 [1]  sigma in [0, 1]\n"
+        "  img_shapes             i32 [k, 3]  (frame, height, width) in tokens, the target first\n"
+        "OUT gets:\n"
+        "  out                    f32 [N, 4 out_channels]  proj_out for every token\n"
+        "\n"
         "options:\n"
         "  -i, --inputs FILE   the input tensors\n"
         "  -o, --output FILE   where to write the velocity (safetensors)\n"
         "  --no-cache          Qwen-Image-2.1: run the whole joint sequence at once instead of prefill +\n"
-        "                      step (Z-Image has one path: the caption is prepared, then one step)\n"
+        "                      step (Z-Image and Qwen-Image have one path: prepare, then one step)\n"
         "  --threads N         worker threads (default: CORTIQ_THREADS or all cores)\n"
         "  --backend NAME      cpu (default), ref (the plain-C reference ops; slow), cuda[:N] or vulkan[:N]\n"
         "  --no-verify         do not check each tensor's hash when it is first read (the header and\n"
@@ -119,14 +134,49 @@ static const char *find_prefix(const cq_cmf *cmf) {
     return cq_cmf_find(cmf, "dit.config_json") || !cq_cmf_find(cmf, "config_json") ? "dit." : "";
 }
 
-/* Whether the denoiser config names Z-Image's class. */
-static bool is_zimage(const cq_cmf *cmf, const char *prefix) {
+/* Whether the denoiser config names the class `cls`. */
+static bool is_class(const cq_cmf *cmf, const char *prefix, const char *cls) {
     cJSON *j = NULL;
     if (cq_cfg_open(cmf, prefix, "forward", &j) != CQ_OK) return false;
-    const cJSON *cls = cJSON_GetObjectItemCaseSensitive(j, "_class_name");
-    bool z = cJSON_IsString(cls) && strcmp(cls->valuestring, "ZImageTransformer2DModel") == 0;
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(j, "_class_name");
+    bool z = cJSON_IsString(c) && strcmp(c->valuestring, cls) == 0;
     cJSON_Delete(j);
     return z;
+}
+
+static cq_status run_qimage(const fwd_opts *o, cq_backend *be, cq_cmf *cmf, cq_st *st, const char **what) {
+    cq_qimage *m = NULL;
+    cq_qimage_inputs in = {0};
+    float *out = NULL;
+    cq_st_writer *w = NULL;
+    *what = "loading the model";
+    cq_status s = cq_qimage_load(cmf, find_prefix(cmf), be, &m);
+    const cq_qimage_config *cfg = s == CQ_OK ? cq_qimage_get_config(m) : NULL;
+    if (s == CQ_OK) {
+        *what = "reading the inputs";
+        s = cq_qimage_inputs_read(st, cfg, &in);
+    }
+    if (s == CQ_OK && !(out = cq_mallocn((size_t)in.n_img * (size_t)cfg->out_dim, sizeof(float)))) s = CQ_ERR_NOMEM;
+    double t0 = cq_now();
+    if (s == CQ_OK) {
+        *what = "running the denoiser";
+        s = cq_qimage_forward(m, &in.layout, in.txt, in.img, in.t, out);
+    }
+    double t1 = cq_now();
+    if (s == CQ_OK) {
+        *what = "writing the output";
+        const uint64_t shape[2] = {(uint64_t)in.n_img, (uint64_t)cfg->out_dim};
+        s = cq_st_writer_create(&w);
+        if (s == CQ_OK) s = cq_st_writer_add_f32(w, "out", 2, shape, out);
+        if (s == CQ_OK) s = cq_st_writer_save(w, o->output);
+        if (s == CQ_OK)
+            printf("out [%d, %d] -> %s (%s: %.3f s)\n", in.n_img, cfg->out_dim, o->output, cq_backend_name(be), t1 - t0);
+    }
+    cq_st_writer_free(w);
+    cq_free(out);
+    cq_qimage_inputs_free(&in);
+    cq_qimage_free(m);
+    return s;
 }
 
 static cq_status run_zimage(const fwd_opts *o, cq_backend *be, cq_cmf *cmf, cq_st *st, const char **what) {
@@ -165,10 +215,11 @@ static cq_status run_zimage(const fwd_opts *o, cq_backend *be, cq_cmf *cmf, cq_s
 }
 
 static cq_status run(const fwd_opts *o, cq_backend *be, cq_cmf *cmf, cq_st *st, const char **what) {
-    if (is_zimage(cmf, find_prefix(cmf))) {
-        if (o->no_cache) return cq_fail(CQ_ERR_INVALID_ARG, "--no-cache applies to Qwen-Image-2.1 packs only");
-        return run_zimage(o, be, cmf, st, what);
-    }
+    const bool z = is_class(cmf, find_prefix(cmf), "ZImageTransformer2DModel");
+    const bool q = !z && is_class(cmf, find_prefix(cmf), "QwenImageTransformer2DModel");
+    if ((z || q) && o->no_cache) return cq_fail(CQ_ERR_INVALID_ARG, "--no-cache applies to Qwen-Image-2.1 packs only");
+    if (z) return run_zimage(o, be, cmf, st, what);
+    if (q) return run_qimage(o, be, cmf, st, what);
     cq_qi21 *m = NULL;
     cq_qi21_cache *c = NULL;
     cq_qi21_inputs in = {0};

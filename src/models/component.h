@@ -18,6 +18,7 @@
  * Qwen-Image-2.1 implements the first three (models/qi21.c, qi21_vae.c with
  * models/qwen3_text.c for its text tower), Qwen3 the last (models/qwen3.c);
  * Qwen-Image's VAE (qi21_vae.c too) is a latent codec;
+ * the Qwen-Image (v1) DiT is a denoiser (models/qimage.c);
  * the Flux VAE (models/flux_vae.c, Z-Image's) is a latent codec.
  */
 #ifndef CQ_MODELS_COMPONENT_H

@@ -423,11 +423,6 @@ static cq_status rows_build(const cq_qi21_layout *lay, qi21_rows *r) {
     return CQ_OK;
 }
 
-/* cos/sin tables [n][head_dim/2] for rows with positions pos[n][3]. */
-static void rope_tables(const cq_qi21 *m, const int32_t *pos, int n, float *cosv, float *sinv) {
-    cq_dit_rope_tables(&m->rope, pos, n, cosv, sinv);
-}
-
 /* ------------------------------------------------------------------------ */
 /* Modulation                                                               */
 /* ------------------------------------------------------------------------ */
@@ -550,14 +545,8 @@ static cq_status scratch_alloc(cq_qi21 *m, qi21_scratch *s, int64_t n, bool with
 }
 
 static cq_status upload_rows_meta(cq_qi21 *m, qi21_scratch *s, const int32_t *pos, const int32_t *vis, int n) {
-    int half = m->cfg.head_dim / 2;
-    float *cs = cq_mallocn((size_t)n * half * 2, sizeof(float));
-    if (!cs) return CQ_ERR_NOMEM;
-    rope_tables(m, pos, n, cs, cs + (size_t)n * half);
-    cq_status st = cq_tensor_upload(&s->cos_t, cs, (size_t)n * half * sizeof(float));
-    if (st == CQ_OK) st = cq_tensor_upload(&s->sin_t, cs + (size_t)n * half, (size_t)n * half * sizeof(float));
+    cq_status st = cq_dit_rope_upload(&m->rope, pos, n, &s->cos_t, &s->sin_t);
     if (st == CQ_OK && vis) st = cq_tensor_upload(&s->vis, vis, (size_t)n * sizeof(int32_t));
-    cq_free(cs);
     return st;
 }
 
@@ -583,7 +572,7 @@ static cq_status modulated_ln(cq_qi21 *m, const qi21_pass *p, int which) {
     cq_dit_mod t = mod_table(m, p->mod);
     qi21_scratch *s = p->s;
     cq_tensor *y = normed_f32(s);
-    CQ_TRY(cq_dit_modulated_ln(m->be, p->groups, p->n_groups, y, &s->x, &t, which, m->cfg.eps));
+    CQ_TRY(cq_dit_modulated_ln(m->be, p->groups, p->n_groups, y, &s->x, &t, which, -1, m->cfg.eps));
     return y == &s->h ? CQ_OK : cq_op_copy(m->be, &s->h, y);
 }
 
@@ -591,7 +580,7 @@ static cq_status modulated_ln(cq_qi21 *m, const qi21_pass *p, int which) {
 static cq_status gated_proj(cq_qi21 *m, const qi21_pass *p, cq_tensor *x, const cq_tensor *in, const cq_tensor *w,
                             int which) {
     cq_dit_mod t = mod_table(m, p->mod);
-    return cq_dit_gated_proj(m->be, p->groups, p->n_groups, x, in, w, &t, which);
+    return cq_dit_gated_proj(m->be, p->groups, p->n_groups, x, in, w, NULL, &t, which);
 }
 
 static cq_status run_blocks(cq_qi21 *m, const qi21_pass *p) {

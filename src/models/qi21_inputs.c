@@ -10,26 +10,14 @@
 #include <math.h>
 #include <string.h>
 
-#include "codec/codec.h"
+#include "models/kit/inputs.h"
 
 /* Largest vision-language sequence accepted (keeps every row count an int). */
 #define QI21_MAX_VLM (1 << 22)
 
-/* Find `name`, check its rank is `rank` (plus an optional leading 1), and
- * return its logical dims in dims[0..rank). */
+/* `name` of logical rank `rank` (plus an optional leading 1), required (models/kit/inputs.h). */
 static cq_status get(const cq_st *st, const char *name, int rank, uint64_t *dims, const cq_st_tensor **out) {
-    const cq_st_tensor *t = cq_st_find(st, name);
-    if (!t) return cq_fail(CQ_ERR_MISSING, "input tensor '%s' is missing", name);
-    int off = t->ndim - rank;
-    if (off == 1 && t->shape[0] != 1)
-        return cq_fail(CQ_ERR_SHAPE, "input tensor '%s': batch dimension is %llu; only a batch of 1 is supported", name,
-                       (unsigned long long)t->shape[0]);
-    if (off != 0 && off != 1)
-        return cq_fail(CQ_ERR_SHAPE, "input tensor '%s' has %d dimensions, expected %d (or %d with a leading batch of 1)",
-                       name, t->ndim, rank, rank + 1);
-    for (int d = 0; d < rank; d++) dims[d] = t->shape[off + d];
-    *out = t;
-    return CQ_OK;
+    return cq_in_tensor(st, name, rank, true, dims, out);
 }
 
 static cq_status need_f32(const cq_st_tensor *t) {
@@ -43,16 +31,6 @@ static cq_status need_f32(const cq_st_tensor *t) {
 static cq_status read_floats(const cq_st_tensor *t, float **out) {
     CQ_TRY(need_f32(t));
     return cq_st_read_all_f32(t, out);
-}
-
-/* Element i of an integer (or bool) tensor as int64. */
-static int64_t int_at(const cq_st_tensor *t, uint64_t i) {
-    const uint8_t *p = t->data;
-    switch (t->dtype) {
-    case CQ_ST_I64: return (int64_t)cq_rd64(p + 8 * i);
-    case CQ_ST_I32: return (int32_t)cq_rd32(p + 4 * i);
-    default: return p[i]; /* U8, BOOL */
-    }
 }
 
 cq_status cq_qi21_inputs_read(const cq_st *st, const cq_qi21_config *cfg, cq_qi21_inputs *out) {
@@ -72,7 +50,7 @@ cq_status cq_qi21_inputs_read(const cq_st *st, const cq_qi21_config *cfg, cq_qi2
     out->img_mask = cq_malloc((size_t)dm[0]);
     if (!out->img_mask) return CQ_ERR_NOMEM;
     for (uint64_t i = 0; i < dm[0]; i++) {
-        int64_t v = int_at(tm, i);
+        int64_t v = cq_in_int_at(tm, i);
         if (v != 0 && v != 1) {
             s = cq_fail(CQ_ERR_INVALID_ARG, "input tensor 'img_mask': element %llu is %lld, expected 0 or 1",
                         (unsigned long long)i, (long long)v);
@@ -99,7 +77,7 @@ cq_status cq_qi21_inputs_read(const cq_st *st, const cq_qi21_config *cfg, cq_qi2
         goto fail;
     }
     for (uint64_t i = 0; i < 3 * ds[0]; i++) {
-        int64_t v = int_at(ts, i);
+        int64_t v = cq_in_int_at(ts, i);
         if (v < 0 || v > 1 << 20) {
             s = cq_fail(CQ_ERR_INVALID_ARG, "input tensor 'img_shapes': row %llu holds %lld, outside [0, %d]",
                         (unsigned long long)(i / 3), (long long)v, 1 << 20);

@@ -13,6 +13,7 @@
 #include "models/kit/tensors.h"
 #include "models/qi21.h"
 #include "models/qi21_vae.h"
+#include "models/qimage.h"
 #include "models/qwen3.h"
 #include "models/zimage.h"
 
@@ -20,6 +21,9 @@
 cq_status cq_qi21_tensors(const cq_qi21_config *c, const char *prefix, cq_tt_list *out);
 /* The sinusoidal timestep features the denoiser's first Linear reads. */
 #define CQ_QI21_TIMESTEP_CHANNELS 256
+
+/* The Qwen-Image (v1) denoiser's tensors, names under `prefix` ("dit."). */
+cq_status cq_qimage_tensors(const cq_qimage_config *c, const char *prefix, cq_tt_list *out);
 
 /* The Z-Image denoiser's tensors, names under `prefix` ("dit."). */
 cq_status cq_zimage_tensors(const cq_zimage_config *c, const char *prefix, cq_tt_list *out);
@@ -69,7 +73,7 @@ cq_status cq_flux_vae_tensors(const cq_flux_vae_config *c, const char *prefix, c
 
 /* Check every component of a known architecture in the pack against its
  * table (tables_check.c): the image pipeline's dit. / te. / vae., a lone
- * denoiser (Qwen-Image-2.1 or Z-Image) or VAE, a Qwen3 language model. Findings go to note; the counts
+ * denoiser (Qwen-Image-2.1, Qwen-Image or Z-Image) or VAE, a Qwen3 language model. Findings go to note; the counts
  * add up in *rep; *n_checked receives the number of components checked (0:
  * no known architecture). */
 cq_status cq_tables_check_pack(const cq_cmf *cmf, cq_tt_note_fn note, void *user, cq_tt_report *rep, int *n_checked);

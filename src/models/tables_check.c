@@ -56,11 +56,15 @@ cq_status cq_tables_check_pack(const cq_cmf *cmf, cq_tt_note_fn note, void *user
         /* each denoiser's config reader refuses another's class (CQ_ERR_UNSUPPORTED): at most one matches */
         cq_qi21_config c;
         cq_zimage_config z;
+        cq_qimage_config qi;
         cq_tt_list t = {0};
         if (usable(cq_qi21_parse_config(cmf, "dit.", &c), "qi21", note, user))
             CQ_TRY(check_list("qi21", &t, cq_qi21_tensors(&c, "dit.", &t), cmf, "dit.", note, user, rep, n_checked));
         else if (usable(cq_zimage_parse_config(cmf, "dit.", &z), "zimage", note, user))
             CQ_TRY(check_list("zimage", &t, cq_zimage_tensors(&z, "dit.", &t), cmf, "dit.", note, user, rep,
+                              n_checked));
+        else if (usable(cq_qimage_parse_config(cmf, "dit.", &qi), "qimage", note, user))
+            CQ_TRY(check_list("qimage", &t, cq_qimage_tensors(&qi, "dit.", &t), cmf, "dit.", note, user, rep,
                               n_checked));
     }
     if (cq_cmf_find(cmf, "vae.config_json")) {

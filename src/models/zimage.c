@@ -329,13 +329,9 @@ void cq_zimage_positions(const cq_zimage_layout *lay, int32_t *pos) {
     }
 }
 
-/* Inputs must be finite: a NaN would spread through attention to every row, far from its cause. */
+/* Inputs must be finite (models/kit/dit.h). */
 static cq_status check_finite(const char *what, const float *x, size_t rows, size_t cols) {
-    for (size_t r = 0; r < rows; r++)
-        for (size_t i = 0; i < cols; i++)
-            if (!isfinite(x[r * cols + i]))
-                return cq_fail(CQ_ERR_NUMERIC, "zimage: %s row %zu holds a non-finite value (column %zu)", what, r, i);
-    return CQ_OK;
+    return cq_dit_check_finite("zimage", what, x, rows, cols);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -448,19 +444,11 @@ static cq_status cond_alloc(cq_zimage *m, cq_zimage_cond *c) {
 
 /* The RoPE tables of the joint sequence into cos_t / sin_t. */
 static cq_status rope_upload(cq_zimage *m, cq_zimage_cond *c) {
-    const int half = m->cfg.head_dim / 2;
-    const size_t R = (size_t)c->rows;
-    int32_t *pos = cq_mallocn(R * 3, sizeof(int32_t));
-    float *cs = cq_mallocn(R * (size_t)half * 2, sizeof(float));
-    cq_status s = pos && cs ? CQ_OK : CQ_ERR_NOMEM;
-    if (s == CQ_OK) {
-        cq_zimage_positions(&c->lay, pos);
-        cq_dit_rope_tables(&m->rope, pos, (int)R, cs, cs + R * half);
-        s = cq_tensor_upload(&c->cos_t, cs, R * half * sizeof(float));
-    }
-    if (s == CQ_OK) s = cq_tensor_upload(&c->sin_t, cs + R * half, R * half * sizeof(float));
+    int32_t *pos = cq_mallocn((size_t)c->rows * 3, sizeof(int32_t));
+    if (!pos) return CQ_ERR_NOMEM;
+    cq_zimage_positions(&c->lay, pos);
+    cq_status s = cq_dit_rope_upload(&m->rope, pos, (int)c->rows, &c->cos_t, &c->sin_t);
     cq_free(pos);
-    cq_free(cs);
     return s;
 }
 

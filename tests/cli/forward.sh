@@ -3,8 +3,9 @@
 # (exit 2), the tiny golden denoiser converted with `cortiq convert` and run
 # on one golden case both ways (cached and --no-cache), each output checked
 # against the reference velocity (max |err| / RMS(ref) <= 1e-4, computed with
-# od + awk from the raw safetensors bytes, independent of cortiq), and
-# failures (exit 1) that name what is wrong.
+# od + awk from the raw safetensors bytes, independent of cortiq), the tiny
+# Qwen-Image denoiser on its masked golden case (when tests/golden/qimage is
+# there), and failures (exit 1) that name what is wrong.
 # Usage: bash forward.sh <cortiq> <scratch-dir>
 set -u
 CQ=$1
@@ -25,10 +26,11 @@ floats() {
     od -A n -t f4 -v -j $((8 + hlen + a)) -N $((b - a)) "$f" | tr -s ' ' '\n' | grep -v '^$'
 }
 
-# check OUT: velocity of OUT vs the case's reference
+# check OUT [TENSOR CASE]: TENSOR (velocity) of OUT vs the same tensor of CASE (the Qwen-Image-2.1 case)
 check() {
-    floats "$1" velocity >"$W/got" || { fail "$1 has no velocity"; return; }
-    floats "$CASE" velocity >"$W/want"
+    local t=${2:-velocity} c=${3:-$CASE}
+    floats "$1" "$t" >"$W/got" || { fail "$1 has no $t"; return; }
+    floats "$c" "$t" >"$W/want"
     local n
     n=$(wc -l <"$W/want")
     [ "$(wc -l <"$W/got")" -eq "$n" ] || { fail "$1: $(wc -l <"$W/got") values, expected $n"; return; }
@@ -79,5 +81,19 @@ has err "encoder_hidden_states"
 [ -e "$W/x.safetensors" ] && fail "a failed forward left an output file"
 expect 1 "$CQ" forward "$W/tiny_a.cmf" --inputs "$W/tiny_a.cmf" --output "$W/x.safetensors"
 has err "tiny_a.cmf"
+
+# ---- Qwen-Image: a text mask with a hole ----
+QG=$(dirname "$0")/../golden/qimage
+if [ -d "$QG" ]; then
+    QCASE=$QG/cases/mask.safetensors
+    expect 0 "$CQ" convert "$QG/dit" -o "$W/qimage.cmf" --quant f32 -q
+    expect 0 "$CQ" forward "$W/qimage.cmf" --inputs "$QCASE" --output "$W/qimage.safetensors"
+    has out "out \[8, 64\]"
+    check "$W/qimage.safetensors" out "$QCASE"
+    expect 1 "$CQ" forward "$W/qimage.cmf" --inputs "$QCASE" --output "$W/x.safetensors" --no-cache
+    has err "Qwen-Image-2.1 packs only"
+    expect 1 "$CQ" forward "$W/qimage.cmf" --inputs "$CASE" --output "$W/x.safetensors"
+    has err "encoder_hidden_states"
+fi
 
 finish "forward"

@@ -144,17 +144,33 @@ static void test_modulation_groups(void **st) {
     assert_int_equal(v.shape[0], 2);
     assert_int_equal(v.ndim, 1);
     /* LN([1, 3]) = [-1, 1] -> x (1 + [0.5, 0]); LN([2, 2]) = 0; LN([0, 4]) = [-1, 1] -> x (1 + [-1, 1]) */
-    assert_int_equal(cq_dit_modulated_ln(be, g, 2, &y, &x, &m, 0, 1e-6f), CQ_OK);
+    assert_int_equal(cq_dit_modulated_ln(be, g, 2, &y, &x, &m, 0, -1, 1e-6f), CQ_OK);
     float out[6];
     assert_int_equal(cq_tensor_download(&y, out, sizeof out), CQ_OK);
     const double wy[6] = {-1.5, 1, 0, 0, 0, 2};
     near(out, wy, 6, 2e-6);
     /* x += gate ⊙ (in · wᵀ): in · wᵀ = [[2, 0], [0, 3], [2, 3]], gates [1, 2] | [0.5, 0] | [0.5, 0] */
-    assert_int_equal(cq_dit_gated_proj(be, g, 2, &x, &in, &w, &m, 1), CQ_OK);
+    assert_int_equal(cq_dit_gated_proj(be, g, 2, &x, &in, &w, NULL, &m, 1), CQ_OK);
     assert_int_equal(cq_tensor_download(&x, out, sizeof out), CQ_OK);
     const double wx[6] = {3, 3, 2, 2, 1, 4};
     near(out, wx, 6, 1e-6);
-    cq_tensor *all[] = {&x, &y, &mod, &in, &w};
+    /* with a shift (vector 1: [1, 2] | [0.5, 0]) and a bias [1, -1] */
+    assert_int_equal(cq_dit_modulated_ln(be, g, 2, &y, &x, &m, 0, 1, 1e-6f), CQ_OK);
+    assert_int_equal(cq_tensor_download(&y, out, sizeof out), CQ_OK);
+    /* LN([3, 3]) = 0, LN([2, 2]) = 0, LN([1, 4]) = [-1, 1] -> x (1 + [-1, 1]) */
+    const double wys[6] = {1, 2, 0.5, 0, 0.5, 2};
+    near(out, wys, 6, 2e-6);
+    cq_tensor bias;
+    const int64_t bshape[1] = {2};
+    const float bv[2] = {1, -1};
+    assert_int_equal(cq_tensor_alloc(be, CQ_DTYPE_F32, 1, bshape, &bias), CQ_OK);
+    assert_int_equal(cq_tensor_upload(&bias, bv, sizeof bv), CQ_OK);
+    /* in · wᵀ + b = [[3, -1], [1, 2], [3, 2]] */
+    assert_int_equal(cq_dit_gated_proj(be, g, 2, &x, &in, &w, &bias, &m, 1), CQ_OK);
+    assert_int_equal(cq_tensor_download(&x, out, sizeof out), CQ_OK);
+    const double wxb[6] = {6, 1, 2.5, 2, 2.5, 4};
+    near(out, wxb, 6, 1e-6);
+    cq_tensor *all[] = {&x, &y, &mod, &in, &w, &bias};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) cq_tensor_free(all[i]);
     cq_backend_free(be);
 }

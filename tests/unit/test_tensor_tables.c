@@ -3,7 +3,8 @@
  * and the kit that reads them: the expanded lists, packs generated from them
  * load, and a pack with a missing tensor, a wrong shape or a wrong codec fails
  * with a message naming the tensor and both shapes; the pack check counts
- * missing and unexpected tensors.
+ * missing and unexpected tensors (Qwen-Image-2.1, Qwen-Image, Z-Image, Qwen3,
+ * the VAEs).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -389,6 +390,107 @@ static void test_zimage_bad_packs(void **st) {
     cq_cmf_close(cmf);
 }
 
+/* ---- the Qwen-Image (v1) denoiser ----------------------------------------------------------- */
+/* inner 16 (2 heads x 8), MLP 64, joint 12, 16 channels in, 4 out (16 per token), 2 layers */
+static const char k_qimage_cfg[] =
+    "{\"_class_name\":\"QwenImageTransformer2DModel\",\"patch_size\":2,\"in_channels\":16,\"out_channels\":4,"
+    "\"num_layers\":2,\"attention_head_dim\":8,\"num_attention_heads\":2,\"joint_attention_dim\":12,"
+    "\"axes_dims_rope\":[2,2,4],\"zero_cond_t\":true}";
+
+static cq_cmf *qimage_pack(const char *leaf, const change *ch, cq_qimage_config *c) {
+    const char *names[] = {"dit.config_json"}, *cfgs[] = {k_qimage_cfg};
+    cq_tt_list none = {0};
+    cq_cmf *cfg_only = write_pack("qimage_cfg.cmf", &none, false, names, cfgs, 1, NULL);
+    assert_int_equal(cq_qimage_parse_config(cfg_only, "dit.", c), CQ_OK);
+    cq_cmf_close(cfg_only);
+    cq_tt_list t = {0};
+    assert_int_equal(cq_qimage_tensors(c, "dit.", &t), CQ_OK);
+    cq_cmf *cmf = write_pack(leaf, &t, false, names, cfgs, 1, ch);
+    cq_tt_list_free(&t);
+    return cmf;
+}
+
+static cq_status load_qimage(cq_cmf *cmf, bool run) {
+    cq_backend *be;
+    assert_int_equal(cq_backend_create("cpu", 1, &be), CQ_OK);
+    cq_qimage *m = NULL;
+    cq_status s = cq_qimage_load(cmf, "dit.", be, &m);
+    assert_true((s == CQ_OK) == (m != NULL));
+    if (s == CQ_OK && run) {
+        /* the generated weights run: a 2x3 target and a 1x2 condition image, 3 text rows; finite output */
+        const int32_t shapes[2][3] = {{1, 2, 3}, {1, 1, 2}};
+        const cq_qimage_layout lay = {.n_images = 2, .img_shapes = shapes, .n_txt = 3};
+        float img[8 * 16], txt[3 * 12], out[8 * 16];
+        for (int i = 0; i < 128; i++) img[i] = 0.1f * (float)(i % 7) - 0.3f;
+        for (int i = 0; i < 36; i++) txt[i] = 0.05f * (float)(i % 5);
+        assert_int_equal(cq_qimage_forward(m, &lay, txt, img, 0.5f, out), CQ_OK);
+        for (int i = 0; i < 128; i++) assert_true(isfinite(out[i]));
+    }
+    cq_qimage_free(m);
+    cq_backend_free(be);
+    return s;
+}
+
+static void test_qimage_table(void **st) {
+    (void)st;
+    cq_qimage_config c;
+    cq_cmf *cmf = qimage_pack("qimage.cmf", NULL, &c);
+    assert_int_equal(c.inner, 16);
+    assert_int_equal(c.mlp_hidden, 64);
+    assert_int_equal(c.out_dim, 16);
+    assert_true(c.zero_cond_t);
+    cq_tt_list t = {0};
+    assert_int_equal(cq_qimage_tensors(&c, "dit.", &t), CQ_OK);
+    assert_int_equal(t.n, 13 + 2 * 32); /* top level: 6 Linears and txt_norm; per block: 14 Linears and 4 norms */
+    const cq_tt_entry *e = cq_tt_find(&t, "dit.transformer_blocks.1.txt_mlp.net.2.weight");
+    assert_non_null(e);
+    assert_int_equal(e->shape[0], 16);
+    assert_int_equal(e->shape[1], 64);
+    e = cq_tt_find(&t, "dit.transformer_blocks.0.img_mod.1.bias");
+    assert_int_equal(e->codec, CQ_TT_VECTOR);
+    assert_int_equal(e->shape[0], 96);
+    e = cq_tt_find(&t, "dit.norm_out.linear.weight");
+    assert_int_equal(e->shape[0], 32);
+    e = cq_tt_find(&t, "dit.time_text_embed.timestep_embedder.linear_1.weight");
+    assert_int_equal(e->shape[1], CQ_QIMAGE_TIMESTEP_CHANNELS);
+    e = cq_tt_find(&t, "dit.transformer_blocks.0.attn.norm_added_k.weight");
+    assert_int_equal(e->shape[0], 8);
+    cq_tt_list_free(&t);
+    assert_int_equal(load_qimage(cmf, true), CQ_OK);
+    cq_tt_report rep;
+    int n = -1;
+    assert_int_equal(cq_tables_check_pack(cmf, NULL, NULL, &rep, &n), CQ_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(rep.missing + rep.unexpected + rep.mismatched, 0);
+    cq_cmf_close(cmf);
+}
+
+static void test_qimage_bad_packs(void **st) {
+    (void)st;
+    cq_qimage_config c;
+    change missing = {"dit.transformer_blocks.1.attn.to_add_out.bias", 0, NULL};
+    cq_cmf *cmf = qimage_pack("qimage_missing.cmf", &missing, &c);
+    expect_error(load_qimage(cmf, false), CQ_ERR_MISSING,
+                 (const char *[]){"qimage: tensor 'dit.transformer_blocks.1.attn.to_add_out.bias' [16] is missing", NULL});
+    cq_tt_report rep;
+    int n;
+    assert_int_equal(cq_tables_check_pack(cmf, NULL, NULL, &rep, &n), CQ_OK);
+    assert_int_equal(rep.missing, 1);
+    cq_cmf_close(cmf);
+    change shape = {"dit.txt_in.weight", 1, NULL};
+    cmf = qimage_pack("qimage_shape.cmf", &shape, &c);
+    expect_error(load_qimage(cmf, false), CQ_ERR_SHAPE,
+                 (const char *[]){"qimage: tensor 'dit.txt_in.weight' has shape [16 x 13], the config implies [16 x 12]",
+                                  NULL});
+    assert_int_equal(cq_tables_check_pack(cmf, NULL, NULL, &rep, &n), CQ_OK);
+    assert_int_equal(rep.mismatched, 1);
+    cq_cmf_close(cmf);
+    change codec = {"dit.txt_norm.weight", 2, NULL};
+    cmf = qimage_pack("qimage_codec.cmf", &codec, &c);
+    expect_error(load_qimage(cmf, false), CQ_ERR_DTYPE, (const char *[]){"'dit.txt_norm.weight' is stored as u8", NULL});
+    cq_cmf_close(cmf);
+}
+
 /* ---- the text tower ------------------------------------------------------------------------- */
 static void test_qwen3_pack(void **st) {
     (void)st;
@@ -513,8 +615,9 @@ static void expect_clean(const cq_cmf *cmf, const char *what, int components) {
 static void test_golden_folders_match_tables(void **st) {
     (void)st;
     static const char *const dirs[] = {"qi21/tiny_a",    "qi21/tiny_b",   "vae/vae_a",     "vae/vae_b",
-                                       "qwen3/qwen3_a",  "qwen3/qwen3_b", "qwen3/qwen3vl_a", "qwen3/qwen25vl_a", "zimage/dit_a",
-                                       "zimage/dit_b",   "zimage/vae_a",  "zimage/vae_b",   "zimage/pipeline"};
+                                       "qwen3/qwen3_a",  "qwen3/qwen3_b", "qwen3/qwen3vl_a", "qwen3/qwen25vl_a",
+                                       "zimage/dit_a",   "zimage/dit_b",  "zimage/vae_a",  "zimage/vae_b",
+                                       "zimage/pipeline", "qimage/dit",   "qimage_vae/vae"};
     int done = 0;
     for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
         char src[1024];
@@ -564,6 +667,8 @@ int main(void) {
         cmocka_unit_test(test_qi21_unexpected_tensor),
         cmocka_unit_test(test_zimage_table),
         cmocka_unit_test(test_zimage_bad_packs),
+        cmocka_unit_test(test_qimage_table),
+        cmocka_unit_test(test_qimage_bad_packs),
         cmocka_unit_test(test_qwen3_pack),
         cmocka_unit_test(test_vae_pack),
         cmocka_unit_test(test_golden_folders_match_tables),

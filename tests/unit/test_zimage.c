@@ -89,23 +89,6 @@ static char g_path[Q_COUNT][ZG_MODELS][1200];
 static zcase g_cases[16];
 static int g_n;
 
-/* ---- measures -------------------------------------------------------------------------------------- */
-static double rms_of(const float *x, size_t n) {
-    double s = 0;
-    for (size_t i = 0; i < n; i++) s += (double)x[i] * x[i];
-    return sqrt(s / (double)n);
-}
-
-/* max |a - b| / rms (NaN propagates) */
-static double rel_err(const float *a, const float *b, size_t n, double rms) {
-    double m = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - b[i]);
-        if (!(d <= m)) m = d;
-    }
-    return m / rms;
-}
-
 /* RMS(a - b) / rms */
 static double rms_err(const float *a, const float *b, size_t n, double rms) {
     double s = 0;
@@ -115,25 +98,6 @@ static double rms_err(const float *a, const float *b, size_t n, double rms) {
 
 /* The bound of a case on this run: the host's parity bound, or a quarter of the reference's bf16 error. */
 static double case_bound(const zcase *g) { return g_arg.device ? g->bf16_max_rel / 4 : F32_BOUND; }
-
-static void expect_err(cq_status s, cq_status want, const char *needle) {
-    if (s != want || !strstr(cq_last_error(), needle))
-        fail_msg("expected %s mentioning '%s', got %s: %s", cq_status_str(want), needle, cq_status_str(s),
-                 cq_last_error());
-}
-
-/* A golden tensor as floats (the mapping is not aligned in general); NULL when absent. */
-static float *st_floats(const cq_st *st, const char *name, size_t *n) {
-    const cq_st_tensor *t = cq_st_find(st, name);
-    if (!t || t->dtype != CQ_ST_F32) return NULL;
-    float *f = malloc((size_t)t->nelem * sizeof(float));
-    if (f && cq_st_read_f32(t, 0, t->nelem, f) != CQ_OK) {
-        free(f);
-        return NULL;
-    }
-    *n = (size_t)t->nelem;
-    return f;
-}
 
 /* ---- setup ----------------------------------------------------------------------------------------- */
 static int convert(int q, int m) {
@@ -170,10 +134,10 @@ static int load_case(zcase *g, const cJSON *c) {
     if (!meta || strcmp(meta, k_models[g->model]) != 0) return -1;
     /* the case's inputs through the `cortiq forward` reader */
     if (cq_zimage_inputs_read(g->st, cq_zimage_get_config(g_m[Q_F32][g->model]), &g->in) != CQ_OK) return -1;
-    g->ref = st_floats(g->st, "out", &g->n_out);
+    g->ref = tu_st_floats(g->st, "out", &g->n_out);
     size_t want = (size_t)cq_zimage_get_config(g_m[Q_F32][g->model])->in_channels * g->in.lat_h * g->in.lat_w;
     if (!g->ref || g->n_out != want) return -1;
-    g->ref_rms = rms_of(g->ref, g->n_out);
+    g->ref_rms = tu_rms(g->ref, g->n_out);
     return 0;
 }
 
@@ -263,10 +227,10 @@ static void on_tap(void *user, const char *name, const cq_tensor *t) {
         return;
     }
     size_t nr;
-    float *ref = st_floats(k->g->st, name, &nr);
+    float *ref = tu_st_floats(k->g->st, name, &nr);
     if (!ref) fail_msg("%s: the golden case has no tap '%s'", k->g->name, name);
     if (nr != n) fail_msg("%s: tap %s has %zu values, the reference %zu", k->g->name, name, n, nr);
-    double e = rel_err(got, ref, n, rms_of(ref, n));
+    double e = tu_max_rel(got, ref, n, tu_rms(ref, n));
     if (!(e <= k->bound)) fail_msg("%s: tap %s differs by %.3e of its RMS (bound %.1e)", k->g->name, name, e, k->bound);
     if (!(e <= k->worst)) {
         k->worst = e;
@@ -300,7 +264,7 @@ static void check_rope(const tap_check *k, const cq_zimage_layout *lay, int half
                 fail_msg("%s: %s[%zu][%zu] = %d, the model uses %d", g->name, pn[part], i / 3, i % 3, v, pos[r0 * 3 + i]);
         }
         size_t n;
-        float *ref = st_floats(g->st, rn[part], &n);
+        float *ref = tu_st_floats(g->st, rn[part], &n);
         if (!ref || n != nr * (size_t)half * 2) fail_msg("%s: %s missing or not [%zu, %d, 2]", g->name, rn[part], nr, half);
         double worst = 0;
         for (size_t i = 0; i < nr; i++)
@@ -332,7 +296,7 @@ static void test_golden_taps(void **state) {
         cq_zimage_layout lay;
         assert_int_equal(cq_zimage_layout_for(cf, g->in.n_cap, g->in.lat_h, g->in.lat_w, &lay), CQ_OK);
         check_rope(&k, &lay, cf->head_dim / 2);
-        double e = rel_err(out, g->ref, g->n_out, g->ref_rms);
+        double e = tu_max_rel(out, g->ref, g->n_out, g->ref_rms);
         print_message("%-8s %-5s %2dx%-2d L=%-3d t=%.3f  out max|err|/RMS %.3e (bound %.1e); worst tap %s %.3e\n",
                       g->name, k_models[g->model], g->in.lat_h, g->in.lat_w, g->in.n_cap, (double)g->in.t, e,
                       k.bound, k.worst_name, k.worst);
@@ -347,7 +311,7 @@ static void test_golden_taps(void **state) {
 static double run_forward(cq_zimage *m, const zcase *g, float *out) {
     cq_status s = cq_zimage_forward(m, g->in.latent, g->in.lat_h, g->in.lat_w, g->in.cap, g->in.n_cap, g->in.t, out);
     if (s != CQ_OK) fail_msg("%s: %s", g->name, cq_last_error());
-    return rel_err(out, g->ref, g->n_out, g->ref_rms);
+    return tu_max_rel(out, g->ref, g->n_out, g->ref_rms);
 }
 
 /* The bound of a codec on this run (see k_codec); a device adds its own error. */
@@ -369,7 +333,7 @@ static void check_codec(int q) {
         if (g_cpu) {
             /* the device's own error on the same file */
             run_forward(g_cpu_m[q][g->model], g, oc);
-            double d = rel_err(out, oc, g->n_out, g->ref_rms);
+            double d = tu_max_rel(out, oc, g->n_out, g->ref_rms);
             snprintf(cpu, sizeof cpu, "; vs the CPU %.3e (bound %.1e)", d, case_bound(g));
             if (!(d <= case_bound(g))) failed++;
         }
@@ -484,7 +448,7 @@ static void test_quantized_equals_dequantized(void **state) {
             assert_true(a && b);
             run_forward(g_m[Q_Q8_2F][mi], g, a);
             run_forward(twin, g, b);
-            double e = rel_err(a, b, g->n_out, g->ref_rms);
+            double e = tu_max_rel(a, b, g->n_out, g->ref_rms);
             if (!(e <= case_bound(g))) fail_msg("%s: q8_2f vs its dequantized twin %.3e", g->name, e);
             worst = fmax(worst, e);
             free(a);
@@ -557,7 +521,7 @@ static void test_denoiser_and_steps(void **state) {
     /* the timestep matters: another t is far from the reference */
     assert_int_equal(dn.step(dn.self, ca, ta, 0.2f, v), CQ_OK);
     cq_latents_unpatchify2(v, lat, C, a->in.lat_h, a->in.lat_w);
-    assert_true(rel_err(lat, a->ref, a->n_out, a->ref_rms) > 1e-2);
+    assert_true(tu_max_rel(lat, a->ref, a->n_out, a->ref_rms) > 1e-2);
     const cq_zimage_layout *lay = cq_zimage_cond_layout(ca);
     assert_int_equal(lay->n_img, a->in.lat_h * a->in.lat_w / 4);
     assert_int_equal(lay->n_img_pad % 32, 0);
@@ -617,7 +581,7 @@ static void test_bad_pack(void **state) {
     write_folder(src, dir, NULL, "layers.1.feed_forward.w2.weight", NULL, NULL);
     cq_cmf *cmf = convert_dir(dir, CQ_DTYPE_F32);
     cq_zimage *m = (cq_zimage *)&m;
-    expect_err(cq_zimage_load(cmf, "dit.", g_be, &m), CQ_ERR_SHAPE, "'dit.layers.1.feed_forward.w2.weight' has shape");
+    tu_expect_err(cq_zimage_load(cmf, "dit.", g_be, &m), CQ_ERR_SHAPE, "'dit.layers.1.feed_forward.w2.weight' has shape");
     assert_null(m);
     assert_int_equal(cq_tables_check_pack(cmf, NULL, NULL, &rep, &n), CQ_OK);
     assert_int_equal(n, 1);
@@ -628,7 +592,7 @@ static void test_bad_pack(void **state) {
     snprintf(dir, sizeof dir, "%s/bad-missing", g_dir);
     write_folder(src, dir, "noise_refiner.1.adaLN_modulation.0.bias", NULL, NULL, NULL);
     cmf = convert_dir(dir, CQ_DTYPE_F32);
-    expect_err(cq_zimage_load(cmf, "dit.", g_be, &m), CQ_ERR_MISSING, "'dit.noise_refiner.1.adaLN_modulation.0.bias'");
+    tu_expect_err(cq_zimage_load(cmf, "dit.", g_be, &m), CQ_ERR_MISSING, "'dit.noise_refiner.1.adaLN_modulation.0.bias'");
     assert_int_equal(cq_tables_check_pack(cmf, NULL, NULL, &rep, &n), CQ_OK);
     assert_int_equal(rep.missing, 1);
     cq_cmf_close(cmf);
@@ -664,8 +628,8 @@ static void test_bad_pack(void **state) {
         write_folder(src, dir, NULL, NULL, NULL, cfgs[i].edit);
         cmf = convert_dir(dir, CQ_DTYPE_F32);
         cq_zimage_config c;
-        expect_err(cq_zimage_parse_config(cmf, "dit.", &c), cfgs[i].want, cfgs[i].needle);
-        expect_err(cq_zimage_load(cmf, "dit.", g_be, &m), cfgs[i].want, cfgs[i].needle);
+        tu_expect_err(cq_zimage_parse_config(cmf, "dit.", &c), cfgs[i].want, cfgs[i].needle);
+        tu_expect_err(cq_zimage_load(cmf, "dit.", g_be, &m), cfgs[i].want, cfgs[i].needle);
         cq_cmf_close(cmf);
     }
 }
@@ -677,17 +641,17 @@ static void test_bad_input(void **state) {
     const cq_zimage_config *cf = cq_zimage_get_config(m);
     cq_zimage_layout lay;
     /* sizes */
-    expect_err(cq_zimage_layout_for(cf, 7, 7, 8, &lay), CQ_ERR_SHAPE, "7x8 latent cannot be cut into 2x2 patches");
-    expect_err(cq_zimage_layout_for(cf, 7, 8, 0, &lay), CQ_ERR_SHAPE, "both sides must be even and positive");
-    expect_err(cq_zimage_layout_for(cf, 0, 8, 8, &lay), CQ_ERR_SHAPE, "caption has 0 rows");
-    expect_err(cq_zimage_layout_for(cf, 7, 1024, 8, &lay), CQ_ERR_SHAPE, "RoPE tables (axes_lens) allow at most");
+    tu_expect_err(cq_zimage_layout_for(cf, 7, 7, 8, &lay), CQ_ERR_SHAPE, "7x8 latent cannot be cut into 2x2 patches");
+    tu_expect_err(cq_zimage_layout_for(cf, 7, 8, 0, &lay), CQ_ERR_SHAPE, "both sides must be even and positive");
+    tu_expect_err(cq_zimage_layout_for(cf, 0, 8, 8, &lay), CQ_ERR_SHAPE, "caption has 0 rows");
+    tu_expect_err(cq_zimage_layout_for(cf, 7, 1024, 8, &lay), CQ_ERR_SHAPE, "RoPE tables (axes_lens) allow at most");
     assert_int_equal(cq_zimage_layout_for(cf, 7, 1022, 8, &lay), CQ_OK); /* 511 tokens: the last row of the table */
-    expect_err(cq_zimage_layout_for(cf, 1000, 8, 8, &lay), CQ_ERR_SHAPE, "RoPE position 1025");
+    tu_expect_err(cq_zimage_layout_for(cf, 1000, 8, 8, &lay), CQ_ERR_SHAPE, "RoPE position 1025");
     assert_int_equal(cq_zimage_layout_for(cf, 990, 8, 8, &lay), CQ_OK); /* padded to 992, the image at 993 */
     assert_int_equal(lay.n_cap_pad, 992);
     assert_int_equal(lay.n_img_pad, 32);
     cq_zimage_cond *c = (cq_zimage_cond *)&c;
-    expect_err(cq_zimage_prepare(m, g->in.cap, g->in.n_cap, 9, 8, &c), CQ_ERR_SHAPE, "9x8 latent");
+    tu_expect_err(cq_zimage_prepare(m, g->in.cap, g->in.n_cap, 9, 8, &c), CQ_ERR_SHAPE, "9x8 latent");
     assert_null(c);
     /* non-finite inputs, named with their row */
     size_t cn = (size_t)g->in.n_cap * cf->cap_feat_dim;
@@ -695,26 +659,26 @@ static void test_bad_input(void **state) {
     assert_non_null(cap);
     memcpy(cap, g->in.cap, cn * sizeof(float));
     cap[3 * cf->cap_feat_dim + 5] = NAN;
-    expect_err(cq_zimage_prepare(m, cap, g->in.n_cap, g->in.lat_h, g->in.lat_w, &c), CQ_ERR_NUMERIC, "caption row 3");
+    tu_expect_err(cq_zimage_prepare(m, cap, g->in.n_cap, g->in.lat_h, g->in.lat_w, &c), CQ_ERR_NUMERIC, "caption row 3");
     assert_int_equal(cq_zimage_prepare(m, g->in.cap, g->in.n_cap, g->in.lat_h, g->in.lat_w, &c), CQ_OK);
     float *tok = tokens_of(g, cf->in_channels), *out = malloc(g->n_out * sizeof(float));
     assert_non_null(out);
-    expect_err(cq_zimage_forward(m, g->in.latent, g->in.lat_h, g->in.lat_w - 1, g->in.cap, g->in.n_cap, 0.5f, out),
+    tu_expect_err(cq_zimage_forward(m, g->in.latent, g->in.lat_h, g->in.lat_w - 1, g->in.cap, g->in.n_cap, 0.5f, out),
                CQ_ERR_SHAPE, "cannot be cut into 2x2 patches");
     tok[2 * cf->patch_channels + 1] = INFINITY;
-    expect_err(cq_zimage_step(m, c, tok, 0.5f, out), CQ_ERR_NUMERIC, "latent tokens row 2");
+    tu_expect_err(cq_zimage_step(m, c, tok, 0.5f, out), CQ_ERR_NUMERIC, "latent tokens row 2");
     cq_latents_patchify2(g->in.latent, tok, cf->in_channels, g->in.lat_h, g->in.lat_w);
-    expect_err(cq_zimage_step(m, c, tok, 1.5f, out), CQ_ERR_INVALID_ARG, "outside [0, 1]");
-    expect_err(cq_zimage_step(m, c, tok, NAN, out), CQ_ERR_INVALID_ARG, "outside [0, 1]");
-    expect_err(cq_zimage_step(m, c, NULL, 0.5f, out), CQ_ERR_INVALID_ARG, "latent tokens");
-    expect_err(cq_zimage_step(g_m[Q_F32][1 - g->model], c, tok, 0.5f, out), CQ_ERR_INVALID_ARG, "this model");
-    expect_err(cq_zimage_step(m, NULL, tok, 0.5f, out), CQ_ERR_INVALID_ARG, "conditioning");
+    tu_expect_err(cq_zimage_step(m, c, tok, 1.5f, out), CQ_ERR_INVALID_ARG, "outside [0, 1]");
+    tu_expect_err(cq_zimage_step(m, c, tok, NAN, out), CQ_ERR_INVALID_ARG, "outside [0, 1]");
+    tu_expect_err(cq_zimage_step(m, c, NULL, 0.5f, out), CQ_ERR_INVALID_ARG, "latent tokens");
+    tu_expect_err(cq_zimage_step(g_m[Q_F32][1 - g->model], c, tok, 0.5f, out), CQ_ERR_INVALID_ARG, "this model");
+    tu_expect_err(cq_zimage_step(m, NULL, tok, 0.5f, out), CQ_ERR_INVALID_ARG, "conditioning");
     /* errors leave the conditioning usable */
     assert_int_equal(cq_zimage_step(m, c, tok, g->in.t, out), CQ_OK);
     float *lat = malloc(g->n_out * sizeof(float));
     assert_non_null(lat);
     cq_latents_unpatchify2(out, lat, cf->in_channels, g->in.lat_h, g->in.lat_w);
-    assert_true(rel_err(lat, g->ref, g->n_out, g->ref_rms) <= case_bound(g));
+    assert_true(tu_max_rel(lat, g->ref, g->n_out, g->ref_rms) <= case_bound(g));
     cq_zimage_cond_free(c);
     cq_zimage_cond_free(NULL);
     cq_zimage_free(NULL);
@@ -825,7 +789,7 @@ static void test_cli_forward(void **state) {
     float *f = malloc((size_t)v->nbytes);
     assert_non_null(f);
     assert_int_equal(cq_st_read_f32(v, 0, v->nelem, f), CQ_OK);
-    double e = rel_err(f, g->ref, g->n_out, g->ref_rms);
+    double e = tu_max_rel(f, g->ref, g->n_out, g->ref_rms);
     print_message("cortiq forward %s: max|err|/RMS %.3e\n", g->name, e);
     assert_true(e <= case_bound(g));
     free(f);

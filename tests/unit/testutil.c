@@ -171,3 +171,36 @@ cq_tensor_view tu_view(cq_dtype dt, int ndim, const uint64_t *shape, const uint8
     v.nbytes = nbytes;
     return v;
 }
+
+double tu_rms(const float *x, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += (double)x[i] * x[i];
+    return sqrt(s / (double)n);
+}
+
+double tu_max_rel(const float *a, const float *b, size_t n, double rms) {
+    double m = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]);
+        if (!(d <= m)) m = d;
+    }
+    return m / rms;
+}
+
+float *tu_st_floats(const cq_st *st, const char *name, size_t *n) {
+    const cq_st_tensor *t = cq_st_find(st, name);
+    if (!t || t->dtype != CQ_ST_F32) return NULL;
+    float *f = malloc((size_t)t->nelem * sizeof(float));
+    if (f && cq_st_read_f32(t, 0, t->nelem, f) != CQ_OK) {
+        free(f);
+        return NULL;
+    }
+    *n = (size_t)t->nelem;
+    return f;
+}
+
+void tu_expect_err(cq_status s, cq_status want, const char *needle) {
+    if (s != want || !strstr(cq_last_error(), needle))
+        fail_msg("expected %s mentioning '%s', got %s: %s", cq_status_str(want), needle, cq_status_str(s),
+                 cq_last_error());
+}

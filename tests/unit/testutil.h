@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "format/safetensors.h"
 #include "ops/ops.h"
 
 /* splitmix64-seeded xorshift generator; same sequence on every platform. */
@@ -34,6 +35,17 @@ cq_tensor_view tu_view(cq_dtype dt, int ndim, const uint64_t *shape, const uint8
 int tu_write_file(const char *path, const void *data, size_t len);
 /* Run a shell command; returns its exit status (or -1). */
 int tu_system(const char *fmt, ...);
+
+/* ---- comparing with golden tensors --------------------------------------------- */
+/* RMS of x[0..n). */
+double tu_rms(const float *x, size_t n);
+/* max |a - b| / rms over [0..n) (a NaN anywhere gives NaN). */
+double tu_max_rel(const float *a, const float *b, size_t n, double rms);
+/* An F32 tensor of a golden file as malloc'd floats (the mapping is not aligned in general); *n its element
+ * count. NULL when absent or not F32. */
+float *tu_st_floats(const cq_st *st, const char *name, size_t *n);
+/* Fails the test unless s == want and the last error mentions needle. */
+void tu_expect_err(cq_status s, cq_status want, const char *needle);
 
 /* ---- the backend a model test runs on ----------------------------------------
  * A model test is one program run once per backend: `test_qi21 [BACKEND]`,

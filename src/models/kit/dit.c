@@ -78,6 +78,17 @@ void cq_dit_rope_tables_f32(const cq_dit_rope *r, const float *pos, int n, float
         row_table(r, pos + (size_t)i * r->n_axes, cosv + (size_t)i * r->half, sinv + (size_t)i * r->half);
 }
 
+cq_status cq_dit_rope_upload(const cq_dit_rope *r, const int32_t *pos, int n, cq_tensor *cos_t, cq_tensor *sin_t) {
+    const size_t cells = (size_t)n * (size_t)r->half;
+    float *cs = cq_mallocn(2 * cells, sizeof(float));
+    if (!cs) return CQ_ERR_NOMEM;
+    cq_dit_rope_tables(r, pos, n, cs, cs + cells);
+    cq_status s = cq_tensor_upload(cos_t, cs, cells * sizeof(float));
+    if (s == CQ_OK) s = cq_tensor_upload(sin_t, cs + cells, cells * sizeof(float));
+    cq_free(cs);
+    return s;
+}
+
 cq_tensor cq_dit_mod_vec(const cq_dit_mod *m, int row, int which) {
     cq_tensor v;
     int64_t shape[1] = {m->dim};
@@ -87,23 +98,32 @@ cq_tensor cq_dit_mod_vec(const cq_dit_mod *m, int row, int which) {
 }
 
 cq_status cq_dit_modulated_ln(cq_backend *be, const cq_dit_group *g, int n_groups, cq_tensor *y, const cq_tensor *x,
-                              const cq_dit_mod *m, int which, float eps) {
+                              const cq_dit_mod *m, int which, int shift, float eps) {
     for (int i = 0; i < n_groups; i++) {
         cq_tensor xv = cq_tensor_rows_view(x, g[i].r0, g[i].n), yv = cq_tensor_rows_view(y, g[i].r0, g[i].n);
-        cq_tensor sc = cq_dit_mod_vec(m, g[i].mod_row, which);
-        CQ_TRY(cq_op_layernorm(be, &yv, &xv, &sc, NULL, eps));
+        cq_tensor sc = cq_dit_mod_vec(m, g[i].mod_row, which), sh;
+        if (shift >= 0) sh = cq_dit_mod_vec(m, g[i].mod_row, shift);
+        CQ_TRY(cq_op_layernorm(be, &yv, &xv, &sc, shift >= 0 ? &sh : NULL, eps));
     }
     return CQ_OK;
 }
 
 cq_status cq_dit_gated_proj(cq_backend *be, const cq_dit_group *g, int n_groups, cq_tensor *x, const cq_tensor *in,
-                            const cq_tensor *w, const cq_dit_mod *m, int which) {
+                            const cq_tensor *w, const cq_tensor *bias, const cq_dit_mod *m, int which) {
     for (int i = 0; i < n_groups; i++) {
         cq_tensor xv = cq_tensor_rows_view(x, g[i].r0, g[i].n), iv = cq_tensor_rows_view(in, g[i].r0, g[i].n);
         cq_tensor gate = cq_dit_mod_vec(m, g[i].mod_row, which);
-        cq_matmul_args a = {.y = &xv, .x = &iv, .w = w, .gate = &gate, .accumulate = true};
+        cq_matmul_args a = {.y = &xv, .x = &iv, .w = w, .bias = bias, .gate = &gate, .accumulate = true};
         CQ_TRY(cq_op_matmul(be, &a));
     }
+    return CQ_OK;
+}
+
+cq_status cq_dit_check_finite(const char *who, const char *what, const float *x, size_t rows, size_t cols) {
+    for (size_t r = 0; r < rows; r++)
+        for (size_t i = 0; i < cols; i++)
+            if (!isfinite(x[r * cols + i]))
+                return cq_fail(CQ_ERR_NUMERIC, "%s: %s row %zu holds a non-finite value (column %zu)", who, what, r, i);
     return CQ_OK;
 }
 

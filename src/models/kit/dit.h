@@ -19,6 +19,7 @@
 #define CQ_MODELS_KIT_DIT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "base/base.h"
@@ -60,6 +61,9 @@ void cq_dit_rope_tables(const cq_dit_rope *r, const int32_t *pos, int n, float *
 /* The same at fractional positions pos[n][n_axes] (an integer position gives what cq_dit_rope_tables gives). */
 void cq_dit_rope_tables_f32(const cq_dit_rope *r, const float *pos, int n, float *cosv, float *sinv);
 
+/* The tables of rows at pos[n][n_axes] into the F32 tensors cos_t / sin_t [n, half] (device or host). */
+cq_status cq_dit_rope_upload(const cq_dit_rope *r, const int32_t *pos, int n, cq_tensor *cos_t, cq_tensor *sin_t);
+
 /* ---- modulation over row groups ------------------------------------------------------- */
 /* A run of consecutive rows that read one row of the modulation table. */
 typedef struct cq_dit_group {
@@ -77,12 +81,18 @@ typedef struct cq_dit_mod {
 
 /* The [dim] vector `which` of row r (a zeroed tensor when out of range). */
 cq_tensor cq_dit_mod_vec(const cq_dit_mod *m, int row, int which);
-/* y = LN(x) * (1 + scale) per group, scale the group's vector `which`. */
+/* y = LN(x) * (1 + scale) + shift per group, scale the group's vector `which`, shift its vector `shift` (none
+ * when negative). */
 cq_status cq_dit_modulated_ln(cq_backend *be, const cq_dit_group *g, int n_groups, cq_tensor *y, const cq_tensor *x,
-                              const cq_dit_mod *m, int which, float eps);
-/* x += gate ⊙ (in · wᵀ) per group, gate the group's vector `which` (a gated residual). */
+                              const cq_dit_mod *m, int which, int shift, float eps);
+/* x += gate ⊙ (in · wᵀ + bias) per group, gate the group's vector `which` (a gated residual; bias may be NULL). */
 cq_status cq_dit_gated_proj(cq_backend *be, const cq_dit_group *g, int n_groups, cq_tensor *x, const cq_tensor *in,
-                            const cq_tensor *w, const cq_dit_mod *m, int which);
+                            const cq_tensor *w, const cq_tensor *bias, const cq_dit_mod *m, int which);
+
+/* ---- inputs ------------------------------------------------------------------------- */
+/* x [rows][cols] must be finite (a NaN would spread through attention to every row, far from its cause):
+ * CQ_ERR_NUMERIC "<who>: <what> row R holds a non-finite value (column C)". */
+cq_status cq_dit_check_finite(const char *who, const char *what, const float *x, size_t rows, size_t cols);
 
 /* ---- the step driver ------------------------------------------------------------------ */
 /* A step's device ops, run directly, recorded or re-run. */
