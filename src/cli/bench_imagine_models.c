@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "codec/codec.h"
 #include "models/tables.h"
 #include "models/zimage.h"
 #include "pipelines/qi21_pipe.h"
@@ -188,8 +189,21 @@ static cq_status te_weights(cq_bench_pack *p, const pack_desc *d, int layers) {
     return s;
 }
 
+/* The header's quant_type as convert labels it: the codec holding the most bytes among the weight matrices and
+ * kernels (q8_2f even with --quant q4tp, the 8-bit text tower being the larger part). */
+static const char *quant_type(const cq_bench_pack *p) {
+    uint64_t q8 = 0, q4 = 0, f16 = 0;
+    for (size_t i = 0; i < p->n; i++) {
+        const cq_bench_weight *w = &p->w[i];
+        uint64_t nb = 0;
+        if (w->ndim < 2 || cq_codec_nbytes(w->dtype, w->ndim, w->shape, &nb) != CQ_OK) continue;
+        *(w->dtype == CQ_DTYPE_Q8_2F ? &q8 : w->dtype == CQ_DTYPE_Q4TP ? &q4 : &f16) += nb;
+    }
+    return q8 >= q4 && q8 >= f16 ? "Q8_2F" : q4 >= f16 ? "Q4_BLOCK" : "F16";
+}
+
 /* The header as convert writes it for a pipeline: the denoiser's shape as arch, the chat bundle. */
-static char *header_json(const pack_desc *d, cq_dtype quant, int dit_layers, const char *chat_template) {
+static char *header_json(const pack_desc *d, const char *quant, int dit_layers, const char *chat_template) {
     cJSON *h = cJSON_CreateObject(), *arch = cJSON_AddObjectToObject(h, "arch");
     cJSON_AddStringToObject(h, "format", "cmf");
     cJSON_AddNumberToObject(h, "version", 2);
@@ -206,7 +220,7 @@ static char *header_json(const pack_desc *d, cq_dtype quant, int dit_layers, con
     cJSON *lt = cJSON_AddArrayToObject(arch, "layer_types");
     for (int l = 0; l < dit_layers; l++) cJSON_AddItemToArray(lt, cJSON_CreateString("FullAttention"));
     if (d->rope_theta > 0) cJSON_AddNumberToObject(arch, "rope_theta", d->rope_theta);
-    cJSON_AddStringToObject(h, "quant_type", quant == CQ_DTYPE_Q8_2F ? "Q8_2F" : "Q4_BLOCK");
+    cJSON_AddStringToObject(h, "quant_type", quant);
     cJSON *prov = cJSON_AddObjectToObject(h, "provenance");
     cJSON_AddStringToObject(prov, "tool", "cortiq bench imagine");
     cJSON_AddStringToObject(prov, "source", "random weights");
@@ -239,7 +253,7 @@ cq_status cq_imagine_pack_build(const cq_imagine_model *m, cq_dtype quant, int t
     if (s != CQ_OK) return s;
     int k = snprintf(out->te_cfg, sizeof out->te_cfg, d->te_config, te_layers);
     out->vae_cfg = d->vae_config();
-    out->header = header_json(d, quant, dit_layers, chat_template);
+    out->header = header_json(d, quant_type(p), dit_layers, chat_template);
     if (k < 0 || (size_t)k >= sizeof out->te_cfg || d->dit_config(out->dit_cfg, sizeof out->dit_cfg, dit_layers) < 0)
         return cq_fail(CQ_ERR_INTERNAL, "bench imagine: a config does not fit its buffer");
     if (!out->vae_cfg || !out->header) return CQ_ERR_NOMEM;
