@@ -393,7 +393,7 @@ static cq_status load_timed(bench_run *r, const bench_opts *o, mark *l0, mark *l
 }
 
 /* A generation watched by *w (its step marks in r->steps), then each step's seconds into r->st and their
- * median into *median. The image is checked and freed unless `res` is given. */
+ * median into *median. The image is freed unless `res` is given (and on failure). */
 static cq_status generate(bench_run *r, const bench_opts *o, watch *w, cq_image_result *res, double *median) {
     w->step = r->steps;
     w->pipe = &r->pipe;
@@ -401,12 +401,12 @@ static cq_status generate(bench_run *r, const bench_opts *o, watch *w, cq_image_
     w->staged0 = stage_seconds(&r->pipe);
     const cq_imagine_req rq = {.prompt = o->prompt, .side = o->m.size, .steps = o->steps, .on_step = on_step,
                                .on_phase = on_phase, .user = w};
-    cq_image_result own;
+    cq_image_result own = {0};
     cq_image_result *out = res ? res : &own;
     cq_status s = cq_imagine_pipe_generate(&r->pipe, &rq, out);
     if (s == CQ_OK) s = cq_backend_sync(r->be);
+    if (s != CQ_OK || !res) cq_image_result_free(out);
     if (s != CQ_OK) return s;
-    if (!res) cq_image_result_free(&own);
     for (int i = 0; i < o->steps; i++)
         r->st[i] = r->steps[i].wall - (i ? r->steps[i - 1].wall : w->phase[CQ_GEN_PHASE_STEPS].wall);
     double *tmp = cq_mallocn((size_t)o->steps, sizeof *tmp); /* the median sorts its input */
