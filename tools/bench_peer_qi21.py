@@ -33,9 +33,6 @@ also needs accelerate, which diffusers' hooks use to move the forward's argument
     PYTHONPATH=ref/diffusers/src python3 tools/bench_peer_qi21.py --size 1024 --offload all [--steps 40]
 """
 import argparse
-import gc
-import importlib.util
-import inspect
 import re
 import subprocess
 import sys
@@ -48,6 +45,7 @@ from diffusers.models.transformers.transformer_qwenimage21 import (
     QwenImage21Transformer2DModel,
 )
 
+from peer_offload import add_args, device_used, gib, modes_of, print_modes, run_modes, step_of
 from peer_timing import timed
 
 HEADS, HEAD_DIM, CTX, RATIO, CH, TEXT, TPROJ = 32, 128, 4096, 3, 64, 18, 256
@@ -70,23 +68,6 @@ def inputs(side, device):
     mask = torch.zeros(1, TEXT + T // 4, dtype=torch.bool, device=device)
     mask[:, TEXT:] = True
     return hidden, ctx, [[(1, side, side)]], mask
-
-
-def gib(nbytes):
-    return nbytes / 2**30
-
-
-def device_used():
-    """Bytes in use on the device as the driver sees them: the caching allocator's reserve, the context, others."""
-    free, total = torch.cuda.mem_get_info()
-    return total - free
-
-
-def free_device():
-    """Give the device back everything the last mode left, so that the next mode's peak is its own."""
-    gc.collect()
-    torch.cuda.synchronize()
-    torch.cuda.empty_cache()
 
 
 def run_peer(model, side, repeat, label):
@@ -122,107 +103,6 @@ def run_peer(model, side, repeat, label):
     return {"prefill": t_prefill, "step": t_step, "peak": peak, "used": used}
 
 
-def build_model(layers, device):
-    torch.manual_seed(0)
-    t0 = time.perf_counter()
-    with torch.device(device):
-        model = QwenImage21Transformer2DModel(num_layers=layers).to(torch.bfloat16).eval()
-    if device == "cuda":
-        # The fp32 weights the constructor made are freed by the cast but stay in the allocator's reserve: give
-        # them back, or the device's used bytes would count them (a bf16 from_pretrained never holds them).
-        free_device()
-    print(f"diffusers model built on the {device} in {time.perf_counter() - t0:.1f} s "
-          f"({sum(p.numel() for p in model.parameters()) / 1e9:.2f} B parameters)", flush=True)
-    return model
-
-
-def run_resident(model, sizes, repeat, compile_too):
-    """--offload none: the model on the GPU, eager and (with --compile) through torch.compile."""
-    eager = {s: run_peer(model, s // 16, repeat, "diffusers eager") for s in sizes}
-    compiled = {}
-    if compile_too:
-        cmodel = torch.compile(model)
-        for s in sizes:
-            t0 = time.perf_counter()
-            compiled[s] = run_peer(cmodel, s // 16, repeat, "diffusers torch.compile")
-            print(f"  (compile + timing took {time.perf_counter() - t0:.0f} s)", flush=True)
-        del cmodel
-        torch._dynamo.reset()
-    return eager, compiled
-
-
-def run_model_offload(model, sizes, repeat):
-    """--offload model: what enable_model_cpu_offload()'s hook does to the transformer in each generation.
-
-    accelerate's CpuOffload hook moves the whole module to the GPU (module.to(device), from pageable memory) before
-    its first forward, and the next model's hook in the pipeline (the VAE's) moves it back (module.to("cpu")) and
-    empties the device cache. The model arrives here on the CPU and leaves on it.
-    """
-    rows = {}
-    for s in sizes:
-        free_device()
-        t0 = time.perf_counter()
-        model.to("cuda")
-        torch.cuda.synchronize()
-        t_in = time.perf_counter() - t0
-        r = run_peer(model, s // 16, repeat, "diffusers model cpu offload")
-        t0 = time.perf_counter()
-        model.to("cpu")
-        torch.cuda.synchronize()
-        torch.cuda.empty_cache()
-        r["out"] = time.perf_counter() - t0
-        r["in"] = t_in
-        print(f"  move to the GPU {t_in:.2f} s, back to the CPU {r['out']:.2f} s", flush=True)
-        rows[s] = r
-    return rows
-
-
-def enable_group_offload(model):
-    """Leaf-level group offloading with a CUDA stream, as diffusers recommends it for speed; returns its setup time.
-
-    record_stream=True lets the side stream's copies be freed without a synchronisation (faster, a little more
-    memory); low_cpu_mem_usage=False keeps the CPU copies pinned from the start rather than pinning them on every
-    onload, which is what lets the stream overlap the copies with compute. Both are passed only where this
-    diffusers has them.
-    """
-    try:
-        from diffusers.hooks.group_offloading import apply_group_offloading
-    except ImportError as e:
-        sys.exit(f"--offload group: this diffusers has no group offloading (diffusers.hooks.group_offloading."
-                 f"apply_group_offloading): {e}")
-    if importlib.util.find_spec("accelerate") is None:
-        sys.exit("--offload group: diffusers' group offloading moves the forward's arguments with "
-                 "accelerate.utils.send_to_device, and accelerate is not installed")
-    # ModelMixin.enable_group_offload forwards to apply_group_offloading and also checks the model supports it.
-    fn = getattr(model, "enable_group_offload", None)
-    params = inspect.signature(fn if fn is not None else apply_group_offloading).parameters
-    missing = [k for k in ("onload_device", "offload_device", "offload_type", "use_stream") if k not in params]
-    if missing:
-        sys.exit(f"--offload group: this diffusers' group offloading takes no {', '.join(missing)}")
-    kw = {"onload_device": torch.device("cuda"), "offload_device": torch.device("cpu"),
-          "offload_type": "leaf_level", "use_stream": True}
-    for k, v in (("record_stream", True), ("low_cpu_mem_usage", False)):
-        if k in params:
-            kw[k] = v
-    print("group offloading: " + ", ".join(f"{k}={v}" for k, v in kw.items()), flush=True)
-    t0 = time.perf_counter()
-    if fn is not None:
-        fn(**kw)
-    else:
-        apply_group_offloading(model, **kw)
-    torch.cuda.synchronize()
-    return time.perf_counter() - t0
-
-
-def run_group_offload(model, sizes, repeat):
-    """--offload group: the model arrives on the CPU; its hooks stay on it (this mode runs last)."""
-    free_device()
-    t_setup = enable_group_offload(model)
-    print(f"group offloading set up in {t_setup:.1f} s (CPU copies pinned; the first forward records the layer "
-          f"order for prefetching and is part of the warm-up)", flush=True)
-    return {s: run_peer(model, s // 16, repeat, "diffusers group offload (leaf)") for s in sizes}
-
-
 def run_cortiq(path, size, repeat, layers, quant):
     cmd = [path, "bench", "qi21", "--backend", "cuda", "--size", str(size), "--quant", quant, "--repeat",
            str(repeat), "--layers", str(layers)]
@@ -243,11 +123,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=5, help="timed runs after the warm-up (median reported)")
     ap.add_argument("--layers", type=int, default=32, help="layers to build (32 = the released model)")
     ap.add_argument("--compile", action="store_true", help="also time the step through torch.compile (resident)")
-    ap.add_argument("--offload", choices=["none", "group", "model", "all"], default="none",
-                    help="diffusers' offload mode to time (all: none, model, group in that order)")
-    ap.add_argument("--steps", type=int, default=40,
-                    help="denoising steps of the projected generation in the last table (cortiq bench imagine "
-                         "projects 40)")
+    add_args(ap, 40, "cortiq bench imagine projects 40")
     ap.add_argument("--cortiq", help="path of the cortiq binary: run its CUDA bench on the same shapes first")
     ap.add_argument("--cortiq-quant", default="q8_2f",
                     help="codec of cortiq's random weights (q8_2f: 7.5 GB to write; bf16: 15 GB). The device runs "
@@ -258,11 +134,7 @@ def main():
     for s in args.size:
         if s % 32 or s < 256 or s > 2048:
             sys.exit(f"--size {s}: want a multiple of 32 in [256, 2048] (cortiq: 256, 512, 1024 or 2048)")
-    if args.steps < 1:
-        sys.exit(f"--steps {args.steps}: want at least 1")
-    modes = ["none", "model", "group"] if args.offload == "all" else [args.offload]
-    if args.compile and "none" not in modes:
-        sys.exit("--compile times the resident model: use it with --offload none or all")
+    modes = modes_of(args)
     torch.set_grad_enabled(False)
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}, bf16, SDPA "
           f"(torch.backends.cuda flash: {torch.backends.cuda.flash_sdp_enabled()})", flush=True)
@@ -272,43 +144,24 @@ def main():
         for s in args.size:
             ours[s] = run_cortiq(args.cortiq, s, args.repeat, args.layers, args.cortiq_quant)
 
-    # One set of weights for every mode: built on the GPU for the resident runs (as fast as that is), else on the
-    # CPU, where the offload modes keep it.
-    model = build_model(args.layers, "cuda" if "none" in modes else "cpu")
-    eager, compiled, offloaded = {}, {}, {}
-    if "none" in modes:
-        eager, compiled = run_resident(model, args.size, args.repeat, args.compile)
-        if len(modes) > 1:
-            model.to("cpu")
-            free_device()
-    if "model" in modes:
-        offloaded["model"] = run_model_offload(model, args.size, args.repeat)
-    if "group" in modes:
-        offloaded["group"] = run_group_offload(model, args.size, args.repeat)
+    def run(m, size, label):
+        return run_peer(m, size // 16, args.repeat, label)
+
+    def make():
+        return QwenImage21Transformer2DModel(num_layers=args.layers)
+
+    eager, compiled, offloaded = run_modes(make, modes, args.size, args.compile, run)
 
     if "none" in modes or ours:
         print("\nstep ms per size: cortiq cuda | diffusers eager | diffusers compiled | eager / cortiq")
         for s in args.size:
             o = ours.get(s)
-            e = eager[s]["step"] if s in eager else None
-            c = compiled[s]["step"] if s in compiled else None
+            e, c = step_of(eager, s), step_of(compiled, s)
             fmt = lambda v: f"{1e3 * v:9.2f}" if v else "        -"
             ratio = f"{e / o:6.2f}x" if o and e else "     -"
             print(f"{s:4d}^2: {fmt(o)} | {fmt(e)} | {fmt(c)} | {ratio}")
 
-    rows = [("none", eager), ("model", offloaded.get("model", {})), ("group", offloaded.get("group", {}))]
-    print(f"\nmode  | size | step ms | move-in s | move-out s | peak GiB (allocator) | used GiB (device) | "
-          f"{args.steps}-step s")
-    for mode, per_size in rows:
-        for s in args.size:
-            r = per_size.get(s)
-            if r is None:
-                continue
-            t_in, t_out = r.get("in"), r.get("out")
-            total = (t_in or 0) + r["prefill"] + args.steps * r["step"] + (t_out or 0)
-            sec = lambda v: f"{v:9.2f}" if v is not None else "        -"
-            print(f"{mode:5s} | {s:4d} | {1e3 * r['step']:7.2f} | {sec(t_in)} | {sec(t_out):>10s} | "
-                  f"{gib(r['peak']):20.2f} | {gib(r['used']):17.2f} | {total:8.2f}")
+    print_modes(eager, offloaded, args.size, args.steps)
 
 
 if __name__ == "__main__":

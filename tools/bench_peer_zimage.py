@@ -13,9 +13,23 @@ prompt (its `prepare`); the comparison line therefore sets diffusers' forward ag
 against its step alone. FLOPs are counted as src/cli/bench_zimage.c counts them: every matmul and both attention
 products, 2 per multiply-add, pad rows included.
 
-Usage (on the GPU machine; needs torch with CUDA and diffusers' source):
+With --offload none|model|group|all, the same timing under diffusers' offload modes, the peers of cortiq's
+device-memory budget (`cortiq bench imagine --model zimage --gpu-memory`), with the semantics and the last table of
+tools/bench_peer_qi21.py (the code is shared: tools/peer_offload.py): the model resident (none, the default);
+enable_model_cpu_offload(), the whole transformer moved to the GPU before a generation and back after it, the moves
+timed per size (model); leaf-level group offloading with a CUDA stream and record_stream, every Linear onloaded from
+pinned CPU memory just before it runs (group); the three in that order on one set of weights (all).
+Each mode's peak device memory is its own: torch.cuda.max_memory_allocated() after reset_peak_memory_stats(), and
+the device's used bytes (torch.cuda.mem_get_info(): the caching allocator's reserve, the CUDA context, and any other
+process) after the forwards. A model the script builds only for offloading is built on the CPU. The last table
+projects a --steps generation of the transformer (8 by default, Turbo's): move in + steps x forward + move out
+(diffusers' forward prepares the caption at every step, so there is no once-per-prompt part to add).
+
+Usage (on the GPU machine; needs torch with CUDA and diffusers' source; --offload group also needs accelerate,
+which diffusers' hooks use to move the forward's arguments):
     PYTHONPATH=ref/diffusers/src python3 tools/bench_peer_zimage.py --size 512 1024 2048 \\
         [--repeat 5] [--compile] [--caption 512] [--layers 30] [--cortiq build-gpu/cortiq [--cortiq-quant q8_2f]]
+    PYTHONPATH=ref/diffusers/src python3 tools/bench_peer_zimage.py --size 1024 --offload all [--steps 8]
 """
 import argparse
 import re
@@ -27,6 +41,7 @@ import torch
 
 from diffusers import ZImageTransformer2DModel
 
+from peer_offload import add_args, device_used, gib, modes_of, print_modes, run_modes, step_of
 from peer_timing import timed
 
 DIM, HEADS, LAYERS, REFINERS, CAP, CH = 3840, 30, 30, 2, 2560, 16
@@ -66,11 +81,12 @@ def run_peer(model, side, L, repeat, label):
 
     torch.cuda.reset_peak_memory_stats()
     sec = timed(call, repeat)
+    peak, used = torch.cuda.max_memory_allocated(), device_used()
     fs, fp = flops(side, L, model.config.n_layers)
-    print(f"{label:26s} size {side * 16:4d}: forward {1e3 * sec:8.2f} ms "
-          f"({(fs + fp) * 1e-12 / sec:6.1f} TFLOP/s), peak memory {torch.cuda.max_memory_allocated() / 2**30:.1f} GiB",
-          flush=True)
-    return sec
+    print(f"{label:30s} size {side * 16:4d}: forward {1e3 * sec:8.2f} ms ({(fs + fp) * 1e-12 / sec:6.1f} TFLOP/s), "
+          f"peak memory {gib(peak):.1f} GiB (device used {gib(used):.1f} GiB)", flush=True)
+    # the forward is the whole step (the caption's preparation included): nothing once per prompt
+    return {"prefill": 0.0, "step": sec, "peak": peak, "used": used}
 
 
 def run_cortiq(path, size, repeat, layers, L, quant):
@@ -94,7 +110,8 @@ def main():
     ap.add_argument("--caption", type=int, default=512, help="caption rows (the pipeline's maximum is 512)")
     ap.add_argument("--repeat", type=int, default=5, help="timed runs after the warm-up (median reported)")
     ap.add_argument("--layers", type=int, default=LAYERS, help="main layers to build (30 = the released model)")
-    ap.add_argument("--compile", action="store_true", help="also time the forward through torch.compile")
+    ap.add_argument("--compile", action="store_true", help="also time the forward through torch.compile (resident)")
+    add_args(ap, 8, "Z-Image Turbo runs 8; cortiq bench imagine --model zimage projects 8")
     ap.add_argument("--cortiq", help="path of the cortiq binary: run its CUDA bench on the same shapes first")
     ap.add_argument("--cortiq-quant", default="q8_2f", help="codec of cortiq's random weights (q8_2f, q4tp, bf16)")
     args = ap.parse_args()
@@ -103,6 +120,7 @@ def main():
     for s in args.size:
         if s not in (256, 512, 1024, 2048):
             sys.exit(f"--size {s}: want 256, 512, 1024 or 2048 (as cortiq's bench)")
+    modes = modes_of(args)
     torch.set_grad_enabled(False)
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}, bf16, SDPA "
           f"(torch.backends.cuda flash: {torch.backends.cuda.flash_sdp_enabled()})", flush=True)
@@ -112,30 +130,26 @@ def main():
         for s in args.size:
             ours[s] = run_cortiq(args.cortiq, s, args.repeat, args.layers, args.caption, args.cortiq_quant)
 
-    torch.manual_seed(0)
-    t0 = time.perf_counter()
-    with torch.device("cuda"):
-        model = ZImageTransformer2DModel(n_layers=args.layers, axes_lens=[1536, 512, 512]).to(torch.bfloat16).eval()
-    torch.cuda.synchronize()
-    print(f"diffusers model built in {time.perf_counter() - t0:.1f} s "
-          f"({sum(p.numel() for p in model.parameters()) / 1e9:.2f} B parameters)", flush=True)
-    eager = {s: run_peer(model, s // 16, args.caption, args.repeat, "diffusers eager") for s in args.size}
-    compiled = {}
-    if args.compile:
-        cmodel = torch.compile(model)
-        for s in args.size:
-            t0 = time.perf_counter()
-            compiled[s] = run_peer(cmodel, s // 16, args.caption, args.repeat, "diffusers torch.compile")
-            print(f"  (compile + timing took {time.perf_counter() - t0:.0f} s)", flush=True)
+    def run(m, size, label):
+        return run_peer(m, size // 16, args.caption, args.repeat, label)
 
-    print(f"\nms per size (caption {args.caption} rows, {args.layers} layers): cortiq step | cortiq step + prepare | "
-          "diffusers eager forward | diffusers compiled forward | eager / (cortiq step + prepare)")
-    for s in args.size:
-        o = ours.get(s)
-        e, c = eager[s], compiled.get(s)
-        fmt = lambda v: f"{1e3 * v:9.2f}" if v else "        -"
-        ratio = f"{e / (o[0] + o[1]):6.2f}x" if o else "     -"
-        print(f"{s:4d}^2: {fmt(o[0] if o else None)} | {fmt(o[0] + o[1] if o else None)} | {fmt(e)} | {fmt(c)} | {ratio}")
+    def make():
+        return ZImageTransformer2DModel(n_layers=args.layers, axes_lens=[1536, 512, 512])
+
+    eager, compiled, offloaded = run_modes(make, modes, args.size, args.compile, run)
+
+    if "none" in modes or ours:
+        print(f"\nms per size (caption {args.caption} rows, {args.layers} layers): cortiq step | cortiq step + "
+              "prepare | diffusers eager forward | diffusers compiled forward | eager / (cortiq step + prepare)")
+        for s in args.size:
+            o = ours.get(s)
+            e, c = step_of(eager, s), step_of(compiled, s)
+            fmt = lambda v: f"{1e3 * v:9.2f}" if v else "        -"
+            ratio = f"{e / (o[0] + o[1]):6.2f}x" if o and e else "     -"
+            print(f"{s:4d}^2: {fmt(o[0] if o else None)} | {fmt(o[0] + o[1] if o else None)} | {fmt(e)} | {fmt(c)} | "
+                  f"{ratio}")
+
+    print_modes(eager, offloaded, args.size, args.steps)
 
 
 if __name__ == "__main__":

@@ -1,65 +1,56 @@
 /*
- * bench_imagine.c — `cortiq bench imagine`: Qwen-Image-2.1 text to image end
- * to end, at the released model's configuration, with random weights.
+ * bench_imagine.c — `cortiq bench imagine`: text to image end to end, at a
+ * released model's configuration, with random weights: Qwen-Image-2.1
+ * (--model qi21, the default) or Z-Image Turbo (--model zimage).
  *
- * One temporary pack holds what `cortiq convert` makes of the diffusers
- * pipeline folder, at full size: the language half of Qwen3-VL-8B as text
- * tower (36 layers, 4096 wide, 32 heads / 8 K-V heads x 128, MLP 12288,
- * vocabulary 151936, RoPE theta 5e6 with interleaved mrope [24, 20, 20]; no
- * vision tower and no lm_head, which text to image never reads), the 7B
- * denoiser, the VAE (base 96, decoder base 144, z 64, dim_mult 1-2-4-8-8, two
- * residual blocks per level, f16 kernels), the scheduler config, the Qwen
- * tokenizer and the Qwen3-VL chat template (both from tests/fixtures). The
- * weights are random bytes in each codec's layout (bench_pack.c), the matrices
- * in the convert defaults: q8_2f, or q4tp for the denoiser with --quant q4tp
- * (the text tower stays at 8 bits, as convert keeps it).
+ * One temporary pack holds what `cortiq convert` makes of the model's
+ * diffusers pipeline folder, at full size: the text tower, the denoiser, the
+ * VAE, the scheduler config, the Qwen tokenizer and the chat template (both
+ * from tests/fixtures: Qwen3-VL's for Qwen-Image-2.1, Qwen3's for Z-Image).
+ * What each pack holds is in bench_imagine_models.c; the weights are random
+ * bytes in each codec's layout (bench_pack.c), the matrices in the convert
+ * defaults: q8_2f, or q4tp for the denoiser with --quant q4tp (the text tower
+ * stays at 8 bits, as convert keeps it).
  *
- * Then the real pipeline runs (cq_qi21_pipe_load + cq_qi21_pipe_generate) and
+ * Then the real pipeline runs (its open + load_weights, then generate) and
  * every phase is timed by the pipeline's phase and step callbacks: wall time,
  * process CPU time (on a busy machine the wall time says little alone) and
- * resident memory after it. The report projects 40 steps from the median
- * step.
+ * resident memory after it. The report projects the model's usual number of
+ * steps (Qwen-Image-2.1 40, Z-Image Turbo 8) from the median step. On a
+ * device backend a --gpu-memory list runs the pipeline once per budget, each
+ * on a new backend, and ends with one table of them.
  */
-#include <cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/gz.h"
+#include "cli/bench_imagine.h"
 #include "cli/bench_pack.h"
 #include "cli/cli.h"
 #include "cli/env.h"
 #include "format/file_read.h"
-#include "models/tables.h"
 #include "ops/ops.h"
-#include "pipelines/qi21_pipe.h"
+#include "pipelines/image_gen.h"
 #include "pipelines/residency.h"
 
 #ifndef CQ_BENCH_FIXTURES
 #define CQ_BENCH_FIXTURES "tests/fixtures"
 #endif
 
-/* The text tower: Qwen3-VL-8B's language model. */
-#define TE_LAYERS 36
-#define TE_HIDDEN 4096
-#define TE_HEADS 32
-#define TE_KV_HEADS 8
-#define TE_HEAD_DIM 128
-#define TE_INTER 12288
-#define TE_VOCAB 151936
-#define TE_MAX_POS 262144
-
-/* The VAE. */
-
-#define PROJECT_STEPS 40
+#define CMD "bench imagine"
+#define MAX_STEPS 100
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
 typedef struct bench_opts {
     cq_bench_model_opts m;
+    const cq_imagine_model *model;
+    const char *steps_arg, *layers_arg; /* checked against the model's limits once the line is read */
     int steps, layers;
     cq_dtype quant;
     const char *prompt, *tokenizer, *chat_template;
+    char template_path[512];
     uint64_t gpu_memory; /* --gpu-memory in bytes; 0: CORTIQ_GPU_MEMORY, else the backend's default */
     uint64_t more[8];    /* further budgets of a --gpu-memory list, each run after the first (0: the default) */
     int n_more;
@@ -83,27 +74,34 @@ static void print_upload(cq_backend *be, double load_s, double open_s) {
 }
 
 static void help(void) {
-    printf("usage: cortiq bench imagine [--size 256|512|1024|2048] [--steps N] [--quant q8_2f|q4tp]\n"
-           "                            [--threads N] [--backend cpu|cuda] [--prompt TEXT] [--tokenizer FILE]\n"
-           "                            [--chat-template FILE] [--layers N] [--gpu-memory GiB[,GiB...]]\n"
-           "                            [--cold] [--no-verify]\n"
+    printf("usage: cortiq bench imagine [--model qi21|zimage] [--size 256|512|1024|2048] [--steps N]\n"
+           "                            [--quant q8_2f|q4tp] [--threads N] [--backend cpu|cuda]\n"
+           "                            [--prompt TEXT] [--tokenizer FILE] [--chat-template FILE] [--layers N]\n"
+           "                            [--gpu-memory GiB[,GiB...]] [--cold] [--no-verify]\n"
            "\n"
-           "Time Qwen-Image-2.1 text to image end to end at the released configuration with random\n"
-           "weights: the Qwen3-VL-8B text tower (36 layers, 4096 wide), the 7B denoiser and the VAE\n"
-           "(base 96/144, z 64), with the real tokenizer, chat template and scheduler. The pack is\n"
-           "written to a temporary .cmf under $TMPDIR (default /tmp; 14.3 GiB with q8_2f, 11.1 GiB with\n"
-           "q4tp; the free space is checked first) and mapped as a real model is; the file is\n"
-           "removed as soon as it is mapped, and also when the run fails or is interrupted.\n"
+           "Time text to image end to end at a released model's configuration with random weights,\n"
+           "with the real tokenizer, chat template and scheduler:\n"
+           "  qi21    Qwen-Image-2.1: the Qwen3-VL-8B text tower (36 layers, 4096 wide), the 7B denoiser\n"
+           "          and the VAE (base 96/144, z 64); 14.3 GiB with q8_2f, 11.1 GiB with q4tp\n"
+           "  zimage  Z-Image Turbo: the Qwen3-4B text tower (36 layers stored, 35 run, 2560 wide), the\n"
+           "          6.15B denoiser and the Flux VAE; 8 steps without guidance, as released;\n"
+           "          9.6 GiB with q8_2f, 6.9 GiB with q4tp\n"
+           "The pack is written to a temporary .cmf under $TMPDIR (default /tmp; the free space is\n"
+           "checked first) and mapped as a real model is; the file is removed as soon as it is mapped,\n"
+           "and also when the run fails or is interrupted.\n"
            "\n"
-           "Then the pipeline runs once and reports, per phase (load, text tower, prefill, each step,\n"
-           "VAE decode): wall time, CPU time of all threads and resident memory after it; the total\n"
-           "for --steps and for %d steps projected from the median step; the peak resident memory\n"
-           "(mapped weights included) and the file size.\n"
+           "Then the pipeline runs once and reports, per phase (load, text tower, prefill or caption\n"
+           "prepare, each step, VAE decode): wall time, CPU time of all threads and resident memory\n"
+           "after it; the total for --steps and for the model's usual steps (qi21 40, zimage 8)\n"
+           "projected from the median step; the peak resident memory (mapped weights included) and\n"
+           "the file size.\n"
            "\n"
            "options:\n"
+           "  --model M            qi21 (default) or zimage\n"
            "  --size N             image side in pixels: 256 (default), 512, 1024 or 2048 (the last two\n"
            "                       are for a GPU: a CPU step at 1024 takes tens of minutes)\n"
-           "  --steps N            denoising steps actually run, 2..100 (default 2)\n"
+           "  --steps N            denoising steps actually run: qi21 2..%d (default 2), zimage 1..%d\n"
+           "                       (default 8, the Turbo recipe)\n"
            "  --quant C            denoiser codec: q8_2f (default) or q4tp; the text tower stays q8_2f\n"
            "                       and the VAE f16, as `cortiq convert` makes them\n"
            "  --threads N          worker threads (default: CORTIQ_THREADS or all cores)\n"
@@ -114,7 +112,8 @@ static void help(void) {
            "                       margin): how a smaller card is simulated. A list (\"default,24,16,8\")\n"
            "                       runs the pipeline once per budget on the same pack, each on a\n"
            "                       new backend, and ends with a table: the residency plan, load, median\n"
-           "                       step, VAE and total times, and the device memory measured at its peak\n"
+           "                       step, VAE and total times, the device memory measured at its peak\n"
+           "                       and the weight bytes streamed per step\n"
            "  --cold               drop the pack's pages from the page cache before the load, so it reads\n"
            "                       the disk (needs TMPDIR on a disk: tmpfs such as /dev/shm keeps them)\n"
            "  --no-verify          load without checking each tensor's hash (the load's time with and\n"
@@ -122,47 +121,55 @@ static void help(void) {
            "  --prompt TEXT        the prompt (default: a fixed 15-word one)\n"
            "  --tokenizer FILE     Qwen tokenizer.json, optionally gzip-compressed\n"
            "                       (default: %s/tokenizers/qwen3.json.gz)\n"
-           "  --chat-template FILE the processor's chat template\n"
-           "                       (default: %s/chat_templates/qwen3_vl.jinja)\n"
-           "  --layers N           build only the first N layers of the text tower and the denoiser: a\n"
+           "  --chat-template FILE the chat template (default: %s/chat_templates/\n"
+           "                       qwen3_vl.jinja for qi21, qwen3.jinja for zimage)\n"
+           "  --layers N           build only the first N layers of the denoiser (qi21 1..32, zimage\n"
+           "                       1..30) and N of the text tower (zimage: N + 1 stored, N run): a\n"
            "                       quick check of the whole path (the times are then not the model's)\n"
            "  -h, --help           this text\n",
-           PROJECT_STEPS, CQ_BENCH_FIXTURES, CQ_BENCH_FIXTURES);
+           MAX_STEPS, MAX_STEPS, CQ_BENCH_FIXTURES, CQ_BENCH_FIXTURES);
+}
+
+/* A comma-separated --gpu-memory list into o->gpu_memory and o->more; "default" is the backend's default. */
+static int gpu_memory_arg(const char *v, bench_opts *o) {
+    if (!v) return cq_cli_usage_error(CMD, "--gpu-memory needs a size in GiB, e.g. 7.5");
+    char buf[256];
+    uint64_t one;
+    if (!*v && cq_env_parse_gib(v, &one) != CQ_OK) return cq_cli_usage_error(CMD, "--gpu-memory: %s", cq_last_error());
+    if (strlen(v) >= sizeof buf) return cq_cli_usage_error(CMD, "--gpu-memory: the list is too long");
+    strcpy(buf, v);
+    o->n_more = -1;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        uint64_t b = 0;
+        if (strcmp(t, "default") && cq_env_parse_gib(t, &b) != CQ_OK)
+            return cq_cli_usage_error(CMD, "--gpu-memory: %s", cq_last_error());
+        if (o->n_more < 0) {
+            o->gpu_memory = b;
+        } else {
+            if (o->n_more >= (int)CQ_ARRAY_LEN(o->more))
+                return cq_cli_usage_error(CMD, "--gpu-memory: at most %d budgets", (int)CQ_ARRAY_LEN(o->more) + 1);
+            o->more[o->n_more] = b;
+        }
+        o->n_more++;
+    }
+    if (o->n_more < 0) return cq_cli_usage_error(CMD, "--gpu-memory needs a size in GiB, e.g. 7.5");
+    return 1;
 }
 
 static int opt(const char *cmd, const char *a, const char *v, int *i, void *ctx) {
     bench_opts *o = ctx;
-    long n;
     if (strcmp(a, "--quant") == 0) return cq_bench_quant_arg(cmd, v, false, i, &o->quant);
-    if (strcmp(a, "--steps") == 0) {
-        if (!cq_cli_parse_int(cmd, a, v, 2, 100, &n)) return 2;
-        o->steps = (int)n;
-    } else if (strcmp(a, "--layers") == 0) {
-        if (!cq_cli_parse_int(cmd, a, v, 1, CQ_BENCH_DIT_LAYERS, &n)) return 2;
-        o->layers = (int)n;
+    if (strcmp(a, "--model") == 0) {
+        const char *names;
+        if (!v) return cq_cli_usage_error(cmd, "--model needs a value");
+        o->model = cq_imagine_model_find(v, &names);
+        if (!o->model) return cq_cli_usage_error(cmd, "--model wants one of %s, got '%s'", names, v);
+    } else if (strcmp(a, "--steps") == 0 || strcmp(a, "--layers") == 0) {
+        if (!v) return cq_cli_usage_error(cmd, "%s needs a value", a);
+        *(a[2] == 's' ? &o->steps_arg : &o->layers_arg) = v;
     } else if (strcmp(a, "--gpu-memory") == 0) {
-        if (!v) return cq_cli_usage_error(cmd, "--gpu-memory needs a size in GiB, e.g. 7.5");
-        /* a comma-separated list; "default" is the backend's default */
-        char buf[256];
-        uint64_t one;
-        if (!*v && cq_env_parse_gib(v, &one) != CQ_OK) return cq_cli_usage_error(cmd, "--gpu-memory: %s", cq_last_error());
-        if (strlen(v) >= sizeof buf) return cq_cli_usage_error(cmd, "--gpu-memory: the list is too long");
-        strcpy(buf, v);
-        o->n_more = -1;
-        for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-            uint64_t b = 0;
-            if (strcmp(t, "default") && cq_env_parse_gib(t, &b) != CQ_OK)
-                return cq_cli_usage_error(cmd, "--gpu-memory: %s", cq_last_error());
-            if (o->n_more < 0) {
-                o->gpu_memory = b;
-            } else {
-                if (o->n_more >= (int)CQ_ARRAY_LEN(o->more))
-                    return cq_cli_usage_error(cmd, "--gpu-memory: at most %d budgets", (int)CQ_ARRAY_LEN(o->more) + 1);
-                o->more[o->n_more] = b;
-            }
-            o->n_more++;
-        }
-        if (o->n_more < 0) return cq_cli_usage_error(cmd, "--gpu-memory needs a size in GiB, e.g. 7.5");
+        int r = gpu_memory_arg(v, o);
+        if (r != 1) return r;
     } else if (strcmp(a, "--prompt") == 0) {
         if (!v) return cq_cli_usage_error(cmd, "--prompt needs a value");
         o->prompt = v;
@@ -176,8 +183,22 @@ static int opt(const char *cmd, const char *a, const char *v, int *i, void *ctx)
     return 1;
 }
 
+/* The whole line; then what depends on the model: the bounds of --steps and --layers, the template. */
 static int parse(int argc, char **argv, bench_opts *o, bool *done) {
-    return cq_bench_model_args("bench imagine", argc, argv, &o->m, help, opt, o, done);
+    int rc = cq_bench_model_args(CMD, argc, argv, &o->m, help, opt, o, done);
+    if (rc || *done) return rc;
+    const cq_imagine_model *md = o->model;
+    long n;
+    o->steps = md->default_steps;
+    if (o->steps_arg && !cq_cli_parse_int(CMD, "--steps", o->steps_arg, md->min_steps, MAX_STEPS, &n)) return 2;
+    if (o->steps_arg) o->steps = (int)n;
+    if (o->layers_arg && !cq_cli_parse_int(CMD, "--layers", o->layers_arg, 1, md->dit_layers, &n)) return 2;
+    if (o->layers_arg) o->layers = (int)n;
+    if (!o->chat_template) {
+        snprintf(o->template_path, sizeof o->template_path, "%s/%s", CQ_BENCH_FIXTURES, md->chat_template);
+        o->chat_template = o->template_path;
+    }
+    return 0;
 }
 
 /* ---- inputs: tokenizer and chat template ---------------------------------------------------- */
@@ -195,107 +216,65 @@ static cq_status read_input(const char *path, const char *what, char **out, size
     return CQ_OK;
 }
 
-/* ---- the pack's contents ---------------------------------------------------------------------- */
-static cq_status te_weights(cq_bench_pack *p, int layers) {
-    const cq_qwen3_config c = {.vocab_size = TE_VOCAB, .hidden = TE_HIDDEN, .intermediate = TE_INTER,
-                               .n_layers = layers, .n_heads = TE_HEADS, .n_kv_heads = TE_KV_HEADS,
-                               .head_dim = TE_HEAD_DIM};
-    cq_tt_list t = {0};
-    cq_status s = cq_qwen3_tensors(&c, "te.", "model.language_model.", &t);
-    /* the table ends with the optional head, which the text tower never reads */
-    if (s == CQ_OK && t.n && strcmp(t.e[t.n - 1].pattern, "lm_head.weight") == 0) t.n--;
-    /* convert keeps the text tower at 8 bits */
-    if (s == CQ_OK) s = cq_bench_pack_table(p, &t, CQ_DTYPE_Q8_2F);
-    cq_tt_list_free(&t);
-    return s;
-}
-
-/* Qwen3-VL-8B's config.json (the vision part left out: text to image never runs it). */
-static const char k_te_config[] =
-    "{\"architectures\": [\"Qwen3VLForConditionalGeneration\"], \"model_type\": \"qwen3_vl\", "
-    "\"image_token_id\": 151655, \"video_token_id\": 151656, \"vision_start_token_id\": 151652, "
-    "\"vision_end_token_id\": 151653, \"tie_word_embeddings\": false, \"text_config\": {"
-    "\"attention_bias\": false, \"attention_dropout\": 0.0, \"head_dim\": 128, \"hidden_act\": \"silu\", "
-    "\"hidden_size\": 4096, \"initializer_range\": 0.02, \"intermediate_size\": 12288, "
-    "\"max_position_embeddings\": 262144, \"model_type\": \"qwen3_vl_text\", \"num_attention_heads\": 32, "
-    "\"num_hidden_layers\": %d, \"num_key_value_heads\": 8, \"rms_norm_eps\": 1e-06, \"rope_parameters\": "
-    "{\"mrope_interleaved\": true, \"mrope_section\": [24, 20, 20], \"rope_theta\": 5000000.0, \"rope_type\": "
-    "\"default\"}, \"use_cache\": true, \"vocab_size\": 151936}}";
-
-static const char k_scheduler_config[] =
-    "{\"_class_name\": \"FlowMatchEulerDiscreteScheduler\", \"base_image_seq_len\": 256, \"base_shift\": 0.5, "
-    "\"invert_sigmas\": false, \"max_image_seq_len\": 8192, \"max_shift\": 0.9, \"num_train_timesteps\": 1000, "
-    "\"shift\": 1.0, \"shift_terminal\": 0.02, \"stochastic_sampling\": false, \"time_shift_type\": \"exponential\", "
-    "\"use_beta_sigmas\": false, \"use_dynamic_shifting\": true, \"use_exponential_sigmas\": false, "
-    "\"use_karras_sigmas\": false}";
-
-static const char k_pipeline_config[] =
-    "{\"_class_name\": \"QwenImage21Pipeline\", \"processor\": [\"transformers\", \"Qwen3VLProcessor\"], "
-    "\"scheduler\": [\"diffusers\", \"FlowMatchEulerDiscreteScheduler\"], \"text_encoder\": [\"transformers\", "
-    "\"Qwen3VLForConditionalGeneration\"], \"transformer\": [\"diffusers\", \"QwenImage21Transformer2DModel\"], "
-    "\"vae\": [\"diffusers\", \"AutoencoderKLQwenImage21\"]}";
-
-/* The VAE config; the latent statistics (per-channel mean and std) are random too. */
-/* The header as convert writes it for a pipeline: the denoiser's shape as arch, the chat bundle. */
-static char *header_json(cq_dtype quant, int dit_layers, const char *chat_template) {
-    cJSON *h = cJSON_CreateObject(), *arch = cJSON_AddObjectToObject(h, "arch");
-    cJSON_AddStringToObject(h, "format", "cmf");
-    cJSON_AddNumberToObject(h, "version", 2);
-    cJSON_AddStringToObject(arch, "arch_name", "qwen_image21");
-    cJSON_AddNumberToObject(arch, "hidden_size", CQ_BENCH_DIT_HEADS * CQ_BENCH_DIT_HEAD_DIM);
-    cJSON_AddNumberToObject(arch, "intermediate_size", CQ_BENCH_DIT_HEADS * CQ_BENCH_DIT_HEAD_DIM * CQ_BENCH_DIT_RATIO);
-    cJSON_AddNumberToObject(arch, "num_layers", dit_layers);
-    cJSON_AddNumberToObject(arch, "num_attention_heads", CQ_BENCH_DIT_HEADS);
-    cJSON_AddNumberToObject(arch, "num_kv_heads", CQ_BENCH_DIT_HEADS);
-    cJSON_AddNumberToObject(arch, "head_dim", CQ_BENCH_DIT_HEAD_DIM);
-    cJSON_AddNumberToObject(arch, "vocab_size", TE_VOCAB);
-    cJSON_AddNumberToObject(arch, "max_position_embeddings", TE_MAX_POS);
-    cJSON_AddNumberToObject(arch, "rms_norm_eps", 1e-6);
-    cJSON *lt = cJSON_AddArrayToObject(arch, "layer_types");
-    for (int l = 0; l < dit_layers; l++) cJSON_AddItemToArray(lt, cJSON_CreateString("FullAttention"));
-    cJSON_AddStringToObject(h, "quant_type", quant == CQ_DTYPE_Q8_2F ? "Q8_2F" : "Q4_BLOCK");
-    cJSON *prov = cJSON_AddObjectToObject(h, "provenance");
-    cJSON_AddStringToObject(prov, "tool", "cortiq bench imagine");
-    cJSON_AddStringToObject(prov, "source", "random weights");
-    cJSON *tok = cJSON_AddObjectToObject(h, "tokenizer_config");
-    cJSON_AddStringToObject(tok, "chat_template", chat_template);
-    int eos = 151645;
-    cJSON_AddItemToObject(tok, "eos_token_ids", cJSON_CreateIntArray(&eos, 1));
-    cJSON_AddNumberToObject(tok, "pad_token_id", 151643);
-    char *s = cJSON_PrintUnformatted(h);
-    cJSON_Delete(h);
-    return s;
-}
-
-/* ---- timing the pipeline ---------------------------------------------------------------------- */
+/* ---- the run's state ------------------------------------------------------------------------------ */
 typedef struct mark {
     double wall, cpu;
     uint64_t rss;
     bool set;
 } mark;
 
+typedef struct bench_run {
+    char *tok, *tmpl;
+    size_t tok_len, tmpl_len;
+    cq_imagine_pack pack;
+    cq_cmf *cmf;
+    cq_backend *be;
+    cq_imagine_pipe pipe;
+    mark *steps;
+    double *st; /* [steps] seconds of each step */
+} bench_run;
+
+static void run_free(bench_run *r) {
+    cq_imagine_pipe_free(&r->pipe);
+    cq_backend_free(r->be);
+    cq_cmf_close(r->cmf);
+    cq_imagine_pack_free(&r->pack);
+    cq_free(r->tok);
+    cq_free(r->tmpl);
+    cq_free(r->steps);
+    cq_free(r->st);
+}
+
+static int fail(bench_run *r, cq_status s, const char *what) {
+    int rc = cq_cli_fail(CMD, s, what);
+    run_free(r);
+    return rc;
+}
+
+/* ---- timing the pipeline ---------------------------------------------------------------------- */
 typedef struct watch {
-    mark phase[CQ_QI21_PHASE_DONE + 1]; /* when each phase began (DONE: when the VAE ended) */
-    mark *step;                         /* [steps]: when each step ended */
+    mark phase[CQ_GEN_PHASE_DONE + 1]; /* when each phase began (DONE: when the VAE ended) */
+    mark *step;                        /* [steps]: when each step ended */
     int threads;
-    cq_backend *be;                     /* a device backend: its streamed bytes read at each phase */
-    uint64_t streamed[CQ_QI21_PHASE_DONE + 1];
-    uint64_t pinned;                    /* page-locked host bytes of streamed weights when the steps began */
-    const cq_qi21_pipe *pipe;           /* its seconds of binds and releases read at each phase */
-    double staged0, staged[CQ_QI21_PHASE_DONE + 1];
+    cq_backend *be;                    /* a device backend: its streamed bytes read at each phase */
+    uint64_t streamed[CQ_GEN_PHASE_DONE + 1];
+    uint64_t pinned;                   /* page-locked host bytes of streamed weights when the steps began */
+    const cq_imagine_pipe *pipe;       /* its seconds of binds and releases read at each phase */
+    const char *prefill;               /* the model's name for the PREFILL phase */
+    double staged0, staged[CQ_GEN_PHASE_DONE + 1];
 } watch;
 
-static double stage_seconds(const cq_qi21_pipe *p) {
-    const cq_resid *r = p ? cq_qi21_pipe_residency(p) : NULL;
+static double stage_seconds(const cq_imagine_pipe *p) {
+    const cq_resid *r = p ? cq_imagine_pipe_residency(p) : NULL;
     return r ? r->stage_s : 0;
 }
 
 static mark mark_now(void) { return (mark){cq_now(), cq_bench_cpu_seconds(), cq_bench_rss(), true}; }
 
 /* the binds and releases inside the text phase's interval: those of the stage before the prefill */
-static double text_binds(const watch *w) { return w->staged[CQ_QI21_PHASE_PREFILL] - w->staged[CQ_QI21_PHASE_TEXT]; }
+static double text_binds(const watch *w) { return w->staged[CQ_GEN_PHASE_PREFILL] - w->staged[CQ_GEN_PHASE_TEXT]; }
 
-static void on_phase(cq_qi21_phase ph, void *user) {
+static void on_phase(cq_gen_phase ph, void *user) {
     watch *w = user;
     cq_backend_stats st;
     /* the stats wait for the queued work: the phases' times stay their own */
@@ -303,7 +282,7 @@ static void on_phase(cq_qi21_phase ph, void *user) {
         w->streamed[ph] = st.streamed_bytes, w->pinned = ph == CQ_GEN_PHASE_STEPS ? st.host_pinned : w->pinned;
     w->phase[ph] = mark_now();
     w->staged[ph] = stage_seconds(w->pipe);
-    static const char *const what[] = {"text tower", "prefill", "denoising", "VAE decode", NULL};
+    const char *const what[] = {"text tower", w->prefill, "denoising", "VAE decode", NULL};
     if (what[ph]) {
         fprintf(stderr, "  %s...\n", what[ph]);
         fflush(stderr);
@@ -313,7 +292,7 @@ static void on_phase(cq_qi21_phase ph, void *user) {
 static int on_step(int step, int n, void *user) {
     watch *w = user;
     w->step[step - 1] = mark_now();
-    const mark *from = step > 1 ? &w->step[step - 2] : &w->phase[CQ_QI21_PHASE_STEPS];
+    const mark *from = step > 1 ? &w->step[step - 2] : &w->phase[CQ_GEN_PHASE_STEPS];
     fprintf(stderr, "    step %d/%d: %.1f s\n", step, n, w->step[step - 1].wall - from->wall);
     fflush(stderr);
     return 0;
@@ -376,71 +355,177 @@ static void print_rows(const budget_row *rows, int n) {
            "during the steps\n");
 }
 
-/* The device memory figures and the plan of a finished run. */
-static void row_memory(cq_backend *be, const cq_qi21_pipe *pipe, const watch *w, int steps, budget_row *b) {
+/* A finished run's row: its times from the marks (load from l0 to l1), its device memory and its plan. */
+static budget_row budget_of(cq_backend *be, const cq_imagine_pipe *pipe, const watch *w, const mark *l0,
+                            const mark *l1, double step_median, int steps) {
+    const mark *ph = w->phase;
+    budget_row b = {.ok = true, .load = l1->wall - l0->wall,
+                    .text = ph[CQ_GEN_PHASE_PREFILL].wall - ph[CQ_GEN_PHASE_TEXT].wall - text_binds(w),
+                    .binds = w->staged[CQ_GEN_PHASE_DONE] - w->staged0, .step = step_median,
+                    .vae = ph[CQ_GEN_PHASE_DONE].wall - ph[CQ_GEN_PHASE_VAE].wall,
+                    .total = ph[CQ_GEN_PHASE_DONE].wall - l0->wall};
     cq_backend_stats st;
-    b->budget = cq_backend_mem_budget(be);
-    b->pinned = w->pinned;
-    b->streamed_step = (w->streamed[CQ_QI21_PHASE_VAE] - w->streamed[CQ_QI21_PHASE_STEPS]) / (uint64_t)(steps > 0 ? steps : 1);
+    b.budget = cq_backend_mem_budget(be);
+    b.pinned = w->pinned;
+    b.streamed_step = (w->streamed[CQ_GEN_PHASE_VAE] - w->streamed[CQ_GEN_PHASE_STEPS]) / (uint64_t)(steps > 0 ? steps : 1);
     if (cq_backend_get_stats(be, &st, false) == CQ_OK) {
-        b->peak = st.mem_peak;
-        b->weights = st.weight_bytes;
-        b->cached = st.mem_cached;
-        b->dev_used = st.device_total - st.device_free;
+        b.peak = st.mem_peak;
+        b.weights = st.weight_bytes;
+        b.cached = st.mem_cached;
+        b.dev_used = st.device_total - st.device_free;
     }
-    cq_resid_plan_describe(&cq_qi21_pipe_residency(pipe)->plan, b->plan, sizeof b->plan);
+    const cq_resid *rs = cq_imagine_pipe_residency(pipe);
+    if (rs) cq_resid_plan_describe(&rs->plan, b.plan, sizeof b.plan);
+    return b;
 }
 
-/* ---- the run ------------------------------------------------------------------------------------ */
-typedef struct bench_run {
-    char *tok, *tmpl, *vae_cfg, *hdr;
-    size_t tok_len, tmpl_len;
-    cq_bench_pack pack;
-    cq_cmf *cmf;
-    cq_backend *be;
-    cq_qi21_pipe *pipe;
-    mark *steps;
-} bench_run;
-
-/* cq_qi21_pipe_load in its two halves, the first (the tokenizer, the template, the configs) timed. */
-static cq_status load_pipe(bench_run *r, double *open_s) {
-    const double t0 = cq_now();
-    CQ_TRY(cq_qi21_pipe_open(r->cmf, &r->pipe));
-    *open_s = cq_now() - t0;
-    cq_status s = cq_qi21_pipe_load_weights(r->pipe, r->be);
-    if (s != CQ_OK) {
-        cq_qi21_pipe_free(r->pipe);
-        r->pipe = NULL;
-    }
+/* ---- one load and generation -------------------------------------------------------------------- */
+/* The pipeline's open and weights on r->be (a device backend uploads and decodes asynchronously: waited for,
+ * so the load's time is its own), timed from *l0 to *l1; *open_s: the open's share. */
+static cq_status load_timed(bench_run *r, const bench_opts *o, mark *l0, mark *l1, double *open_s) {
+    *l0 = mark_now();
+    cq_status s = cq_imagine_pipe_open(o->model, r->cmf, &r->pipe);
+    *open_s = cq_now() - l0->wall;
+    if (s == CQ_OK) s = cq_imagine_pipe_load_weights(&r->pipe, r->be);
+    if (s == CQ_OK) s = cq_backend_sync(r->be);
+    *l1 = mark_now();
     return s;
 }
 
-static void run_free(bench_run *r) {
-    cq_qi21_pipe_free(r->pipe);
-    cq_backend_free(r->be);
-    cq_cmf_close(r->cmf);
-    cq_bench_pack_free(&r->pack);
-    cJSON_free(r->hdr);
-    cJSON_free(r->vae_cfg);
-    cq_free(r->tok);
-    cq_free(r->tmpl);
-    cq_free(r->steps);
+/* A generation watched by *w (its step marks in r->steps), then each step's seconds into r->st and their
+ * median into *median. The image is freed unless `res` is given (and on failure). */
+static cq_status generate(bench_run *r, const bench_opts *o, watch *w, cq_image_result *res, double *median) {
+    w->step = r->steps;
+    w->pipe = &r->pipe;
+    w->prefill = o->model->prefill;
+    w->staged0 = stage_seconds(&r->pipe);
+    const cq_imagine_req rq = {.prompt = o->prompt, .side = o->m.size, .steps = o->steps, .on_step = on_step,
+                               .on_phase = on_phase, .user = w};
+    cq_image_result own = {0};
+    cq_image_result *out = res ? res : &own;
+    cq_status s = cq_imagine_pipe_generate(&r->pipe, &rq, out);
+    if (s == CQ_OK) s = cq_backend_sync(r->be);
+    if (s != CQ_OK || !res) cq_image_result_free(out);
+    if (s != CQ_OK) return s;
+    for (int i = 0; i < o->steps; i++)
+        r->st[i] = r->steps[i].wall - (i ? r->steps[i - 1].wall : w->phase[CQ_GEN_PHASE_STEPS].wall);
+    double *tmp = cq_mallocn((size_t)o->steps, sizeof *tmp); /* the median sorts its input */
+    if (!tmp) return CQ_ERR_NOMEM;
+    memcpy(tmp, r->st, (size_t)o->steps * sizeof *tmp);
+    *median = cq_bench_median(tmp, o->steps);
+    cq_free(tmp);
+    return CQ_OK;
 }
 
-static int fail(bench_run *r, cq_status s, const char *what) {
-    int rc = cq_cli_fail("bench imagine", s, what);
-    run_free(r);
-    return rc;
+/* The further budgets of a --gpu-memory list, each on a new backend, into rows[0 .. n_more). */
+static cq_status more_budgets(bench_run *r, const bench_opts *o, int threads, budget_row *rows) {
+    for (int k = 0; k < o->n_more; k++) {
+        budget_row *b = &rows[k];
+        cq_imagine_pipe_free(&r->pipe);
+        cq_backend_free(r->be);
+        r->be = NULL;
+        printf("\n== budget %d of %d\n", 2 + k, 1 + o->n_more);
+        fflush(stdout);
+        CQ_TRY(cq_env_backend_open(o->m.backend, o->m.threads, o->more[k], &r->be));
+        b->budget = cq_backend_mem_budget(r->be);
+        mark l0, l1;
+        double open_s = 0, median = 0;
+        cq_status s = load_timed(r, o, &l0, &l1, &open_s);
+        if (s == CQ_OK) print_upload(r->be, l1.wall - l0.wall, open_s);
+        watch w = {.threads = threads, .be = r->be};
+        if (s == CQ_OK) s = generate(r, o, &w, NULL, &median);
+        if (s != CQ_OK) {
+            snprintf(b->err, sizeof b->err, "%s", cq_last_error());
+            cq_clear_error();
+            continue;
+        }
+        *b = budget_of(r->be, &r->pipe, &w, &l0, &l1, median, o->steps);
+    }
+    return CQ_OK;
 }
 
+/* ---- the report's parts ------------------------------------------------------------------------- */
+static void print_pack(const bench_opts *o, const cq_imagine_pack *pk, int te_layers, int dit_layers) {
+    const cq_imagine_model *md = o->model;
+    char b1[32], b2[32], b3[32], b4[32];
+    if (o->layers)
+        printf("ONLY %d of the %d text tower layers and %d of the %d denoiser layers are built (--layers)\n", te_layers,
+               md->te_layers, dit_layers, md->dit_layers);
+    const uint64_t b_all = pk->b_te + pk->b_dit + pk->b_vae;
+    printf("%s text to image, real configuration, random weights\n"
+           "  text tower  %s: q8_2f, %s\n"
+           "  denoiser    %s: %s, %s\n"
+           "  VAE         %s: f16 kernels, %s\n"
+           "  weights     %s in all\n",
+           md->title, md->te_what, cq_fmt_bytes(pk->b_te, b1, sizeof b1), md->dit_what, cq_dtype_name(o->quant),
+           cq_fmt_bytes(pk->b_dit, b2, sizeof b2), md->vae_what, cq_fmt_bytes(pk->b_vae, b3, sizeof b3),
+           cq_fmt_bytes(b_all, b4, sizeof b4));
+    uint64_t ram = cq_bench_ram();
+    if (ram) {
+        /* mapped pages are file pages: the kernel can drop and re-read them, but a run whose weights
+         * do not stay resident reads the disk in every phase */
+        bool fits = b_all + ((uint64_t)2 << 30) <= ram;
+        printf("  memory      %s of RAM: the weights %s\n", cq_fmt_bytes(ram, b1, sizeof b1),
+               fits ? "fit with 2 GiB to spare" : "do NOT fit with 2 GiB to spare");
+        if (!fits && o->quant == CQ_DTYPE_Q8_2F && pk->b_dit_q4tp < pk->b_dit)
+            printf("              (--quant q4tp makes the denoiser about %.1f GiB smaller)\n",
+                   (double)(pk->b_dit - pk->b_dit_q4tp) / GIB);
+    }
+    fflush(stdout);
+}
+
+/* The device bytes the residency plan was made from, per part and weight mode. */
+static void print_need(const cq_resid_need *nd) {
+    printf("device bytes planned (GiB): %-13s %8s %8s %8s %13s %11s\n", "part", "planes", "compact", "slot",
+           "stream slots", "activations");
+    for (int part = 0; part < CQ_PART_COUNT; part++)
+        printf("                            %-13s %8.2f %8.2f %8.2f %13.2f %11.2f\n", cq_part_name((cq_part)part),
+               (double)nd->weights[part][CQ_WEIGHTS_DEFAULT] / GIB, (double)nd->weights[part][CQ_WEIGHTS_COMPACT] / GIB,
+               (double)nd->slot[part][CQ_WEIGHTS_COMPACT] / GIB, (double)nd->slot[part][CQ_WEIGHTS_STREAMED] / GIB,
+               (double)nd->act[part] / GIB);
+}
+
+/* The phase table of the first run and the totals under it. */
+static void print_phases(const bench_run *r, const bench_opts *o, const watch *w, const mark *l0, const mark *l1,
+                         int total, int rows, int tokens, int threads, double step_med) {
+    const mark *ph = w->phase;
+    const char *pre = o->model->prefill;
+    char label[64];
+    printf("\n%-34s %9s %9s %9s %11s\n", "phase", "wall s", "CPU s", "CPU share", "RSS after");
+    row("load (weights bound in place)", l0, l1, threads);
+    snprintf(label, sizeof label, "text tower (%d tokens)", total);
+    row(label, &ph[CQ_GEN_PHASE_TEXT], &ph[CQ_GEN_PHASE_PREFILL], threads);
+    printf("  of which binds and releases %.2f s (the parts the %s needs bound, those it does not released)\n",
+           text_binds(w), pre);
+    snprintf(label, sizeof label, "%s (%d %s)", pre, rows, o->model->prefill_rows);
+    row(label, &ph[CQ_GEN_PHASE_PREFILL], &ph[CQ_GEN_PHASE_STEPS], threads);
+    for (int i = 0; i < o->steps; i++) {
+        snprintf(label, sizeof label, "step %d/%d (%dx%d, %d tokens)", i + 1, o->steps, o->m.size, o->m.size, tokens);
+        row(label, i ? &r->steps[i - 1] : &ph[CQ_GEN_PHASE_STEPS], &r->steps[i], threads);
+    }
+    snprintf(label, sizeof label, "%d step%s", o->steps, o->steps == 1 ? "" : "s");
+    row(label, &ph[CQ_GEN_PHASE_STEPS], &ph[CQ_GEN_PHASE_VAE], threads);
+    snprintf(label, sizeof label, "VAE decode (%dx%d)", o->m.size, o->m.size);
+    row(label, &ph[CQ_GEN_PHASE_VAE], &ph[CQ_GEN_PHASE_DONE], threads);
+    snprintf(label, sizeof label, "total, %d steps (load to image)", o->steps);
+    row(label, l0, &ph[CQ_GEN_PHASE_DONE], threads);
+    const int k = o->model->project_steps;
+    double fixed = (l1->wall - l0->wall) + (ph[CQ_GEN_PHASE_STEPS].wall - ph[CQ_GEN_PHASE_TEXT].wall) +
+                   (ph[CQ_GEN_PHASE_DONE].wall - ph[CQ_GEN_PHASE_VAE].wall);
+    printf("\nmedian step %.2f s; %d steps projected: %.1f s = load + text + %s + VAE (%.1f s) + %d x %.2f s\n",
+           step_med, k, fixed + k * step_med, pre, fixed, k, step_med);
+}
+
+/* ---- the command ----------------------------------------------------------------------------------- */
 int cq_bench_imagine(int argc, char **argv) {
-    bench_opts o = {.m = {.size = 256, .backend = "cpu"}, .steps = 2, .quant = CQ_DTYPE_Q8_2F, .layers = 0,
+    bench_opts o = {.m = {.size = 256, .backend = "cpu"}, .model = cq_imagine_model_find("qi21", NULL),
+                    .quant = CQ_DTYPE_Q8_2F,
                     .prompt = "a red fox sitting in a snowy birch forest at dawn, soft golden light, detailed fur",
-                    .tokenizer = CQ_BENCH_FIXTURES "/tokenizers/qwen3.json.gz",
-                    .chat_template = CQ_BENCH_FIXTURES "/chat_templates/qwen3_vl.jinja"};
+                    .tokenizer = CQ_BENCH_FIXTURES "/tokenizers/qwen3.json.gz"};
     bool done = false;
     int rc = parse(argc, argv, &o, &done);
     if (rc || done) return rc;
+    const cq_imagine_model *md = o.model;
     bench_run r = {0};
     /* the backend first: a missing GPU fails before gigabytes of weights are written */
     cq_status s = cq_env_backend_open(o.m.backend, o.m.threads, o.gpu_memory, &r.be);
@@ -449,60 +534,23 @@ int cq_bench_imagine(int argc, char **argv) {
     if (s == CQ_OK) s = read_input(o.chat_template, "chat template", &r.tmpl, &r.tmpl_len);
     if (s != CQ_OK) return fail(&r, s, "reading the inputs");
 
-    /* the pack: text tower, denoiser, VAE */
-    int te_layers = o.layers ? o.layers : TE_LAYERS, dit_layers = o.layers ? o.layers : CQ_BENCH_DIT_LAYERS;
-    s = te_weights(&r.pack, te_layers);
-    uint64_t b_te = cq_bench_pack_bytes(&r.pack);
-    if (s == CQ_OK) s = cq_bench_dit_weights(&r.pack, o.quant, dit_layers);
-    uint64_t b_dit = cq_bench_pack_bytes(&r.pack) - b_te;
-    if (s == CQ_OK) s = cq_bench_vae_weights(&r.pack);
-    uint64_t b_all = cq_bench_pack_bytes(&r.pack), b_vae = b_all - b_te - b_dit;
-    char dit_cfg[512], te_cfg[sizeof k_te_config + 16];
-    snprintf(te_cfg, sizeof te_cfg, k_te_config, te_layers);
-    r.vae_cfg = cq_bench_vae_config();
-    r.hdr = header_json(o.quant, dit_layers, r.tmpl);
-    if (s == CQ_OK && (!r.vae_cfg || !r.hdr || cq_bench_dit_config(dit_cfg, sizeof dit_cfg, dit_layers) < 0))
-        s = CQ_ERR_NOMEM;
+    /* the pack: text tower, denoiser, VAE (--layers N: N text layers run, those the pipeline never runs kept) */
+    int te_layers = o.layers ? o.layers + md->te_unread : md->te_layers, dit_layers = o.layers ? o.layers : md->dit_layers;
+    s = cq_imagine_pack_build(md, o.quant, te_layers, dit_layers, r.tmpl, &r.pack);
     if (s != CQ_OK) return fail(&r, s, "listing the weights");
-
-    char b1[32], b2[32], b3[32], b4[32];
-    if (o.layers)
-        printf("ONLY %d of the 36 text tower layers and %d of the 32 denoiser layers are built (--layers)\n", te_layers,
-               dit_layers);
-    printf("Qwen-Image-2.1 text to image, real configuration, random weights\n"
-           "  text tower  Qwen3-VL-8B language model (36 layers, 4096 wide, 32/8 heads x 128, MLP 12288): q8_2f, %s\n"
-           "  denoiser    7B (32 layers, 32 heads x 128, MLP 12288): %s, %s\n"
-           "  VAE         base 96/144, z 64, dim_mult 1-2-4-8-8, 2 res blocks: f16 kernels, %s\n"
-           "  weights     %s in all\n",
-           cq_fmt_bytes(b_te, b1, sizeof b1), cq_dtype_name(o.quant), cq_fmt_bytes(b_dit, b2, sizeof b2),
-           cq_fmt_bytes(b_vae, b3, sizeof b3), cq_fmt_bytes(b_all, b4, sizeof b4));
-    uint64_t ram = cq_bench_ram();
-    if (ram) {
-        /* mapped pages are file pages: the kernel can drop and re-read them, but a run whose weights
-         * do not stay resident reads the disk in every phase */
-        bool fits = b_all + ((uint64_t)2 << 30) <= ram;
-        printf("  memory      %s of RAM: the weights %s\n", cq_fmt_bytes(ram, b1, sizeof b1),
-               fits ? "fit with 2 GiB to spare" : "do NOT fit with 2 GiB to spare");
-        if (!fits && o.quant == CQ_DTYPE_Q8_2F)
-            printf("              (--quant q4tp makes the denoiser about 3.3 GiB smaller)\n");
-    }
-    fflush(stdout);
+    print_pack(&o, &r.pack, te_layers, dit_layers);
 
     /* write, map, remove */
-    cq_bench_blob blobs[] = {{"te.config_json", te_cfg, strlen(te_cfg)},
-                             {"dit.config_json", dit_cfg, strlen(dit_cfg)},
-                             {"vae.config_json", r.vae_cfg, strlen(r.vae_cfg)},
-                             {"pipeline.config_json", k_pipeline_config, sizeof k_pipeline_config - 1},
-                             {"scheduler.config_json", k_scheduler_config, sizeof k_scheduler_config - 1}};
-    cq_bench_file f = {.tag = "imagine", .header = r.hdr, .tokenizer = r.tok, .tokenizer_len = r.tok_len,
-                       .blobs = blobs, .n_blobs = CQ_ARRAY_LEN(blobs), .weights = &r.pack,
+    cq_bench_file f = {.tag = "imagine", .header = r.pack.header, .tokenizer = r.tok, .tokenizer_len = r.tok_len,
+                       .blobs = r.pack.blobs, .n_blobs = CQ_ARRAY_LEN(r.pack.blobs), .weights = &r.pack.weights,
                        .no_verify = o.m.no_verify, .threads = o.m.threads, .cold = o.m.cold};
     uint64_t file_bytes;
+    char b1[32];
     mark m_w0 = mark_now();
     s = cq_bench_pack_map(&f, &r.cmf, &file_bytes);
     mark m_w1 = mark_now();
     if (s != CQ_OK) return fail(&r, s, "writing the temporary model");
-    cq_bench_pack_free(&r.pack);
+    cq_bench_pack_free(&r.pack.weights);
     cq_free(r.tok);
     r.tok = NULL;
     printf("file %s written, read back and mapped in %.1f s (temporary, already removed)\n",
@@ -511,14 +559,12 @@ int cq_bench_imagine(int argc, char **argv) {
     uint64_t peak_write = cq_bench_peak_rss();
     bool peak_reset = cq_bench_reset_peak_rss();
 
-    /* load (a device backend uploads and decodes asynchronously: waited for, so the load's time is its own) */
-    mark m_l0 = mark_now();
+    /* load */
+    mark m_l0, m_l1;
     double open_s = 0;
-    s = load_pipe(&r, &open_s);
-    if (s == CQ_OK) s = cq_backend_sync(r.be);
-    mark m_l1 = mark_now();
+    s = load_timed(&r, &o, &m_l0, &m_l1, &open_s);
     int total = 0, rows = 0;
-    if (s == CQ_OK) s = cq_qi21_pipe_prompt_tokens(r.pipe, o.prompt, &total, &rows);
+    if (s == CQ_OK) s = cq_imagine_pipe_tokens(&r.pipe, o.prompt, &total, &rows);
     if (s != CQ_OK) return fail(&r, s, "loading the pipeline");
     int threads = o.m.threads > 0 ? o.m.threads : cq_default_threads();
     char budget[48] = "";
@@ -526,72 +572,30 @@ int cq_bench_imagine(int argc, char **argv) {
         char b[32];
         snprintf(budget, sizeof budget, ", device-memory budget %s", cq_fmt_bytes(cq_backend_mem_budget(r.be), b, sizeof b));
     }
-    printf("backend %s%s, %d threads; prompt \"%s\": %d tokens, %d rows after the system turn\n",
-           cq_backend_name(r.be), budget, threads, o.prompt, total, rows);
+    printf("backend %s%s, %d threads; prompt \"%s\": %d tokens, %d %s\n", cq_backend_name(r.be), budget, threads,
+           o.prompt, total, rows, md->rows);
     print_upload(r.be, m_l1.wall - m_l0.wall, open_s);
-    if (cq_backend_mem_budget(r.be)) {
-        const cq_resid_need *nd = cq_qi21_pipe_need(r.pipe);
-        printf("device bytes planned (GiB): %-13s %8s %8s %8s %13s %11s\n", "part", "planes", "compact", "slot",
-               "stream slots", "activations");
-        for (int part = 0; part < CQ_PART_COUNT; part++)
-            printf("                            %-13s %8.2f %8.2f %8.2f %13.2f %11.2f\n", cq_part_name((cq_part)part),
-                   (double)nd->weights[part][CQ_WEIGHTS_DEFAULT] / GIB, (double)nd->weights[part][CQ_WEIGHTS_COMPACT] / GIB,
-                   (double)nd->slot[part][CQ_WEIGHTS_COMPACT] / GIB, (double)nd->slot[part][CQ_WEIGHTS_STREAMED] / GIB,
-                   (double)nd->act[part] / GIB);
-    }
+    if (cq_backend_mem_budget(r.be)) print_need(cq_imagine_pipe_need(&r.pipe));
     fflush(stdout);
 
     /* generate */
     watch w = {.threads = threads, .be = cq_backend_is_host(r.be) ? NULL : r.be};
     r.steps = cq_calloc((size_t)o.steps, sizeof *r.steps);
-    if (!r.steps) return fail(&r, CQ_ERR_NOMEM, "generating");
-    w.step = r.steps;
-    w.pipe = r.pipe;
-    w.staged0 = stage_seconds(r.pipe);
-    cq_qi21_gen_opts go = {.prompt = o.prompt, .width = o.m.size, .height = o.m.size, .steps = o.steps, .seed = 42,
-                           .guidance = 1.0, .on_step = on_step, .on_phase = on_phase, .user = &w};
-    cq_qi21_result res;
-    s = cq_qi21_pipe_generate(r.pipe, &go, &res);
+    r.st = cq_calloc((size_t)o.steps, sizeof *r.st);
+    if (!r.steps || !r.st) return fail(&r, CQ_ERR_NOMEM, "generating");
+    cq_image_result res;
+    double step_med = 0;
+    s = generate(&r, &o, &w, &res, &step_med);
     if (s != CQ_OK) return fail(&r, s, "generating");
     double lat_max = 0, img_max = 0;
     bool finite = all_finite(res.latents, (size_t)res.tokens * res.latent_channels, &lat_max) &&
                   all_finite(res.image, (size_t)res.channels * res.width * res.height, &img_max);
     int tokens = res.tokens;
-    cq_qi21_result_free(&res);
+    cq_image_result_free(&res);
     if (!finite) return fail(&r, cq_fail(CQ_ERR_NUMERIC, "the latents or the image hold non-finite values"), "checking");
 
     /* report */
-    const mark *ph = w.phase;
-    char label[64];
-    printf("\n%-34s %9s %9s %9s %11s\n", "phase", "wall s", "CPU s", "CPU share", "RSS after");
-    row("load (weights bound in place)", &m_l0, &m_l1, threads);
-    snprintf(label, sizeof label, "text tower (%d tokens)", total);
-    row(label, &ph[CQ_QI21_PHASE_TEXT], &ph[CQ_QI21_PHASE_PREFILL], threads);
-    printf("  of which binds and releases %.2f s (the parts the prefill needs bound, those it does not released)\n",
-           text_binds(&w));
-    snprintf(label, sizeof label, "prefill (%d text rows)", rows);
-    row(label, &ph[CQ_QI21_PHASE_PREFILL], &ph[CQ_QI21_PHASE_STEPS], threads);
-    double *st = cq_mallocn((size_t)o.steps, sizeof *st);
-    if (!st) return fail(&r, CQ_ERR_NOMEM, "reporting");
-    for (int i = 0; i < o.steps; i++) {
-        const mark *a = i ? &r.steps[i - 1] : &ph[CQ_QI21_PHASE_STEPS];
-        snprintf(label, sizeof label, "step %d/%d (%dx%d, %d tokens)", i + 1, o.steps, o.m.size, o.m.size, tokens);
-        row(label, a, &r.steps[i], threads);
-        st[i] = r.steps[i].wall - a->wall;
-    }
-    snprintf(label, sizeof label, "%d steps", o.steps);
-    row(label, &ph[CQ_QI21_PHASE_STEPS], &ph[CQ_QI21_PHASE_VAE], threads);
-    snprintf(label, sizeof label, "VAE decode (%dx%d)", o.m.size, o.m.size);
-    row(label, &ph[CQ_QI21_PHASE_VAE], &ph[CQ_QI21_PHASE_DONE], threads);
-    mark end = ph[CQ_QI21_PHASE_DONE];
-    snprintf(label, sizeof label, "total, %d steps (load to image)", o.steps);
-    row(label, &m_l0, &end, threads);
-    double step_med = cq_bench_median(st, o.steps);
-    double *st_k = st; /* reused by the further budgets' runs */
-    double fixed = (m_l1.wall - m_l0.wall) + (ph[CQ_QI21_PHASE_STEPS].wall - ph[CQ_QI21_PHASE_TEXT].wall) +
-                   (end.wall - ph[CQ_QI21_PHASE_VAE].wall);
-    printf("\nmedian step %.2f s; %d steps projected: %.1f s = load + text + prefill + VAE (%.1f s) + %d x %.2f s\n",
-           step_med, PROJECT_STEPS, fixed + PROJECT_STEPS * step_med, fixed, PROJECT_STEPS, step_med);
+    print_phases(&r, &o, &w, &m_l0, &m_l1, total, rows, tokens, threads, step_med);
     if (peak_reset)
         printf("peak resident memory %.2f GiB from load to image (mapped weights included), %.2f GiB while the file\n"
                "was read back; file %s (%.2f GiB)\n",
@@ -606,51 +610,11 @@ int cq_bench_imagine(int argc, char **argv) {
            threads);
     if (!cq_backend_is_host(r.be)) {
         budget_row runs[1 + CQ_ARRAY_LEN(o.more)] = {{0}};
-        runs[0] = (budget_row){.ok = true, .load = m_l1.wall - m_l0.wall,
-                               .text = ph[CQ_QI21_PHASE_PREFILL].wall - ph[CQ_QI21_PHASE_TEXT].wall - text_binds(&w),
-                               .binds = w.staged[CQ_QI21_PHASE_DONE] - w.staged0, .step = step_med,
-                               .vae = end.wall - ph[CQ_QI21_PHASE_VAE].wall, .total = end.wall - m_l0.wall};
-        row_memory(r.be, r.pipe, &w, o.steps, &runs[0]);
-        for (int k = 0; k < o.n_more; k++) {
-            budget_row *b = &runs[1 + k];
-            cq_qi21_pipe_free(r.pipe);
-            r.pipe = NULL;
-            cq_backend_free(r.be);
-            r.be = NULL;
-            printf("\n== budget %d of %d\n", 2 + k, 1 + o.n_more);
-            fflush(stdout);
-            s = cq_env_backend_open(o.m.backend, o.m.threads, o.more[k], &r.be);
-            if (s != CQ_OK) return fail(&r, s, "creating the backend");
-            b->budget = cq_backend_mem_budget(r.be);
-            mark l0 = mark_now();
-            s = load_pipe(&r, &open_s);
-            if (s == CQ_OK) s = cq_backend_sync(r.be);
-            mark l1 = mark_now();
-            if (s == CQ_OK) print_upload(r.be, l1.wall - l0.wall, open_s);
-            watch w2 = {.threads = threads, .step = r.steps, .be = r.be, .pipe = r.pipe, .staged0 = stage_seconds(r.pipe)};
-            go.user = &w2;
-            if (s == CQ_OK) s = cq_qi21_pipe_generate(r.pipe, &go, &res);
-            if (s == CQ_OK) s = cq_backend_sync(r.be);
-            if (s != CQ_OK) {
-                snprintf(b->err, sizeof b->err, "%s", cq_last_error());
-                cq_clear_error();
-                continue;
-            }
-            cq_qi21_result_free(&res);
-            for (int i = 0; i < o.steps; i++)
-                st_k[i] = r.steps[i].wall - (i ? r.steps[i - 1].wall : w2.phase[CQ_QI21_PHASE_STEPS].wall);
-            *b = (budget_row){.ok = true, .load = l1.wall - l0.wall,
-                              .text = w2.phase[CQ_QI21_PHASE_PREFILL].wall - w2.phase[CQ_QI21_PHASE_TEXT].wall -
-                                      text_binds(&w2),
-                              .binds = w2.staged[CQ_QI21_PHASE_DONE] - w2.staged0,
-                              .step = cq_bench_median(st_k, o.steps),
-                              .vae = w2.phase[CQ_QI21_PHASE_DONE].wall - w2.phase[CQ_QI21_PHASE_VAE].wall,
-                              .total = w2.phase[CQ_QI21_PHASE_DONE].wall - l0.wall};
-            row_memory(r.be, r.pipe, &w2, o.steps, b);
-        }
+        runs[0] = budget_of(r.be, &r.pipe, &w, &m_l0, &m_l1, step_med, o.steps);
+        s = more_budgets(&r, &o, threads, runs + 1);
+        if (s != CQ_OK) return fail(&r, s, "creating the backend");
         print_rows(runs, 1 + o.n_more);
     }
-    cq_free(st_k);
     run_free(&r);
     return 0;
 }

@@ -23,7 +23,7 @@ static const bench k_benches[] = {
     {"attention", cq_bench_attention, "flash attention GFLOP/s against our matmul throughput"},
     {"qi21", cq_bench_qi21, "the Qwen-Image-2.1 denoiser (real 7B shape, random weights): prefill and step"},
     {"zimage", cq_bench_zimage, "the Z-Image denoiser (real 6B shape, random weights): caption prepare and step"},
-    {"imagine", cq_bench_imagine, "Qwen-Image-2.1 text to image end to end (real configuration, random weights)"},
+    {"imagine", cq_bench_imagine, "Qwen-Image-2.1 or Z-Image text to image end to end (real configuration, random weights)"},
     {"vae", cq_bench_vae, "the Qwen-Image-2.1 VAE (real configuration, random weights): decode and encode"},
     {"tokenizer", cq_bench_tokenizer, "tokenizer encoding speed (MB/s, tokens/s)"},
     {"hash", cq_bench_hash, "hash64 GB/s, 1 thread and a pool: the cost of checking a pack's tensors on load"},

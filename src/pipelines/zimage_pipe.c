@@ -223,6 +223,8 @@ cq_status cq_zimage_pipe_set_plan(cq_zimage_pipe *p, const cq_resid_plan *plan) 
 
 const cq_resid *cq_zimage_pipe_residency(const cq_zimage_pipe *p) { return p ? &p->resid : NULL; }
 
+const cq_resid_need *cq_zimage_pipe_need(const cq_zimage_pipe *p) { return p ? &p->need : NULL; }
+
 void cq_zimage_pipe_free(cq_zimage_pipe *p) {
     if (!p) return;
     drop_weights(p);

@@ -75,6 +75,8 @@ cq_status cq_zimage_pipe_load_text(cq_zimage_pipe *p, cq_backend *be);
 /* Residency, as cq_qi21_pipe_set_plan / cq_qi21_pipe_residency (qi21_pipe.h). */
 cq_status cq_zimage_pipe_set_plan(cq_zimage_pipe *p, const cq_resid_plan *plan);
 const cq_resid *cq_zimage_pipe_residency(const cq_zimage_pipe *p);
+/* What the plan was made from, as cq_qi21_pipe_need. */
+const cq_resid_need *cq_zimage_pipe_need(const cq_zimage_pipe *p);
 void cq_zimage_pipe_free(cq_zimage_pipe *p);
 
 /* Tokens of a prompt with the template (*total, after the cut at 512;

@@ -1,0 +1,335 @@
+/*
+ * bench_imagine_models.c — the two models of `cortiq bench imagine` (see
+ * bench_imagine.h): each one's pack at the released configuration and its
+ * pipeline's calls.
+ *
+ * Qwen-Image-2.1: the language half of Qwen3-VL-8B as text tower (36 layers,
+ * 4096 wide, 32 heads / 8 K-V heads x 128, MLP 12288, vocabulary 151936, RoPE
+ * theta 5e6 with interleaved mrope [24, 20, 20]; no vision tower and no
+ * lm_head, which text to image never reads), the 7B denoiser and its VAE
+ * (base 96, decoder base 144, z 64, dim_mult 1-2-4-8-8).
+ *
+ * Z-Image Turbo: Qwen3-4B as text tower (36 layers, 2560 wide, 32 heads / 8
+ * K-V heads x 128, MLP 9728, vocabulary 151936, RoPE theta 1e6, tied
+ * embeddings; all 36 layers and the final norm stored, as convert keeps them
+ * unless told to --drop them, though the pipeline runs only the first 35),
+ * the 6.15B denoiser (30 layers, 2 noise and 2 context refiners, dim 3840)
+ * and the Flux VAE (128-256-512-512, z 16); the scheduler's static shift 3
+ * and the generation defaults convert writes for it (1024x1024, 8 steps, no
+ * guidance).
+ *
+ * The weights are random bytes in each codec's layout (bench_pack.c): the
+ * matrices in q8_2f, the denoiser's in q4tp when asked (the text tower stays
+ * at 8 bits, as convert keeps it), the VAEs' kernels in f16.
+ */
+#include "cli/bench_imagine.h"
+
+#include <cJSON.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "codec/codec.h"
+#include "models/tables.h"
+#include "models/zimage.h"
+#include "pipelines/qi21_pipe.h"
+#include "pipelines/zimage_pipe.h"
+
+/* ---- what differs between the packs ---------------------------------------------------------- */
+typedef struct pack_desc {
+    cq_qwen3_config te;  /* n_layers set per pack */
+    const char *stack;   /* where convert puts the text tower's stack under "te." */
+    const char *te_config, *pipeline_config, *scheduler_config; /* te_config: %d is the layers */
+    const char *defaults; /* the header's generation_defaults as convert writes them, or NULL */
+    /* the header's arch: the denoiser's geometry */
+    const char *arch_name;
+    int hidden, intermediate, heads, head_dim, max_positions;
+    double eps, rope_theta; /* rope_theta 0: not written */
+    cq_status (*dit_weights)(cq_bench_pack *p, cq_dtype quant, int layers);
+    int (*dit_config)(char *buf, size_t len, int layers);
+    cq_status (*vae_weights)(cq_bench_pack *p);
+    char *(*vae_config)(void);
+} pack_desc;
+
+#define VOCAB 151936
+
+/* Qwen3-VL-8B's config.json (the vision part left out: text to image never runs it). */
+static const char k_qi21_te_config[] =
+    "{\"architectures\": [\"Qwen3VLForConditionalGeneration\"], \"model_type\": \"qwen3_vl\", "
+    "\"image_token_id\": 151655, \"video_token_id\": 151656, \"vision_start_token_id\": 151652, "
+    "\"vision_end_token_id\": 151653, \"tie_word_embeddings\": false, \"text_config\": {"
+    "\"attention_bias\": false, \"attention_dropout\": 0.0, \"head_dim\": 128, \"hidden_act\": \"silu\", "
+    "\"hidden_size\": 4096, \"initializer_range\": 0.02, \"intermediate_size\": 12288, "
+    "\"max_position_embeddings\": 262144, \"model_type\": \"qwen3_vl_text\", \"num_attention_heads\": 32, "
+    "\"num_hidden_layers\": %d, \"num_key_value_heads\": 8, \"rms_norm_eps\": 1e-06, \"rope_parameters\": "
+    "{\"mrope_interleaved\": true, \"mrope_section\": [24, 20, 20], \"rope_theta\": 5000000.0, \"rope_type\": "
+    "\"default\"}, \"use_cache\": true, \"vocab_size\": 151936}}";
+
+static const char k_qi21_scheduler_config[] =
+    "{\"_class_name\": \"FlowMatchEulerDiscreteScheduler\", \"base_image_seq_len\": 256, \"base_shift\": 0.5, "
+    "\"invert_sigmas\": false, \"max_image_seq_len\": 8192, \"max_shift\": 0.9, \"num_train_timesteps\": 1000, "
+    "\"shift\": 1.0, \"shift_terminal\": 0.02, \"stochastic_sampling\": false, \"time_shift_type\": \"exponential\", "
+    "\"use_beta_sigmas\": false, \"use_dynamic_shifting\": true, \"use_exponential_sigmas\": false, "
+    "\"use_karras_sigmas\": false}";
+
+static const char k_qi21_pipeline_config[] =
+    "{\"_class_name\": \"QwenImage21Pipeline\", \"processor\": [\"transformers\", \"Qwen3VLProcessor\"], "
+    "\"scheduler\": [\"diffusers\", \"FlowMatchEulerDiscreteScheduler\"], \"text_encoder\": [\"transformers\", "
+    "\"Qwen3VLForConditionalGeneration\"], \"transformer\": [\"diffusers\", \"QwenImage21Transformer2DModel\"], "
+    "\"vae\": [\"diffusers\", \"AutoencoderKLQwenImage21\"]}";
+
+/* Qwen3-4B's config.json, as Z-Image's text_encoder/ ships it. */
+static const char k_zi_te_config[] =
+    "{\"architectures\": [\"Qwen3ForCausalLM\"], \"attention_bias\": false, \"attention_dropout\": 0.0, "
+    "\"bos_token_id\": 151643, \"eos_token_id\": 151645, \"head_dim\": 128, \"hidden_act\": \"silu\", "
+    "\"hidden_size\": 2560, \"initializer_range\": 0.02, \"intermediate_size\": 9728, "
+    "\"max_position_embeddings\": 40960, \"max_window_layers\": 36, \"model_type\": \"qwen3\", "
+    "\"num_attention_heads\": 32, \"num_hidden_layers\": %d, \"num_key_value_heads\": 8, \"rms_norm_eps\": 1e-06, "
+    "\"rope_scaling\": null, \"rope_theta\": 1000000, \"sliding_window\": null, \"tie_word_embeddings\": true, "
+    "\"torch_dtype\": \"bfloat16\", \"use_cache\": true, \"use_sliding_window\": false, \"vocab_size\": 151936}";
+
+/* Z-Image Turbo's: static shift 3 (the base model's is 6). */
+static const char k_zi_scheduler_config[] =
+    "{\"_class_name\": \"FlowMatchEulerDiscreteScheduler\", \"num_train_timesteps\": 1000, \"shift\": 3.0, "
+    "\"use_dynamic_shifting\": false}";
+
+static const char k_zi_pipeline_config[] =
+    "{\"_class_name\": \"ZImagePipeline\", \"scheduler\": [\"diffusers\", \"FlowMatchEulerDiscreteScheduler\"], "
+    "\"text_encoder\": [\"transformers\", \"Qwen3Model\"], \"tokenizer\": [\"transformers\", \"Qwen2Tokenizer\"], "
+    "\"transformer\": [\"diffusers\", \"ZImageTransformer2DModel\"], \"vae\": [\"diffusers\", \"AutoencoderKL\"]}";
+
+/* convert's recipe for a Z-Image scheduler with shift 3 (Turbo) */
+static const char k_zi_defaults[] = "{\"width\": 1024, \"height\": 1024, \"steps\": 8, \"guidance\": 0, \"shift\": 3}";
+
+static cq_status zi_dit_weights(cq_bench_pack *p, cq_dtype quant, int layers) {
+    cq_zimage_config c;
+    cq_bench_zimage_config(&c, CQ_BENCH_ZI_HEADS, layers);
+    return cq_bench_zimage_weights(p, quant, &c);
+}
+
+static int zi_dit_config(char *buf, size_t len, int layers) {
+    cq_zimage_config c;
+    cq_bench_zimage_config(&c, CQ_BENCH_ZI_HEADS, layers);
+    return cq_bench_zimage_config_json(buf, len, &c);
+}
+
+static const pack_desc k_packs[] = {
+    [CQ_IMAGINE_QI21] = {.te = {.vocab_size = VOCAB, .hidden = 4096, .intermediate = 12288, .n_heads = 32,
+                                .n_kv_heads = 8, .head_dim = 128},
+                         .stack = "model.language_model.",
+                         .te_config = k_qi21_te_config,
+                         .pipeline_config = k_qi21_pipeline_config,
+                         .scheduler_config = k_qi21_scheduler_config,
+                         .arch_name = "qwen_image21",
+                         .hidden = CQ_BENCH_DIT_HEADS * CQ_BENCH_DIT_HEAD_DIM,
+                         .intermediate = CQ_BENCH_DIT_HEADS * CQ_BENCH_DIT_HEAD_DIM * CQ_BENCH_DIT_RATIO,
+                         .heads = CQ_BENCH_DIT_HEADS,
+                         .head_dim = CQ_BENCH_DIT_HEAD_DIM,
+                         .max_positions = 262144,
+                         .eps = 1e-6,
+                         .dit_weights = cq_bench_dit_weights,
+                         .dit_config = cq_bench_dit_config,
+                         .vae_weights = cq_bench_vae_weights,
+                         .vae_config = cq_bench_vae_config},
+    [CQ_IMAGINE_ZIMAGE] = {.te = {.vocab_size = VOCAB, .hidden = 2560, .intermediate = 9728, .n_heads = 32,
+                                  .n_kv_heads = 8, .head_dim = 128},
+                           .stack = "", /* Qwen3Model's names: layers.N..., embed_tokens, norm */
+                           .te_config = k_zi_te_config,
+                           .pipeline_config = k_zi_pipeline_config,
+                           .scheduler_config = k_zi_scheduler_config,
+                           .defaults = k_zi_defaults,
+                           .arch_name = "z_image",
+                           .hidden = CQ_BENCH_ZI_HEADS * 128,
+                           .intermediate = CQ_BENCH_ZI_HEADS * 128 / 3 * 8, /* int(dim / 3 * 8) = 10240 */
+                           .heads = CQ_BENCH_ZI_HEADS,
+                           .head_dim = 128,
+                           .max_positions = 40960,
+                           .eps = 1e-5,
+                           .rope_theta = 256.0,
+                           .dit_weights = zi_dit_weights,
+                           .dit_config = zi_dit_config,
+                           .vae_weights = cq_bench_flux_vae_weights,
+                           .vae_config = cq_bench_flux_vae_config},
+};
+
+static const cq_imagine_model k_models[] = {
+    {.kind = CQ_IMAGINE_QI21, .name = "qi21", .title = "Qwen-Image-2.1", .te_layers = 36,
+     .dit_layers = CQ_BENCH_DIT_LAYERS, .min_steps = 2, .default_steps = 2, .project_steps = 40,
+     .chat_template = "chat_templates/qwen3_vl.jinja",
+     .te_what = "Qwen3-VL-8B language model (36 layers, 4096 wide, 32/8 heads x 128, MLP 12288)",
+     .dit_what = "7B (32 layers, 32 heads x 128, MLP 12288)",
+     .vae_what = "base 96/144, z 64, dim_mult 1-2-4-8-8, 2 res blocks",
+     .prefill = "prefill", .prefill_rows = "text rows", .rows = "rows after the system turn"},
+    {.kind = CQ_IMAGINE_ZIMAGE, .name = "zimage", .title = "Z-Image Turbo", .te_layers = 36, .te_unread = 1,
+     .dit_layers = CQ_BENCH_ZI_LAYERS, .min_steps = 1, .default_steps = 8, .project_steps = 8,
+     .chat_template = "chat_templates/qwen3.jinja",
+     .te_what = "Qwen3-4B (36 layers, the first 35 run; 2560 wide, 32/8 heads x 128, MLP 9728)",
+     .dit_what = "6.15B (30 layers + 2 noise and 2 context refiners, 30 heads x 128, FFN 10240)",
+     .vae_what = "Flux, 128-256-512-512, z 16, 2 res blocks",
+     .prefill = "caption prepare", .prefill_rows = "rows", .rows = "caption rows"},
+};
+
+const cq_imagine_model *cq_imagine_model_find(const char *name, const char **names) {
+    if (names) *names = "qi21, zimage";
+    for (size_t i = 0; name && i < CQ_ARRAY_LEN(k_models); i++)
+        if (strcmp(name, k_models[i].name) == 0) return &k_models[i];
+    return NULL;
+}
+
+/* ---- the pack ---------------------------------------------------------------------------------- */
+static cq_status te_weights(cq_bench_pack *p, const pack_desc *d, int layers) {
+    cq_qwen3_config c = d->te;
+    c.n_layers = layers;
+    cq_tt_list t = {0};
+    cq_status s = cq_qwen3_tensors(&c, "te.", d->stack, &t);
+    /* the table ends with the optional head: Qwen3-VL's is never read, Qwen3-4B ties it to the embeddings */
+    if (s == CQ_OK && t.n && strcmp(t.e[t.n - 1].pattern, "lm_head.weight") == 0) t.n--;
+    /* convert keeps the text tower at 8 bits */
+    if (s == CQ_OK) s = cq_bench_pack_table(p, &t, CQ_DTYPE_Q8_2F);
+    cq_tt_list_free(&t);
+    return s;
+}
+
+/* The header's quant_type as convert labels it: the codec holding the most bytes among the weight matrices and
+ * kernels (q8_2f even with --quant q4tp, the 8-bit text tower being the larger part). */
+static const char *quant_type(const cq_bench_pack *p) {
+    uint64_t q8 = 0, q4 = 0, f16 = 0;
+    for (size_t i = 0; i < p->n; i++) {
+        const cq_bench_weight *w = &p->w[i];
+        uint64_t nb = 0;
+        if (w->ndim < 2 || cq_codec_nbytes(w->dtype, w->ndim, w->shape, &nb) != CQ_OK) continue;
+        *(w->dtype == CQ_DTYPE_Q8_2F ? &q8 : w->dtype == CQ_DTYPE_Q4TP ? &q4 : &f16) += nb;
+    }
+    return q8 >= q4 && q8 >= f16 ? "Q8_2F" : q4 >= f16 ? "Q4_BLOCK" : "F16";
+}
+
+/* The header as convert writes it for a pipeline: the denoiser's shape as arch, the chat bundle. */
+static char *header_json(const pack_desc *d, const char *quant, int dit_layers, const char *chat_template) {
+    cJSON *h = cJSON_CreateObject(), *arch = cJSON_AddObjectToObject(h, "arch");
+    cJSON_AddStringToObject(h, "format", "cmf");
+    cJSON_AddNumberToObject(h, "version", 2);
+    cJSON_AddStringToObject(arch, "arch_name", d->arch_name);
+    cJSON_AddNumberToObject(arch, "hidden_size", d->hidden);
+    cJSON_AddNumberToObject(arch, "intermediate_size", d->intermediate);
+    cJSON_AddNumberToObject(arch, "num_layers", dit_layers);
+    cJSON_AddNumberToObject(arch, "num_attention_heads", d->heads);
+    cJSON_AddNumberToObject(arch, "num_kv_heads", d->heads);
+    cJSON_AddNumberToObject(arch, "head_dim", d->head_dim);
+    cJSON_AddNumberToObject(arch, "vocab_size", d->te.vocab_size);
+    cJSON_AddNumberToObject(arch, "max_position_embeddings", d->max_positions);
+    cJSON_AddNumberToObject(arch, "rms_norm_eps", d->eps);
+    cJSON *lt = cJSON_AddArrayToObject(arch, "layer_types");
+    for (int l = 0; l < dit_layers; l++) cJSON_AddItemToArray(lt, cJSON_CreateString("FullAttention"));
+    if (d->rope_theta > 0) cJSON_AddNumberToObject(arch, "rope_theta", d->rope_theta);
+    cJSON_AddStringToObject(h, "quant_type", quant);
+    cJSON *prov = cJSON_AddObjectToObject(h, "provenance");
+    cJSON_AddStringToObject(prov, "tool", "cortiq bench imagine");
+    cJSON_AddStringToObject(prov, "source", "random weights");
+    cJSON *tok = cJSON_AddObjectToObject(h, "tokenizer_config");
+    cJSON_AddStringToObject(tok, "chat_template", chat_template);
+    int eos = 151645;
+    cJSON_AddItemToObject(tok, "eos_token_ids", cJSON_CreateIntArray(&eos, 1));
+    cJSON_AddNumberToObject(tok, "pad_token_id", 151643);
+    if (d->defaults) cJSON_AddItemToObject(h, "generation_defaults", cJSON_Parse(d->defaults));
+    char *s = cJSON_PrintUnformatted(h); /* NULL when any allocation above failed */
+    cJSON_Delete(h);
+    return s;
+}
+
+cq_status cq_imagine_pack_build(const cq_imagine_model *m, cq_dtype quant, int te_layers, int dit_layers,
+                                const char *chat_template, cq_imagine_pack *out) {
+    const pack_desc *d = &k_packs[m->kind];
+    cq_bench_pack *p = &out->weights;
+    cq_status s = te_weights(p, d, te_layers);
+    out->b_te = cq_bench_pack_bytes(p);
+    if (s == CQ_OK) s = d->dit_weights(p, quant, dit_layers);
+    out->b_dit = cq_bench_pack_bytes(p) - out->b_te;
+    if (s == CQ_OK) s = d->vae_weights(p);
+    out->b_vae = cq_bench_pack_bytes(p) - out->b_te - out->b_dit;
+    /* the denoiser in the other codec, listed only to be counted */
+    cq_bench_pack q4 = {0};
+    if (s == CQ_OK) s = d->dit_weights(&q4, CQ_DTYPE_Q4TP, dit_layers);
+    out->b_dit_q4tp = cq_bench_pack_bytes(&q4);
+    cq_bench_pack_free(&q4);
+    if (s != CQ_OK) return s;
+    int k = snprintf(out->te_cfg, sizeof out->te_cfg, d->te_config, te_layers);
+    out->vae_cfg = d->vae_config();
+    out->header = header_json(d, quant_type(p), dit_layers, chat_template);
+    if (k < 0 || (size_t)k >= sizeof out->te_cfg || d->dit_config(out->dit_cfg, sizeof out->dit_cfg, dit_layers) < 0)
+        return cq_fail(CQ_ERR_INTERNAL, "bench imagine: a config does not fit its buffer");
+    if (!out->vae_cfg || !out->header) return CQ_ERR_NOMEM;
+    const cq_bench_blob blobs[] = {{"te.config_json", out->te_cfg, strlen(out->te_cfg)},
+                                   {"dit.config_json", out->dit_cfg, strlen(out->dit_cfg)},
+                                   {"vae.config_json", out->vae_cfg, strlen(out->vae_cfg)},
+                                   {"pipeline.config_json", d->pipeline_config, strlen(d->pipeline_config)},
+                                   {"scheduler.config_json", d->scheduler_config, strlen(d->scheduler_config)}};
+    _Static_assert(CQ_ARRAY_LEN(blobs) == CQ_ARRAY_LEN(out->blobs), "one blob per config");
+    memcpy(out->blobs, blobs, sizeof blobs);
+    return CQ_OK;
+}
+
+void cq_imagine_pack_free(cq_imagine_pack *p) {
+    cq_bench_pack_free(&p->weights);
+    cJSON_free(p->vae_cfg);
+    cJSON_free(p->header);
+    p->vae_cfg = p->header = NULL;
+}
+
+/* ---- the pipelines ------------------------------------------------------------------------------- */
+#define QI(p) ((cq_qi21_pipe *)(p)->p)
+#define ZI(p) ((cq_zimage_pipe *)(p)->p)
+#define IS_ZI(p) ((p)->m->kind == CQ_IMAGINE_ZIMAGE)
+
+cq_status cq_imagine_pipe_open(const cq_imagine_model *m, const cq_cmf *cmf, cq_imagine_pipe *out) {
+    out->m = m;
+    out->p = NULL;
+    if (m->kind == CQ_IMAGINE_ZIMAGE) return cq_zimage_pipe_open(cmf, (cq_zimage_pipe **)&out->p);
+    return cq_qi21_pipe_open(cmf, (cq_qi21_pipe **)&out->p);
+}
+
+cq_status cq_imagine_pipe_load_weights(cq_imagine_pipe *p, cq_backend *be) {
+    return IS_ZI(p) ? cq_zimage_pipe_load_weights(ZI(p), be) : cq_qi21_pipe_load_weights(QI(p), be);
+}
+
+void cq_imagine_pipe_free(cq_imagine_pipe *p) {
+    if (!p->m) return;
+    if (IS_ZI(p)) cq_zimage_pipe_free(ZI(p));
+    else cq_qi21_pipe_free(QI(p));
+    p->p = NULL;
+}
+
+const cq_resid *cq_imagine_pipe_residency(const cq_imagine_pipe *p) {
+    if (!p->p) return NULL;
+    return IS_ZI(p) ? cq_zimage_pipe_residency(ZI(p)) : cq_qi21_pipe_residency(QI(p));
+}
+
+const cq_resid_need *cq_imagine_pipe_need(const cq_imagine_pipe *p) {
+    return IS_ZI(p) ? cq_zimage_pipe_need(ZI(p)) : cq_qi21_pipe_need(QI(p));
+}
+
+cq_status cq_imagine_pipe_tokens(cq_imagine_pipe *p, const char *prompt, int *total, int *rows) {
+    if (!IS_ZI(p)) return cq_qi21_pipe_prompt_tokens(QI(p), prompt, total, rows);
+    /* Z-Image's denoiser reads every row of the caption (there is no system turn) */
+    CQ_TRY(cq_zimage_pipe_prompt_tokens(ZI(p), prompt, total, NULL));
+    *rows = *total;
+    return CQ_OK;
+}
+
+cq_status cq_imagine_pipe_generate(cq_imagine_pipe *p, const cq_imagine_req *rq, cq_image_result *res) {
+    const uint64_t seed = 42;
+    if (IS_ZI(p)) {
+        cq_zimage_gen_opts o;
+        cq_zimage_gen_opts_init(&o); /* guidance 0: Turbo runs without CFG */
+        o.prompt = rq->prompt;
+        o.width = o.height = rq->side;
+        o.steps = rq->steps;
+        o.seed = seed;
+        o.on_step = rq->on_step;
+        o.on_phase = rq->on_phase;
+        o.user = rq->user;
+        return cq_zimage_pipe_generate(ZI(p), &o, res);
+    }
+    const cq_qi21_gen_opts o = {.prompt = rq->prompt, .width = rq->side, .height = rq->side, .steps = rq->steps,
+                                .seed = seed, .guidance = 1.0, .on_step = rq->on_step, .on_phase = rq->on_phase,
+                                .user = rq->user};
+    return cq_qi21_pipe_generate(QI(p), &o, res);
+}
