@@ -75,6 +75,7 @@ static cq_status count(void *self, const char *prompt, int *total, int *rows) {
     CQ_TRY(cq_qwen3_text_tokenize(t, prompt, &ids, NULL));
     *total = (int)ids.n;
     *rows = (int)ids.n - t->tmpl.drop_rows;
+    if (t->tmpl.max_rows > 0 && *rows > t->tmpl.max_rows) *rows = t->tmpl.max_rows;
     cq_tokens_free(&ids);
     return CQ_OK;
 }
@@ -92,13 +93,21 @@ static cq_status encode(void *self, const char *prompt, float **out, int *n_rows
                 "template's closing tokens included, is cut as the reference pipeline cuts it)",
                 t->name, full, (int)ids.n);
     const cq_qwen3_config *tc = cq_qwen3_get_config(t->model);
-    const int total = (int)ids.n, rows = total - t->tmpl.drop_rows;
+    const int total = (int)ids.n;
+    int rows = total - t->tmpl.drop_rows;
+    if (t->tmpl.max_rows > 0 && rows > t->tmpl.max_rows) {
+        CQ_WARN("%s: the prompt makes %d text rows; the denoiser reads the first %d, as the reference pipeline cuts "
+                "them", t->name, rows, t->tmpl.max_rows);
+        rows = t->tmpl.max_rows;
+    }
     float *all = cq_mallocn((size_t)total * tc->hidden, sizeof(float));
     if (!all) {
         cq_tokens_free(&ids);
         return CQ_ERR_NOMEM;
     }
-    cq_qwen3_outputs o = {.layer = t->layer > 0 ? t->layer : tc->n_layers, .hidden = all};
+    cq_qwen3_outputs o = {.layer = t->layer > 0 ? t->layer : tc->n_layers};
+    if (t->normed) o.normed = all;
+    else o.hidden = all;
     cq_status s = cq_qwen3_forward(t->model, ids.ids, total, &o);
     cq_tokens_free(&ids);
     if (s != CQ_OK) {

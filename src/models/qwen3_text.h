@@ -5,11 +5,14 @@
  * dropped. Qwen-Image-2.1 reads the last layer before the final norm and
  * drops its system turn; Z-Image renders the prompt with the pack's chat
  * template, reads the layer before the last, drops nothing and cuts the
- * templated tokens at 512; all of that is data here.
+ * templated tokens at 512; Qwen-Image reads the final norm's output of its
+ * Qwen2.5-VL tower, drops 34 rows and keeps at most 512 of the rest; all of
+ * that is data here.
  */
 #ifndef CQ_MODELS_QWEN3_TEXT_H
 #define CQ_MODELS_QWEN3_TEXT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "models/component.h"
@@ -27,6 +30,8 @@ typedef struct cq_text_template {
     int drop_rows;           /* leading rows of the states that are not returned */
     int max_tokens;          /* > 0: the templated tokens are cut to this many (the reference's
                               * truncation=True, which loses the template's closing tokens), with a warning */
+    int max_rows;            /* > 0: the rows left after drop_rows are cut to this many (Qwen-Image's
+                              * max_sequence_length), with a warning */
     int32_t forbid_id;       /* a token a prompt may not hold (-1: none) ... */
     const char *forbid_why;  /* ... and the message that says so */
 } cq_text_template;
@@ -36,6 +41,7 @@ typedef struct cq_qwen3_text {
     cq_tokenizer *tok;      /* borrowed */
     cq_qwen3 *model;        /* borrowed; NULL until the weights are loaded (count works without) */
     int layer;              /* hidden state to return (cq_qwen3_outputs.layer); 0: the last before the norm */
+    bool normed;            /* the final norm's output instead (hidden_states[-1]: Qwen-Image); layer unused */
     cq_text_template tmpl;
 } cq_qwen3_text;
 

@@ -13,6 +13,7 @@
 #include "format/cmf.h"
 #include "models/qwen3.h"
 #include "pipelines/qi21_pipe.h"
+#include "pipelines/qimage_pipe.h"
 #include "pipelines/zimage_pipe.h"
 
 /* ---- Qwen-Image-2.1 ---- */
@@ -204,6 +205,51 @@ static const cq_image_arch k_zimage = {
     .residency = zimage_residency,
 };
 
+/* ---- Qwen-Image ---- */
+
+static cq_qimage_gen_opts qimage_opts(const cq_image_req *o) {
+    return (cq_qimage_gen_opts){.prompt = o->prompt, .negative = o->negative, .width = o->width, .height = o->height,
+                                .steps = o->steps, .seed = o->seed, .guidance = o->guidance, .on_step = o->on_step,
+                                .on_phase = o->on_phase, .user = o->user};
+}
+
+static cq_status qimage_open(const cq_cmf *cmf, void **pipe) {
+    cq_qimage_pipe *p = NULL;
+    cq_status s = cq_qimage_pipe_open(cmf, &p);
+    *pipe = p;
+    return s;
+}
+static cq_status qimage_check(void *pipe, const cq_image_req *o) {
+    const cq_qimage_gen_opts g = qimage_opts(o);
+    return cq_qimage_pipe_check(pipe, &g);
+}
+static cq_status qimage_load_weights(void *pipe, cq_backend *be) { return cq_qimage_pipe_load_weights(pipe, be); }
+static const cq_resid *qimage_residency(const void *pipe) { return cq_qimage_pipe_residency(pipe); }
+static cq_status qimage_generate(void *pipe, const cq_image_req *o, cq_image_result *res) {
+    const cq_qimage_gen_opts g = qimage_opts(o);
+    return cq_qimage_pipe_generate(pipe, &g, res);
+}
+static void qimage_free(void *pipe) { cq_qimage_pipe_free(pipe); }
+
+/* The reference pipeline's call defaults: 1024 x 1024, 50 steps, true_cfg_scale 4 (guided only with a negative
+ * prompt). */
+static const cq_image_arch k_qimage = {
+    .default_width = 1024,
+    .default_height = 1024,
+    .default_steps = 50,
+    .default_guidance = 4.0,
+    .size_multiple = 16,
+    .min_steps = 2,
+    .guidance_help = "true CFG with --negative (\" \" for an empty one): neg + G (pos - neg), each token rescaled to "
+                     "the positive's norm; 1 = off",
+    .open = qimage_open,
+    .check = qimage_check,
+    .load_weights = qimage_load_weights,
+    .generate = qimage_generate,
+    .free = qimage_free,
+    .residency = qimage_residency,
+};
+
 /* ---- Qwen3 ---- */
 
 /* The tower under the backend's budget: planes when they fit with a 4096-token cache and a 512-row
@@ -245,6 +291,7 @@ static const cq_chat_arch k_qwen3 = {.load = qwen3_load, .free = qwen3_free};
 static const cq_arch_entry k_models[] = {
     {"qwen_image21", "Qwen-Image-2.1", CQ_TASK_IMAGE, &k_qi21, NULL},
     {"z_image", "Z-Image", CQ_TASK_IMAGE, &k_zimage, NULL},
+    {"qwen_image", "Qwen-Image", CQ_TASK_IMAGE, &k_qimage, NULL},
     {"qwen3", "Qwen3", CQ_TASK_CHAT, NULL, &k_qwen3},
     {"qwen3_vl", "Qwen3-VL (its language model)", CQ_TASK_CHAT, NULL, &k_qwen3},
     {"qwen3_vl_text", "Qwen3-VL (its language model)", CQ_TASK_CHAT, NULL, &k_qwen3},

@@ -1,0 +1,71 @@
+/*
+ * qimage_pipe.h — Qwen-Image (v1) text to image, end to end, as diffusers'
+ * QwenImagePipeline does it:
+ *
+ *   prompt -> the pipeline's fixed template (a system turn asking for a
+ *   detailed description, the prompt as the user turn, the assistant turn
+ *   opened) -> tokenizer, cut at 1024 + 34 tokens -> the Qwen2.5-VL language
+ *   model, hidden_states[-1] (the final norm's output) -> the first 34 rows
+ *   (the system turn) dropped, at most 512 kept -> the denoiser's prepare
+ *   (txt_norm, txt_in, RoPE tables) -> N flow-matching Euler steps from seeded
+ *   noise over the sigmas linspace(1, 1/N, N) with the dynamic exponential
+ *   shift and terminal stretch of the scheduler config; the denoiser sees
+ *   sigma; true CFG neg + g (pos - neg) when g > 1 and a negative prompt is
+ *   given, each token then scaled back to the positive prediction's norm ->
+ *   unpack, latents / (1 / std) + mean -> the VAE decode -> RGB.
+ *
+ * The generation is the generic one (image_gen.h) over this model's
+ * components (component.h): the text tower is models/qwen3.c in its Qwen2
+ * family, the denoiser models/qimage.c, the VAE models/qi21_vae.c in its
+ * Qwen-Image structure. Everything comes from one .cmf pack made by
+ * `cortiq convert` of a diffusers QwenImagePipeline folder.
+ */
+#ifndef CQ_PIPELINES_QIMAGE_PIPE_H
+#define CQ_PIPELINES_QIMAGE_PIPE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cortiq.h"
+#include "ops/ops.h"
+#include "pipelines/image_gen.h"
+#include "pipelines/residency.h"
+
+#define CQ_QIMAGE_DROP_ROWS 34     /* the template's system turn, prompt_template_encode_start_idx */
+#define CQ_QIMAGE_MAX_ROWS 512     /* the pipeline's max_sequence_length */
+#define CQ_QIMAGE_MAX_TOKENS (1024 + CQ_QIMAGE_DROP_ROWS) /* the tokenizer's max_length */
+
+typedef struct cq_qimage_pipe cq_qimage_pipe;
+
+typedef struct cq_qimage_gen_opts {
+    const char *prompt;
+    const char *negative;     /* NULL: none (no guidance); " " is the usual empty negative */
+    int width, height;        /* multiples of 16 */
+    int steps;                /* 2..1000 (the reference's one-step schedule is not finite) */
+    uint64_t seed;
+    double guidance;          /* true_cfg_scale: guided when > 1 and a negative prompt is given */
+    cq_flow_step_fn on_step;
+    cq_gen_phase_fn on_phase; /* NULL: none */
+    void *user;               /* passed to on_step and on_phase */
+} cq_qimage_gen_opts;
+
+/* As the other pipelines: open reads the tokenizer and the configs (no weights), check refuses what generate
+ * would refuse, load_weights binds the parts under the backend's budget (residency.h). The cmf must outlive
+ * the pipe. */
+cq_status cq_qimage_pipe_open(const cq_cmf *cmf, cq_qimage_pipe **out);
+cq_status cq_qimage_pipe_check(cq_qimage_pipe *p, const cq_qimage_gen_opts *o);
+cq_status cq_qimage_pipe_load_weights(cq_qimage_pipe *p, cq_backend *be);
+cq_status cq_qimage_pipe_set_plan(cq_qimage_pipe *p, const cq_resid_plan *plan);
+const cq_resid *cq_qimage_pipe_residency(const cq_qimage_pipe *p);
+void cq_qimage_pipe_free(cq_qimage_pipe *p);
+
+/* Tokens of a prompt with the template (*total, after the cut) and the rows the denoiser reads (*rows). */
+cq_status cq_qimage_pipe_prompt_tokens(cq_qimage_pipe *p, const char *prompt, int *total, int *rows);
+/* The rows the denoiser reads: [*n_rows][hidden] (cq_malloc'd). The weights must be loaded. */
+cq_status cq_qimage_pipe_encode_prompt(cq_qimage_pipe *p, const char *prompt, float **embeds, int *n_rows);
+/* The schedule a request runs. */
+cq_status cq_qimage_pipe_schedule(cq_qimage_pipe *p, const cq_qimage_gen_opts *o, cq_flow_schedule *out);
+/* The planar RGB image in the decoder's range [-1, 1]. */
+cq_status cq_qimage_pipe_generate(cq_qimage_pipe *p, const cq_qimage_gen_opts *o, cq_image_result *res);
+
+#endif /* CQ_PIPELINES_QIMAGE_PIPE_H */
