@@ -69,25 +69,15 @@ static int setup(void **state) {
 
 /* ---- golden helpers ---- */
 static float *read_tensor(const cq_st *st, const char *name, uint64_t *n) {
-    const cq_st_tensor *t = cq_st_find(st, name);
-    if (!t) fail_msg("expected tensor %s missing", name);
-    uint64_t cnt = 1;
-    for (int i = 0; i < t->ndim; i++) cnt *= t->shape[i];
-    float *v = malloc(cnt * sizeof(float));
-    assert_non_null(v);
-    assert_int_equal(cq_st_read_f32(t, 0, cnt, v), CQ_OK);
+    size_t cnt = 0;
+    float *v = tu_st_floats(st, name, &cnt);
+    if (!v) fail_msg("expected f32 tensor %s missing", name);
     *n = cnt;
     return v;
 }
 
 static double rel_max_err(const float *got, const float *want, uint64_t n) {
-    double mx = 0, ss = 0;
-    for (uint64_t i = 0; i < n; i++) {
-        const double e = fabs((double)got[i] - want[i]);
-        if (!(e <= mx)) mx = e; /* NaN propagates */
-        ss += (double)want[i] * want[i];
-    }
-    return mx / sqrt(ss / (double)n);
+    return tu_max_rel(got, want, (size_t)n, tu_rms(want, (size_t)n));
 }
 
 static void expect_bits(const char *what, const char *name, const float *got, const float *want, uint64_t n) {
@@ -301,24 +291,20 @@ static void test_bad_input(void **state) {
     cq_qimage_pipe *p = open_loaded(g_pack, &cmf, &be);
     cq_qimage_gen_opts o = {.prompt = "a cat", .width = 40, .height = 32, .steps = 2}; /* 40: not a multiple of 16 */
     cq_image_result r;
-    assert_int_equal(cq_qimage_pipe_generate(p, &o, &r), CQ_ERR_INVALID_ARG);
-    assert_non_null(strstr(cq_last_error(), "multiples of 16"));
+    tu_expect_err(cq_qimage_pipe_generate(p, &o, &r), CQ_ERR_INVALID_ARG, "multiples of 16");
     o.width = 32;
     assert_int_equal(cq_qimage_pipe_check(p, &o), CQ_OK);
     o.steps = 1;
-    assert_int_equal(cq_qimage_pipe_check(p, &o), CQ_ERR_INVALID_ARG);
-    assert_non_null(strstr(cq_last_error(), "one step"));
+    tu_expect_err(cq_qimage_pipe_check(p, &o), CQ_ERR_INVALID_ARG, "one step");
     o.steps = 2;
     o.guidance = -1;
     assert_int_equal(cq_qimage_pipe_check(p, &o), CQ_ERR_INVALID_ARG);
     o.guidance = 4;
     o.negative = "\xc3";
-    assert_int_equal(cq_qimage_pipe_check(p, &o), CQ_ERR_INVALID_ARG);
-    assert_non_null(strstr(cq_last_error(), "negative prompt is not valid UTF-8"));
+    tu_expect_err(cq_qimage_pipe_check(p, &o), CQ_ERR_INVALID_ARG, "negative prompt is not valid UTF-8");
     o.negative = NULL;
     o.prompt = "a <|image_pad|> here";
-    assert_int_equal(cq_qimage_pipe_check(p, &o), CQ_ERR_INVALID_ARG);
-    assert_non_null(strstr(cq_last_error(), "<|image_pad|>"));
+    tu_expect_err(cq_qimage_pipe_check(p, &o), CQ_ERR_INVALID_ARG, "<|image_pad|>");
     cq_qimage_pipe_free(p);
     cq_backend_free(be);
     cq_cmf_close(cmf);
@@ -327,8 +313,7 @@ static void test_bad_input(void **state) {
     assert_int_equal(cq_cmf_open(g_bad, &cmf), CQ_OK);
     assert_int_equal(tu_backend_create(&g_backend, 0, &be), CQ_OK);
     assert_int_equal(cq_qimage_pipe_open(cmf, &p), CQ_OK);
-    assert_int_equal(cq_qimage_pipe_load_weights(p, be), CQ_ERR_MISSING);
-    assert_non_null(strstr(cq_last_error(), "dit.transformer_blocks.1.attn.to_k.weight"));
+    tu_expect_err(cq_qimage_pipe_load_weights(p, be), CQ_ERR_MISSING, "dit.transformer_blocks.1.attn.to_k.weight");
     cq_qimage_pipe_free(p);
     cq_backend_free(be);
     cq_cmf_close(cmf);
