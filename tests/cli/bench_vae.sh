@@ -28,7 +28,7 @@ has err "unknown backend 'metal' (have: cpu, ref, cuda"
 expect 2 "$CQ" bench vae extra
 has err "unknown argument"
 expect 2 "$CQ" bench vae --model sd3
-has err "--model must be qi21 or flux"
+has err "--model must be qi21, qimage or flux"
 expect 2 "$CQ" bench vae --plan
 has err "options of --model flux"
 expect 2 "$CQ" bench vae --model flux --budget 0
