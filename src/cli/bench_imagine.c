@@ -1,12 +1,14 @@
 /*
  * bench_imagine.c — `cortiq bench imagine`: text to image end to end, at a
  * released model's configuration, with random weights: Qwen-Image-2.1
- * (--model qi21, the default) or Z-Image Turbo (--model zimage).
+ * (--model qi21, the default), Z-Image Turbo (--model zimage) or Qwen-Image
+ * (--model qimage).
  *
  * One temporary pack holds what `cortiq convert` makes of the model's
  * diffusers pipeline folder, at full size: the text tower, the denoiser, the
  * VAE, the scheduler config, the Qwen tokenizer and the chat template (both
- * from tests/fixtures: Qwen3-VL's for Qwen-Image-2.1, Qwen3's for Z-Image).
+ * from tests/fixtures: Qwen3-VL's for Qwen-Image-2.1, Qwen3's for Z-Image;
+ * Qwen-Image's pipeline has its own fixed template, so none is stored).
  * What each pack holds is in bench_imagine_models.c; the weights are random
  * bytes in each codec's layout (bench_pack.c), the matrices in the convert
  * defaults: q8_2f, or q4tp for the denoiser with --quant q4tp (the text tower
@@ -16,7 +18,9 @@
  * every phase is timed by the pipeline's phase and step callbacks: wall time,
  * process CPU time (on a busy machine the wall time says little alone) and
  * resident memory after it. The report projects the model's usual number of
- * steps (Qwen-Image-2.1 40, Z-Image Turbo 8) from the median step. On a
+ * steps (Qwen-Image-2.1 40, Z-Image Turbo 8, Qwen-Image 50) from the median
+ * step. Every step is one denoiser pass: no model runs with guidance here
+ * (Qwen-Image's true CFG needs a negative prompt and then doubles a step). On a
  * device backend a --gpu-memory list runs the pipeline once per budget, each
  * on a new backend, and ends with one table of them.
  */
@@ -74,7 +78,7 @@ static void print_upload(cq_backend *be, double load_s, double open_s) {
 }
 
 static void help(void) {
-    printf("usage: cortiq bench imagine [--model qi21|zimage] [--size 256|512|1024|2048] [--steps N]\n"
+    printf("usage: cortiq bench imagine [--model qi21|zimage|qimage] [--size 256|512|1024|2048] [--steps N]\n"
            "                            [--quant q8_2f|q4tp] [--threads N] [--backend cpu|cuda]\n"
            "                            [--prompt TEXT] [--tokenizer FILE] [--chat-template FILE] [--layers N]\n"
            "                            [--gpu-memory GiB[,GiB...]] [--cold] [--no-verify]\n"
@@ -86,22 +90,26 @@ static void help(void) {
            "  zimage  Z-Image Turbo: the Qwen3-4B text tower (36 layers stored, 35 run, 2560 wide), the\n"
            "          6.15B denoiser and the Flux VAE; 8 steps without guidance, as released;\n"
            "          9.6 GiB with q8_2f, 6.9 GiB with q4tp\n"
+           "  qimage  Qwen-Image: the Qwen2.5-VL-7B text tower (28 layers, 3584 wide), the 20B\n"
+           "          denoiser (60 layers) and the VAE (base 96, z 16); run without guidance (true CFG\n"
+           "          needs a negative prompt and doubles each step); 25.7 GiB with q8_2f,\n"
+           "          16.6 GiB with q4tp\n"
            "The pack is written to a temporary .cmf under $TMPDIR (default /tmp; the free space is\n"
            "checked first) and mapped as a real model is; the file is removed as soon as it is mapped,\n"
            "and also when the run fails or is interrupted.\n"
            "\n"
            "Then the pipeline runs once and reports, per phase (load, text tower, prefill or caption\n"
            "prepare, each step, VAE decode): wall time, CPU time of all threads and resident memory\n"
-           "after it; the total for --steps and for the model's usual steps (qi21 40, zimage 8)\n"
-           "projected from the median step; the peak resident memory (mapped weights included) and\n"
-           "the file size.\n"
+           "after it; the total for --steps and for the model's usual steps (qi21 40, zimage 8,\n"
+           "qimage 50) projected from the median step; the peak resident memory (mapped weights\n"
+           "included) and the file size.\n"
            "\n"
            "options:\n"
-           "  --model M            qi21 (default) or zimage\n"
+           "  --model M            qi21 (default), zimage or qimage\n"
            "  --size N             image side in pixels: 256 (default), 512, 1024 or 2048 (the last two\n"
            "                       are for a GPU: a CPU step at 1024 takes tens of minutes)\n"
-           "  --steps N            denoising steps actually run: qi21 2..%d (default 2), zimage 1..%d\n"
-           "                       (default 8, the Turbo recipe)\n"
+           "  --steps N            denoising steps actually run: qi21 and qimage 2..%d (default 2),\n"
+           "                       zimage 1..%d (default 8, the Turbo recipe)\n"
            "  --quant C            denoiser codec: q8_2f (default) or q4tp; the text tower stays q8_2f\n"
            "                       and the VAE f16, as `cortiq convert` makes them\n"
            "  --threads N          worker threads (default: CORTIQ_THREADS or all cores)\n"
@@ -122,10 +130,12 @@ static void help(void) {
            "  --tokenizer FILE     Qwen tokenizer.json, optionally gzip-compressed\n"
            "                       (default: %s/tokenizers/qwen3.json.gz)\n"
            "  --chat-template FILE the chat template (default: %s/chat_templates/\n"
-           "                       qwen3_vl.jinja for qi21, qwen3.jinja for zimage)\n"
+           "                       qwen3_vl.jinja for qi21, qwen3.jinja for zimage; qimage takes none:\n"
+           "                       its pipeline's template is fixed)\n"
            "  --layers N           build only the first N layers of the denoiser (qi21 1..32, zimage\n"
-           "                       1..30) and N of the text tower (zimage: N + 1 stored, N run): a\n"
-           "                       quick check of the whole path (the times are then not the model's)\n"
+           "                       1..30, qimage 1..60) and N of the text tower (zimage: N + 1 stored,\n"
+           "                       N run; qimage: at most its 28): a quick check of the whole path\n"
+           "                       (the times are then not the model's)\n"
            "  -h, --help           this text\n",
            MAX_STEPS, MAX_STEPS, CQ_BENCH_FIXTURES, CQ_BENCH_FIXTURES);
 }
@@ -194,7 +204,9 @@ static int parse(int argc, char **argv, bench_opts *o, bool *done) {
     if (o->steps_arg) o->steps = (int)n;
     if (o->layers_arg && !cq_cli_parse_int(CMD, "--layers", o->layers_arg, 1, md->dit_layers, &n)) return 2;
     if (o->layers_arg) o->layers = (int)n;
-    if (!o->chat_template) {
+    if (o->chat_template && !md->chat_template)
+        return cq_cli_usage_error(CMD, "--chat-template: %s's pipeline uses its own fixed template", md->title);
+    if (!o->chat_template && md->chat_template) {
         snprintf(o->template_path, sizeof o->template_path, "%s/%s", CQ_BENCH_FIXTURES, md->chat_template);
         o->chat_template = o->template_path;
     }
@@ -531,11 +543,13 @@ int cq_bench_imagine(int argc, char **argv) {
     cq_status s = cq_env_backend_open(o.m.backend, o.m.threads, o.gpu_memory, &r.be);
     if (s != CQ_OK) return fail(&r, s, "creating the backend");
     s = read_input(o.tokenizer, "tokenizer", &r.tok, &r.tok_len);
-    if (s == CQ_OK) s = read_input(o.chat_template, "chat template", &r.tmpl, &r.tmpl_len);
+    if (s == CQ_OK && o.chat_template) s = read_input(o.chat_template, "chat template", &r.tmpl, &r.tmpl_len);
     if (s != CQ_OK) return fail(&r, s, "reading the inputs");
 
-    /* the pack: text tower, denoiser, VAE (--layers N: N text layers run, those the pipeline never runs kept) */
+    /* the pack: text tower, denoiser, VAE (--layers N: N text layers run, those the pipeline never runs kept;
+     * never more than the model has) */
     int te_layers = o.layers ? o.layers + md->te_unread : md->te_layers, dit_layers = o.layers ? o.layers : md->dit_layers;
+    if (te_layers > md->te_layers) te_layers = md->te_layers;
     s = cq_imagine_pack_build(md, o.quant, te_layers, dit_layers, r.tmpl, &r.pack);
     if (s != CQ_OK) return fail(&r, s, "listing the weights");
     print_pack(&o, &r.pack, te_layers, dit_layers);

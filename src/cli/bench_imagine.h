@@ -1,9 +1,9 @@
 /*
  * bench_imagine.h — the models `cortiq bench imagine` runs end to end
- * (Qwen-Image-2.1, Z-Image Turbo): what each one's pack holds at the released
+ * (Qwen-Image-2.1, Z-Image Turbo, Qwen-Image): what each one's pack holds at the released
  * configuration, as `cortiq convert` makes it of the diffusers pipeline
  * folder, and its pipeline's calls behind one small interface, so that the
- * benchmark's timing and report (bench_imagine.c) are the same for both.
+ * benchmark's timing and report (bench_imagine.c) are the same for all.
  */
 #ifndef CQ_CLI_BENCH_IMAGINE_H
 #define CQ_CLI_BENCH_IMAGINE_H
@@ -17,7 +17,7 @@
 #include "pipelines/image_gen.h"
 #include "pipelines/residency.h"
 
-typedef enum cq_imagine_kind { CQ_IMAGINE_QI21, CQ_IMAGINE_ZIMAGE } cq_imagine_kind;
+typedef enum cq_imagine_kind { CQ_IMAGINE_QI21, CQ_IMAGINE_ZIMAGE, CQ_IMAGINE_QIMAGE } cq_imagine_kind;
 
 typedef struct cq_imagine_model {
     cq_imagine_kind kind;
@@ -27,7 +27,7 @@ typedef struct cq_imagine_model {
     int te_unread;             /* the text tower's last layers the pipeline stores but never runs */
     int min_steps, default_steps;
     int project_steps;         /* the report projects a generation of this many steps */
-    const char *chat_template; /* the default, under the fixtures folder */
+    const char *chat_template; /* the default, under the fixtures folder; NULL: the pipeline's own, fixed */
     const char *te_what, *dit_what, *vae_what; /* the report's description of each part */
     const char *prefill;       /* what the PREFILL phase is called, and what it reads */
     const char *prefill_rows;
@@ -49,7 +49,7 @@ typedef struct cq_imagine_pack {
 } cq_imagine_pack;
 
 /* The pack of `m` with te_layers text layers and dit_layers denoiser layers, the denoiser's matrices in
- * `quant`, the header carrying `chat_template`. */
+ * `quant`, the header carrying `chat_template` (NULL: none). */
 cq_status cq_imagine_pack_build(const cq_imagine_model *m, cq_dtype quant, int te_layers, int dit_layers,
                                 const char *chat_template, cq_imagine_pack *out);
 /* The weights only (the pack written, the configs and header stay for the file). */
@@ -58,11 +58,11 @@ void cq_imagine_pack_free(cq_imagine_pack *p);
 /* One of the models' pipelines. */
 typedef struct cq_imagine_pipe {
     const cq_imagine_model *m;
-    void *p; /* cq_qi21_pipe or cq_zimage_pipe */
+    void *p; /* cq_qi21_pipe, cq_zimage_pipe or cq_qimage_pipe */
 } cq_imagine_pipe;
 
-/* One generation: the prompt, a side x side image, `steps` steps from a fixed seed, the model's own
- * guidance default (none for either). */
+/* One generation: the prompt, a side x side image, `steps` steps from a fixed seed, without guidance (Z-Image
+ * Turbo's recipe; Qwen-Image's true CFG runs only with a negative prompt, and the benchmark gives none). */
 typedef struct cq_imagine_req {
     const char *prompt;
     int side, steps;

@@ -1,5 +1,5 @@
 /*
- * bench_imagine_models.c — the two models of `cortiq bench imagine` (see
+ * bench_imagine_models.c — the three models of `cortiq bench imagine` (see
  * bench_imagine.h): each one's pack at the released configuration and its
  * pipeline's calls.
  *
@@ -18,6 +18,16 @@
  * and the generation defaults convert writes for it (1024x1024, 8 steps, no
  * guidance).
  *
+ * Qwen-Image: the language model of Qwen2.5-VL-7B as text tower (28 layers,
+ * 3584 wide, 28 heads / 4 K-V heads x 128 with q/k/v biases, MLP 18944,
+ * vocabulary 152064, RoPE theta 1e6 with mrope [16, 24, 24], untied; its
+ * vision tower and lm_head left out as for Qwen-Image-2.1), the 20B denoiser
+ * (60 dual-stream blocks, 24 heads x 128, text rows 3584 wide) and its VAE
+ * (base 96, z 16, dim_mult 1-2-4-4, the published latent statistics); the
+ * scheduler is Qwen-Image-2.1's (dynamic exponential shift 0.5 to 0.9 over
+ * 256 to 8192 tokens, terminal 0.02). The pipeline's template is its own, so
+ * the pack carries no chat template.
+ *
  * The weights are random bytes in each codec's layout (bench_pack.c): the
  * matrices in q8_2f, the denoiser's in q4tp when asked (the text tower stays
  * at 8 bits, as convert keeps it), the VAEs' kernels in f16.
@@ -32,6 +42,7 @@
 #include "models/tables.h"
 #include "models/zimage.h"
 #include "pipelines/qi21_pipe.h"
+#include "pipelines/qimage_pipe.h"
 #include "pipelines/zimage_pipe.h"
 
 /* ---- what differs between the packs ---------------------------------------------------------- */
@@ -64,7 +75,8 @@ static const char k_qi21_te_config[] =
     "{\"mrope_interleaved\": true, \"mrope_section\": [24, 20, 20], \"rope_theta\": 5000000.0, \"rope_type\": "
     "\"default\"}, \"use_cache\": true, \"vocab_size\": 151936}}";
 
-static const char k_qi21_scheduler_config[] =
+/* Qwen-Image's and Qwen-Image-2.1's alike. */
+static const char k_qwen_image_scheduler_config[] =
     "{\"_class_name\": \"FlowMatchEulerDiscreteScheduler\", \"base_image_seq_len\": 256, \"base_shift\": 0.5, "
     "\"invert_sigmas\": false, \"max_image_seq_len\": 8192, \"max_shift\": 0.9, \"num_train_timesteps\": 1000, "
     "\"shift\": 1.0, \"shift_terminal\": 0.02, \"stochastic_sampling\": false, \"time_shift_type\": \"exponential\", "
@@ -76,6 +88,25 @@ static const char k_qi21_pipeline_config[] =
     "\"scheduler\": [\"diffusers\", \"FlowMatchEulerDiscreteScheduler\"], \"text_encoder\": [\"transformers\", "
     "\"Qwen3VLForConditionalGeneration\"], \"transformer\": [\"diffusers\", \"QwenImage21Transformer2DModel\"], "
     "\"vae\": [\"diffusers\", \"AutoencoderKLQwenImage21\"]}";
+
+/* Qwen2.5-VL-7B-Instruct's config.json, as Qwen-Image's text_encoder/ ships it (the vision part left out). */
+static const char k_qimage_te_config[] =
+    "{\"architectures\": [\"Qwen2_5_VLForConditionalGeneration\"], \"attention_dropout\": 0.0, "
+    "\"bos_token_id\": 151643, \"eos_token_id\": 151645, \"hidden_act\": \"silu\", \"hidden_size\": 3584, "
+    "\"image_token_id\": 151655, \"initializer_range\": 0.02, \"intermediate_size\": 18944, "
+    "\"max_position_embeddings\": 128000, \"max_window_layers\": 28, \"model_type\": \"qwen2_5_vl\", "
+    "\"num_attention_heads\": 28, \"num_hidden_layers\": %d, \"num_key_value_heads\": 4, \"rms_norm_eps\": 1e-06, "
+    "\"rope_scaling\": {\"mrope_section\": [16, 24, 24], \"rope_type\": \"default\", \"type\": \"default\"}, "
+    "\"rope_theta\": 1000000.0, \"sliding_window\": 32768, \"tie_word_embeddings\": false, "
+    "\"torch_dtype\": \"bfloat16\", \"use_cache\": true, \"use_sliding_window\": false, "
+    "\"video_token_id\": 151656, \"vision_end_token_id\": 151653, \"vision_start_token_id\": 151652, "
+    "\"vision_token_id\": 151654, \"vocab_size\": 152064}";
+
+static const char k_qimage_pipeline_config[] =
+    "{\"_class_name\": \"QwenImagePipeline\", \"scheduler\": [\"diffusers\", \"FlowMatchEulerDiscreteScheduler\"], "
+    "\"text_encoder\": [\"transformers\", \"Qwen2_5_VLForConditionalGeneration\"], \"tokenizer\": [\"transformers\", "
+    "\"Qwen2Tokenizer\"], \"transformer\": [\"diffusers\", \"QwenImageTransformer2DModel\"], \"vae\": [\"diffusers\", "
+    "\"AutoencoderKLQwenImage\"]}";
 
 /* Qwen3-4B's config.json, as Z-Image's text_encoder/ ships it. */
 static const char k_zi_te_config[] =
@@ -118,7 +149,7 @@ static const pack_desc k_packs[] = {
                          .stack = "model.language_model.",
                          .te_config = k_qi21_te_config,
                          .pipeline_config = k_qi21_pipeline_config,
-                         .scheduler_config = k_qi21_scheduler_config,
+                         .scheduler_config = k_qwen_image_scheduler_config,
                          .arch_name = "qwen_image21",
                          .hidden = CQ_BENCH_DIT_HEADS * CQ_BENCH_DIT_HEAD_DIM,
                          .intermediate = CQ_BENCH_DIT_HEADS * CQ_BENCH_DIT_HEAD_DIM * CQ_BENCH_DIT_RATIO,
@@ -149,6 +180,23 @@ static const pack_desc k_packs[] = {
                            .dit_config = zi_dit_config,
                            .vae_weights = cq_bench_flux_vae_weights,
                            .vae_config = cq_bench_flux_vae_config},
+    [CQ_IMAGINE_QIMAGE] = {.te = {.vocab_size = 152064, .hidden = 3584, .intermediate = 18944, .n_heads = 28,
+                                  .n_kv_heads = 4, .head_dim = 128, .family = CQ_QWEN_FAMILY_2},
+                           .stack = "model.", /* the names its text_encoder/ shards carry */
+                           .te_config = k_qimage_te_config,
+                           .pipeline_config = k_qimage_pipeline_config,
+                           .scheduler_config = k_qwen_image_scheduler_config,
+                           .arch_name = "qwen_image",
+                           .hidden = CQ_BENCH_QIMAGE_HEADS * 128,
+                           .intermediate = 4 * CQ_BENCH_QIMAGE_HEADS * 128,
+                           .heads = CQ_BENCH_QIMAGE_HEADS,
+                           .head_dim = 128,
+                           .max_positions = 128000,
+                           .eps = 1e-6,
+                           .dit_weights = cq_bench_qimage_dit_weights,
+                           .dit_config = cq_bench_qimage_dit_config,
+                           .vae_weights = cq_bench_qimage_vae_weights,
+                           .vae_config = cq_bench_qimage_vae_config},
 };
 
 static const cq_imagine_model k_models[] = {
@@ -166,10 +214,16 @@ static const cq_imagine_model k_models[] = {
      .dit_what = "6.15B (30 layers + 2 noise and 2 context refiners, 30 heads x 128, FFN 10240)",
      .vae_what = "Flux, 128-256-512-512, z 16, 2 res blocks",
      .prefill = "caption prepare", .prefill_rows = "rows", .rows = "caption rows"},
+    {.kind = CQ_IMAGINE_QIMAGE, .name = "qimage", .title = "Qwen-Image", .te_layers = 28,
+     .dit_layers = CQ_BENCH_QIMAGE_LAYERS, .min_steps = 2, .default_steps = 2, .project_steps = 50,
+     .te_what = "Qwen2.5-VL-7B language model (28 layers, 3584 wide, 28/4 heads x 128, MLP 18944)",
+     .dit_what = "20B (60 dual-stream layers, 24 heads x 128, MLP 12288)",
+     .vae_what = "base 96, z 16, dim_mult 1-2-4-4, 2 res blocks",
+     .prefill = "prefill", .prefill_rows = "text rows", .rows = "rows after the system turn"},
 };
 
 const cq_imagine_model *cq_imagine_model_find(const char *name, const char **names) {
-    if (names) *names = "qi21, zimage";
+    if (names) *names = "qi21, zimage, qimage";
     for (size_t i = 0; name && i < CQ_ARRAY_LEN(k_models); i++)
         if (strcmp(name, k_models[i].name) == 0) return &k_models[i];
     return NULL;
@@ -181,7 +235,8 @@ static cq_status te_weights(cq_bench_pack *p, const pack_desc *d, int layers) {
     c.n_layers = layers;
     cq_tt_list t = {0};
     cq_status s = cq_qwen3_tensors(&c, "te.", d->stack, &t);
-    /* the table ends with the optional head: Qwen3-VL's is never read, Qwen3-4B ties it to the embeddings */
+    /* the table ends with the optional head: Qwen3-VL's and Qwen2.5-VL's are never read, Qwen3-4B ties it to
+     * the embeddings */
     if (s == CQ_OK && t.n && strcmp(t.e[t.n - 1].pattern, "lm_head.weight") == 0) t.n--;
     /* convert keeps the text tower at 8 bits */
     if (s == CQ_OK) s = cq_bench_pack_table(p, &t, CQ_DTYPE_Q8_2F);
@@ -225,7 +280,7 @@ static char *header_json(const pack_desc *d, const char *quant, int dit_layers, 
     cJSON_AddStringToObject(prov, "tool", "cortiq bench imagine");
     cJSON_AddStringToObject(prov, "source", "random weights");
     cJSON *tok = cJSON_AddObjectToObject(h, "tokenizer_config");
-    cJSON_AddStringToObject(tok, "chat_template", chat_template);
+    if (chat_template) cJSON_AddStringToObject(tok, "chat_template", chat_template);
     int eos = 151645;
     cJSON_AddItemToObject(tok, "eos_token_ids", cJSON_CreateIntArray(&eos, 1));
     cJSON_AddNumberToObject(tok, "pad_token_id", 151643);
@@ -277,46 +332,68 @@ void cq_imagine_pack_free(cq_imagine_pack *p) {
 /* ---- the pipelines ------------------------------------------------------------------------------- */
 #define QI(p) ((cq_qi21_pipe *)(p)->p)
 #define ZI(p) ((cq_zimage_pipe *)(p)->p)
-#define IS_ZI(p) ((p)->m->kind == CQ_IMAGINE_ZIMAGE)
+#define QV1(p) ((cq_qimage_pipe *)(p)->p)
 
 cq_status cq_imagine_pipe_open(const cq_imagine_model *m, const cq_cmf *cmf, cq_imagine_pipe *out) {
     out->m = m;
     out->p = NULL;
-    if (m->kind == CQ_IMAGINE_ZIMAGE) return cq_zimage_pipe_open(cmf, (cq_zimage_pipe **)&out->p);
-    return cq_qi21_pipe_open(cmf, (cq_qi21_pipe **)&out->p);
+    switch (m->kind) {
+    case CQ_IMAGINE_ZIMAGE: return cq_zimage_pipe_open(cmf, (cq_zimage_pipe **)&out->p);
+    case CQ_IMAGINE_QIMAGE: return cq_qimage_pipe_open(cmf, (cq_qimage_pipe **)&out->p);
+    default: return cq_qi21_pipe_open(cmf, (cq_qi21_pipe **)&out->p);
+    }
 }
 
 cq_status cq_imagine_pipe_load_weights(cq_imagine_pipe *p, cq_backend *be) {
-    return IS_ZI(p) ? cq_zimage_pipe_load_weights(ZI(p), be) : cq_qi21_pipe_load_weights(QI(p), be);
+    switch (p->m->kind) {
+    case CQ_IMAGINE_ZIMAGE: return cq_zimage_pipe_load_weights(ZI(p), be);
+    case CQ_IMAGINE_QIMAGE: return cq_qimage_pipe_load_weights(QV1(p), be);
+    default: return cq_qi21_pipe_load_weights(QI(p), be);
+    }
 }
 
 void cq_imagine_pipe_free(cq_imagine_pipe *p) {
     if (!p->m) return;
-    if (IS_ZI(p)) cq_zimage_pipe_free(ZI(p));
-    else cq_qi21_pipe_free(QI(p));
+    switch (p->m->kind) {
+    case CQ_IMAGINE_ZIMAGE: cq_zimage_pipe_free(ZI(p)); break;
+    case CQ_IMAGINE_QIMAGE: cq_qimage_pipe_free(QV1(p)); break;
+    default: cq_qi21_pipe_free(QI(p)); break;
+    }
     p->p = NULL;
 }
 
 const cq_resid *cq_imagine_pipe_residency(const cq_imagine_pipe *p) {
     if (!p->p) return NULL;
-    return IS_ZI(p) ? cq_zimage_pipe_residency(ZI(p)) : cq_qi21_pipe_residency(QI(p));
+    switch (p->m->kind) {
+    case CQ_IMAGINE_ZIMAGE: return cq_zimage_pipe_residency(ZI(p));
+    case CQ_IMAGINE_QIMAGE: return cq_qimage_pipe_residency(QV1(p));
+    default: return cq_qi21_pipe_residency(QI(p));
+    }
 }
 
 const cq_resid_need *cq_imagine_pipe_need(const cq_imagine_pipe *p) {
-    return IS_ZI(p) ? cq_zimage_pipe_need(ZI(p)) : cq_qi21_pipe_need(QI(p));
+    switch (p->m->kind) {
+    case CQ_IMAGINE_ZIMAGE: return cq_zimage_pipe_need(ZI(p));
+    case CQ_IMAGINE_QIMAGE: return cq_qimage_pipe_need(QV1(p));
+    default: return cq_qi21_pipe_need(QI(p));
+    }
 }
 
 cq_status cq_imagine_pipe_tokens(cq_imagine_pipe *p, const char *prompt, int *total, int *rows) {
-    if (!IS_ZI(p)) return cq_qi21_pipe_prompt_tokens(QI(p), prompt, total, rows);
-    /* Z-Image's denoiser reads every row of the caption (there is no system turn) */
-    CQ_TRY(cq_zimage_pipe_prompt_tokens(ZI(p), prompt, total, NULL));
-    *rows = *total;
-    return CQ_OK;
+    switch (p->m->kind) {
+    case CQ_IMAGINE_ZIMAGE:
+        /* Z-Image's denoiser reads every row of the caption (there is no system turn) */
+        CQ_TRY(cq_zimage_pipe_prompt_tokens(ZI(p), prompt, total, NULL));
+        *rows = *total;
+        return CQ_OK;
+    case CQ_IMAGINE_QIMAGE: return cq_qimage_pipe_prompt_tokens(QV1(p), prompt, total, rows);
+    default: return cq_qi21_pipe_prompt_tokens(QI(p), prompt, total, rows);
+    }
 }
 
 cq_status cq_imagine_pipe_generate(cq_imagine_pipe *p, const cq_imagine_req *rq, cq_image_result *res) {
     const uint64_t seed = 42;
-    if (IS_ZI(p)) {
+    if (p->m->kind == CQ_IMAGINE_ZIMAGE) {
         cq_zimage_gen_opts o;
         cq_zimage_gen_opts_init(&o); /* guidance 0: Turbo runs without CFG */
         o.prompt = rq->prompt;
@@ -327,6 +404,13 @@ cq_status cq_imagine_pipe_generate(cq_imagine_pipe *p, const cq_imagine_req *rq,
         o.on_phase = rq->on_phase;
         o.user = rq->user;
         return cq_zimage_pipe_generate(ZI(p), &o, res);
+    }
+    if (p->m->kind == CQ_IMAGINE_QIMAGE) {
+        /* no negative prompt: one denoiser pass per step, as the reference runs without one */
+        const cq_qimage_gen_opts o = {.prompt = rq->prompt, .width = rq->side, .height = rq->side,
+                                      .steps = rq->steps, .seed = seed, .guidance = 1.0, .on_step = rq->on_step,
+                                      .on_phase = rq->on_phase, .user = rq->user};
+        return cq_qimage_pipe_generate(QV1(p), &o, res);
     }
     const cq_qi21_gen_opts o = {.prompt = rq->prompt, .width = rq->side, .height = rq->side, .steps = rq->steps,
                                 .seed = seed, .guidance = 1.0, .on_step = rq->on_step, .on_phase = rq->on_phase,

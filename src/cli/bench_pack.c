@@ -91,6 +91,13 @@ cq_status cq_bench_pack_table(cq_bench_pack *p, const cq_tt_list *t, cq_dtype qu
     return CQ_OK;
 }
 
+/* The table t into p when `listed` (what made t) is CQ_OK, then t freed either way. */
+static cq_status pack_listed(cq_bench_pack *p, cq_status listed, cq_tt_list *t, cq_dtype quant) {
+    cq_status s = listed == CQ_OK ? cq_bench_pack_table(p, t, quant) : listed;
+    cq_tt_list_free(t);
+    return s;
+}
+
 /* ---- the released denoiser ------------------------------------------------------------------ */
 cq_status cq_bench_dit_weights(cq_bench_pack *p, cq_dtype q, int layers) {
     const int D = CQ_BENCH_DIT_HEADS * CQ_BENCH_DIT_HEAD_DIM;
@@ -99,10 +106,7 @@ cq_status cq_bench_dit_weights(cq_bench_pack *p, cq_dtype q, int layers) {
                               .context_in_dim = CQ_BENCH_DIT_CTX, .mlp_hidden = D * CQ_BENCH_DIT_RATIO};
     _Static_assert(CQ_BENCH_DIT_TPROJ == CQ_QI21_TIMESTEP_CHANNELS, "the table's timestep width");
     cq_tt_list t = {0};
-    cq_status s = cq_qi21_tensors(&c, "dit.", &t);
-    if (s == CQ_OK) s = cq_bench_pack_table(p, &t, q);
-    cq_tt_list_free(&t);
-    return s;
+    return pack_listed(p, cq_qi21_tensors(&c, "dit.", &t), &t, q);
 }
 
 int cq_bench_dit_config(char *buf, size_t len, int layers) {
@@ -113,6 +117,33 @@ int cq_bench_dit_config(char *buf, size_t len, int layers) {
                      "\"causal_condition\": true}",
                      CQ_BENCH_DIT_CH, CQ_BENCH_DIT_CH, layers, CQ_BENCH_DIT_HEAD_DIM, CQ_BENCH_DIT_HEADS,
                      CQ_BENCH_DIT_CTX, CQ_BENCH_DIT_RATIO);
+    return k < 0 || (size_t)k >= len ? -1 : k;
+}
+
+/* ---- the released Qwen-Image denoiser ------------------------------------------------------------ */
+static cq_qimage_config qimage_dit_config(int layers) {
+    const int D = CQ_BENCH_QIMAGE_HEADS * 128;
+    return (cq_qimage_config){.patch = 2, .in_channels = 4 * CQ_BENCH_QIMAGE_Z, .out_channels = CQ_BENCH_QIMAGE_Z,
+                              .out_dim = 4 * CQ_BENCH_QIMAGE_Z, .num_layers = layers, .n_heads = CQ_BENCH_QIMAGE_HEADS,
+                              .head_dim = 128, .inner = D, .mlp_hidden = 4 * D, .joint_dim = CQ_BENCH_QIMAGE_CTX,
+                              .axes = {16, 56, 56}};
+}
+
+cq_status cq_bench_qimage_dit_weights(cq_bench_pack *p, cq_dtype q, int layers) {
+    const cq_qimage_config c = qimage_dit_config(layers);
+    cq_tt_list t = {0};
+    return pack_listed(p, cq_qimage_tensors(&c, "dit.", &t), &t, q);
+}
+
+int cq_bench_qimage_dit_config(char *buf, size_t len, int layers) {
+    const cq_qimage_config c = qimage_dit_config(layers);
+    int k = snprintf(buf, len,
+                     "{\"_class_name\": \"QwenImageTransformer2DModel\", \"patch_size\": %d, \"in_channels\": %d, "
+                     "\"out_channels\": %d, \"num_layers\": %d, \"attention_head_dim\": %d, "
+                     "\"num_attention_heads\": %d, \"joint_attention_dim\": %d, \"pooled_projection_dim\": 768, "
+                     "\"guidance_embeds\": false, \"axes_dims_rope\": [%d, %d, %d]}",
+                     c.patch, c.in_channels, c.out_channels, c.num_layers, c.head_dim, c.n_heads, c.joint_dim,
+                     c.axes[0], c.axes[1], c.axes[2]);
     return k < 0 || (size_t)k >= len ? -1 : k;
 }
 
@@ -128,10 +159,7 @@ void cq_bench_zimage_config(cq_zimage_config *c, int heads, int layers) {
 
 cq_status cq_bench_zimage_weights(cq_bench_pack *p, cq_dtype q, const cq_zimage_config *c) {
     cq_tt_list t = {0};
-    cq_status s = cq_zimage_tensors(c, "dit.", &t);
-    if (s == CQ_OK) s = cq_bench_pack_table(p, &t, q);
-    cq_tt_list_free(&t);
-    return s;
+    return pack_listed(p, cq_zimage_tensors(c, "dit.", &t), &t, q);
 }
 
 int cq_bench_zimage_config_json(char *buf, size_t len, const cq_zimage_config *c) {
@@ -160,26 +188,24 @@ cq_status cq_bench_vae_weights(cq_bench_pack *p) {
     for (int i = 0; i < CQ_BENCH_VAE_LEVELS; i++) g.mult[i] = k_vae_mult[i];
     for (int i = 0; i < CQ_BENCH_VAE_LEVELS - 1; i++) g.tdown[i] = k_vae_tdown[i];
     cq_tt_list t = {0};
-    cq_status s = cq_qi21_vae_tensors(&g, "vae.", &t);
-    if (s == CQ_OK) s = cq_bench_pack_table(p, &t, CQ_DTYPE_F16);
-    cq_tt_list_free(&t);
-    return s;
+    return pack_listed(p, cq_qi21_vae_tensors(&g, "vae.", &t), &t, CQ_DTYPE_F16);
 }
 
-/* A VAE config object with random latent statistics for z channels. */
-static cJSON *vae_config_stats(int z) {
+/* A VAE config object with the latent statistics mean[z] and std[z], or random ones for z channels when NULL. */
+static cJSON *vae_config_stats(int z, const double *mean_v, const double *std_v) {
     cJSON *j = cJSON_CreateObject(), *mean = cJSON_AddArrayToObject(j, "latents_mean"),
           *std = cJSON_AddArrayToObject(j, "latents_std");
     uint64_t rng = 777;
     for (int i = 0; i < z; i++) {
-        cJSON_AddItemToArray(mean, cJSON_CreateNumber(0.4 * cq_bench_rng_unit(&rng)));
-        cJSON_AddItemToArray(std, cJSON_CreateNumber(1.0 + 0.8 * cq_bench_rng_unit(&rng)));
+        double m = 0.4 * cq_bench_rng_unit(&rng), d = 1.0 + 0.8 * cq_bench_rng_unit(&rng);
+        cJSON_AddItemToArray(mean, cJSON_CreateNumber(mean_v ? mean_v[i] : m));
+        cJSON_AddItemToArray(std, cJSON_CreateNumber(std_v ? std_v[i] : d));
     }
     return j;
 }
 
 char *cq_bench_vae_config(void) {
-    cJSON *j = vae_config_stats(CQ_BENCH_VAE_Z);
+    cJSON *j = vae_config_stats(CQ_BENCH_VAE_Z, NULL, NULL);
     cJSON_AddStringToObject(j, "_class_name", "AutoencoderKLQwenImage21");
     cJSON_AddItemToObject(j, "attn_scales", cJSON_CreateArray());
     cJSON_AddNumberToObject(j, "base_dim", CQ_BENCH_VAE_BASE);
@@ -205,19 +231,24 @@ char *cq_bench_vae_config(void) {
 static const int k_qimage_mult[4] = {1, 2, 4, 4};
 
 cq_status cq_bench_qimage_vae_weights(cq_bench_pack *p) {
-    cq_qi21_vae_geometry g = {.kind = CQ_QI21_VAE_QIMAGE, .base_dim = 96, .decoder_base_dim = 96, .z_dim = 16,
-                              .num_res_blocks = 2, .in_channels = 3, .out_channels = 3, .patch = 1, .n_mult = 4,
-                              .tdown = {false, true, true}};
+    cq_qi21_vae_geometry g = {.kind = CQ_QI21_VAE_QIMAGE, .base_dim = 96, .decoder_base_dim = 96,
+                              .z_dim = CQ_BENCH_QIMAGE_Z, .num_res_blocks = 2, .in_channels = 3, .out_channels = 3,
+                              .patch = 1, .n_mult = 4, .tdown = {false, true, true}};
     for (int i = 0; i < 4; i++) g.mult[i] = k_qimage_mult[i];
     cq_tt_list t = {0};
-    cq_status s = cq_qi21_vae_tensors(&g, "vae.", &t);
-    if (s == CQ_OK) s = cq_bench_pack_table(p, &t, CQ_DTYPE_F16);
-    cq_tt_list_free(&t);
-    return s;
+    return pack_listed(p, cq_qi21_vae_tensors(&g, "vae.", &t), &t, CQ_DTYPE_F16);
 }
 
+/* AutoencoderKLQwenImage's published per-channel statistics (its class defaults, which the released config
+ * repeats) */
+static const double k_qimage_mean[CQ_BENCH_QIMAGE_Z] = {-0.7571, -0.7089, -0.9113, 0.1075, -0.1745, 0.9653, -0.1517,
+                                                        1.5508,  0.4134,  -0.0715, 0.5517, -0.3632, -0.1922, -0.9497,
+                                                        0.2503,  -0.2921};
+static const double k_qimage_std[CQ_BENCH_QIMAGE_Z] = {2.8184, 1.4541, 2.3275, 2.6558, 1.2196, 1.7708, 2.6052, 2.0743,
+                                                       3.2687, 2.1526, 2.8652, 1.5579, 1.6382, 1.1253, 2.8251, 1.9160};
+
 char *cq_bench_qimage_vae_config(void) {
-    cJSON *j = vae_config_stats(16);
+    cJSON *j = vae_config_stats(CQ_BENCH_QIMAGE_Z, k_qimage_mean, k_qimage_std);
     cJSON_AddStringToObject(j, "_class_name", "AutoencoderKLQwenImage");
     cJSON_AddItemToObject(j, "attn_scales", cJSON_CreateArray());
     cJSON_AddNumberToObject(j, "base_dim", 96);
@@ -226,7 +257,7 @@ char *cq_bench_qimage_vae_config(void) {
     cJSON_AddNumberToObject(j, "num_res_blocks", 2);
     cJSON *td = cJSON_AddArrayToObject(j, "temperal_downsample");
     for (int i = 0; i < 3; i++) cJSON_AddItemToArray(td, cJSON_CreateBool(i > 0));
-    cJSON_AddNumberToObject(j, "z_dim", 16);
+    cJSON_AddNumberToObject(j, "z_dim", CQ_BENCH_QIMAGE_Z);
     char *s = cJSON_PrintUnformatted(j);
     cJSON_Delete(j);
     return s;
@@ -246,10 +277,7 @@ static cq_flux_vae_config flux_config(void) {
 cq_status cq_bench_flux_vae_weights(cq_bench_pack *p) {
     const cq_flux_vae_config c = flux_config();
     cq_tt_list t = {0};
-    cq_status s = cq_flux_vae_tensors(&c, "vae.", &t);
-    if (s == CQ_OK) s = cq_bench_pack_table(p, &t, CQ_DTYPE_F16);
-    cq_tt_list_free(&t);
-    return s;
+    return pack_listed(p, cq_flux_vae_tensors(&c, "vae.", &t), &t, CQ_DTYPE_F16);
 }
 
 char *cq_bench_flux_vae_config(void) {

@@ -79,6 +79,17 @@ void cq_bench_zimage_config(struct cq_zimage_config *c, int heads, int layers);
 cq_status cq_bench_zimage_weights(cq_bench_pack *p, cq_dtype quant, const struct cq_zimage_config *c);
 int cq_bench_zimage_config_json(char *buf, size_t len, const struct cq_zimage_config *c);
 
+/* ---- the released Qwen-Image denoiser (QwenImageTransformer2DModel) ----------------------- */
+#define CQ_BENCH_QIMAGE_LAYERS 60
+#define CQ_BENCH_QIMAGE_HEADS 24  /* x 128 = inner 3072, MLP 4 x 3072 */
+#define CQ_BENCH_QIMAGE_CTX 3584  /* joint_attention_dim: Qwen2.5-VL-7B's width */
+#define CQ_BENCH_QIMAGE_Z 16      /* the VAE's z_dim; the denoiser reads its 2x2 patches (64 floats per token) */
+
+/* Its weights under "dit." (the first `layers` of the 60 blocks), matrices in `quant`, and its config JSON
+ * (dit.config_json; the length, or -1 when buf is too small). */
+cq_status cq_bench_qimage_dit_weights(cq_bench_pack *p, cq_dtype quant, int layers);
+int cq_bench_qimage_dit_config(char *buf, size_t len, int layers);
+
 /* ---- the released Qwen-Image-2.1 VAE (AutoencoderKLQwenImage21) ------------------------- */
 #define CQ_BENCH_VAE_BASE 96      /* base_dim (encoder) */
 #define CQ_BENCH_VAE_DEC_BASE 144 /* decoder_base_dim */
@@ -96,7 +107,8 @@ char *cq_bench_vae_config(void);
 
 /* ---- the released Qwen-Image VAE (AutoencoderKLQwenImage) ------------------------------- */
 /* base_dim 96, z_dim 16, dim_mult 1-2-4-4, 2 residual blocks, RGB: its weights under "vae." as `cortiq convert`
- * stores them (the causal kernels as their last temporal tap) and its config JSON, as above. */
+ * stores them (the causal kernels as their last temporal tap) and its config JSON, as above but with the
+ * published latent statistics. */
 cq_status cq_bench_qimage_vae_weights(cq_bench_pack *p);
 char *cq_bench_qimage_vae_config(void);
 

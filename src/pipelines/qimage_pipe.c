@@ -185,6 +185,8 @@ cq_status cq_qimage_pipe_set_plan(cq_qimage_pipe *p, const cq_resid_plan *plan) 
 
 const cq_resid *cq_qimage_pipe_residency(const cq_qimage_pipe *p) { return p ? &p->resid : NULL; }
 
+const cq_resid_need *cq_qimage_pipe_need(const cq_qimage_pipe *p) { return p ? &p->need : NULL; }
+
 void cq_qimage_pipe_free(cq_qimage_pipe *p) {
     if (!p) return;
     if (p->be) cq_resid_release_all(&p->resid);

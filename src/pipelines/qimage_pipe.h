@@ -57,6 +57,8 @@ cq_status cq_qimage_pipe_check(cq_qimage_pipe *p, const cq_qimage_gen_opts *o);
 cq_status cq_qimage_pipe_load_weights(cq_qimage_pipe *p, cq_backend *be);
 cq_status cq_qimage_pipe_set_plan(cq_qimage_pipe *p, const cq_resid_plan *plan);
 const cq_resid *cq_qimage_pipe_residency(const cq_qimage_pipe *p);
+/* What the plan was made from, as cq_qi21_pipe_need. */
+const cq_resid_need *cq_qimage_pipe_need(const cq_qimage_pipe *p);
 void cq_qimage_pipe_free(cq_qimage_pipe *p);
 
 /* Tokens of a prompt with the template (*total, after the cut) and the rows the denoiser reads (*rows). */

@@ -43,13 +43,8 @@ has err "unknown argument"
 
 # A missing input fails before the temporary model is written: nothing appears in TMPDIR.
 mkdir -p "$W/tmp"
-# (the default tokenizer is gzipped: a build without zlib says so, and the checks below read a gunzipped copy)
-TOK=()
-TMPDIR="$W/tmp" "$CQ" bench imagine --chat-template "$W/no-such-template.jinja" >"$W/out" 2>"$W/err"
-if grep -q "this build has no zlib" "$W/err"; then
-    gzip -dc "$(dirname "$0")/../fixtures/tokenizers/qwen3.json.gz" >"$W/qwen3.json" || fail "gzip -dc failed"
-    TOK=(--tokenizer "$W/qwen3.json")
-fi
+# (the default tokenizer is gzipped: a build without zlib reads a gunzipped copy below)
+bench_tokenizer
 TMPDIR="$W/tmp" expect 1 "$CQ" bench imagine --tokenizer "$W/no-such-tokenizer.json"
 has err "no-such-tokenizer.json"
 TMPDIR="$W/tmp" expect 1 "$CQ" bench imagine "${TOK[@]}" --chat-template "$W/no-such-template.jinja"

@@ -18,7 +18,7 @@ has out "qwen3.jinja"
 expect 2 "$CQ" bench imagine --model
 has err "--model needs a value"
 expect 2 "$CQ" bench imagine --model flux
-has err "--model wants one of qi21, zimage, got 'flux'"
+has err "--model wants one of qi21, zimage, qimage, got 'flux'"
 expect 2 "$CQ" bench imagine --model zimage --layers 31
 has err "--layers wants an integer in \[1, 30\]"
 expect 2 "$CQ" bench imagine --layers 31 --model zimage
@@ -40,19 +40,8 @@ TMPDIR="$W/tmp" expect 1 "$CQ" bench imagine --model zimage --chat-template "$W/
 has err "chat template"
 [ -z "$(ls -A "$W/tmp")" ] || fail "files were left in TMPDIR: $(ls -A "$W/tmp")"
 
-free_kib=$(df -Pk "$W" | awk 'NR == 2 {print $4}')
-if [ -z "$free_kib" ] || [ "$free_kib" -lt $((3 * 1024 * 1024)) ]; then
-    echo "bench_imagine_zimage: the run skipped: less than 3 GiB free under $W"
-    [ "$fails" -eq 0 ] || finish "bench_imagine_zimage"
-    exit 77
-fi
-# (the default tokenizer is gzipped: a build without zlib reads a gunzipped copy)
-TOK=()
-if "$CQ" bench imagine --model zimage --tokenizer "$(dirname "$0")/../fixtures/tokenizers/qwen3.json.gz" \
-    --chat-template "$W/no-such-template.jinja" 2>&1 | grep -q "this build has no zlib"; then
-    gzip -dc "$(dirname "$0")/../fixtures/tokenizers/qwen3.json.gz" >"$W/qwen3.json" || fail "gzip -dc failed"
-    TOK=(--tokenizer "$W/qwen3.json")
-fi
+need_free 3 bench_imagine_zimage
+bench_tokenizer
 TMPDIR="$W/tmp" expect 0 "$CQ" bench imagine --model zimage "${TOK[@]}" --layers 1 --steps 1 --size 256 --threads 2
 has out "ONLY 2 of the 36 text tower layers and 1 of the 30 denoiser layers are built (--layers)"
 has out "Z-Image Turbo text to image, real configuration, random weights"
