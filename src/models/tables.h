@@ -14,6 +14,7 @@
 #include "models/qi21.h"
 #include "models/qi21_vae.h"
 #include "models/qimage.h"
+#include "models/qwen25vl_vision.h"
 #include "models/qwen3.h"
 #include "models/zimage.h"
 
@@ -39,6 +40,10 @@ cq_status cq_qwen3_tensors_upto(const cq_qwen3_config *c, const char *prefix, co
 /* Where the stack lives after `prefix`: the first of "model.language_model.", "model.", "language_model.", ""
  * holding embed_tokens.weight, or NULL. */
 const char *cq_qwen3_stack_prefix(const cq_cmf *cmf, const char *prefix);
+
+/* The Qwen2.5-VL vision tower's tensors under prefix + stem ("te." + "model.visual." or "visual."). */
+cq_status cq_qwen25vl_vision_tensors(const cq_qwen25vl_vision_config *c, const char *prefix, const char *stem,
+                                     cq_tt_list *out);
 
 /* The geometry of a Qwen-Image VAE (Qwen-Image-2.1's or Qwen-Image's, qi21_vae.h), as its config gives it. */
 #define CQ_QI21_VAE_MAX_LEVELS 8

@@ -1,0 +1,321 @@
+/*
+ * test_qwen25vl_vision.c — the Qwen2.5-VL vision tower against transformers'
+ * Qwen2_5_VisionTransformerPretrainedModel (golden data made by
+ * tools/golden_qwen25vl_vision.py in tests/golden/qwen25vl_vision/), on the
+ * backend named by the one argument (testutil.h: `test_qwen25vl_vision cpu`,
+ * label unit; `... cuda` as test_qwen25vl_vision_cuda, label gpu; `...
+ * vulkan`). Exits 77 (skipped) where the backend is not built or no device is
+ * present, and when the golden folder is absent.
+ *
+ * The golden folder's model/ (a tiny random Qwen2_5_VLForConditionalGeneration,
+ * bf16 values) is converted to f32 by the library's convert, as a user would.
+ * Errors are max|err| / RMS(reference) per tensor.
+ *  - Every case (grids 8x12 and 12x16, both in one call): the window index
+ *    and window boundaries exactly; the output, the pre-merger hidden state
+ *    and (host) every block's output within 1e-4 on the host; the output and
+ *    the pre-merger state within a quarter of the case's bf16 error (the
+ *    reference's own, index.json) on a device.
+ *  - Host: the two-image call gives each image's own result (to 1e-5: only
+ *    the summation order may differ), the pack matches the tensor table, and
+ *    bad layouts, row counts and non-finite pixels are refused.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "testutil.h"
+#include "format/cmf.h"
+#include "format/convert.h"
+#include "format/safetensors.h"
+#include "models/qwen25vl_vision.h"
+#include "models/tables.h"
+
+#define QV_DIR CQ_SOURCE_DIR "/tests/golden/qwen25vl_vision"
+#define F32_BOUND 1e-4
+#define SPLIT_BOUND 1e-5
+#define N_CASES 3
+
+static tu_backend_arg g_arg;
+static const char *const k_cases[N_CASES] = {"a", "b", "ab"};
+
+static cq_cmf *g_cmf;
+static cq_backend *g_be;
+static cq_qwen25vl_vision *g_m;
+static cq_st *g_st;
+static cJSON *g_index;
+
+static int setup(void **state) {
+    (void)state;
+    const char *dir = tu_tmpdir("qwen25vl_vision");
+    const char *path = tu_path(dir, "vision.cmf");
+    cq_convert_opts opts = {.quant = CQ_DTYPE_F32};
+    cq_convert_report rep;
+    cq_status s = cq_convert(QV_DIR "/model", path, &opts, &rep);
+    cq_convert_report_free(&rep);
+    if (s != CQ_OK) {
+        fprintf(stderr, "convert: %s\n", cq_last_error());
+        return -1;
+    }
+    if (cq_cmf_open(path, &g_cmf) != CQ_OK || tu_backend_create(&g_arg, 0, &g_be) != CQ_OK ||
+        cq_qwen25vl_vision_load(g_cmf, "", g_be, &g_m) != CQ_OK) {
+        fprintf(stderr, "open/load: %s\n", cq_last_error());
+        return -1;
+    }
+    if (cq_st_open(QV_DIR "/golden.safetensors", &g_st) != CQ_OK) return -1;
+    size_t len;
+    uint8_t *idx = tu_read_file(QV_DIR "/index.json", &len);
+    if (!idx) return -1;
+    g_index = cJSON_ParseWithLength((const char *)idx, len);
+    free(idx);
+    return g_index ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    cq_qwen25vl_vision_free(g_m);
+    cq_backend_free(g_be);
+    cq_cmf_close(g_cmf);
+    cq_st_close(g_st);
+    cJSON_Delete(g_index);
+    return 0;
+}
+
+static const cJSON *case_json(const char *name) {
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(g_index, "cases"), name);
+    if (!c) fail_msg("index.json has no case %s", name);
+    return c;
+}
+
+static double case_num(const char *name, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(case_json(name), key);
+    if (!cJSON_IsNumber(v)) fail_msg("index.json case %s lacks %s", name, key);
+    return v->valuedouble;
+}
+
+static const cq_st_tensor *gold(const char *c, const char *what) {
+    char name[96];
+    snprintf(name, sizeof name, "%s.%s", c, what);
+    const cq_st_tensor *t = cq_st_find(g_st, name);
+    if (!t) fail_msg("golden tensor %s missing", name);
+    return t;
+}
+
+static float *gold_f32(const char *c, const char *what, size_t want) {
+    const cq_st_tensor *t = gold(c, what);
+    if (t->dtype != CQ_ST_F32 || t->nelem != want)
+        fail_msg("golden %s.%s: %llu elements (want %zu f32)", c, what, (unsigned long long)t->nelem, want);
+    float *v;
+    assert_int_equal(cq_st_read_all_f32(t, &v), CQ_OK);
+    return v;
+}
+
+static int32_t *gold_i32(const char *c, const char *what, size_t *n) {
+    const cq_st_tensor *t = gold(c, what);
+    if (t->dtype != CQ_ST_I32) fail_msg("golden %s.%s is not I32", c, what);
+    *n = (size_t)t->nelem;
+    int32_t *v = malloc((*n ? *n : 1) * sizeof(int32_t));
+    assert_non_null(v);
+    memcpy(v, t->data, *n * sizeof(int32_t));
+    return v;
+}
+
+/* One call's inputs: the grids and the pixel rows (each image's i8 values / 32, images in order). */
+typedef struct qv_case {
+    int32_t grid[CQ_QWEN25VL_VISION_MAX_IMAGES][3];
+    int n_images;
+    int64_t rows;
+    float *pixels;
+} qv_case;
+
+static void case_open(const char *name, qv_case *q) {
+    memset(q, 0, sizeof *q);
+    const cq_qwen25vl_vision_config *c = cq_qwen25vl_vision_get_config(g_m);
+    size_t n;
+    int32_t *g = gold_i32(name, "grid", &n);
+    assert_true(n % 3 == 0 && n / 3 >= 1 && n / 3 <= 2);
+    q->n_images = (int)(n / 3);
+    memcpy(q->grid, g, n * sizeof(int32_t));
+    free(g);
+    assert_int_equal(cq_qwen25vl_vision_rows(c, (const int32_t(*)[3])q->grid, q->n_images, &q->rows), CQ_OK);
+    const size_t K = (size_t)cq_qwen25vl_vision_patch_dim(c);
+    q->pixels = malloc((size_t)q->rows * K * sizeof(float));
+    assert_non_null(q->pixels);
+    const double scale = cJSON_GetObjectItemCaseSensitive(g_index, "pixel_scale")->valuedouble;
+    const cJSON *imgs = cJSON_GetObjectItemCaseSensitive(case_json(name), "images");
+    assert_int_equal(cJSON_GetArraySize(imgs), q->n_images);
+    size_t at = 0;
+    for (int i = 0; i < q->n_images; i++) {
+        const cq_st_tensor *t = gold(cJSON_GetArrayItem(imgs, i)->valuestring, "pixels_q");
+        assert_int_equal(t->dtype, CQ_ST_I8);
+        const int64_t want = (int64_t)q->grid[i][0] * q->grid[i][1] * q->grid[i][2] * (int64_t)K;
+        assert_int_equal((int64_t)t->nelem, want);
+        for (uint64_t j = 0; j < t->nelem; j++) q->pixels[at++] = (float)((int8_t)t->data[j] * scale);
+    }
+}
+
+static double rel(const float *got, const float *ref, size_t n) { return tu_max_rel(got, ref, n, tu_rms(ref, n)); }
+
+static void check(const char *c, const char *what, double e, double bound) {
+    print_message("%-8s %-3s %-11s max|err|/RMS %.3e (bound %.3e)\n", g_arg.name, c, what, e, bound);
+    if (!(e <= bound)) fail_msg("%s %s: %.3e > %.3e", c, what, e, bound);
+}
+
+static void test_window_index(void **state) {
+    (void)state;
+    const cq_qwen25vl_vision_config *c = cq_qwen25vl_vision_get_config(g_m);
+    for (int k = 0; k < N_CASES; k++) {
+        qv_case q;
+        case_open(k_cases[k], &q);
+        size_t ni, nc;
+        int32_t *wi = gold_i32(k_cases[k], "window_index", &ni), *cu = gold_i32(k_cases[k], "cu_window", &nc);
+        const size_t units = (size_t)q.rows / 4;
+        assert_int_equal(ni, units);
+        int32_t *idx = malloc(units * sizeof(int32_t)), *cw = malloc((units + 1) * sizeof(int32_t));
+        int nw;
+        assert_int_equal(cq_qwen25vl_vision_window_index(c, (const int32_t(*)[3])q.grid, q.n_images, idx, cw, &nw),
+                         CQ_OK);
+        assert_int_equal((size_t)nw + 1, nc);
+        assert_memory_equal(idx, wi, units * sizeof(int32_t));
+        assert_memory_equal(cw, cu, nc * sizeof(int32_t));
+        assert_true(nw >= 4); /* several windows per image: the window path matters */
+        free(idx);
+        free(cw);
+        free(wi);
+        free(cu);
+        free(q.pixels);
+    }
+}
+
+static void test_golden(void **state) {
+    (void)state;
+    const cq_qwen25vl_vision_config *c = cq_qwen25vl_vision_get_config(g_m);
+    for (int k = 0; k < N_CASES; k++) {
+        const char *name = k_cases[k];
+        qv_case q;
+        case_open(name, &q);
+        const size_t n = (size_t)q.rows, D = (size_t)c->hidden, units = n / 4, O = (size_t)c->out_hidden;
+        float *out = malloc(units * O * sizeof(float)), *pre = malloc(n * D * sizeof(float));
+        float *blocks = malloc((size_t)c->depth * n * D * sizeof(float));
+        assert_true(out && pre && blocks);
+        cq_qwen25vl_vision_outputs o = {.out = out, .pre_merger = pre, .blocks = blocks};
+        if (cq_qwen25vl_vision_forward(g_m, q.pixels, q.rows, (const int32_t(*)[3])q.grid, q.n_images, &o) != CQ_OK)
+            fail_msg("forward %s: %s", name, cq_last_error());
+        float *ref_out = gold_f32(name, "out", units * O), *ref_pre = gold_f32(name, "pre_merger", n * D);
+        const double b_out = g_arg.device ? case_num(name, "bf16_max_rel") / 4 : F32_BOUND;
+        const double b_pre = g_arg.device ? case_num(name, "pre_merger_bf16_max_rel") / 4 : F32_BOUND;
+        check(name, "out", rel(out, ref_out, units * O), b_out);
+        check(name, "pre_merger", rel(pre, ref_pre, n * D), b_pre);
+        /* the last block's output is the merger's input */
+        assert_memory_equal(blocks + (size_t)(c->depth - 1) * n * D, pre, n * D * sizeof(float));
+        if (!g_arg.device && strcmp(name, "ab") != 0) {
+            for (int l = 0; l < c->depth - 1; l++) {
+                char what[32];
+                snprintf(what, sizeof what, "block_%d", l);
+                float *ref = gold_f32(name, what, n * D);
+                check(name, what, rel(blocks + (size_t)l * n * D, ref, n * D), F32_BOUND);
+                free(ref);
+            }
+        }
+        free(ref_out);
+        free(ref_pre);
+        free(out);
+        free(pre);
+        free(blocks);
+        free(q.pixels);
+    }
+}
+
+/* Images are independent: the two-image call is each image's own call, one after the other. */
+static void test_split(void **state) {
+    (void)state;
+    const cq_qwen25vl_vision_config *c = cq_qwen25vl_vision_get_config(g_m);
+    qv_case ab;
+    case_open("ab", &ab);
+    const size_t O = (size_t)c->out_hidden, K = (size_t)cq_qwen25vl_vision_patch_dim(c);
+    float *all = malloc((size_t)ab.rows / 4 * O * sizeof(float));
+    assert_non_null(all);
+    cq_qwen25vl_vision_outputs o = {.out = all};
+    assert_int_equal(cq_qwen25vl_vision_forward(g_m, ab.pixels, ab.rows, (const int32_t(*)[3])ab.grid, 2, &o), CQ_OK);
+    size_t row = 0;
+    for (int i = 0; i < 2; i++) {
+        const int64_t n = (int64_t)ab.grid[i][0] * ab.grid[i][1] * ab.grid[i][2];
+        float *one = malloc((size_t)n / 4 * O * sizeof(float));
+        assert_non_null(one);
+        cq_qwen25vl_vision_outputs oi = {.out = one};
+        assert_int_equal(cq_qwen25vl_vision_forward(g_m, ab.pixels + row * K, n, (const int32_t(*)[3])ab.grid[i], 1,
+                                                    &oi), CQ_OK);
+        double e = rel(all + row / 4 * O, one, (size_t)n / 4 * O);
+        check("ab", i ? "split_b" : "split_a", e, SPLIT_BOUND);
+        row += (size_t)n;
+        free(one);
+    }
+    free(all);
+    free(ab.pixels);
+}
+
+static void note(void *user, const char *line) {
+    (void)user;
+    print_message("table: %s\n", line);
+}
+
+static void test_table(void **state) {
+    (void)state;
+    const cq_qwen25vl_vision_config *c = cq_qwen25vl_vision_get_config(g_m);
+    const char *stem = cq_cmf_find(g_cmf, "model.visual.patch_embed.proj.weight") ? "model.visual." : "visual.";
+    cq_tt_list l = {0};
+    assert_int_equal(cq_qwen25vl_vision_tensors(c, "", stem, &l), CQ_OK);
+    assert_int_equal(l.n, 6 + 12 * (size_t)c->depth); /* patch + merger, then 12 per block */
+    cq_tt_report rep = {0};
+    assert_int_equal(cq_tt_compare("qwen25vl_vision", &l, g_cmf, stem, note, NULL, &rep), CQ_OK);
+    assert_int_equal(rep.missing, 0);
+    assert_int_equal(rep.unexpected, 0);
+    assert_int_equal(rep.mismatched, 0);
+    cq_tt_list_free(&l);
+}
+
+static void test_bad_input(void **state) {
+    (void)state;
+    const cq_qwen25vl_vision_config *c = cq_qwen25vl_vision_get_config(g_m);
+    qv_case q;
+    case_open("a", &q);
+    float out[24 * 4];
+    cq_qwen25vl_vision_outputs o = {.out = out};
+    int32_t odd[1][3] = {{1, 8, 11}};
+    tu_expect_err(cq_qwen25vl_vision_forward(g_m, q.pixels, 88, (const int32_t(*)[3])odd, 1, &o), CQ_ERR_SHAPE,
+                  "multiples of 2");
+    int32_t zero[1][3] = {{0, 8, 12}};
+    tu_expect_err(cq_qwen25vl_vision_forward(g_m, q.pixels, 0, (const int32_t(*)[3])zero, 1, &o), CQ_ERR_SHAPE,
+                  "grid (0, 8, 12)");
+    tu_expect_err(cq_qwen25vl_vision_forward(g_m, q.pixels, q.rows - 4, (const int32_t(*)[3])q.grid, 1, &o),
+                  CQ_ERR_SHAPE, "the grids imply 96");
+    tu_expect_err(cq_qwen25vl_vision_forward(g_m, q.pixels, q.rows, (const int32_t(*)[3])q.grid, 0, &o),
+                  CQ_ERR_INVALID_ARG, "images");
+    q.pixels[5 * cq_qwen25vl_vision_patch_dim(c) + 3] = NAN;
+    tu_expect_err(cq_qwen25vl_vision_forward(g_m, q.pixels, q.rows, (const int32_t(*)[3])q.grid, 1, &o),
+                  CQ_ERR_INVALID_ARG, "pixel row 5");
+    free(q.pixels);
+}
+
+int main(int argc, char **argv) {
+    int rc = tu_backend_select("test_qwen25vl_vision", argc, argv, &g_arg);
+    if (rc >= 0) return rc;
+    if (access(QV_DIR "/golden.safetensors", F_OK) != 0) {
+        printf("test_qwen25vl_vision: skipped: the golden data is absent (%s; made by "
+               "tools/golden_qwen25vl_vision.py)\n", QV_DIR);
+        return TU_SKIP;
+    }
+    const struct CMUnitTest host[] = {
+        cmocka_unit_test(test_window_index), cmocka_unit_test(test_golden), cmocka_unit_test(test_split),
+        cmocka_unit_test(test_table),        cmocka_unit_test(test_bad_input),
+    };
+    const struct CMUnitTest device[] = {
+        cmocka_unit_test(test_window_index),
+        cmocka_unit_test(test_golden),
+    };
+    if (g_arg.device) return cmocka_run_group_tests_name("test_qwen25vl_vision (device)", device, setup, teardown);
+    return cmocka_run_group_tests_name("test_qwen25vl_vision (host)", host, setup, teardown);
+}
