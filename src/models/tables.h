@@ -78,7 +78,8 @@ cq_status cq_flux_vae_tensors(const cq_flux_vae_config *c, const char *prefix, c
 
 /* Check every component of a known architecture in the pack against its
  * table (tables_check.c): the image pipeline's dit. / te. / vae., a lone
- * denoiser (Qwen-Image-2.1, Qwen-Image or Z-Image) or VAE, a Qwen3 language model. Findings go to note; the counts
+ * denoiser (Qwen-Image-2.1, Qwen-Image or Z-Image) or VAE, a Qwen3 language model, a Qwen2.5-VL text encoder's
+ * vision tower where the pack keeps it. Findings go to note; the counts
  * add up in *rep; *n_checked receives the number of components checked (0:
  * no known architecture). */
 cq_status cq_tables_check_pack(const cq_cmf *cmf, cq_tt_note_fn note, void *user, cq_tt_report *rep, int *n_checked);

@@ -49,6 +49,27 @@ static cq_status check_qwen3(const cq_cmf *cmf, const char *prefix, cq_tt_note_f
     return check_list("qwen3", &t, cq_qwen3_tensors(&c, prefix, stack, &t), cmf, prefix, note, user, rep, n);
 }
 
+/* A Qwen2.5-VL text encoder's vision tower, where the pack keeps it (a text-only pack may leave it out; another
+ * family's tower, Qwen3-VL's, is not this table's). */
+static cq_status check_vision(const cq_cmf *cmf, const char *prefix, cq_tt_note_fn note, void *user,
+                              cq_tt_report *rep, int *n) {
+    static const char *const stems[] = {"model.visual.", "visual."};
+    char sp[256] = "";
+    const char *stem = NULL;
+    for (size_t i = 0; !stem && i < CQ_ARRAY_LEN(stems); i++) {
+        char name[320];
+        snprintf(name, sizeof name, "%s%spatch_embed.proj.weight", prefix, stems[i]);
+        if (cq_cmf_find(cmf, name)) stem = stems[i];
+    }
+    if (!stem) return CQ_OK;
+    cq_qwen25vl_vision_config c;
+    if (!usable(cq_qwen25vl_vision_parse_config(cmf, prefix, &c), "qwen25vl_vision", note, user)) return CQ_OK;
+    snprintf(sp, sizeof sp, "%s%s", prefix, stem);
+    cq_tt_list t = {0};
+    return check_list("qwen25vl_vision", &t, cq_qwen25vl_vision_tensors(&c, prefix, stem, &t), cmf, sp, note, user,
+                      rep, n);
+}
+
 cq_status cq_tables_check_pack(const cq_cmf *cmf, cq_tt_note_fn note, void *user, cq_tt_report *rep, int *n_checked) {
     memset(rep, 0, sizeof *rep);
     *n_checked = 0;
@@ -79,9 +100,14 @@ cq_status cq_tables_check_pack(const cq_cmf *cmf, cq_tt_note_fn note, void *user
             CQ_TRY(check_list("flux_vae", &t, cq_flux_vae_tensors(&fc, "vae.", &t), cmf, "vae.", note, user, rep,
                               n_checked));
     }
-    if (cq_cmf_find(cmf, "te.config_json")) CQ_TRY(check_qwen3(cmf, "te.", note, user, rep, n_checked));
+    if (cq_cmf_find(cmf, "te.config_json")) {
+        CQ_TRY(check_qwen3(cmf, "te.", note, user, rep, n_checked));
+        CQ_TRY(check_vision(cmf, "te.", note, user, rep, n_checked));
+    }
     /* bare names: a language model, when it has a decoder stack (a bare config alone is no known architecture) */
-    if (cq_cmf_find(cmf, "config_json") && cq_qwen3_stack_prefix(cmf, ""))
+    if (cq_cmf_find(cmf, "config_json") && cq_qwen3_stack_prefix(cmf, "")) {
         CQ_TRY(check_qwen3(cmf, "", note, user, rep, n_checked));
+        CQ_TRY(check_vision(cmf, "", note, user, rep, n_checked));
+    }
     return CQ_OK;
 }

@@ -16,10 +16,14 @@
  *    the pre-merger state within a quarter of the case's bf16 error (the
  *    reference's own, index.json) on a device.
  *  - Host: the two-image call gives each image's own result (to 1e-5: only
- *    the summation order may differ), the pack matches the tensor table, and
- *    bad layouts, row counts and non-finite pixels are refused.
+ *    the summation order may differ), the pack matches the tensor table,
+ *    the tower under the text encoder's `te.` prefix with transformers 5's
+ *    names (model.visual.) gives the same output bit for bit, and bad
+ *    layouts, row counts, non-finite pixels, configs and missing tensors are
+ *    refused with messages naming them.
  */
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -277,6 +281,125 @@ static void test_table(void **state) {
     cq_tt_list_free(&l);
 }
 
+/* g_cmf rewritten to `path`: every name under `prefix`, "visual." renamed to "model.visual." (transformers 5's
+ * layout) when `v5`, the config replaced by `config` (NULL: kept), the tensor `drop` (NULL: none) left out. */
+static void repack(const char *path, const char *prefix, bool v5, const char *config, const char *drop) {
+    cq_cmf_writer *w;
+    assert_int_equal(cq_cmf_writer_create(path, &w), CQ_OK);
+    size_t hl;
+    const char *hdr = cq_cmf_header_json(g_cmf, &hl);
+    assert_int_equal(cq_cmf_writer_set_header(w, hdr, hl), CQ_OK);
+    for (size_t i = 0; i < cq_cmf_tensor_count(g_cmf); i++) {
+        const cq_tensor_view *v = cq_cmf_tensor_at(g_cmf, i);
+        if (drop && strcmp(v->name, drop) == 0) continue;
+        char name[512];
+        snprintf(name, sizeof name, "%s%s%s", prefix, v5 && strncmp(v->name, "visual.", 7) == 0 ? "model." : "",
+                 v->name);
+        const void *data = v->data;
+        uint64_t nb = v->nbytes, shape[CQ_MAX_DIMS];
+        memcpy(shape, v->shape, sizeof shape);
+        if (config && strcmp(v->name, "config_json") == 0) {
+            data = config;
+            nb = shape[0] = strlen(config);
+        }
+        assert_int_equal(cq_cmf_writer_add(w, name, v->dtype, v->ndim, shape, data, nb), CQ_OK);
+    }
+    if (cq_cmf_writer_finish(w) != CQ_OK) fail_msg("repack: %s", cq_last_error());
+    cq_cmf_writer_free(w);
+}
+
+/* Load `path` under `prefix`: the status, and the model in *out when it loaded (else NULL). */
+static cq_status load_file(const char *path, const char *prefix, cq_cmf **cmf, cq_qwen25vl_vision **out) {
+    assert_int_equal(cq_cmf_open(path, cmf), CQ_OK);
+    return cq_qwen25vl_vision_load(*cmf, prefix, g_be, out);
+}
+
+/* The tower under the text encoder's `te.` prefix with transformers 5's names gives the same result, bit for bit. */
+static void test_prefix(void **state) {
+    (void)state;
+    const char *path = tu_path(tu_tmpdir("qwen25vl_vision_te"), "te.cmf");
+    repack(path, "te.", true, NULL, NULL);
+    cq_cmf *cmf;
+    cq_qwen25vl_vision *m = NULL;
+    if (load_file(path, "te.", &cmf, &m) != CQ_OK) fail_msg("load te.: %s", cq_last_error());
+    qv_case q;
+    case_open("a", &q);
+    const size_t n = (size_t)cq_qwen25vl_vision_get_config(m)->out_hidden * (size_t)q.rows / 4;
+    float *a = malloc(n * sizeof(float)), *b = malloc(n * sizeof(float));
+    assert_true(a && b);
+    cq_qwen25vl_vision_outputs oa = {.out = a}, ob = {.out = b};
+    assert_int_equal(cq_qwen25vl_vision_forward(g_m, q.pixels, q.rows, (const int32_t(*)[3])q.grid, 1, &oa), CQ_OK);
+    assert_int_equal(cq_qwen25vl_vision_forward(m, q.pixels, q.rows, (const int32_t(*)[3])q.grid, 1, &ob), CQ_OK);
+    assert_memory_equal(a, b, n * sizeof(float));
+    cq_qwen25vl_vision *none = NULL;
+    tu_expect_err(cq_qwen25vl_vision_load(cmf, "", g_be, &none), CQ_ERR_MISSING, "'config_json' is missing");
+    assert_null(none);
+    cq_qwen25vl_vision_free(m);
+    cq_cmf_close(cmf);
+    free(a);
+    free(b);
+    free(q.pixels);
+}
+
+/* The pack's config with vision_config's member `key` set to the JSON `value`, or removed when value is NULL
+ * (key "vision_config": the whole object removed); cJSON_free it. */
+static char *config_with(const char *key, const char *value) {
+    const cq_tensor_view *v = cq_cmf_find(g_cmf, "config_json");
+    assert_non_null(v);
+    cJSON *root = cJSON_ParseWithLength((const char *)v->data, (size_t)v->nbytes);
+    assert_non_null(root);
+    if (strcmp(key, "vision_config") == 0) {
+        cJSON_DeleteItemFromObjectCaseSensitive(root, key);
+    } else {
+        cJSON *vc = cJSON_GetObjectItemCaseSensitive(root, "vision_config");
+        cJSON_DeleteItemFromObjectCaseSensitive(vc, key);
+        if (value) cJSON_AddItemToObject(vc, key, cJSON_Parse(value));
+    }
+    char *s = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    assert_non_null(s);
+    return s;
+}
+
+static void expect_load_err(const char *config, const char *drop, cq_status want, const char *needle) {
+    const char *path = tu_path(tu_tmpdir("qwen25vl_vision_bad"), "bad.cmf");
+    repack(path, "", false, config, drop);
+    cq_cmf *cmf;
+    cq_qwen25vl_vision *m = NULL;
+    tu_expect_err(load_file(path, "", &cmf, &m), want, needle);
+    assert_null(m);
+    cq_cmf_close(cmf);
+}
+
+static void test_bad_config(void **state) {
+    (void)state;
+    static const struct {
+        const char *key, *value;
+        cq_status want;
+        const char *needle;
+    } k_bad[] = {
+        {"vision_config", NULL, CQ_ERR_MISSING, "no vision_config"},
+        {"depth", NULL, CQ_ERR_PARSE, "vision_config.depth"},
+        {"hidden_act", "\"gelu_pytorch_tanh\"", CQ_ERR_UNSUPPORTED, "hidden_act"},
+        {"num_heads", "3", CQ_ERR_PARSE, "not a multiple of num_heads"},
+        {"fullatt_block_indexes", "[1, 4]", CQ_ERR_PARSE, "fullatt_block_indexes[1]"},
+        {"window_size", "20", CQ_ERR_PARSE, "window_size"},
+        {"rope_parameters", "{\"rope_type\": \"yarn\"}", CQ_ERR_UNSUPPORTED, "rope_type 'yarn'"},
+        {"out_hidden_size", "25", CQ_ERR_SHAPE, "merger.mlp.2.weight"},
+    };
+    for (size_t i = 0; i < CQ_ARRAY_LEN(k_bad); i++) {
+        char *cfg = config_with(k_bad[i].key, k_bad[i].value);
+        expect_load_err(cfg, NULL, k_bad[i].want, k_bad[i].needle);
+        cJSON_free(cfg);
+    }
+    const char *stem = cq_cmf_find(g_cmf, "model.visual.patch_embed.proj.weight") ? "model.visual." : "visual.";
+    char drop[128];
+    snprintf(drop, sizeof drop, "%sblocks.2.mlp.up_proj.bias", stem);
+    expect_load_err(NULL, drop, CQ_ERR_MISSING, drop);
+    snprintf(drop, sizeof drop, "%spatch_embed.proj.weight", stem);
+    expect_load_err(NULL, drop, CQ_ERR_MISSING, "patch_embed.proj.weight");
+}
+
 static void test_bad_input(void **state) {
     (void)state;
     const cq_qwen25vl_vision_config *c = cq_qwen25vl_vision_get_config(g_m);
@@ -311,6 +434,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest host[] = {
         cmocka_unit_test(test_window_index), cmocka_unit_test(test_golden), cmocka_unit_test(test_split),
         cmocka_unit_test(test_table),        cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_prefix),       cmocka_unit_test(test_bad_config),
     };
     const struct CMUnitTest device[] = {
         cmocka_unit_test(test_window_index),
