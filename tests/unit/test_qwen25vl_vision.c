@@ -373,7 +373,9 @@ static void expect_load_err(const char *config, const char *drop, cq_status want
 
 static void test_bad_config(void **state) {
     (void)state;
-    static const struct {
+    char past[32]; /* a full-attention block past the last one */
+    snprintf(past, sizeof past, "[0, %d]", cq_qwen25vl_vision_get_config(g_m)->depth);
+    const struct {
         const char *key, *value;
         cq_status want;
         const char *needle;
@@ -382,7 +384,7 @@ static void test_bad_config(void **state) {
         {"depth", NULL, CQ_ERR_PARSE, "vision_config.depth"},
         {"hidden_act", "\"gelu_pytorch_tanh\"", CQ_ERR_UNSUPPORTED, "hidden_act"},
         {"num_heads", "3", CQ_ERR_PARSE, "not a multiple of num_heads"},
-        {"fullatt_block_indexes", "[1, 4]", CQ_ERR_PARSE, "fullatt_block_indexes[1]"},
+        {"fullatt_block_indexes", past, CQ_ERR_PARSE, "fullatt_block_indexes[1]"},
         {"window_size", "20", CQ_ERR_PARSE, "window_size"},
         {"rope_parameters", "{\"rope_type\": \"yarn\"}", CQ_ERR_UNSUPPORTED, "rope_type 'yarn'"},
         {"out_hidden_size", "25", CQ_ERR_SHAPE, "merger.mlp.2.weight"},
@@ -394,7 +396,7 @@ static void test_bad_config(void **state) {
     }
     const char *stem = cq_cmf_find(g_cmf, "model.visual.patch_embed.proj.weight") ? "model.visual." : "visual.";
     char drop[128];
-    snprintf(drop, sizeof drop, "%sblocks.2.mlp.up_proj.bias", stem);
+    snprintf(drop, sizeof drop, "%sblocks.%d.mlp.up_proj.bias", stem, cq_qwen25vl_vision_get_config(g_m)->depth - 1);
     expect_load_err(NULL, drop, CQ_ERR_MISSING, drop);
     snprintf(drop, sizeof drop, "%spatch_embed.proj.weight", stem);
     expect_load_err(NULL, drop, CQ_ERR_MISSING, "patch_embed.proj.weight");
