@@ -27,6 +27,7 @@ Usage (needs torch and transformers), from the repository root:
     PYTHONPATH=ref/diffusers/src:tools python3 tools/golden_qwen25vl_vision.py --out tests/golden/qwen25vl_vision
 """
 import argparse
+import copy
 import json
 import os
 
@@ -140,9 +141,10 @@ def main():
     randomise(vis, gen)
     mdir = os.path.join(args.out, "model")
     model.to(torch.bfloat16).save_pretrained(mdir, safe_serialization=True)
-    model = Qwen2_5_VLForConditionalGeneration.from_pretrained(mdir, torch_dtype=torch.float32).eval()
+    # the weights are bf16 values: the f32 model and the bf16 one hold exactly what the folder does
+    vis_b = copy.deepcopy(visual_of(model)).eval()
+    model.float()
     vis = visual_of(model)
-    vis_b = visual_of(Qwen2_5_VLForConditionalGeneration.from_pretrained(mdir, torch_dtype=torch.bfloat16).eval())
 
     merge = VISION["spatial_merge_size"]
     unit = merge * merge
