@@ -20,7 +20,8 @@
  *    the tower under the text encoder's `te.` prefix with transformers 5's
  *    names (model.visual.) gives the same output bit for bit, and bad
  *    layouts, row counts, non-finite pixels, configs and missing tensors are
- *    refused with messages naming them.
+ *    refused with messages naming them; the first case on the plain-C
+ *    reference backend.
  */
 #include <math.h>
 #include <stdbool.h>
@@ -425,6 +426,30 @@ static void test_bad_input(void **state) {
     free(q.pixels);
 }
 
+/* The plain-C reference backend on the first case: the output within the host bound. */
+static void test_ref_backend(void **state) {
+    (void)state;
+    cq_backend *be;
+    assert_int_equal(cq_backend_create("ref", 1, &be), CQ_OK);
+    cq_qwen25vl_vision *m;
+    if (cq_qwen25vl_vision_load(g_cmf, "", be, &m) != CQ_OK) fail_msg("load on ref: %s", cq_last_error());
+    qv_case q;
+    case_open("a", &q);
+    const size_t n = (size_t)q.rows / 4 * (size_t)cq_qwen25vl_vision_get_config(m)->out_hidden;
+    float *out = malloc(n * sizeof(float));
+    assert_non_null(out);
+    cq_qwen25vl_vision_outputs o = {.out = out};
+    if (cq_qwen25vl_vision_forward(m, q.pixels, q.rows, (const int32_t(*)[3])q.grid, 1, &o) != CQ_OK)
+        fail_msg("forward on ref: %s", cq_last_error());
+    float *ref = gold_f32("a", "out", n);
+    check("a", "out (ref)", rel(out, ref, n), F32_BOUND);
+    free(ref);
+    free(out);
+    free(q.pixels);
+    cq_qwen25vl_vision_free(m);
+    cq_backend_free(be);
+}
+
 int main(int argc, char **argv) {
     int rc = tu_backend_select("test_qwen25vl_vision", argc, argv, &g_arg);
     if (rc >= 0) return rc;
@@ -437,6 +462,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_window_index), cmocka_unit_test(test_golden), cmocka_unit_test(test_split),
         cmocka_unit_test(test_table),        cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_prefix),       cmocka_unit_test(test_bad_config),
+        cmocka_unit_test(test_ref_backend),
     };
     const struct CMUnitTest device[] = {
         cmocka_unit_test(test_window_index),
