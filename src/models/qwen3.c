@@ -16,6 +16,13 @@
  * are written straight into the cache rows of their positions, and queries
  * attend to [cached prefix, own rows] causally. A whole-sequence forward is
  * the same code on a cache sized for the sequence.
+ *
+ * Multimodal input (cq_qwen3_forward_mm) changes two things only: the rows of
+ * image tokens are overwritten with the given vectors right after the
+ * embedding lookup (layer 0's output includes them, as the reference's
+ * inputs_embeds do), and the cos/sin table of row i takes frequency j's
+ * angle from the row's position on axis rope_axis[j] (qwen3_mrope.c); the
+ * rotation itself is the same RoPE_half op.
  */
 #include <math.h>
 #include <string.h>
@@ -42,6 +49,14 @@ typedef struct q3_taps {
     cq_tensor *logits_all;            /* [total, vocab] or NULL */
     float *last_logits;               /* [vocab] of the chunk's last row, or NULL */
 } q3_taps;
+
+/* Multimodal inputs of one chunk (cq_qwen3_forward_mm); NULL: text at positions len.. */
+typedef struct q3_mm {
+    const int32_t *pos;               /* [3][stride] axis-major, the chunk's first row at column 0; or NULL */
+    int64_t stride;
+    int32_t image_token;
+    const float *image;               /* [rows, hidden]: the chunk's image rows, in order; or NULL */
+} q3_mm;
 
 /* ------------------------------------------------------------------------ */
 /* Cache                                                                    */
@@ -117,14 +132,18 @@ cq_status cq_qwen3_cache_truncate(cq_qwen3_cache *c, int n) {
 /* ------------------------------------------------------------------------ */
 /* One chunk of rows at positions [len, len + n)                            */
 /* ------------------------------------------------------------------------ */
-static cq_status rope_upload(cq_qwen3_cache *c, int pos0, int n) {
+/* Frequency j of row i turns with the row's position on axis rope_axis[j]
+ * (all the same for text: pos0 + i). */
+static cq_status rope_upload(cq_qwen3_cache *c, int pos0, int n, const q3_mm *mm) {
     const cq_qwen3 *m = c->m;
     int half = m->cfg.head_dim / 2;
     float *cs = c->cs, *sn = c->cs + (size_t)n * half;
+    const int32_t *pos = mm ? mm->pos : NULL;
     for (int i = 0; i < n; i++)
         for (int j = 0; j < half; j++) {
+            int64_t p = pos ? pos[(int64_t)m->rope_axis[j] * mm->stride + i] : pos0 + i;
             /* the angle is formed in f32 (position x inv_freq), as the reference does */
-            float ang = (float)(pos0 + i) * m->inv_freq[j];
+            float ang = (float)p * m->inv_freq[j];
             cs[(size_t)i * half + j] = (float)cos((double)ang);
             sn[(size_t)i * half + j] = (float)sin((double)ang);
         }
@@ -182,7 +201,27 @@ static cq_status layer_forward(cq_qwen3_cache *c, int l, int pos0, int n, cq_ten
     return cq_op_matmul(be, &d);
 }
 
-static cq_status run_chunk(cq_qwen3_cache *c, const int32_t *ids, int n, const q3_taps *t) {
+/* Overwrite the embedding rows of image tokens with the given vectors, one
+ * upload per run of consecutive image tokens. */
+static cq_status inject_images(const cq_qwen3 *m, cq_tensor *x, const int32_t *ids, int n, const q3_mm *mm) {
+    size_t H = (size_t)m->cfg.hidden;
+    const float *src = mm->image;
+    for (int i = 0; i < n;) {
+        if (ids[i] != mm->image_token) {
+            i++;
+            continue;
+        }
+        int j = i;
+        while (j < n && ids[j] == mm->image_token) j++;
+        cq_tensor xr = cq_tensor_rows_view(x, i, j - i);
+        CQ_TRY(cq_tensor_upload(&xr, src, (size_t)(j - i) * H * sizeof(float)));
+        src += (size_t)(j - i) * H;
+        i = j;
+    }
+    return CQ_OK;
+}
+
+static cq_status run_chunk(cq_qwen3_cache *c, const int32_t *ids, int n, const q3_mm *mm, const q3_taps *t) {
     cq_qwen3 *m = c->m;
     const cq_qwen3_config *cf = &m->cfg;
     cq_backend *be = m->be;
@@ -192,8 +231,9 @@ static cq_status run_chunk(cq_qwen3_cache *c, const int32_t *ids, int n, const q
     CQ_TRY(cq_tensor_subview(&c->ids, 0, 1, ishape, &idv));
     CQ_TRY(cq_tensor_upload(&idv, ids, (size_t)n * sizeof(int32_t)));
     CQ_TRY(cq_op_get_rows(be, &x, &m->embed, &idv));
+    if (mm && mm->image) CQ_TRY(inject_images(m, &x, ids, n, mm));
     CQ_TRY(tap_layer(c, t, 0, &x, n));
-    CQ_TRY(rope_upload(c, pos0, n));
+    CQ_TRY(rope_upload(c, pos0, n, mm));
     for (int l = 0; l < t->stop; l++) {
         CQ_TRY(layer_forward(c, l, pos0, n, &x, &h));
         CQ_TRY(tap_layer(c, t, l + 1, &x, n));
@@ -240,7 +280,7 @@ cq_status cq_qwen3_cache_feed(cq_qwen3_cache *c, const int32_t *ids, int n, floa
     for (int done = 0; s == CQ_OK && done < n;) {
         int k = CQ_MIN(c->batch, n - done);
         q3_taps t = {.stop = c->m->cfg.n_layers, .last_logits = done + k == n ? logits : NULL};
-        s = run_chunk(c, ids + done, k, &t);
+        s = run_chunk(c, ids + done, k, NULL, &t);
         if (s == CQ_OK) c->len += k;
         done += k;
     }
@@ -251,7 +291,36 @@ cq_status cq_qwen3_cache_feed(cq_qwen3_cache *c, const int32_t *ids, int n, floa
 /* ------------------------------------------------------------------------ */
 /* Whole-sequence forward                                                   */
 /* ------------------------------------------------------------------------ */
+/* The multimodal inputs against the ids and the config. */
+static cq_status check_mm(const cq_qwen3 *m, const int32_t *ids, int n, const cq_qwen3_mm *mm) {
+    const cq_qwen3_config *cf = &m->cfg;
+    if (mm->positions) {
+        if (cf->mrope_section[0] + cf->mrope_section[1] + cf->mrope_section[2] == 0)
+            return cq_fail(CQ_ERR_UNSUPPORTED, "qwen3: three-axis positions need a multimodal RoPE config "
+                           "(mrope_section); this model has plain RoPE");
+        for (int64_t i = 0; i < 3 * (int64_t)n; i++)
+            if (mm->positions[i] < 0)
+                return cq_fail(CQ_ERR_INVALID_ARG, "qwen3: position %d of token %d on axis %d is negative",
+                               (int)mm->positions[i], (int)(i % n), (int)(i / n));
+    }
+    if (mm->n_image_rows < 0 || (mm->n_image_rows > 0 && !mm->image_embeds))
+        return cq_fail(CQ_ERR_INVALID_ARG, "qwen3: %d image rows without their vectors", mm->n_image_rows);
+    if (mm->image_embeds) {
+        int k = 0;
+        for (int i = 0; i < n; i++) k += ids[i] == mm->image_token;
+        if (k != mm->n_image_rows)
+            return cq_fail(CQ_ERR_INVALID_ARG, "qwen3: the ids hold %d image tokens (id %d), %d image rows were given",
+                           k, (int)mm->image_token, mm->n_image_rows);
+    }
+    return CQ_OK;
+}
+
 cq_status cq_qwen3_forward(cq_qwen3 *m, const int32_t *ids, int n, const cq_qwen3_outputs *o) {
+    return cq_qwen3_forward_mm(m, ids, n, NULL, o);
+}
+
+cq_status cq_qwen3_forward_mm(cq_qwen3 *m, const int32_t *ids, int n, const cq_qwen3_mm *mm,
+                              const cq_qwen3_outputs *o) {
     if (!m || !ids || n < 1 || !o) return cq_fail(CQ_ERR_INVALID_ARG, "qwen3: forward needs a model, ids and outputs");
     const cq_qwen3_config *cf = &m->cfg;
     if (o->hidden && (o->layer < 0 || o->layer > cf->n_layers))
@@ -264,6 +333,12 @@ cq_status cq_qwen3_forward(cq_qwen3 *m, const int32_t *ids, int n, const cq_qwen
                        "give %s", m->n_loaded, cf->n_layers,
                        o->hidden && o->layer > m->n_loaded ? "a later layer's states" : "normed states or logits");
     CQ_TRY(check_ids(m, ids, n));
+    q3_mm chunk = {0};
+    if (mm) {
+        CQ_TRY(check_mm(m, ids, n, mm));
+        chunk = (q3_mm){.pos = mm->positions, .stride = n, .image_token = mm->image_token,
+                        .image = mm->image_embeds};
+    }
     /* run only as deep as the outputs need */
     int stop = 0;
     if (o->hidden) stop = o->layer;
@@ -274,7 +349,7 @@ cq_status cq_qwen3_forward(cq_qwen3 *m, const int32_t *ids, int n, const cq_qwen
     if (s == CQ_OK && o->logits) s = cq_tensor_alloc_2d(m->be, CQ_DTYPE_F32, n, cf->vocab_size, &logits);
     if (s == CQ_OK) {
         q3_taps t = {.o = o, .total = n, .r0 = 0, .stop = stop, .logits_all = o->logits ? &logits : NULL};
-        s = run_chunk(c, ids, n, &t);
+        s = run_chunk(c, ids, n, mm ? &chunk : NULL, &t);
     }
     if (s == CQ_OK && o->logits)
         s = cq_tensor_download(&logits, o->logits, (size_t)n * (size_t)cf->vocab_size * sizeof(float));

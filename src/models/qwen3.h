@@ -16,12 +16,16 @@
  *    earlier length (chat turns reuse the common prefix). Feeding allocates
  *    nothing: every buffer is sized when the cache is created.
  *
- * Text-only input: Qwen3-VL's interleaved multimodal RoPE rotates frequency
- * channel i with the position of axis (i mod 3) (within mrope_section), and
- * Qwen2.5-VL's sectioned one channels [0, s0) with axis 0, the next s1 with
- * axis 1 and so on. For text every token has the same position on all three
- * axes, so either is plain 1-D RoPE with the same inverse frequencies, which
- * is what runs here.
+ * Multimodal RoPE (cq_qwen3_forward_mm): each token has a position on three
+ * axes (temporal, height, width) and frequency channel j of the head_dim/2
+ * ladder rotates with one of them. Qwen2.5-VL's sectioned layout takes
+ * channels [0, s0) from axis 0, the next s1 from axis 1, the last s2 from
+ * axis 2 (mrope_section [s0, s1, s2]); Qwen3-VL's interleaved one takes
+ * channel j from axis 1 when j mod 3 == 1 and j < 3 s1, from axis 2 when
+ * j mod 3 == 2 and j < 3 s2, else from axis 0. Text has the same position on
+ * all three axes, so cq_qwen3_forward (positions 0..n-1) is plain 1-D RoPE
+ * for every layout. cq_qwen3_rope_index gives the positions of a sequence
+ * of text and images as Qwen2.5-VL numbers them.
  */
 #ifndef CQ_MODELS_QWEN3_H
 #define CQ_MODELS_QWEN3_H
@@ -45,7 +49,7 @@ typedef struct cq_qwen3_config {
     double rope_theta;
     bool tie_embeddings;   /* tie_word_embeddings */
     bool vl;               /* the config was a Qwen3-VL config (text_config holds the tower) */
-    int mrope_section[3];  /* Qwen3-VL only (informational for text-only input) */
+    int mrope_section[3];  /* Qwen2.5-VL / Qwen3-VL: channels per axis (sum head_dim/2); zeros without */
     bool mrope_interleaved;
     int max_positions;     /* max_position_embeddings (0 = not given) */
     bool has_lm_head;      /* logits are available (lm_head.weight, or tied embeddings) */
@@ -102,6 +106,34 @@ typedef struct cq_qwen3_outputs {
 
 /* Run ids[0..n) from position 0 with causal attention. */
 cq_status cq_qwen3_forward(cq_qwen3 *m, const int32_t *ids, int n, const cq_qwen3_outputs *out);
+
+/* Multimodal input of one sequence. */
+typedef struct cq_qwen3_mm {
+    /* [3][n], axis-major (temporal, height, width), e.g. from cq_qwen3_rope_index; every value >= 0. NULL:
+     * 0..n-1 on every axis. Needs a config with mrope_section. */
+    const int32_t *positions;
+    /* The rows whose id is image_token (Qwen2.5-VL's <|image_pad|>) get these vectors instead of their
+     * embedding, in row order, as the reference's masked_scatter does: [n_image_rows, hidden] (the vision
+     * tower's output). n_image_rows must equal the number of such ids. NULL (with 0 rows): nothing replaced. */
+    int32_t image_token;
+    const float *image_embeds;
+    int n_image_rows;
+} cq_qwen3_mm;
+
+/* cq_qwen3_forward with per-axis positions and injected image rows (mm NULL: as cq_qwen3_forward). */
+cq_status cq_qwen3_forward_mm(cq_qwen3 *m, const int32_t *ids, int n, const cq_qwen3_mm *mm,
+                              const cq_qwen3_outputs *out);
+
+/* Qwen2.5-VL's 3-D position ids (get_rope_index) of one unpadded sequence ids[0..n). Image i is a run of
+ * t * (h / merge) * (w / merge) image_token ids, where grid_thw[i] = {t, h, w} is its patch grid
+ * (image_grid_thw) and merge the vision tower's spatial_merge_size; each run must follow a vision_start id, be
+ * followed by a token that is not image_token, and the runs must use all n_images grids in order. Images are
+ * single frames (t == 1). A text token gets p on all axes, p = one past the previous token's (0 first); an
+ * image starting at p gets (p, p + row, p + col) over its merged grid in row-major order, and the text after
+ * it continues at p + max(h, w) / merge. Writes pos[3 * n] (axis-major, as cq_qwen3_mm.positions) and, when
+ * not NULL, *delta = max(pos) + 1 - n (where generation continues: position len + delta). */
+cq_status cq_qwen3_rope_index(const int32_t *ids, int n, int32_t image_token, int32_t vision_start,
+                              const int32_t (*grid_thw)[3], int n_images, int merge, int32_t *pos, int32_t *delta);
 
 /* A K/V cache for up to `max_tokens` positions; prompts are processed in
  * chunks of at most `max_batch` rows (<= 0: min(max_tokens, 512)). */

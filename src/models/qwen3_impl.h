@@ -27,8 +27,11 @@ struct cq_qwen3 {
     cq_tensor *owned;               /* F32 copies made at load, freed with the model */
     int n_owned, cap_owned;
     float *inv_freq;                /* [head_dim / 2], f32 as the reference computes it */
+    uint8_t *rope_axis;             /* [head_dim / 2]: the position axis (0..2) each frequency reads */
 };
 
-/* Parse `<prefix>config_json` into cfg (qwen3_load.c). */
+/* The position axis of each of the head_dim/2 frequency channels under the
+ * config's multimodal RoPE layout (qwen3_mrope.c; all 0 without mrope_section). */
+void q3_rope_axes(const cq_qwen3_config *c, uint8_t *axis);
 
 #endif /* CQ_MODELS_QWEN3_IMPL_H */

@@ -311,6 +311,7 @@ void cq_qwen3_free(cq_qwen3 *m) {
     if (m->lm_head.base != m->embed.base || m->lm_head.offset != m->embed.offset) free_weight(&m->lm_head);
     free_weight(&m->embed);
     cq_free(m->inv_freq);
+    cq_free(m->rope_axis);
     cq_free(m);
 }
 
@@ -332,7 +333,9 @@ static cq_status load(const cq_cmf *cmf, const char *prefix, cq_backend *be, int
     if (s == CQ_OK) {
         int half = m->cfg.head_dim / 2;
         m->inv_freq = cq_mallocn((size_t)half, sizeof(float));
-        if (!m->inv_freq) s = CQ_ERR_NOMEM;
+        m->rope_axis = cq_mallocn((size_t)half, sizeof(uint8_t));
+        if (!m->inv_freq || !m->rope_axis) s = CQ_ERR_NOMEM;
+        if (s == CQ_OK) q3_rope_axes(&m->cfg, m->rope_axis);
         /* 1 / theta^(2i / head_dim), formed in f32 as transformers does
          * (Qwen3-VL uses the same frequencies on every mrope axis). */
         for (int i = 0; s == CQ_OK && i < half; i++) {

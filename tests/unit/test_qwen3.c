@@ -35,6 +35,16 @@
  * them.
  *
  * Bad ids and cache arguments are refused on both (checked before any op).
+ *
+ * Multimodal input: cq_qwen3_rope_index against hand-numbered sequences and
+ * its refusals (host); with all axes at 0..n-1 and image rows given their own
+ * embeddings the multimodal forward equals the text forward (bit for bit on
+ * the CPU); and against transformers (mrope.safetensors in the qwen25vl_a
+ * and qwen3vl_a folders, tools/golden_qwen25vl_mrope.py), text with one and
+ * with two images, image rows injected: the position ids of the model's own
+ * get_rope_index exactly, and every hidden state and the normed output with
+ * max |ours - ref| <= 1e-4 x RMS(ref) on the CPU (on a device: the 3e-3
+ * relative bound above).
  */
 #include <math.h>
 #include <stdio.h>
@@ -472,6 +482,199 @@ static void test_bad_input(void **state) {
     fx_close(&f);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Multimodal input: 3-D positions, injected image rows                     */
+/* ------------------------------------------------------------------------ */
+/* max |a - ref| / RMS(ref): the CPU's bound against transformers is 1e-4 of the reference's RMS for every element */
+static double rms_err(const float *a, const float *ref, size_t n) {
+    double num = 0, ss = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - ref[i]);
+        if (!(d <= num)) num = d; /* NaN propagates as a failure */
+        ss += (double)ref[i] * ref[i];
+    }
+    double rms = sqrt(ss / (double)(n ? n : 1));
+    return rms > 0 ? num / rms : num;
+}
+
+/* cq_qwen3_rope_index on hand-numbered sequences, and what it refuses. */
+static void test_rope_index(void **state) {
+    (void)state;
+    enum { VS = 7, IM = 9, VE = 8 };
+    /* text 5 6, image 1 (grid 1x4x6: 2x3 merged), text, image 2 (1x4x4: 2x2), text */
+    const int32_t ids[] = {5, 6, VS, IM, IM, IM, IM, IM, IM, VE, 17, VS, IM, IM, IM, IM, VE, 18};
+    const int32_t grid[2][3] = {{1, 4, 6}, {1, 4, 4}};
+    /* by hand: text counts up; an image at p holds (p, p + row, p + col); text resumes at p + max(rows, cols) */
+    const int32_t want[3][18] = {{0, 1, 2, 3, 3, 3, 3, 3, 3, 6, 7, 8, 9, 9, 9, 9, 11, 12},
+                                 {0, 1, 2, 3, 3, 3, 4, 4, 4, 6, 7, 8, 9, 9, 10, 10, 11, 12},
+                                 {0, 1, 2, 3, 4, 5, 3, 4, 5, 6, 7, 8, 9, 10, 9, 10, 11, 12}};
+    const int n = (int)CQ_ARRAY_LEN(ids);
+    int32_t pos[3 * 18], delta = 0;
+    assert_int_equal(cq_qwen3_rope_index(ids, n, IM, VS, grid, 2, 2, pos, &delta), CQ_OK);
+    assert_memory_equal(pos, want, sizeof pos);
+    assert_int_equal(delta, 13 - 18);
+    /* text alone: 0..n-1 on every axis */
+    assert_int_equal(cq_qwen3_rope_index(ids, 2, IM, VS, NULL, 0, 2, pos, &delta), CQ_OK);
+    assert_int_equal(pos[0], 0);
+    assert_int_equal(pos[1], 1);
+    assert_int_equal(pos[2], 0);
+    assert_int_equal(pos[5], 1);
+    assert_int_equal(delta, 0);
+    /* refused: too few and too many grids, a grid that does not match its run, a run without vision start,
+     * two frames, a grid not divisible by the merge size, bad arguments */
+    assert_int_equal(cq_qwen3_rope_index(ids, n, IM, VS, grid, 1, 2, pos, NULL), CQ_ERR_INVALID_ARG);
+    const int32_t three[3][3] = {{1, 4, 6}, {1, 4, 4}, {1, 2, 2}};
+    assert_int_equal(cq_qwen3_rope_index(ids, n, IM, VS, three, 3, 2, pos, NULL), CQ_ERR_INVALID_ARG);
+    const int32_t longer[2][3] = {{1, 4, 6}, {1, 4, 6}};
+    assert_int_equal(cq_qwen3_rope_index(ids, n, IM, VS, longer, 2, 2, pos, NULL), CQ_ERR_INVALID_ARG);
+    const int32_t shorter[2][3] = {{1, 4, 4}, {1, 4, 4}};
+    assert_int_equal(cq_qwen3_rope_index(ids, n, IM, VS, shorter, 2, 2, pos, NULL), CQ_ERR_INVALID_ARG);
+    int32_t nostart[18];
+    memcpy(nostart, ids, sizeof nostart);
+    nostart[11] = 3;
+    assert_int_equal(cq_qwen3_rope_index(nostart, n, IM, VS, grid, 2, 2, pos, NULL), CQ_ERR_INVALID_ARG);
+    const int32_t frames[2][3] = {{2, 4, 6}, {1, 4, 4}};
+    assert_int_equal(cq_qwen3_rope_index(ids, n, IM, VS, frames, 2, 2, pos, NULL), CQ_ERR_UNSUPPORTED);
+    const int32_t odd[2][3] = {{1, 3, 8}, {1, 4, 4}};
+    assert_int_equal(cq_qwen3_rope_index(ids, n, IM, VS, odd, 2, 2, pos, NULL), CQ_ERR_INVALID_ARG);
+    const int32_t zero[2][3] = {{1, 0, 6}, {1, 4, 4}};
+    assert_int_equal(cq_qwen3_rope_index(ids, n, IM, VS, zero, 2, 2, pos, NULL), CQ_ERR_INVALID_ARG);
+    assert_int_equal(cq_qwen3_rope_index(ids, n, IM, VS, grid, 2, 0, pos, NULL), CQ_ERR_INVALID_ARG);
+    assert_int_equal(cq_qwen3_rope_index(ids, n, IM, IM, grid, 2, 2, pos, NULL), CQ_ERR_INVALID_ARG);
+    assert_int_equal(cq_qwen3_rope_index(ids, 0, IM, VS, grid, 2, 2, pos, NULL), CQ_ERR_INVALID_ARG);
+    assert_int_equal(cq_qwen3_rope_index(ids, n, IM, VS, NULL, 2, 2, pos, NULL), CQ_ERR_INVALID_ARG);
+    /* an image cut off by the end of the sequence */
+    assert_int_equal(cq_qwen3_rope_index(ids, 14, IM, VS, grid, 2, 2, pos, NULL), CQ_ERR_INVALID_ARG);
+}
+
+/* One golden case (tools/golden_qwen25vl_mrope.py) of text and images: the model's own position ids exactly, then
+ * every hidden state and the normed output with the image rows injected. */
+static void check_mrope_case(fixture *f, const cq_st *gold, const char *key) {
+    const cq_qwen3_config *c = cq_qwen3_get_config(f->m);
+    char name[64];
+    int T, ng, np;
+    snprintf(name, sizeof name, "mrope_ids_%s", key);
+    int32_t *ids = qw_ids(gold, name, &T);
+    snprintf(name, sizeof name, "mrope_grid_%s", key);
+    int32_t *grid = qw_ids(gold, name, &ng);
+    snprintf(name, sizeof name, "mrope_pos_%s", key);
+    int32_t *want = qw_ids(gold, name, &np);
+    assert_int_equal(ng % 3, 0);
+    assert_int_equal(np, 3 * T);
+    /* the tiny configs' token ids (golden_qwen3.py's SPECIALS) and Qwen2.5-VL's merge size */
+    const int32_t vs = 7, im = 9;
+    int32_t *pos = malloc((size_t)np * sizeof(int32_t));
+    assert_non_null(pos);
+    if (cq_qwen3_rope_index(ids, T, im, vs, (const int32_t(*)[3])grid, ng / 3, 2, pos, NULL) != CQ_OK)
+        fail_msg("%s %s: rope index: %s", f->cfg, key, cq_last_error());
+    assert_memory_equal(pos, want, (size_t)np * sizeof(int32_t));
+    int k = 0;
+    for (int i = 0; i < T; i++) k += ids[i] == im;
+    size_t H = (size_t)c->hidden, L = (size_t)c->n_layers;
+    snprintf(name, sizeof name, "mrope_image_%s", key);
+    float *img = qw_floats(gold, name, (size_t)k * H);
+    float *all = malloc((L + 1) * T * H * sizeof(float)), *normed = malloc(T * H * sizeof(float));
+    assert_true(all && normed);
+    cq_qwen3_mm mm = {.positions = pos, .image_token = im, .image_embeds = img, .n_image_rows = k};
+    cq_qwen3_outputs o = {.all_hidden = all, .normed = normed};
+    if (cq_qwen3_forward_mm(f->m, ids, T, &mm, &o) != CQ_OK)
+        fail_msg("%s %s: forward: %s", f->cfg, key, cq_last_error());
+    snprintf(name, sizeof name, "mrope_hidden_%s", key);
+    float *gh = qw_floats(gold, name, (L + 1) * T * H);
+    snprintf(name, sizeof name, "mrope_normed_%s", key);
+    float *gn = qw_floats(gold, name, T * H);
+    for (size_t l = 0; l <= L + 1; l++) {
+        const float *a = l <= L ? all + l * T * H : normed, *r = l <= L ? gh + l * T * H : gn;
+        double er = rms_err(a, r, T * H), em = qw_rel_err(a, r, T * H);
+        printf("  %s %s (%d rows, %d image) %s[%zu]: max/rms %.3g, max/max %.3g\n", f->cfg, key, T, k,
+               l <= L ? "hidden" : "normed", l <= L ? l : 0, er, em);
+        /* the CPU: every element within 1e-4 of the reference's RMS; a device: the bound of the text runs */
+        if (g_arg.device ? !(em <= g_tol_ref) : !(er <= TOL_REF))
+            fail_msg("%s %s: %s %zu off by %.3g of the RMS, %.3g of the max", f->cfg, key,
+                     l <= L ? "hidden state" : "normed output", l, er, em);
+    }
+    free(ids);
+    free(grid);
+    free(want);
+    free(pos);
+    free(img);
+    free(all);
+    free(normed);
+    free(gh);
+    free(gn);
+}
+
+/* Qwen2.5-VL (sectioned) and Qwen3-VL (interleaved) with one and two images against transformers. */
+static void test_mrope_golden(void **state) {
+    (void)state;
+    static const char *const cfgs[] = {"qwen25vl_a", "qwen3vl_a"};
+    for (size_t i = 0; i < CQ_ARRAY_LEN(cfgs); i++) {
+        fixture f;
+        fx_open(&f, cfgs[i]);
+        char g[1100];
+        snprintf(g, sizeof g, "%s/mrope.safetensors", qw_golden_dir(cfgs[i]));
+        cq_st *gold = NULL;
+        if (cq_st_open(g, &gold) != CQ_OK) fail_msg("open %s: %s", g, cq_last_error());
+        check_mrope_case(&f, gold, "one");
+        check_mrope_case(&f, gold, "two");
+        cq_st_close(gold);
+        fx_close(&f);
+    }
+}
+
+/* With every axis at 0..n-1 and the image rows given their own embeddings, the multimodal forward is the text
+ * forward, bit for bit on the CPU; and its arguments are checked. */
+static void test_mrope_plain(void **state) {
+    (void)state;
+    fixture f;
+    fx_open(&f, "qwen25vl_a");
+    const cq_qwen3_config *c = cq_qwen3_get_config(f.m);
+    int T;
+    int32_t *ids = qw_ids(f.gold, "ids_b", &T);
+    size_t H = (size_t)c->hidden, L = (size_t)c->n_layers;
+    float *emb = qw_floats(f.gold, "hidden_b", (L + 1) * T * H); /* row block 0: the embeddings */
+    const int32_t im = ids[T / 2];
+    int k = 0;
+    float *img = malloc(T * H * sizeof(float));
+    int32_t *pos = malloc(3 * (size_t)T * sizeof(int32_t));
+    float *a = malloc(T * H * sizeof(float)), *b = malloc(T * H * sizeof(float));
+    assert_true(img && pos && a && b);
+    for (int i = 0; i < T; i++) {
+        if (ids[i] == im) memcpy(img + (size_t)k++ * H, emb + (size_t)i * H, H * sizeof(float));
+        for (int ax = 0; ax < 3; ax++) pos[ax * T + i] = i;
+    }
+    cq_qwen3_outputs o = {.normed = a}, o2 = {.normed = b};
+    assert_int_equal(cq_qwen3_forward(f.m, ids, T, &o), CQ_OK);
+    cq_qwen3_mm mm = {.positions = pos, .image_token = im, .image_embeds = img, .n_image_rows = k};
+    assert_int_equal(cq_qwen3_forward_mm(f.m, ids, T, &mm, &o2), CQ_OK);
+    if (!g_arg.device) assert_memory_equal(a, b, T * H * sizeof(float));
+    else assert_true(qw_rel_err(b, a, T * H) <= g_tol_ref);
+    /* refused before any op: a row count that does not match, rows without vectors, a negative position */
+    mm.n_image_rows = k + 1;
+    assert_int_equal(cq_qwen3_forward_mm(f.m, ids, T, &mm, &o2), CQ_ERR_INVALID_ARG);
+    mm.n_image_rows = k;
+    mm.image_embeds = NULL;
+    assert_int_equal(cq_qwen3_forward_mm(f.m, ids, T, &mm, &o2), CQ_ERR_INVALID_ARG);
+    mm.image_embeds = img;
+    pos[2 * T + 1] = -1;
+    assert_int_equal(cq_qwen3_forward_mm(f.m, ids, T, &mm, &o2), CQ_ERR_INVALID_ARG);
+    fx_close(&f);
+    /* a plain-RoPE model takes no three-axis positions */
+    fx_open(&f, "qwen3_b");
+    pos[2 * T + 1] = 1;
+    cq_qwen3_mm pm = {.positions = pos};
+    cq_qwen3_outputs o3 = {.normed = a};
+    int32_t small[4] = {1, 2, 3, 4};
+    assert_int_equal(cq_qwen3_forward_mm(f.m, small, 4, &pm, &o3), CQ_ERR_UNSUPPORTED);
+    fx_close(&f);
+    free(ids);
+    free(emb);
+    free(img);
+    free(pos);
+    free(a);
+    free(b);
+}
+
 int main(int argc, char **argv) {
     int rc = tu_backend_select("test_qwen3", argc, argv, &g_arg);
     if (rc >= 0) return rc;
@@ -481,10 +684,15 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_prefix_and_layouts),
         cmocka_unit_test(test_quantized),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_rope_index),
+        cmocka_unit_test(test_mrope_plain),
+        cmocka_unit_test(test_mrope_golden),
     };
     const struct CMUnitTest device[] = {
         cmocka_unit_test(test_golden),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_mrope_plain),
+        cmocka_unit_test(test_mrope_golden),
     };
     if (g_arg.device) return cmocka_run_group_tests_name("test_qwen3 (device)", device, NULL, NULL);
     return cmocka_run_group_tests_name("test_qwen3 (host)", host, NULL, NULL);
