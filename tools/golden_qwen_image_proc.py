@@ -14,9 +14,12 @@ files; then, from those files as PIL opens them:
     the VAE preprocess;
   - decode cases: PIL's convert("RGB") of grey, palette and RGBA files (alpha dropped).
 
+JPEG files written by PIL (4:2:0, 4:4:4, 4:2:2, grey) are decoded by PIL (libjpeg-turbo, its default settings)
+for the decode cases and one proc case.
+
 Writes (under --out, normally tests/golden/qwen_image_proc):
     index.json         versions; per case its file, sizes, grids and the FNV-1a 64 hash of every full output
-    *.png              the inputs
+    *.png, *.jpg       the inputs
     data.safetensors   per output <case>.<what>.rows (I64: the rows kept, all rows when the tensor is small)
                        and <case>.<what>.sample (those rows of the output):
         rgb      [H, W, 3] u8   the decoded RGB pixels (rows along H)
@@ -37,6 +40,7 @@ import platform
 
 import numpy as np
 import PIL
+import PIL.features
 import torch
 import torchvision
 import torchvision.transforms.v2.functional as tvF
@@ -67,11 +71,23 @@ IMAGES = {
     "e_30x20_grey": (30, 20, 5, 1, 2, "L"),
     "f_37x23_palette": (37, 23, 6, 1, 2, "P"),
 }
+# JPEG inputs (PIL's encoder): name: (source image, save kwargs)
+JPEGS = {
+    "g_100x75_420.jpg": ("a_100x75", {"quality": 90}),
+    "h_100x75_444.jpg": ("a_100x75", {"quality": 95, "subsampling": 0}),
+    "i_30x20_grey.jpg": ("e_30x20_grey", {"quality": 90}),
+    "j_45x33_422.jpg": ("a_100x75", {"quality": 85, "subsampling": 1, "crop": (3, 5, 48, 38)}),
+}
 # name: (kind, image, processor kwargs)
 CASES = [
     ("dec_grey", "decode", "e_30x20_grey", {}),
     ("dec_palette", "decode", "f_37x23_palette", {}),
     ("dec_rgba", "decode", "d_48x40_rgba", {}),
+    ("dec_jpeg420", "decode", "g_100x75_420.jpg", {}),
+    ("dec_jpeg444", "decode", "h_100x75_444.jpg", {}),
+    ("dec_jpeg_grey", "decode", "i_30x20_grey.jpg", {}),
+    ("dec_jpeg422", "decode", "j_45x33_422.jpg", {}),
+    ("proc_jpeg420", "proc", "g_100x75_420.jpg", {}),
     ("proc_a", "proc", "a_100x75", {}),
     ("proc_c_min", "proc", "c_40x30", {}),
     ("proc_b", "proc", "b_333x517", {}),
@@ -171,14 +187,22 @@ def main():
 
     for name, (w, h, seed, block, fine, mode) in IMAGES.items():
         synth(w, h, seed, block, fine, mode).save(os.path.join(args.out, name + ".png"), optimize=True)
+    for name, (src, kw) in JPEGS.items():
+        kw = dict(kw)
+        img = Image.open(os.path.join(args.out, src + ".png"))
+        crop = kw.pop("crop", None)
+        if crop:
+            img = img.crop(crop)
+        img.save(os.path.join(args.out, name), "JPEG", **kw)
 
     vae_proc = VaeImageProcessor(vae_scale_factor=8 * 2)  # as the edit pipelines construct it
     out = Out()
     cases = []
     for case, kind, image, kw in CASES:
-        img = Image.open(os.path.join(args.out, image + ".png"))
+        fname = image if image.endswith(".jpg") else image + ".png"
+        img = Image.open(os.path.join(args.out, fname))
         img.load()
-        entry = {"name": case, "kind": kind, "png": image + ".png", "mode": img.mode,
+        entry = {"name": case, "kind": kind, "file": fname, "mode": img.mode,
                  "size_wh": [img.width, img.height]}
         rgb = img.convert("RGB")
         out.put(case, "rgb", np.asarray(rgb), 0, entry)
@@ -210,7 +234,8 @@ def main():
     save_file(out.tensors, os.path.join(args.out, "data.safetensors"), metadata={"diffusers": DIFFUSERS_COMMIT})
     gen = {"torch": torch.__version__, "torchvision": torchvision.__version__,
            "transformers": transformers.__version__, "pillow": PIL.__version__, "numpy": np.__version__,
-           "diffusers": diffusers.__version__, "diffusers_commit": DIFFUSERS_COMMIT,
+           "diffusers": diffusers.__version__,
+           "libjpeg_turbo": str(getattr(PIL.features, "version")("libjpeg_turbo")) if hasattr(PIL, "features") else "?", "diffusers_commit": DIFFUSERS_COMMIT,
            "cpu_capability": torch.backends.cpu.get_cpu_capability(), "machine": platform.machine(),
            "processor_backend": getattr(Qwen2VLImageProcessor(), "backend", "?")}
     with open(os.path.join(args.out, "index.json"), "w", encoding="utf-8") as f:
