@@ -20,10 +20,14 @@ void cq_qwen_vl_proc_defaults(cq_qwen_vl_proc *p) {
     p->merge_size = 2;
     p->min_pixels = 56 * 56;
     p->max_pixels = 28 * 28 * 1280;
-    const float mean[3] = {0.48145466f, 0.4578275f, 0.40821073f};
-    const float std[3] = {0.26862954f, 0.26130258f, 0.27577711f};
-    memcpy(p->mean, mean, sizeof mean);
-    memcpy(p->std, std, sizeof std);
+    /* Python floats made float32 by torch.tensor: decimal -> double -> float
+     * (a float literal would round once, which can differ) */
+    const double mean[3] = {0.48145466, 0.4578275, 0.40821073};
+    const double std[3] = {0.26862954, 0.26130258, 0.27577711};
+    for (int c = 0; c < 3; c++) {
+        p->mean[c] = (float)mean[c];
+        p->std[c] = (float)std[c];
+    }
     p->rescale_factor = 1.0 / 255.0;
 }
 

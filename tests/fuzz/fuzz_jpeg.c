@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/base.h"
 #include "image/image_read.h"
 #include "image/qwen_image_proc.h"
 
@@ -30,13 +31,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         p.max_pixels = 28 * 28 * 16;
         cq_qwen_vl_image vl;
         if (cq_qwen_vl_preprocess(&p, img.pixels, img.width, img.height, &vl) == CQ_OK) {
-            for (int64_t i = 0; i < vl.n_patches * vl.patch_dim; i += 97) sink += (unsigned)vl.pixel_values[i];
+            for (int64_t i = 0; i < vl.n_patches * vl.patch_dim; i += 97) sink += vl.pixel_values[i] > 0.0f;
             cq_qwen_vl_image_free(&vl);
         }
         float *vae = NULL;
         int vw = 0, vh = 0;
         if (cq_qwen_vae_preprocess(img.pixels, img.width, img.height, 64, 48, &vae, &vw, &vh) == CQ_OK) {
-            sink += (unsigned)(vae[0] + 2.0f);
+            sink += vae[0] > 0.0f;
             cq_free(vae);
         }
     }

@@ -152,8 +152,13 @@ static void test_patch_order(void **state) {
     assert_memory_equal(vl.resized, rgb, W * H * 3);
     assert_int_equal(vl.grid_thw[0], 1), assert_int_equal(vl.grid_thw[1], 6), assert_int_equal(vl.grid_thw[2], 4);
     assert_int_equal(vl.n_patches, 24), assert_int_equal(vl.patch_dim, 1176);
-    const float m[3] = {0.48145466f * 255.0f, 0.4578275f * 255.0f, 0.40821073f * 255.0f};
-    const float s[3] = {0.26862954f * 255.0f, 0.26130258f * 255.0f, 0.27577711f * 255.0f};
+    const double mean[3] = {0.48145466, 0.4578275, 0.40821073}, sd[3] = {0.26862954, 0.26130258, 0.27577711};
+    float m[3], s[3];
+    for (int c = 0; c < 3; c++) {
+        assert_true(p.mean[c] == (float)mean[c] && p.std[c] == (float)sd[c]);
+        m[c] = (float)mean[c] * 255.0f;
+        s[c] = (float)sd[c] * 255.0f;
+    }
     /* reshape (gh/2, 2, 14, gw/2, 2, 14), rows (bh, bw, mh, mw), columns (c, t, py, px) */
     for (int r = 0; r < 24; r++) {
         const int bh = r / 8, bw = (r / 4) % 2, mh = (r / 2) % 2, mw = r % 2;
