@@ -159,6 +159,12 @@ class Out:
                        "rows_dim": dim}
 
 
+def make_processor(**kw):
+    """Qwen2VLImageProcessor with min/max pixels always given (the class defaults unless kw says otherwise), so
+    that no case depends on what an earlier construction may have left in a shared default."""
+    return Qwen2VLImageProcessor(**{"min_pixels": 56 * 56, "max_pixels": 28 * 28 * 1280, **kw})
+
+
 def run_processor(proc, img, case, out, entry):
     """The processor as the pipelines call it, and its resize on its own for the uint8 stage."""
     feat = proc(images=[img], return_tensors="pt")
@@ -184,6 +190,9 @@ def main():
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     torch.set_num_threads(1)
+    fresh = Qwen2VLImageProcessor()  # before any other construction: the class defaults as they ship
+    fresh_size = fresh.size if isinstance(fresh.size, dict) else {"shortest_edge": fresh.size.shortest_edge,
+                                                                  "longest_edge": fresh.size.longest_edge}
 
     for name, (w, h, seed, block, fine, mode) in IMAGES.items():
         synth(w, h, seed, block, fine, mode).save(os.path.join(args.out, name + ".png"), optimize=True)
@@ -207,7 +216,7 @@ def main():
         rgb = img.convert("RGB")
         out.put(case, "rgb", np.asarray(rgb), 0, entry)
         if kind == "proc":  # the file as opened: the processor converts to RGB itself
-            run_processor(Qwen2VLImageProcessor(**kw), img, case, out, entry)
+            run_processor(make_processor(**kw), img, case, out, entry)
         elif kind == "editplus":
             w, h = rgb.size
             cw, ch = calculate_dimensions(CONDITION_IMAGE_SIZE, w / h)
@@ -218,7 +227,7 @@ def main():
             out.put(case, "cond", np.asarray(cond), 0, entry)
             out.put(case, "vae_u8", np.asarray(vae_proc.resize(rgb, vh, vw)), 0, entry)
             out.put(case, "vae", vae[0].to(torch.float32).numpy(), 1, entry)
-            run_processor(Qwen2VLImageProcessor(), cond, case, out, entry)
+            run_processor(make_processor(), cond, case, out, entry)
         elif kind == "edit":
             w, h = rgb.size
             vw, vh = calculate_dimensions(VAE_IMAGE_SIZE, w / h)  # the Edit pipeline's formula is the same
@@ -227,7 +236,7 @@ def main():
             entry["vae_wh"] = [vw, vh]
             out.put(case, "vae_u8", np.asarray(resized), 0, entry)
             out.put(case, "vae", vae[0].to(torch.float32).numpy(), 1, entry)
-            run_processor(Qwen2VLImageProcessor(), resized, case, out, entry)
+            run_processor(make_processor(), resized, case, out, entry)
         cases.append(entry)
         print(case, json.dumps({k: v for k, v in entry.items() if k in ("proc", "cond_wh", "vae_wh")}))
 
@@ -235,9 +244,10 @@ def main():
     gen = {"torch": torch.__version__, "torchvision": torchvision.__version__,
            "transformers": transformers.__version__, "pillow": PIL.__version__, "numpy": np.__version__,
            "diffusers": diffusers.__version__,
-           "libjpeg_turbo": str(getattr(PIL.features, "version")("libjpeg_turbo")) if hasattr(PIL, "features") else "?", "diffusers_commit": DIFFUSERS_COMMIT,
+           "libjpeg_turbo": str(PIL.features.version("libjpeg_turbo")), "diffusers_commit": DIFFUSERS_COMMIT,
            "cpu_capability": torch.backends.cpu.get_cpu_capability(), "machine": platform.machine(),
-           "processor_backend": getattr(Qwen2VLImageProcessor(), "backend", "?")}
+           "processor_backend": getattr(fresh, "backend", "?"),
+           "processor_default_pixels": [int(fresh_size["shortest_edge"]), int(fresh_size["longest_edge"])]}
     with open(os.path.join(args.out, "index.json"), "w", encoding="utf-8") as f:
         json.dump({"generator": gen, "full_max": FULL_MAX, "cases": cases}, f, indent=1)
     total = sum(os.path.getsize(os.path.join(args.out, n)) for n in os.listdir(args.out))
