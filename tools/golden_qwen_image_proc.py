@@ -166,22 +166,72 @@ def make_processor(**kw):
 
 
 def run_processor(proc, img, case, out, entry):
-    """The processor as the pipelines call it, and its resize on its own for the uint8 stage."""
+    """The processor as the pipelines call it; its uint8 stage recomputed with the torchvision call the
+    torchvision backend makes (tvF.resize, BICUBIC, antialias=True, on the CPU tensor of the RGB picture), and a
+    record of whether the processor's pixel_values are that picture normalised (pv_from_resized_max_diff)."""
     feat = proc(images=[img], return_tensors="pt")
     pv = feat["pixel_values"].to(torch.float32).contiguous()
     thw = feat["image_grid_thw"].tolist()
     assert len(thw) == 1
-    t, gh, gw = thw[0]
-    rh, rw = gh * proc.patch_size, gw * proc.patch_size
+    t, gh, gw = (int(v) for v in thw[0])
+    patch = int(getattr(proc, "patch_size", 14))
+    tps = int(getattr(proc, "temporal_patch_size", 2))
+    merge = int(getattr(proc, "merge_size", 2))
+    rh, rw = gh * patch, gw * patch
     u8 = tvF.pil_to_tensor(img.convert("RGB"))[None]
-    resized = proc.resize(u8, SizeDict(height=rh, width=rw), resample=proc.resample)[0]
+    if (rh, rw) != tuple(u8.shape[-2:]):
+        resized = tvF.resize(u8, [rh, rw], interpolation=tvF.InterpolationMode.BICUBIC, antialias=True)[0]
+    else:
+        resized = u8[0]
     assert resized.dtype == torch.uint8
+    # the fused rescale and normalisation, then the patch order, from that uint8 picture
+    mean = torch.tensor([0.48145466, 0.4578275, 0.40821073]) * (1.0 / (1 / 255))
+    std = torch.tensor([0.26862954, 0.26130258, 0.27577711]) * (1.0 / (1 / 255))
+    x = (resized.to(torch.float32) - mean.view(3, 1, 1)) / std.view(3, 1, 1)
+    x = x[None].repeat(tps, 1, 1, 1)  # [T, C, H, W]
+    x = x.view(1, tps, 3, gh // merge, merge, patch, gw // merge, merge, patch)
+    mine = x.permute(0, 3, 6, 4, 7, 2, 1, 5, 8).reshape(gh * gw, 3 * tps * patch * patch)
     size = proc.size
     get = (lambda k: size[k]) if isinstance(size, dict) else (lambda k: getattr(size, k))
     entry["proc"] = {"in_hw": [img.height, img.width], "resized_hw": [rh, rw], "grid_thw": [t, gh, gw],
-                     "min_pixels": int(get("shortest_edge")), "max_pixels": int(get("longest_edge"))}
+                     "min_pixels": int(get("shortest_edge")), "max_pixels": int(get("longest_edge")),
+                     "pv_from_resized_max_diff": float((mine - pv).abs().max()) if mine.shape == pv.shape else None}
     out.put(case, "resized", resized.numpy(), 1, entry)
     out.put(case, "pv", pv.numpy(), 0, entry)
+
+
+def run_case(case, kind, image, kw, outdir, vae_proc, out):
+    """One case's outputs into out and its index entry."""
+    fname = image if image.endswith(".jpg") else image + ".png"
+    img = Image.open(os.path.join(outdir, fname))
+    img.load()
+    entry = {"name": case, "kind": kind, "file": fname, "mode": img.mode,
+             "size_wh": [img.width, img.height]}
+    rgb = img.convert("RGB")
+    out.put(case, "rgb", np.asarray(rgb), 0, entry)
+    if kind == "proc":  # the file as opened: the processor converts to RGB itself
+        run_processor(make_processor(**kw), img, case, out, entry)
+    elif kind == "editplus":
+        w, h = rgb.size
+        cw, ch = calculate_dimensions(CONDITION_IMAGE_SIZE, w / h)
+        vw, vh = calculate_dimensions(VAE_IMAGE_SIZE, w / h)
+        cond = vae_proc.resize(rgb, ch, cw)
+        vae = vae_proc.preprocess(rgb, vh, vw)
+        entry["cond_wh"], entry["vae_wh"] = [cw, ch], [vw, vh]
+        out.put(case, "cond", np.asarray(cond), 0, entry)
+        out.put(case, "vae_u8", np.asarray(vae_proc.resize(rgb, vh, vw)), 0, entry)
+        out.put(case, "vae", vae[0].to(torch.float32).numpy(), 1, entry)
+        run_processor(make_processor(), cond, case, out, entry)
+    elif kind == "edit":
+        w, h = rgb.size
+        vw, vh = calculate_dimensions(VAE_IMAGE_SIZE, w / h)  # the Edit pipeline's formula is the same
+        resized = vae_proc.resize(rgb, vh, vw)
+        vae = vae_proc.preprocess(resized, vh, vw)
+        entry["vae_wh"] = [vw, vh]
+        out.put(case, "vae_u8", np.asarray(resized), 0, entry)
+        out.put(case, "vae", vae[0].to(torch.float32).numpy(), 1, entry)
+        run_processor(make_processor(), resized, case, out, entry)
+    return entry
 
 
 def main():
@@ -207,38 +257,17 @@ def main():
     vae_proc = VaeImageProcessor(vae_scale_factor=8 * 2)  # as the edit pipelines construct it
     out = Out()
     cases = []
+    failed = []
     for case, kind, image, kw in CASES:
-        fname = image if image.endswith(".jpg") else image + ".png"
-        img = Image.open(os.path.join(args.out, fname))
-        img.load()
-        entry = {"name": case, "kind": kind, "file": fname, "mode": img.mode,
-                 "size_wh": [img.width, img.height]}
-        rgb = img.convert("RGB")
-        out.put(case, "rgb", np.asarray(rgb), 0, entry)
-        if kind == "proc":  # the file as opened: the processor converts to RGB itself
-            run_processor(make_processor(**kw), img, case, out, entry)
-        elif kind == "editplus":
-            w, h = rgb.size
-            cw, ch = calculate_dimensions(CONDITION_IMAGE_SIZE, w / h)
-            vw, vh = calculate_dimensions(VAE_IMAGE_SIZE, w / h)
-            cond = vae_proc.resize(rgb, ch, cw)
-            vae = vae_proc.preprocess(rgb, vh, vw)
-            entry["cond_wh"], entry["vae_wh"] = [cw, ch], [vw, vh]
-            out.put(case, "cond", np.asarray(cond), 0, entry)
-            out.put(case, "vae_u8", np.asarray(vae_proc.resize(rgb, vh, vw)), 0, entry)
-            out.put(case, "vae", vae[0].to(torch.float32).numpy(), 1, entry)
-            run_processor(make_processor(), cond, case, out, entry)
-        elif kind == "edit":
-            w, h = rgb.size
-            vw, vh = calculate_dimensions(VAE_IMAGE_SIZE, w / h)  # the Edit pipeline's formula is the same
-            resized = vae_proc.resize(rgb, vh, vw)
-            vae = vae_proc.preprocess(resized, vh, vw)
-            entry["vae_wh"] = [vw, vh]
-            out.put(case, "vae_u8", np.asarray(resized), 0, entry)
-            out.put(case, "vae", vae[0].to(torch.float32).numpy(), 1, entry)
-            run_processor(make_processor(), resized, case, out, entry)
+        try:
+            entry = run_case(case, kind, image, kw, args.out, vae_proc, out)
+        except Exception as e:  # keep the other cases; the test fails on a case marked "error"
+            import traceback
+            traceback.print_exc()
+            entry = {"name": case, "kind": kind, "error": f"{type(e).__name__}: {e}"}
+            failed.append(case)
         cases.append(entry)
-        print(case, json.dumps({k: v for k, v in entry.items() if k in ("proc", "cond_wh", "vae_wh")}))
+        print(case, json.dumps({k: v for k, v in entry.items() if k in ("proc", "cond_wh", "vae_wh", "error")}))
 
     save_file(out.tensors, os.path.join(args.out, "data.safetensors"), metadata={"diffusers": DIFFUSERS_COMMIT})
     gen = {"torch": torch.__version__, "torchvision": torchvision.__version__,
@@ -252,6 +281,9 @@ def main():
         json.dump({"generator": gen, "full_max": FULL_MAX, "cases": cases}, f, indent=1)
     total = sum(os.path.getsize(os.path.join(args.out, n)) for n in os.listdir(args.out))
     print("wrote", args.out, total, "bytes")
+    if failed:
+        print("FAILED cases:", ", ".join(failed))
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 /*
  * image_read.h — input pictures for the editing pipelines: a PNG or JPEG file
- * (told apart by its first bytes) decoded to 8-bit RGB, as the reference
- * pipelines see a picture after PIL's Image.open(...).convert("RGB").
+ * (told apart by its first bytes) decoded to 8-bit RGB, meant to give what the
+ * reference pipelines see after PIL's Image.open(...).convert("RGB").
  *
- * What "as PIL does" means here:
+ * What that means here (PIL's behaviour as documented and read from its
+ * source; not yet compared with PIL's output):
  *  - alpha is dropped, not composited (convert("RGB") of RGBA / LA / a
  *    palette or grey image with tRNS keeps the colour channels only);
  *  - grey is replicated to three channels, palettes are expanded;

@@ -1,7 +1,7 @@
 /*
  * qwen_image_proc.c — the Qwen-Image edit pipelines' image preparation and
  * the Qwen2-VL image processor (see the header for the reference arithmetic
- * this reproduces). Sizes follow Python's float64 rules: round() is half to
+ * this follows). Sizes follow Python's float64 rules: round() is half to
  * even (nearbyint in the default rounding mode), int / int a correctly
  * rounded double, which C's division of two exact doubles also is.
  */

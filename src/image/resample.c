@@ -1,7 +1,7 @@
 /*
  * resample.c — separable fixed-point resizes of 8-bit images, PIL's Lanczos
  * and torch's antialiased uint8 bicubic (see resample.h for the arithmetic
- * each reproduces). One coefficient table per dimension: for every output
+ * each follows). One coefficient table per dimension: for every output
  * index the first input index, the tap count and integer weights; then a
  * horizontal pass into an 8-bit intermediate and a vertical pass.
  */
