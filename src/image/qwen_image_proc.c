@@ -1,0 +1,239 @@
+/*
+ * qwen_image_proc.c — the Qwen-Image edit pipelines' image preparation and
+ * the Qwen2-VL image processor (see the header for the reference arithmetic
+ * this follows). Sizes follow Python's float64 rules: round() is half to
+ * even (nearbyint in the default rounding mode), int / int a correctly
+ * rounded double, which C's division of two exact doubles also is.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "image/qwen_image_proc.h"
+#include "image/resample.h"
+
+void cq_qwen_vl_proc_defaults(cq_qwen_vl_proc *p) {
+    if (!p) return;
+    memset(p, 0, sizeof *p);
+    p->patch_size = 14;
+    p->temporal_patch_size = 2;
+    p->merge_size = 2;
+    p->min_pixels = 56 * 56;
+    p->max_pixels = 28 * 28 * 1280;
+    /* Python floats made float32 by torch.tensor: decimal -> double -> float
+     * (a float literal would round once, which can differ) */
+    const double mean[3] = {0.48145466, 0.4578275, 0.40821073};
+    const double std[3] = {0.26862954, 0.26130258, 0.27577711};
+    for (int c = 0; c < 3; c++) {
+        p->mean[c] = (float)mean[c];
+        p->std[c] = (float)std[c];
+    }
+    p->rescale_factor = 1.0 / 255.0;
+}
+
+static int64_t round_half_even(double x) { return (int64_t)nearbyint(x); }
+
+cq_status cq_qwen_smart_resize(int height, int width, int factor, int64_t min_pixels, int64_t max_pixels,
+                               int *out_height, int *out_width) {
+    if (!out_height || !out_width) return cq_fail(CQ_ERR_INVALID_ARG, "smart_resize: no output");
+    if (height < 1 || width < 1 || factor < 1 || min_pixels < 0 || max_pixels < 1 ||
+        height > CQ_RESAMPLE_MAX_SIDE || width > CQ_RESAMPLE_MAX_SIDE)
+        return cq_fail(CQ_ERR_INVALID_ARG, "smart_resize: bad arguments (%dx%d, factor %d, pixels %lld..%lld)",
+                       width, height, factor, (long long)min_pixels, (long long)max_pixels);
+    const int big = CQ_MAX(height, width), small = CQ_MIN(height, width);
+    if ((double)big / (double)small > 200.0)
+        return cq_fail(CQ_ERR_INVALID_ARG, "smart_resize: aspect ratio %dx%d is above 200", width, height);
+    const double hw = (double)height * (double)width; /* exact below 2^53 */
+    int64_t hb = round_half_even((double)height / factor) * factor;
+    int64_t wb = round_half_even((double)width / factor) * factor;
+    if (hb * wb > max_pixels) {
+        const double beta = sqrt(hw / (double)max_pixels);
+        hb = CQ_MAX((int64_t)factor, (int64_t)floor((double)height / beta / factor) * factor);
+        wb = CQ_MAX((int64_t)factor, (int64_t)floor((double)width / beta / factor) * factor);
+    } else if (hb * wb < min_pixels) {
+        const double beta = sqrt((double)min_pixels / hw);
+        hb = (int64_t)ceil((double)height * beta / factor) * factor;
+        wb = (int64_t)ceil((double)width * beta / factor) * factor;
+    }
+    if (hb < 1 || wb < 1 || hb > CQ_RESAMPLE_MAX_SIDE || wb > CQ_RESAMPLE_MAX_SIDE)
+        return cq_fail(CQ_ERR_INVALID_ARG, "smart_resize: %dx%d gives %lldx%lld, outside 1..%d per side", width,
+                       height, (long long)wb, (long long)hb, CQ_RESAMPLE_MAX_SIDE);
+    *out_height = (int)hb;
+    *out_width = (int)wb;
+    return CQ_OK;
+}
+
+void cq_qwen_vl_image_free(cq_qwen_vl_image *img) {
+    if (!img) return;
+    cq_free(img->pixel_values);
+    cq_free(img->resized);
+    memset(img, 0, sizeof *img);
+}
+
+static cq_status check_picture(const uint8_t *rgb, int w, int h, const char *what) {
+    if (!rgb) return cq_fail(CQ_ERR_INVALID_ARG, "%s: no picture", what);
+    if (w < 1 || h < 1 || w > CQ_RESAMPLE_MAX_SIDE || h > CQ_RESAMPLE_MAX_SIDE)
+        return cq_fail(CQ_ERR_INVALID_ARG, "%s: picture of %dx%d is outside 1..%d per side", what, w, h,
+                       CQ_RESAMPLE_MAX_SIDE);
+    return CQ_OK;
+}
+
+cq_status cq_qwen_vl_preprocess(const cq_qwen_vl_proc *p, const uint8_t *rgb, int w, int h, cq_qwen_vl_image *out) {
+    if (!out) return cq_fail(CQ_ERR_INVALID_ARG, "vl processor: no output");
+    memset(out, 0, sizeof *out);
+    if (!p) return cq_fail(CQ_ERR_INVALID_ARG, "vl processor: no settings");
+    CQ_TRY(check_picture(rgb, w, h, "vl processor"));
+    const int P = p->patch_size, T = p->temporal_patch_size, M = p->merge_size;
+    if (P < 1 || P > 64 || T < 1 || T > 16 || M < 1 || M > 16 || !(p->rescale_factor > 0.0))
+        return cq_fail(CQ_ERR_INVALID_ARG, "vl processor: patch %d, temporal %d, merge %d, rescale %g", P, T, M,
+                       p->rescale_factor);
+    for (int c = 0; c < 3; c++)
+        if (!(p->std[c] != 0.0f) || !isfinite(p->std[c]) || !isfinite(p->mean[c]))
+            return cq_fail(CQ_ERR_INVALID_ARG, "vl processor: mean/std of channel %d unusable", c);
+    int rh = 0, rw = 0;
+    CQ_TRY(cq_qwen_smart_resize(h, w, P * M, p->min_pixels, p->max_pixels, &rh, &rw));
+    const int gh = rh / P, gw = rw / P;
+    if (rh % (P * M) != 0 || rw % (P * M) != 0) /* smart_resize's multiples; a guard for odd settings */
+        return cq_fail(CQ_ERR_INVALID_ARG, "vl processor: %dx%d is not a multiple of %d", rw, rh, P * M);
+    out->resized = cq_mallocn((size_t)rw * (size_t)rh, 3);
+    if (!out->resized) return CQ_ERR_NOMEM;
+    cq_status s = cq_resample_u8(CQ_RESAMPLE_TORCH_BICUBIC_AA, rgb, w, h, 3, out->resized, rw, rh);
+    if (s != CQ_OK) {
+        cq_qwen_vl_image_free(out);
+        return s;
+    }
+    out->resized_w = rw;
+    out->resized_h = rh;
+    out->grid_thw[0] = 1; /* one picture, repeated to T frames: one temporal patch */
+    out->grid_thw[1] = gh;
+    out->grid_thw[2] = gw;
+    out->n_patches = (int64_t)gh * gw;
+    out->patch_dim = (int64_t)3 * T * P * P;
+    out->pixel_values = cq_mallocn((size_t)out->n_patches, (size_t)out->patch_dim * sizeof(float));
+    if (!out->pixel_values) {
+        cq_qwen_vl_image_free(out);
+        return CQ_ERR_NOMEM;
+    }
+    /* the fused rescale: float32 mean and std times (float)(1 / rescale) */
+    const float k = (float)(1.0 / p->rescale_factor);
+    float m[3], sd[3];
+    for (int c = 0; c < 3; c++) {
+        m[c] = p->mean[c] * k;
+        sd[c] = p->std[c] * k;
+    }
+    const size_t pp = (size_t)P * (size_t)P, row_len = (size_t)out->patch_dim;
+    float *dst = out->pixel_values;
+    for (int bh = 0; bh < gh / M; bh++)
+        for (int bw = 0; bw < gw / M; bw++)
+            for (int mh = 0; mh < M; mh++)
+                for (int mw = 0; mw < M; mw++) {
+                    const int y0 = (bh * M + mh) * P, x0 = (bw * M + mw) * P;
+                    for (int c = 0; c < 3; c++)
+                        for (int py = 0; py < P; py++)
+                            for (int px = 0; px < P; px++) {
+                                const uint8_t u = out->resized[((size_t)(y0 + py) * (size_t)rw + (size_t)(x0 + px)) * 3 +
+                                                               (size_t)c];
+                                const float v = ((float)u - m[c]) / sd[c];
+                                for (int t = 0; t < T; t++)
+                                    dst[(size_t)c * (size_t)T * pp + (size_t)t * pp + (size_t)py * (size_t)P +
+                                        (size_t)px] = v;
+                            }
+                    dst += row_len;
+                }
+    return CQ_OK;
+}
+
+cq_status cq_qwen_calculate_dimensions(double area, int w, int h, int *out_w, int *out_h) {
+    if (!out_w || !out_h) return cq_fail(CQ_ERR_INVALID_ARG, "calculate_dimensions: no output");
+    if (w < 1 || h < 1 || !(area > 0.0) || !isfinite(area))
+        return cq_fail(CQ_ERR_INVALID_ARG, "calculate_dimensions: bad arguments (%dx%d, area %g)", w, h, area);
+    const double ratio = (double)w / (double)h;
+    const double width = sqrt(area * ratio);
+    const double height = width / ratio;
+    const int64_t ow = round_half_even(width / 32) * 32, oh = round_half_even(height / 32) * 32;
+    if (ow < 1 || oh < 1 || ow > CQ_RESAMPLE_MAX_SIDE || oh > CQ_RESAMPLE_MAX_SIDE)
+        return cq_fail(CQ_ERR_INVALID_ARG,
+                       "calculate_dimensions: a %dx%d picture gives %lldx%lld at area %g (aspect ratio too extreme)",
+                       w, h, (long long)ow, (long long)oh, area);
+    *out_w = (int)ow;
+    *out_h = (int)oh;
+    return CQ_OK;
+}
+
+static void vae_normalise(const uint8_t *rgb, int w, int h, float *out) {
+    const size_t n = (size_t)w * (size_t)h;
+    for (size_t i = 0; i < n; i++)
+        for (size_t c = 0; c < 3; c++) {
+            const float unit = (float)rgb[i * 3 + c] / 255.0f; /* numpy float32 / 255 */
+            const float twice = 2.0f * unit;                   /* torch 2.0 * images */
+            out[c * n + i] = twice - 1.0f;                     /* - 1.0 */
+        }
+}
+
+cq_status cq_qwen_vae_preprocess(const uint8_t *rgb, int w, int h, int width, int height, float **out, int *out_w,
+                                 int *out_h) {
+    if (!out || !out_w || !out_h) return cq_fail(CQ_ERR_INVALID_ARG, "vae preprocess: no output");
+    *out = NULL;
+    CQ_TRY(check_picture(rgb, w, h, "vae preprocess"));
+    const int tw = width - width % 16, th = height - height % 16; /* get_default_height_width */
+    if (tw < 16 || th < 16 || tw > CQ_RESAMPLE_MAX_SIDE || th > CQ_RESAMPLE_MAX_SIDE)
+        return cq_fail(CQ_ERR_INVALID_ARG, "vae preprocess: size %dx%d is outside 16..%d per side", width, height,
+                       CQ_RESAMPLE_MAX_SIDE);
+    uint8_t *tmp = NULL;
+    const uint8_t *src = rgb;
+    if (tw != w || th != h) {
+        tmp = cq_mallocn((size_t)tw * (size_t)th, 3);
+        if (!tmp) return CQ_ERR_NOMEM;
+        const cq_status s = cq_resample_u8(CQ_RESAMPLE_PIL_LANCZOS, rgb, w, h, 3, tmp, tw, th);
+        if (s != CQ_OK) {
+            cq_free(tmp);
+            return s;
+        }
+        src = tmp;
+    }
+    float *v = cq_mallocn((size_t)tw * (size_t)th * 3, sizeof(float));
+    if (!v) {
+        cq_free(tmp);
+        return CQ_ERR_NOMEM;
+    }
+    vae_normalise(src, tw, th, v);
+    cq_free(tmp);
+    *out = v;
+    *out_w = tw;
+    *out_h = th;
+    return CQ_OK;
+}
+
+void cq_qwen_edit_image_free(cq_qwen_edit_image *img) {
+    if (!img) return;
+    cq_free(img->vl_rgb);
+    cq_free(img->vae);
+    memset(img, 0, sizeof *img);
+}
+
+cq_status cq_qwen_edit_prepare(cq_qwen_edit_kind kind, const uint8_t *rgb, int w, int h, cq_qwen_edit_image *out) {
+    if (!out) return cq_fail(CQ_ERR_INVALID_ARG, "edit input: no output");
+    memset(out, 0, sizeof *out);
+    if (kind != CQ_QWEN_EDIT && kind != CQ_QWEN_EDIT_PLUS) return cq_fail(CQ_ERR_INVALID_ARG, "edit input: kind");
+    CQ_TRY(check_picture(rgb, w, h, "edit input"));
+    int vw = 0, vh = 0, cw = 0, ch = 0;
+    CQ_TRY(cq_qwen_calculate_dimensions(CQ_QWEN_EDIT_VAE_AREA, w, h, &vw, &vh));
+    if (kind == CQ_QWEN_EDIT_PLUS) CQ_TRY(cq_qwen_calculate_dimensions(CQ_QWEN_EDIT_PLUS_VL_AREA, w, h, &cw, &ch));
+    else cw = vw, ch = vh;
+    cq_status s = CQ_OK;
+    out->vl_rgb = cq_mallocn((size_t)cw * (size_t)ch, 3);
+    if (!out->vl_rgb) s = CQ_ERR_NOMEM;
+    /* VaeImageProcessor.resize: PIL resize straight to the size (no flooring;
+     * PIL copies when the size is the same) */
+    if (s == CQ_OK) s = cq_resample_u8(CQ_RESAMPLE_PIL_LANCZOS, rgb, w, h, 3, out->vl_rgb, cw, ch);
+    if (s == CQ_OK) {
+        out->vl_w = cw;
+        out->vl_h = ch;
+        /* Edit: the VAE picture is the resized one (resized again to its own
+         * size: a copy); Edit-Plus: the input resized to the VAE size */
+        if (kind == CQ_QWEN_EDIT) s = cq_qwen_vae_preprocess(out->vl_rgb, cw, ch, vw, vh, &out->vae, &out->vae_w, &out->vae_h);
+        else s = cq_qwen_vae_preprocess(rgb, w, h, vw, vh, &out->vae, &out->vae_w, &out->vae_h);
+    }
+    if (s != CQ_OK) cq_qwen_edit_image_free(out);
+    return s;
+}
