@@ -5,12 +5,12 @@
  * modified after its setjmp, and whatever must survive the jump lives in a
  * struct reached through a pointer (the same discipline as the PNG reader).
  */
-#include <errno.h>
 #include <setjmp.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "base/base.h"
+#include "format/file_read.h"
 #include "image/image_read.h"
 
 #ifdef CQ_HAVE_JPEG
@@ -239,38 +239,12 @@ cq_status cq_image_read_rgb(const char *path, cq_image8 *out) {
     if (!out) return cq_fail(CQ_ERR_INVALID_ARG, "image: no output image");
     memset(out, 0, sizeof *out);
     if (!path) return cq_fail(CQ_ERR_INVALID_ARG, "image: no path");
-    FILE *f = fopen(path, "rb");
-    if (!f) return cq_fail(CQ_ERR_IO, "image: cannot open '%s': %s", path, strerror(errno));
     uint8_t *buf = NULL;
-    size_t len = 0, cap = 0;
-    cq_status s = CQ_OK;
-    for (;;) {
-        if (len == cap) {
-            const size_t ncap = cap ? cap * 2 : 65536;
-            if (ncap > ((size_t)1 << 31)) {
-                s = cq_fail(CQ_ERR_IO, "image: '%s' is larger than 2 GiB", path);
-                break;
-            }
-            uint8_t *nb = cq_realloc(buf, ncap);
-            if (!nb) {
-                s = CQ_ERR_NOMEM;
-                break;
-            }
-            buf = nb;
-            cap = ncap;
-        }
-        const size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) {
-            if (ferror(f)) s = cq_fail(CQ_ERR_IO, "image: reading '%s': %s", path, strerror(errno));
-            break;
-        }
-    }
-    fclose(f);
-    if (s == CQ_OK) {
-        s = cq_image_read_rgb_mem(buf, len, out);
-        if (s != CQ_OK) cq_fail_prefix(s, "'%s': ", path);
-    }
+    size_t len = 0;
+    cq_status s = cq_file_read_all(path, (size_t)1 << 31, &buf, &len);
+    if (s != CQ_OK) return cq_fail_prefix(s, "image: ");
+    s = cq_image_read_rgb_mem(buf, len, out);
+    if (s != CQ_OK) cq_fail_prefix(s, "'%s': ", path);
     cq_free(buf);
     return s;
 }

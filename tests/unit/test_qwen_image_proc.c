@@ -345,7 +345,7 @@ static void test_png_input(void **state) {
     assert_null(img.pixels);
     free(data);
     tu_expect_err(cq_image_read_rgb_mem((const uint8_t *)"GIF89a....", 10, &img), CQ_ERR_MAGIC, "neither");
-    tu_expect_err(cq_image_read_rgb(tu_path(dir, "absent.png"), &img), CQ_ERR_IO, "cannot open");
+    tu_expect_err(cq_image_read_rgb(tu_path(dir, "absent.png"), &img), CQ_ERR_MISSING, "absent.png");
     /* 16-bit grey is refused (PIL would clip it to near white) */
     FILE *f = fopen(tu_path(dir, "grey16.png"), "wb");
     assert_non_null(f);
