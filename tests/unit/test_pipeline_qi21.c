@@ -28,7 +28,6 @@
 #include "format/safetensors.h"
 #include "ops/ops.h"
 #include "pipelines/latents.h"
-#include "pipelines/png_write.h"
 #include "pipelines/qi21_pipe.h"
 #include "testutil.h"
 
@@ -161,14 +160,7 @@ static void run_case(cq_qi21_pipe *pipe, const cq_st *exp, const char *name, con
     float *want_img = read_tensor(exp, key, &n); /* [H, W, 4] in [0, 1] */
     assert_int_equal(n, (uint64_t)h * w * r.channels);
     int worst = 0;
-    for (int y = 0; y < h; y++)
-        for (int x = 0; x < w; x++)
-            for (int ch = 0; ch < r.channels; ch++) {
-                int a = cq_png_quantize(r.image[((size_t)ch * h + y) * w + x]);
-                int b = cq_png_quantize_unit(want_img[((size_t)y * w + x) * r.channels + ch]);
-                int d = abs(a - b);
-                if (d > worst) worst = d;
-            }
+    tu_image_err(r.image, r.channels, w, h, want_img, &worst);
     free(want_img);
     print_message("%-6s %dx%d, %d steps%s: latents max err %.2e of RMS, pixels max diff %d/255\n", name, w, h,
                   steps, o.negative && cfg > 1 ? ", CFG" : "", e_lat, worst);

@@ -35,7 +35,6 @@
 #include "models/component.h"
 #include "ops/ops.h"
 #include "pipelines/latents.h"
-#include "pipelines/png_write.h"
 #include "pipelines/qimage_pipe.h"
 #include "testutil.h"
 
@@ -145,23 +144,6 @@ static void schedule_and_noise(cq_qimage_pipe *p, const cq_st *exp, const char *
     free(want);
 }
 
-static double image_err(const cq_image_result *r, const float *want, int *worst) {
-    double worst_f = 0;
-    *worst = 0;
-    for (int y = 0; y < r->height; y++)
-        for (int x = 0; x < r->width; x++)
-            for (int ch = 0; ch < 3; ch++) {
-                const float v = r->image[((size_t)ch * r->height + y) * r->width + x];
-                const float w = want[((size_t)y * r->width + x) * 3 + ch];
-                const int d = abs(cq_png_quantize(v) - cq_png_quantize_unit(w));
-                float u = v * 0.5f + 0.5f; /* the reference's postprocess */
-                u = u < 0 ? 0 : u > 1 ? 1 : u;
-                if (d > *worst) *worst = d;
-                if (!(fabs((double)u - w) <= worst_f)) worst_f = fabs((double)u - w);
-            }
-    return worst_f;
-}
-
 /* Every residency plan gives the same bits on this backend: phased, every weight compact, the matrices
  * streamed, and streamed with half of each part kept. */
 static void same_bits_under_plans(cq_qimage_pipe *p, const cq_qimage_gen_opts *o, const cq_image_result *r) {
@@ -230,7 +212,7 @@ static void run_case(cq_qimage_pipe *p, const cq_st *exp, const char *name, cons
     assert_int_equal(r.width, o.width);
     assert_int_equal(r.height, o.height);
     int worst;
-    const double worst_f = image_err(&r, want, &worst);
+    const double worst_f = tu_image_err(r.image, 3, r.width, r.height, want, &worst);
     free(want);
     if (plans) same_bits_under_plans(p, &o, &r);
     cq_image_result_free(&r);

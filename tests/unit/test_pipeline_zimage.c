@@ -40,7 +40,6 @@
 #include "ops/ops.h"
 #include "base/gz.h"
 #include "pipelines/latents.h"
-#include "pipelines/png_write.h"
 #include "pipelines/zimage_pipe.h"
 #include "testutil.h"
 
@@ -255,18 +254,7 @@ static void run_case(cq_zimage_pipe *p, const cq_st *exp, const char *name, cons
     want = read_tensor(exp, key, &n); /* [H, W, 3] in [0, 1] */
     assert_int_equal(n, (uint64_t)o.height * o.width * 3);
     int worst = 0;
-    double worst_f = 0;
-    for (int y = 0; y < o.height; y++)
-        for (int x = 0; x < o.width; x++)
-            for (int ch = 0; ch < 3; ch++) {
-                const float v = r.image[((size_t)ch * o.height + y) * o.width + x];
-                const float w = want[((size_t)y * o.width + x) * 3 + ch];
-                const int d = abs(cq_png_quantize(v) - cq_png_quantize_unit(w));
-                float u = v * 0.5f + 0.5f; /* the reference's postprocess */
-                u = u < 0 ? 0 : u > 1 ? 1 : u;
-                if (d > worst) worst = d;
-                if (!(fabs((double)u - w) <= worst_f)) worst_f = fabs((double)u - w);
-            }
+    const double worst_f = tu_image_err(r.image, 3, o.width, o.height, want, &worst);
     free(want);
     if (plans) {
         /* every residency plan gives the same bits on this backend: phased (the text tower released before

@@ -1,5 +1,7 @@
 #include "testutil.h"
 
+#include "pipelines/png_write.h"
+
 #include <errno.h>
 #include <stdbool.h>
 #include <math.h>
@@ -203,4 +205,21 @@ void tu_expect_err(cq_status s, cq_status want, const char *needle) {
     if (s != want || !strstr(cq_last_error(), needle))
         fail_msg("expected %s mentioning '%s', got %s: %s", cq_status_str(want), needle, cq_status_str(s),
                  cq_last_error());
+}
+
+double tu_image_err(const float *planar, int c, int w, int h, const float *want_hwc, int *worst8) {
+    double worst_f = 0;
+    *worst8 = 0;
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++)
+            for (int ch = 0; ch < c; ch++) {
+                const float v = planar[((size_t)ch * h + y) * w + x];
+                const float want = want_hwc[((size_t)y * w + x) * c + ch];
+                const int d = abs(cq_png_quantize(v) - cq_png_quantize_unit(want));
+                float u = v * 0.5f + 0.5f; /* the reference's postprocess */
+                u = u < 0 ? 0 : u > 1 ? 1 : u;
+                if (d > *worst8) *worst8 = d;
+                if (!(fabs((double)u - want) <= worst_f)) worst_f = fabs((double)u - want); /* NaN propagates */
+            }
+    return worst_f;
 }

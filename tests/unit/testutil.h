@@ -44,6 +44,10 @@ double tu_max_rel(const float *a, const float *b, size_t n, double rms);
 /* An F32 tensor of a golden file as malloc'd floats (the mapping is not aligned in general); *n its element
  * count. NULL when absent or not F32. */
 float *tu_st_floats(const cq_st *st, const char *name, size_t *n);
+/* A pipeline's planar picture [c][h][w] in the decoder's range [-1, 1] against the reference's postprocessed
+ * [h][w][c] in [0, 1]: returns the largest difference after the reference's postprocess (x / 2 + 0.5, clamped),
+ * and *worst8 the largest difference after 8-bit rounding. */
+double tu_image_err(const float *planar, int c, int w, int h, const float *want_hwc, int *worst8);
 /* Fails the test unless s == want and the last error mentions needle. */
 void tu_expect_err(cq_status s, cq_status want, const char *needle);
 
