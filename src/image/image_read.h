@@ -4,7 +4,8 @@
  * reference pipelines see after PIL's Image.open(...).convert("RGB").
  *
  * What that means here (PIL's behaviour as documented and read from its
- * source; not yet compared with PIL's output):
+ * source; tests/golden/qwen_image_proc holds PIL's decodes of grey, palette,
+ * RGBA and JPEG 4:2:0/4:2:2/4:4:4/grey files, matched byte for byte):
  *  - alpha is dropped, not composited (convert("RGB") of RGBA / LA / a
  *    palette or grey image with tRNS keeps the colour channels only);
  *  - grey is replicated to three channels, palettes are expanded;
