@@ -1,8 +1,8 @@
 /*
  * resample.h — the two 8-bit resizes the Qwen-Image edit pipelines run, each
- * written to follow its library's integer arithmetic step by step (the
- * comparison with the libraries' own outputs, `test_qwen_image_proc
- * --golden`, needs tests/golden/qwen_image_proc, which has not been made yet):
+ * written to follow its library's integer arithmetic step by step, and
+ * byte-identical to the libraries' own outputs on the golden cases
+ * (`test_qwen_image_proc --golden`, tests/golden/qwen_image_proc):
  *
  *  - PIL's Image.resize(..., LANCZOS) (diffusers' VaeImageProcessor.resize,
  *    reducing_gap None): a = 3 windowed sinc, support 3 * max(scale, 1),
