@@ -42,7 +42,8 @@ def smart_resize(h, w):
     hb, wb = max(FACTOR, round(h / FACTOR) * FACTOR), max(FACTOR, round(w / FACTOR) * FACTOR)
     if hb * wb > MAX_PIXELS:
         beta = math.sqrt(h * w / MAX_PIXELS)
-        hb, wb = max(FACTOR, math.floor(h / beta / FACTOR) * FACTOR), max(FACTOR, math.floor(w / beta / FACTOR) * FACTOR)
+        hb = max(FACTOR, math.floor(h / beta / FACTOR) * FACTOR)
+        wb = max(FACTOR, math.floor(w / beta / FACTOR) * FACTOR)
     elif hb * wb < MIN_PIXELS:
         beta = math.sqrt(MIN_PIXELS / (h * w))
         hb, wb = math.ceil(h * beta / FACTOR) * FACTOR, math.ceil(w * beta / FACTOR) * FACTOR
@@ -75,7 +76,7 @@ def picture(side):
         from PIL import Image
         from transformers import Qwen2VLImageProcessor
 
-        proc = Qwen2VLImageProcessor()
+        proc = Qwen2VLImageProcessor(min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS)  # the class defaults, said
         img = Image.fromarray(rgb.numpy(), "RGB")
         out = proc(images=[img], return_tensors="pt")
         t0 = time.perf_counter()

@@ -243,10 +243,11 @@ typedef struct cq_bench_model {
 } cq_bench_model;
 
 /* Open the backend of m (before any weight is written, so a machine without the device fails at once), write
- * and map c's pack and print the weights line. Returns 0 or the exit code (the message printed; nothing left
+ * and map c's pack and print the weights line. `listed` is the status of making c's weights and blob: an error
+ * there is reported and nothing is opened. Returns 0 or the exit code (the message printed; nothing left
  * open). */
 int cq_bench_model_open(cq_bench_model *bm, const char *cmd, const cq_bench_model_opts *m,
-                        const cq_bench_component *c);
+                        const cq_bench_component *c, cq_status listed);
 /* The line after the model's load: the backend, its threads on the CPU, the load's seconds. */
 void cq_bench_model_loaded(const cq_bench_model *bm, double load_s);
 void cq_bench_model_close(cq_bench_model *bm);
@@ -260,7 +261,8 @@ cq_status cq_bench_repeat(cq_bench_call_fn fn, void *ctx, int warm, int n, cq_ba
                           cq_backend_stats *after_warm, double *wall, double *cpu);
 
 /* The report's table: a header, then one row per timed operation (ms, GFLOP and TFLOP/s on a GPU; wall s,
- * GFLOP, GFLOP/s, CPU s and the CPU share on the CPU); `width` is the label column's. */
+ * GFLOP, GFLOP/s, CPU s and the CPU share on the CPU; "-" for work not counted in FLOPs, flops 0); `width` is
+ * the label column's. */
 void cq_bench_table_head(const cq_bench_model *bm, int width);
 void cq_bench_table_row(const cq_bench_model *bm, int width, const char *label, double wall, double cpu,
                         double flops);

@@ -106,16 +106,12 @@ static int open_model(const bench_opts *o, cq_bench_model *bm) {
     char cfg[512];
     cq_status s = cq_bench_dit_weights(&pk, o->quant, o->layers);
     if (s == CQ_OK && cq_bench_dit_config(cfg, sizeof cfg, o->layers) < 0) s = CQ_ERR_INTERNAL;
-    if (s != CQ_OK) {
-        cq_bench_pack_free(&pk);
-        return cq_cli_fail("bench qi21", s, "listing the weights");
-    }
     const cq_bench_component comp = {
         .tag = "qi21", .tool = "cortiq bench qi21", .quant = o->quant, .weights = &pk,
         .blob_name = "dit.config_json", .blob = cfg,
         .arch = {"qwen_image21", B_HEADS * B_HEAD_DIM, B_HEADS * B_HEAD_DIM * B_RATIO, o->layers, B_HEADS, B_HEADS,
                  B_HEAD_DIM, "1e-06"}};
-    int rc = cq_bench_model_open(bm, "bench qi21", &o->m, &comp);
+    int rc = cq_bench_model_open(bm, "bench qi21", &o->m, &comp, s);
     cq_bench_pack_free(&pk);
     return rc;
 }

@@ -214,8 +214,9 @@ void cq_bench_model_close(cq_bench_model *bm) {
 }
 
 int cq_bench_model_open(cq_bench_model *bm, const char *cmd, const cq_bench_model_opts *m,
-                        const cq_bench_component *c) {
+                        const cq_bench_component *c, cq_status listed) {
     memset(bm, 0, sizeof *bm);
+    if (listed != CQ_OK) return cq_cli_fail(cmd, listed, "listing the weights");
     bm->cmd = cmd;
     bm->gpu = strncmp(m->backend, "cuda", 4) == 0;
     bm->threads = m->threads > 0 ? m->threads : cq_default_threads();
@@ -271,13 +272,23 @@ void cq_bench_table_head(const cq_bench_model *bm, int width) {
     else printf("%-*s %9s %10s %9s %9s %10s\n", width, "", "wall s", "GFLOP", "GFLOP/s", "CPU s", "CPU share");
 }
 
+/* CPU time over wall time x threads, in percent */
+static double cpu_share(const cq_bench_model *bm, double wall, double cpu) {
+    return wall > 0 ? 100.0 * cpu / (wall * bm->threads) : 0.0;
+}
+
 void cq_bench_table_row(const cq_bench_model *bm, int width, const char *label, double wall, double cpu,
                         double flops) {
+    if (flops <= 0) { /* work that is not counted in FLOPs (a picture's resize) */
+        if (bm->gpu) printf("%-*s %9.2f %10s %9s\n", width, label, 1e3 * wall, "-", "-");
+        else printf("%-*s %9.3f %10s %9s %9.2f %9.0f%%\n", width, label, wall, "-", "-", cpu, cpu_share(bm, wall, cpu));
+        return;
+    }
     if (bm->gpu)
         printf("%-*s %9.2f %10.1f %9.1f\n", width, label, 1e3 * wall, flops * 1e-9, flops * 1e-12 / wall);
     else
         printf("%-*s %9.3f %10.1f %9.1f %9.2f %9.0f%%\n", width, label, wall, flops * 1e-9, flops * 1e-9 / wall, cpu,
-               100.0 * cpu / (wall * bm->threads));
+               cpu_share(bm, wall, cpu));
 }
 
 void cq_bench_memory_lines(const cq_bench_model *bm, const cq_backend_stats *st0, const cq_backend_stats *st,

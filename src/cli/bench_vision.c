@@ -143,16 +143,12 @@ static int open_model(const bench_opts *o, const cq_qwen25vl_vision_config *c, c
     char cfg[1024];
     cq_status s = cq_bench_vision_weights(&pk, o->quant, c);
     if (s == CQ_OK && cq_bench_vision_config_json(cfg, sizeof cfg, c) < 0) s = CQ_ERR_INTERNAL;
-    if (s != CQ_OK) {
-        cq_bench_pack_free(&pk);
-        return cq_cli_fail(B_CMD, s, "listing the weights");
-    }
     const cq_bench_component comp = {
         .tag = "vision", .tool = "cortiq " B_CMD, .quant = o->quant, .weights = &pk,
         .blob_name = "te.config_json", .blob = cfg,
         .arch = {"qwen25vl_vision", c->hidden, c->intermediate, c->depth, c->n_heads, c->n_heads, c->head_dim,
                  "1e-06"}};
-    int rc = cq_bench_model_open(bm, B_CMD, &o->m, &comp);
+    int rc = cq_bench_model_open(bm, B_CMD, &o->m, &comp, s);
     cq_bench_pack_free(&pk);
     return rc;
 }

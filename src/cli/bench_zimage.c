@@ -100,15 +100,11 @@ static int open_model(const bench_opts *o, const cq_zimage_config *c, cq_bench_m
     char cfg[1024];
     cq_status s = cq_bench_zimage_weights(&pk, o->quant, c);
     if (s == CQ_OK && cq_bench_zimage_config_json(cfg, sizeof cfg, c) < 0) s = CQ_ERR_INTERNAL;
-    if (s != CQ_OK) {
-        cq_bench_pack_free(&pk);
-        return cq_cli_fail("bench zimage", s, "listing the weights");
-    }
     const cq_bench_component comp = {
         .tag = "zimage", .tool = "cortiq bench zimage", .quant = o->quant, .weights = &pk,
         .blob_name = "dit.config_json", .blob = cfg,
         .arch = {"z_image", c->dim, c->ffn_hidden, c->n_layers, c->n_heads, c->n_heads, c->head_dim, "1e-05"}};
-    int rc = cq_bench_model_open(bm, "bench zimage", &o->m, &comp);
+    int rc = cq_bench_model_open(bm, "bench zimage", &o->m, &comp, s);
     cq_bench_pack_free(&pk);
     return rc;
 }
