@@ -236,7 +236,7 @@ typedef struct cq_bench_component {
 /* A component benchmark's backend and mapped pack. */
 typedef struct cq_bench_model {
     const char *cmd;  /* "bench zimage", for messages */
-    bool gpu;         /* a CUDA backend: device memory and ms in the report */
+    bool gpu;         /* a device backend (CUDA, Vulkan): device memory and ms in the report */
     int threads;      /* the CPU's worker threads (the CPU share's divisor) */
     cq_backend *be;
     cq_cmf *cmf;

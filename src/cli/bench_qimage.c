@@ -49,14 +49,14 @@ typedef struct bench_opts {
 static void help(void) {
     printf("usage: cortiq bench qwen_image [--size 256|512|1024|2048] [--text-rows N] [--cfg] [--neg-rows M]\n"
            "                               [--steps N] [--layers N] [--heads N] [--quant q8_2f|q4tp|bf16]\n"
-           "                               [--threads N] [--backend cpu|cuda]\n"
+           "                               [--threads N] [--backend cpu|cuda|vulkan]\n"
            "\n"
            "Time the Qwen-Image denoiser at its real 20B shape (60 dual-stream blocks, 24 heads x 128, MLP\n"
            "12288, text rows 3584 wide) with random weights: the text's preparation (txt_norm and txt_in,\n"
            "once per prompt) and the denoising step for a SIZE x SIZE image ((SIZE/16)^2 image tokens beside\n"
            "the text rows), and with --cfg also the step with true CFG (the positive and the negative prompt\n"
            "as two passes, as QwenImagePipeline runs them, then their combination). The weights are written\n"
-           "in the chosen codec to a temporary .cmf under $TMPDIR (about 21 GB for q8_2f, 11 GB for q4tp,\n"
+           "in the chosen codec to a temporary .cmf under $TMPDIR (about 20 GB for q8_2f, 11 GB for q4tp,\n"
            "41 GB for bf16; removed when the file is mapped) and mapped as a real model is. Reports the\n"
            "median of --steps runs after the warm-up, FLOP/s (matmuls and attention products, 2 FLOPs per\n"
            "multiply-add) and the peak memory.\n"
@@ -71,8 +71,8 @@ static void help(void) {
            "  --heads N       build N of the 24 heads (inner 128 N): a narrower model, for a quick check\n"
            "  --quant C       weight codec: q8_2f (default), q4tp or bf16\n"
            "  --threads N     worker threads (default: CORTIQ_THREADS or all cores)\n"
-           "  --backend B     cpu (default), cuda or cuda:N; the steps after the warm-up replay a recorded\n"
-           "                  CUDA graph per conditioning (CORTIQ_CUDA_PROFILE=1 times each op class instead)\n"
+           "  --backend B     cpu (default), cuda, cuda:N or vulkan; after the warm-up the steps replay what\n"
+           "                  was recorded, per conditioning (CORTIQ_CUDA_PROFILE=1 times each op class instead)\n"
            CQ_BENCH_NO_VERIFY_HELP
            "  -h, --help      this text\n",
            B_TEXT, B_MAX_TEXT);
@@ -205,7 +205,7 @@ int cq_bench_qimage(int argc, char **argv) {
     if (rc || done) return rc;
     if (o.neg && !o.cfg) return cq_cli_usage_error(B_CMD, "--neg-rows needs --cfg");
     if (!o.neg) o.neg = o.text;
-    const bool gpu = strncmp(o.m.backend, "cuda", 4) == 0;
+    const bool gpu = strncmp(o.m.backend, "cpu", 3) != 0; /* a device: more runs by default */
     if (o.steps == 0) o.steps = gpu ? 5 : 3;
     cq_qimage_config cfg;
     cq_bench_qimage_config(&cfg, o.heads, o.layers);

@@ -218,10 +218,10 @@ int cq_bench_model_open(cq_bench_model *bm, const char *cmd, const cq_bench_mode
     memset(bm, 0, sizeof *bm);
     if (listed != CQ_OK) return cq_cli_fail(cmd, listed, "listing the weights");
     bm->cmd = cmd;
-    bm->gpu = strncmp(m->backend, "cuda", 4) == 0;
     bm->threads = m->threads > 0 ? m->threads : cq_default_threads();
     cq_status s = cq_env_backend_create(m->backend, m->threads, &bm->be);
     if (s != CQ_OK) return cq_cli_fail(cmd, s, "creating the backend");
+    bm->gpu = !cq_backend_is_host(bm->be);
     char *hdr = NULL;
     double t0 = cq_now();
     s = component_header(c, &hdr);

@@ -40,7 +40,7 @@ typedef struct bench_opts {
 
 static void help(void) {
     printf("usage: cortiq bench vision [--size N] [--model qwen25vl] [--layers N] [--repeat N]\n"
-           "                           [--quant q8_2f|bf16] [--threads N] [--backend cpu|cuda]\n"
+           "                           [--quant q8_2f|bf16] [--threads N] [--backend cpu|cuda|vulkan]\n"
            "\n"
            "Time the Qwen2.5-VL-7B vision tower (32 blocks, hidden 1280 = 16 heads x 80, MLP 3420, 112 px\n"
            "windows, full attention in blocks 7/15/23/31, merger to 3584), the one Qwen-Image's Edit\n"
@@ -61,8 +61,8 @@ static void help(void) {
            "  --quant C     weight codec of the matrices: q8_2f (default) or bf16 (q4tp cannot hold the\n"
            "                MLP's 3420 input columns)\n"
            "  --threads N   worker threads (default: CORTIQ_THREADS or all cores)\n"
-           "  --backend B   cpu (default), cuda or cuda:N (CORTIQ_CUDA_PROFILE=1 adds the device time per op\n"
-           "                class)\n"
+           "  --backend B   cpu (default), cuda, cuda:N or vulkan (with cuda, CORTIQ_CUDA_PROFILE=1 adds the\n"
+           "                device time per op class)\n"
            CQ_BENCH_NO_VERIFY_HELP
            "  -h, --help    this text\n");
 }
@@ -173,7 +173,7 @@ int cq_bench_vision(int argc, char **argv) {
     bool done = false;
     int rc = cq_bench_model_args(B_CMD, argc, argv, &o.m, help, opt, &o, &done);
     if (rc || done) return rc;
-    const bool gpu = strncmp(o.m.backend, "cuda", 4) == 0;
+    const bool gpu = strncmp(o.m.backend, "cpu", 3) != 0; /* a device: more runs by default */
     if (o.repeat == 0) o.repeat = gpu ? 5 : 3;
     cq_qwen25vl_vision_config cfg;
     cq_bench_vision_config(&cfg, o.layers);
