@@ -121,29 +121,78 @@ int cq_bench_dit_config(char *buf, size_t len, int layers) {
 }
 
 /* ---- the released Qwen-Image denoiser ------------------------------------------------------------ */
-static cq_qimage_config qimage_dit_config(int layers) {
-    const int D = CQ_BENCH_QIMAGE_HEADS * 128;
-    return (cq_qimage_config){.patch = 2, .in_channels = 4 * CQ_BENCH_QIMAGE_Z, .out_channels = CQ_BENCH_QIMAGE_Z,
-                              .out_dim = 4 * CQ_BENCH_QIMAGE_Z, .num_layers = layers, .n_heads = CQ_BENCH_QIMAGE_HEADS,
-                              .head_dim = 128, .inner = D, .mlp_hidden = 4 * D, .joint_dim = CQ_BENCH_QIMAGE_CTX,
-                              .axes = {16, 56, 56}};
+void cq_bench_qimage_config(cq_qimage_config *c, int heads, int layers) {
+    const int D = heads * 128;
+    *c = (cq_qimage_config){.patch = 2, .in_channels = 4 * CQ_BENCH_QIMAGE_Z, .out_channels = CQ_BENCH_QIMAGE_Z,
+                            .out_dim = 4 * CQ_BENCH_QIMAGE_Z, .num_layers = layers, .n_heads = heads, .head_dim = 128,
+                            .inner = D, .mlp_hidden = 4 * D, .joint_dim = CQ_BENCH_QIMAGE_CTX, .axes = {16, 56, 56}};
 }
 
-cq_status cq_bench_qimage_dit_weights(cq_bench_pack *p, cq_dtype q, int layers) {
-    const cq_qimage_config c = qimage_dit_config(layers);
+cq_status cq_bench_qimage_weights(cq_bench_pack *p, cq_dtype q, const cq_qimage_config *c) {
     cq_tt_list t = {0};
-    return pack_listed(p, cq_qimage_tensors(&c, "dit.", &t), &t, q);
+    return pack_listed(p, cq_qimage_tensors(c, "dit.", &t), &t, q);
 }
 
-int cq_bench_qimage_dit_config(char *buf, size_t len, int layers) {
-    const cq_qimage_config c = qimage_dit_config(layers);
+int cq_bench_qimage_config_json(char *buf, size_t len, const cq_qimage_config *c) {
     int k = snprintf(buf, len,
                      "{\"_class_name\": \"QwenImageTransformer2DModel\", \"patch_size\": %d, \"in_channels\": %d, "
                      "\"out_channels\": %d, \"num_layers\": %d, \"attention_head_dim\": %d, "
                      "\"num_attention_heads\": %d, \"joint_attention_dim\": %d, \"pooled_projection_dim\": 768, "
                      "\"guidance_embeds\": false, \"axes_dims_rope\": [%d, %d, %d]}",
-                     c.patch, c.in_channels, c.out_channels, c.num_layers, c.head_dim, c.n_heads, c.joint_dim,
-                     c.axes[0], c.axes[1], c.axes[2]);
+                     c->patch, c->in_channels, c->out_channels, c->num_layers, c->head_dim, c->n_heads, c->joint_dim,
+                     c->axes[0], c->axes[1], c->axes[2]);
+    return k < 0 || (size_t)k >= len ? -1 : k;
+}
+
+cq_status cq_bench_qimage_dit_weights(cq_bench_pack *p, cq_dtype q, int layers) {
+    cq_qimage_config c;
+    cq_bench_qimage_config(&c, CQ_BENCH_QIMAGE_HEADS, layers);
+    return cq_bench_qimage_weights(p, q, &c);
+}
+
+int cq_bench_qimage_dit_config(char *buf, size_t len, int layers) {
+    cq_qimage_config c;
+    cq_bench_qimage_config(&c, CQ_BENCH_QIMAGE_HEADS, layers);
+    return cq_bench_qimage_config_json(buf, len, &c);
+}
+
+/* ---- the released Qwen2.5-VL-7B vision tower ------------------------------------------------------- */
+void cq_bench_vision_config(cq_qwen25vl_vision_config *c, int depth) {
+    memset(c, 0, sizeof *c);
+    c->depth = depth;
+    c->hidden = CQ_BENCH_VISION_HIDDEN;
+    c->intermediate = CQ_BENCH_VISION_MLP;
+    c->n_heads = CQ_BENCH_VISION_HEADS;
+    c->head_dim = CQ_BENCH_VISION_HIDDEN / CQ_BENCH_VISION_HEADS;
+    c->out_hidden = CQ_BENCH_QIMAGE_CTX;
+    c->patch = 14;
+    c->temporal_patch = 2;
+    c->merge = 2;
+    c->in_channels = 3;
+    c->window = 112;
+    c->window_units = 112 / 2 / 14;
+    for (int b = 7; b < depth; b += 8) c->full[c->n_full++] = b; /* 7, 15, 23, 31 */
+    c->eps = 1e-6f;
+    c->rope_theta = 10000.0;
+}
+
+cq_status cq_bench_vision_weights(cq_bench_pack *p, cq_dtype q, const cq_qwen25vl_vision_config *c) {
+    cq_tt_list t = {0};
+    return pack_listed(p, cq_qwen25vl_vision_tensors(c, "te.", "model.visual.", &t), &t, q);
+}
+
+int cq_bench_vision_config_json(char *buf, size_t len, const cq_qwen25vl_vision_config *c) {
+    int k = snprintf(buf, len,
+                     "{\"model_type\": \"qwen2_5_vl\", \"vision_config\": {\"model_type\": \"qwen2_5_vl\", "
+                     "\"depth\": %d, \"hidden_size\": %d, \"intermediate_size\": %d, \"num_heads\": %d, "
+                     "\"out_hidden_size\": %d, \"patch_size\": %d, \"temporal_patch_size\": %d, "
+                     "\"spatial_merge_size\": %d, \"in_channels\": %d, \"window_size\": %d, \"hidden_act\": \"silu\", "
+                     "\"fullatt_block_indexes\": [",
+                     c->depth, c->hidden, c->intermediate, c->n_heads, c->out_hidden, c->patch, c->temporal_patch,
+                     c->merge, c->in_channels, c->window);
+    for (int i = 0; k > 0 && (size_t)k < len && i < c->n_full; i++)
+        k += snprintf(buf + k, len - (size_t)k, "%s%d", i ? ", " : "", c->full[i]);
+    if (k > 0 && (size_t)k < len) k += snprintf(buf + k, len - (size_t)k, "], \"tokens_per_second\": 2}}");
     return k < 0 || (size_t)k >= len ? -1 : k;
 }
 
@@ -626,8 +675,8 @@ int cq_bench_model_opt(const char *cmd, int argc, char **argv, int *i, cq_bench_
     const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
     long n;
     if (strcmp(a, "--size") == 0) {
-        if (!cq_cli_parse_int(cmd, a, v, 1, 1 << 16, &n)) return 2;
-        if (n != 256 && n != 512 && n != 1024 && n != 2048)
+        if (!cq_cli_parse_int(cmd, a, v, o->any_size ? 28 : 1, o->any_size ? 4096 : 1 << 16, &n)) return 2;
+        if (!o->any_size && n != 256 && n != 512 && n != 1024 && n != 2048)
             return cq_cli_usage_error(cmd, "--size must be 256, 512, 1024 or 2048");
         o->size = (int)n;
     } else if (strcmp(a, "--threads") == 0) {

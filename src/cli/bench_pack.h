@@ -89,6 +89,25 @@ int cq_bench_zimage_config_json(char *buf, size_t len, const struct cq_zimage_co
  * (dit.config_json; the length, or -1 when buf is too small). */
 cq_status cq_bench_qimage_dit_weights(cq_bench_pack *p, cq_dtype quant, int layers);
 int cq_bench_qimage_dit_config(char *buf, size_t len, int layers);
+/* The same for `heads` of the 24 heads (inner 128 heads, MLP 4 x inner; the text rows stay 3584 wide). */
+struct cq_qimage_config;
+void cq_bench_qimage_config(struct cq_qimage_config *c, int heads, int layers);
+cq_status cq_bench_qimage_weights(cq_bench_pack *p, cq_dtype quant, const struct cq_qimage_config *c);
+int cq_bench_qimage_config_json(char *buf, size_t len, const struct cq_qimage_config *c);
+
+/* ---- the released Qwen2.5-VL-7B vision tower (Qwen-Image's text encoder's `visual`) ---------- */
+#define CQ_BENCH_VISION_DEPTH 32
+#define CQ_BENCH_VISION_HIDDEN 1280
+#define CQ_BENCH_VISION_HEADS 16  /* x 80 */
+#define CQ_BENCH_VISION_MLP 3420
+struct cq_qwen25vl_vision_config;
+/* The released config with the first `depth` of its 32 blocks (full attention in 7, 15, 23, 31 where built;
+ * patch 14, merge 2, temporal patch 2, window 112 px, out 3584). */
+void cq_bench_vision_config(struct cq_qwen25vl_vision_config *c, int depth);
+/* Its weights under "te.model.visual." (matrices in `quant`, the patch kernel f16) and its config JSON
+ * (te.config_json: the Qwen2.5-VL config's vision_config; the length, or -1 when buf is too small). */
+cq_status cq_bench_vision_weights(cq_bench_pack *p, cq_dtype quant, const struct cq_qwen25vl_vision_config *c);
+int cq_bench_vision_config_json(char *buf, size_t len, const struct cq_qwen25vl_vision_config *c);
 
 /* ---- the released Qwen-Image-2.1 VAE (AutoencoderKLQwenImage21) ------------------------- */
 #define CQ_BENCH_VAE_BASE 96      /* base_dim (encoder) */
@@ -171,6 +190,7 @@ void cq_bench_print_op_classes(const cq_backend_stats *st, int runs, const char 
 /* ---- the options the model benchmarks share ------------------------------------------- */
 typedef struct cq_bench_model_opts {
     int size;            /* --size: image side in pixels, 256, 512, 1024 or 2048 */
+    bool any_size;       /* set by the caller: --size takes any side of 28 .. 4096 pixels (a picture to encode) */
     int threads;         /* --threads N (0: CORTIQ_THREADS or all cores) */
     const char *backend; /* --backend cpu, cuda or cuda:N */
     bool no_verify;      /* --no-verify: load without checking each tensor's hash */
@@ -194,5 +214,62 @@ int cq_bench_model_args(const char *cmd, int argc, char **argv, cq_bench_model_o
 /* --quant's value v into *out: q8_2f or q4tp, and bf16 where with_bf16; 1 with *i advanced past it, or the
  * usage error printed and 2. */
 int cq_bench_quant_arg(const char *cmd, const char *v, bool with_bf16, int *i, cq_dtype *out);
+
+/* ---- the run the component benchmarks share (zimage, qwen_image, vision) ------------------- */
+/* The fields of a pack header's "arch" object that the format requires. */
+typedef struct cq_bench_arch {
+    const char *name; /* arch_name */
+    int hidden, intermediate, layers, heads, kv_heads, head_dim;
+    const char *eps;  /* rms_norm_eps, as JSON ("1e-06") */
+} cq_bench_arch;
+/* One component's pack: its weights, one config blob (a JSON text), written to the temporary file and mapped
+ * (cq_bench_pack_map) with the model options' --no-verify and --threads. */
+typedef struct cq_bench_component {
+    const char *tag;                 /* the temporary file's tag */
+    const char *tool;                /* provenance: "cortiq bench zimage" */
+    cq_bench_arch arch;
+    cq_dtype quant;                  /* the matrices' codec (the header's quant_type) */
+    const cq_bench_pack *weights;
+    const char *blob_name, *blob;    /* "dit.config_json" and its text */
+} cq_bench_component;
+
+/* A component benchmark's backend and mapped pack. */
+typedef struct cq_bench_model {
+    const char *cmd;  /* "bench zimage", for messages */
+    bool gpu;         /* a device backend (CUDA, Vulkan): device memory and ms in the report */
+    int threads;      /* the CPU's worker threads (the CPU share's divisor) */
+    cq_backend *be;
+    cq_cmf *cmf;
+} cq_bench_model;
+
+/* Open the backend of m (before any weight is written, so a machine without the device fails at once), write
+ * and map c's pack and print the weights line. `listed` is the status of making c's weights and blob: an error
+ * there is reported and nothing is opened. Returns 0 or the exit code (the message printed; nothing left
+ * open). */
+int cq_bench_model_open(cq_bench_model *bm, const char *cmd, const cq_bench_model_opts *m,
+                        const cq_bench_component *c, cq_status listed);
+/* The line after the model's load: the backend, its threads on the CPU, the load's seconds. */
+void cq_bench_model_loaded(const cq_bench_model *bm, double load_s);
+void cq_bench_model_close(cq_bench_model *bm);
+
+/* One call of a timed operation; i counts the calls from 0, warm-ups included. */
+typedef cq_status (*cq_bench_call_fn)(void *ctx, int i);
+/* warm untimed calls, then n timed ones (n <= 100): the medians of their wall and process CPU seconds. With
+ * be and after_warm, the backend's statistics are read (and reset: op times of the timed calls only) once
+ * the warm-ups are done. */
+cq_status cq_bench_repeat(cq_bench_call_fn fn, void *ctx, int warm, int n, cq_backend *be,
+                          cq_backend_stats *after_warm, double *wall, double *cpu);
+
+/* The report's table: a header, then one row per timed operation (ms, GFLOP and TFLOP/s on a GPU; wall s,
+ * GFLOP, GFLOP/s, CPU s and the CPU share on the CPU; "-" for work not counted in FLOPs, flops 0); `width` is
+ * the label column's. */
+void cq_bench_table_head(const cq_bench_model *bm, int width);
+void cq_bench_table_row(const cq_bench_model *bm, int width, const char *label, double wall, double cpu,
+                        double flops);
+/* The closing lines: the device memory (peak of st0 and st, the weights, the device's use) and the per-op
+ * times where the backend timed them, or the peak resident memory and what the CPU share means; `runs` timed
+ * runs of what `per` names after `warm` warm-ups. */
+void cq_bench_memory_lines(const cq_bench_model *bm, const cq_backend_stats *st0, const cq_backend_stats *st,
+                           int runs, int warm, const char *per);
 
 #endif /* CQ_CLI_BENCH_PACK_H */

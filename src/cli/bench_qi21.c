@@ -27,7 +27,6 @@
 
 #include "cli/bench_pack.h"
 #include "cli/cli.h"
-#include "cli/env.h"
 #include "codec/codec.h"
 #include "models/qi21.h"
 #include "ops/ops.h"
@@ -100,29 +99,21 @@ static int parse(int argc, char **argv, bench_opts *o, bool *done) {
 }
 
 /* ---- the random model ---------------------------------------------------------------------- */
-/* Write the random model to a temporary file and map it (the file is gone when this returns). */
-static cq_status map_model(const bench_opts *o, cq_cmf **cmf, uint64_t *bytes) {
+/* The backend, then the random model written to a temporary file and mapped (the file is gone when this
+ * returns). */
+static int open_model(const bench_opts *o, cq_bench_model *bm) {
     cq_bench_pack pk = {0};
-    char cfg[512], hdr[8192];
+    char cfg[512];
     cq_status s = cq_bench_dit_weights(&pk, o->quant, o->layers);
     if (s == CQ_OK && cq_bench_dit_config(cfg, sizeof cfg, o->layers) < 0) s = CQ_ERR_INTERNAL;
-    int h = snprintf(hdr, sizeof hdr,
-                     "{\"format\":\"cmf\",\"version\":2,\"arch\":{\"arch_name\":\"qwen_image21\",\"hidden_size\":%d,"
-                     "\"intermediate_size\":%d,\"num_layers\":%d,\"num_attention_heads\":%d,\"num_kv_heads\":%d,"
-                     "\"head_dim\":%d,\"vocab_size\":0,\"max_position_embeddings\":0,\"rms_norm_eps\":1e-06,"
-                     "\"layer_types\":[",
-                     B_HEADS * B_HEAD_DIM, B_HEADS * B_HEAD_DIM * B_RATIO, o->layers, B_HEADS, B_HEADS, B_HEAD_DIM);
-    for (int l = 0; l < o->layers; l++) h += snprintf(hdr + h, sizeof hdr - (size_t)h, "%s\"FullAttention\"", l ? "," : "");
-    snprintf(hdr + h, sizeof hdr - (size_t)h, "]},\"quant_type\":\"%s\",\"provenance\":{\"tool\":\"cortiq bench qi21\"}}",
-             o->quant == CQ_DTYPE_Q8_2F ? "Q8_2F" : o->quant == CQ_DTYPE_BF16 ? "BF16" : "Q4_BLOCK");
-    *bytes = cq_bench_pack_bytes(&pk);
-    cq_bench_blob blob = {"dit.config_json", cfg, strlen(cfg)};
-    cq_bench_file f = {.tag = "qi21", .header = hdr, .blobs = &blob, .n_blobs = 1, .weights = &pk,
-                       .no_verify = o->m.no_verify, .threads = o->m.threads};
-    uint64_t file_bytes;
-    if (s == CQ_OK) s = cq_bench_pack_map(&f, cmf, &file_bytes);
+    const cq_bench_component comp = {
+        .tag = "qi21", .tool = "cortiq bench qi21", .quant = o->quant, .weights = &pk,
+        .blob_name = "dit.config_json", .blob = cfg,
+        .arch = {"qwen_image21", B_HEADS * B_HEAD_DIM, B_HEADS * B_HEAD_DIM * B_RATIO, o->layers, B_HEADS, B_HEADS,
+                 B_HEAD_DIM, "1e-06"}};
+    int rc = cq_bench_model_open(bm, "bench qi21", &o->m, &comp, s);
     cq_bench_pack_free(&pk);
-    return s;
+    return rc;
 }
 
 /* ---- FLOPs, as the model computes them ------------------------------------------------ */
@@ -146,8 +137,9 @@ static double flops_prefill(double P, int layers) {
 
 /* ---- the run ---------------------------------------------------------------------------- */
 typedef struct bench_run {
-    cq_cmf *cmf;
-    cq_backend *be;
+    cq_bench_model bm;
+    cq_cmf *cmf;     /* bm's */
+    cq_backend *be;  /* bm's */
     cq_qi21 *m;
     float *ctx, *target, *vel;
     double *times, *cpu;
@@ -160,8 +152,7 @@ static void run_free(bench_run *r) {
     cq_free(r->times);
     cq_free(r->cpu);
     cq_qi21_free(r->m);
-    cq_backend_free(r->be);
-    cq_cmf_close(r->cmf);
+    cq_bench_model_close(&r->bm);
 }
 
 /* Median seconds of one [T, D] x [M, D]^T matmul (the MLP gate's shape) in the bench's codec. */
@@ -201,19 +192,12 @@ int cq_bench_qi21(int argc, char **argv) {
     fflush(stdout);
     /* the backend first: a missing GPU fails before gigabytes of weights are written */
     bench_run r = {0};
-    cq_status s = cq_env_backend_create(o.m.backend, o.m.threads, &r.be);
-    if (s != CQ_OK) return cq_cli_fail("bench qi21", s, "creating the backend");
-    uint64_t wbytes;
+    if ((rc = open_model(&o, &r.bm)) != 0) return rc;
+    r.be = r.bm.be;
+    r.cmf = r.bm.cmf;
+    cq_status s = CQ_OK;
     double t0 = cq_now();
-    s = map_model(&o, &r.cmf, &wbytes);
-    double t_write = cq_now() - t0;
-    if (s != CQ_OK) {
-        cq_backend_free(r.be);
-        return cq_cli_fail("bench qi21", s, "writing the temporary model");
-    }
     char b1[32];
-    printf("weights %s written and verified in %.1f s (temporary file, already removed)\n",
-           cq_fmt_bytes(wbytes, b1, sizeof b1), t_write);
 
     const char *what = "allocating";
     const size_t D = B_HEADS * B_HEAD_DIM;

@@ -12,6 +12,8 @@
 #include "cli/bench.h"
 #include "cli/bench_pack.h"
 #include "cli/cli.h"
+#include "cli/env.h"
+#include "format/cmf.h"
 
 const char *cq_bench_common_help(void) {
     return "  --quick          the small size set (a few seconds on a small machine)\n"
@@ -172,4 +174,138 @@ int cq_bench_quant_arg(const char *cmd, const char *v, bool with_bf16, int *i, c
     *out = (cq_dtype)d;
     (*i)++;
     return 1;
+}
+
+/* ---- the run the component benchmarks share --------------------------------------------------- */
+static const char *quant_type(cq_dtype q) {
+    return q == CQ_DTYPE_Q8_2F ? "Q8_2F" : q == CQ_DTYPE_BF16 ? "BF16" : "Q4_BLOCK";
+}
+
+/* The pack header: the arch fields the format requires, every layer FullAttention, the codec, the tool. */
+static cq_status component_header(const cq_bench_component *c, char **out) {
+    const cq_bench_arch *a = &c->arch;
+    const size_t len = 1024 + 20 * (size_t)a->layers;
+    char *h = cq_malloc(len);
+    if (!h) return CQ_ERR_NOMEM;
+    int k = snprintf(h, len,
+                     "{\"format\":\"cmf\",\"version\":2,\"arch\":{\"arch_name\":\"%s\",\"hidden_size\":%d,"
+                     "\"intermediate_size\":%d,\"num_layers\":%d,\"num_attention_heads\":%d,\"num_kv_heads\":%d,"
+                     "\"head_dim\":%d,\"vocab_size\":0,\"max_position_embeddings\":0,\"rms_norm_eps\":%s,"
+                     "\"layer_types\":[",
+                     a->name, a->hidden, a->intermediate, a->layers, a->heads, a->kv_heads, a->head_dim, a->eps);
+    for (int l = 0; k > 0 && (size_t)k < len && l < a->layers; l++)
+        k += snprintf(h + k, len - (size_t)k, "%s\"FullAttention\"", l ? "," : "");
+    if (k > 0 && (size_t)k < len)
+        k += snprintf(h + k, len - (size_t)k, "]},\"quant_type\":\"%s\",\"provenance\":{\"tool\":\"%s\"}}",
+                      quant_type(c->quant), c->tool);
+    if (k < 0 || (size_t)k >= len) {
+        cq_free(h);
+        return cq_fail(CQ_ERR_INTERNAL, "bench: the pack header does not fit");
+    }
+    *out = h;
+    return CQ_OK;
+}
+
+void cq_bench_model_close(cq_bench_model *bm) {
+    cq_backend_free(bm->be);
+    cq_cmf_close(bm->cmf);
+    bm->be = NULL;
+    bm->cmf = NULL;
+}
+
+int cq_bench_model_open(cq_bench_model *bm, const char *cmd, const cq_bench_model_opts *m,
+                        const cq_bench_component *c, cq_status listed) {
+    memset(bm, 0, sizeof *bm);
+    if (listed != CQ_OK) return cq_cli_fail(cmd, listed, "listing the weights");
+    bm->cmd = cmd;
+    bm->threads = m->threads > 0 ? m->threads : cq_default_threads();
+    cq_status s = cq_env_backend_create(m->backend, m->threads, &bm->be);
+    if (s != CQ_OK) return cq_cli_fail(cmd, s, "creating the backend");
+    bm->gpu = !cq_backend_is_host(bm->be);
+    char *hdr = NULL;
+    double t0 = cq_now();
+    s = component_header(c, &hdr);
+    if (s == CQ_OK) {
+        cq_bench_blob blob = {c->blob_name, c->blob, strlen(c->blob)};
+        cq_bench_file f = {.tag = c->tag, .header = hdr, .blobs = &blob, .n_blobs = 1, .weights = c->weights,
+                           .no_verify = m->no_verify, .threads = m->threads, .cold = m->cold};
+        uint64_t file_bytes;
+        s = cq_bench_pack_map(&f, &bm->cmf, &file_bytes);
+    }
+    cq_free(hdr);
+    if (s != CQ_OK) {
+        int rc = cq_cli_fail(cmd, s, "writing the temporary model");
+        cq_bench_model_close(bm);
+        return rc;
+    }
+    char b[32];
+    printf("weights %s written and verified in %.1f s (temporary file, already removed)\n",
+           cq_fmt_bytes(cq_bench_pack_bytes(c->weights), b, sizeof b), cq_now() - t0);
+    fflush(stdout);
+    return 0;
+}
+
+void cq_bench_model_loaded(const cq_bench_model *bm, double load_s) {
+    printf("backend %s", cq_backend_name(bm->be));
+    if (!bm->gpu) printf(", %d threads", bm->threads);
+    printf("; model loaded in %.2f s\n", load_s);
+    fflush(stdout);
+}
+
+cq_status cq_bench_repeat(cq_bench_call_fn fn, void *ctx, int warm, int n, cq_backend *be,
+                          cq_backend_stats *after_warm, double *wall, double *cpu) {
+    double tw[100], tc[100];
+    if (n < 1 || n > 100 || warm < 0) return cq_fail(CQ_ERR_INVALID_ARG, "bench: %d timed runs (1 .. 100)", n);
+    for (int i = 0; i < warm + n; i++) {
+        if (i == warm && be && after_warm) CQ_TRY(cq_backend_get_stats(be, after_warm, true));
+        double t0 = cq_now(), c0 = cq_bench_cpu_seconds();
+        CQ_TRY(fn(ctx, i));
+        if (i >= warm) tw[i - warm] = cq_now() - t0, tc[i - warm] = cq_bench_cpu_seconds() - c0;
+    }
+    *wall = cq_bench_median(tw, n);
+    *cpu = cq_bench_median(tc, n);
+    return CQ_OK;
+}
+
+void cq_bench_table_head(const cq_bench_model *bm, int width) {
+    if (bm->gpu) printf("%-*s %9s %10s %9s\n", width, "", "ms", "GFLOP", "TFLOP/s");
+    else printf("%-*s %9s %10s %9s %9s %10s\n", width, "", "wall s", "GFLOP", "GFLOP/s", "CPU s", "CPU share");
+}
+
+/* CPU time over wall time x threads, in percent */
+static double cpu_share(const cq_bench_model *bm, double wall, double cpu) {
+    return wall > 0 ? 100.0 * cpu / (wall * bm->threads) : 0.0;
+}
+
+void cq_bench_table_row(const cq_bench_model *bm, int width, const char *label, double wall, double cpu,
+                        double flops) {
+    if (flops <= 0) { /* work that is not counted in FLOPs (a picture's resize) */
+        if (bm->gpu) printf("%-*s %9.2f %10s %9s\n", width, label, 1e3 * wall, "-", "-");
+        else printf("%-*s %9.3f %10s %9s %9.2f %9.0f%%\n", width, label, wall, "-", "-", cpu, cpu_share(bm, wall, cpu));
+        return;
+    }
+    if (bm->gpu)
+        printf("%-*s %9.2f %10.1f %9.1f\n", width, label, 1e3 * wall, flops * 1e-9, flops * 1e-12 / wall);
+    else
+        printf("%-*s %9.3f %10.1f %9.1f %9.2f %9.0f%%\n", width, label, wall, flops * 1e-9, flops * 1e-9 / wall, cpu,
+               cpu_share(bm, wall, cpu));
+}
+
+void cq_bench_memory_lines(const cq_bench_model *bm, const cq_backend_stats *st0, const cq_backend_stats *st,
+                           int runs, int warm, const char *per) {
+    char b1[32], b2[32], b3[32], b4[32];
+    if (bm->gpu) {
+        printf("device memory: peak %s in use by the backend (weights %s), %s of %s used on the device; median of %d "
+               "%ss after %d warm-up\n",
+               cq_fmt_bytes(CQ_MAX(st->mem_peak, st0->mem_peak), b1, sizeof b1),
+               cq_fmt_bytes(st->weight_bytes, b2, sizeof b2),
+               cq_fmt_bytes(st->device_total - st->device_free, b3, sizeof b3),
+               cq_fmt_bytes(st->device_total, b4, sizeof b4), runs, per, warm);
+        if (st->timed) cq_bench_print_op_classes(st, runs, per);
+    } else {
+        printf("peak resident memory %.2f GiB (mapped weights included); median of %d %ss after %d warm-up\n",
+               (double)cq_bench_peak_rss() / (1024.0 * 1024.0 * 1024.0), runs, per, warm);
+        printf("CPU share = CPU time / (wall time x %d threads): below ~90%% the machine was busy with other work\n",
+               bm->threads);
+    }
 }

@@ -29,7 +29,6 @@
 
 #include "cli/bench_pack.h"
 #include "cli/cli.h"
-#include "cli/env.h"
 #include "codec/codec.h"
 #include "models/zimage.h"
 #include "ops/ops.h"
@@ -96,28 +95,18 @@ static int parse(int argc, char **argv, bench_opts *o, bool *done) {
 }
 
 /* ---- the random model -------------------------------------------------------------------------- */
-static cq_status map_model(const bench_opts *o, const cq_zimage_config *c, cq_cmf **cmf, uint64_t *bytes) {
+static int open_model(const bench_opts *o, const cq_zimage_config *c, cq_bench_model *bm) {
     cq_bench_pack pk = {0};
-    char cfg[1024], hdr[4096];
+    char cfg[1024];
     cq_status s = cq_bench_zimage_weights(&pk, o->quant, c);
     if (s == CQ_OK && cq_bench_zimage_config_json(cfg, sizeof cfg, c) < 0) s = CQ_ERR_INTERNAL;
-    int h = snprintf(hdr, sizeof hdr,
-                     "{\"format\":\"cmf\",\"version\":2,\"arch\":{\"arch_name\":\"z_image\",\"hidden_size\":%d,"
-                     "\"intermediate_size\":%d,\"num_layers\":%d,\"num_attention_heads\":%d,\"num_kv_heads\":%d,"
-                     "\"head_dim\":%d,\"vocab_size\":0,\"max_position_embeddings\":0,\"rms_norm_eps\":1e-05,"
-                     "\"layer_types\":[",
-                     c->dim, c->ffn_hidden, c->n_layers, c->n_heads, c->n_heads, c->head_dim);
-    for (int l = 0; l < c->n_layers; l++) h += snprintf(hdr + h, sizeof hdr - (size_t)h, "%s\"FullAttention\"", l ? "," : "");
-    snprintf(hdr + h, sizeof hdr - (size_t)h, "]},\"quant_type\":\"%s\",\"provenance\":{\"tool\":\"cortiq bench zimage\"}}",
-             o->quant == CQ_DTYPE_Q8_2F ? "Q8_2F" : o->quant == CQ_DTYPE_BF16 ? "BF16" : "Q4_BLOCK");
-    *bytes = cq_bench_pack_bytes(&pk);
-    cq_bench_blob blob = {"dit.config_json", cfg, strlen(cfg)};
-    cq_bench_file f = {.tag = "zimage", .header = hdr, .blobs = &blob, .n_blobs = 1, .weights = &pk,
-                       .no_verify = o->m.no_verify, .threads = o->m.threads};
-    uint64_t file_bytes;
-    if (s == CQ_OK) s = cq_bench_pack_map(&f, cmf, &file_bytes);
+    const cq_bench_component comp = {
+        .tag = "zimage", .tool = "cortiq bench zimage", .quant = o->quant, .weights = &pk,
+        .blob_name = "dit.config_json", .blob = cfg,
+        .arch = {"z_image", c->dim, c->ffn_hidden, c->n_layers, c->n_heads, c->n_heads, c->head_dim, "1e-05"}};
+    int rc = cq_bench_model_open(bm, "bench zimage", &o->m, &comp, s);
     cq_bench_pack_free(&pk);
-    return s;
+    return rc;
 }
 
 /* ---- FLOPs, as the model computes them ------------------------------------------------------------- */
@@ -142,32 +131,32 @@ static double flops_prepare(const cq_zimage_config *c, const cq_zimage_layout *l
 
 /* ---- the run -------------------------------------------------------------------------------------- */
 typedef struct bench_run {
-    cq_cmf *cmf;
-    cq_backend *be;
+    bench_opts *o;
     cq_zimage *m;
     cq_zimage_cond *c;
     float *cap, *x, *out;
-    double *times, *cpu;
+    int lat, n_calls;
 } bench_run;
 
 static void run_free(bench_run *r) {
     cq_free(r->cap);
     cq_free(r->x);
     cq_free(r->out);
-    cq_free(r->times);
-    cq_free(r->cpu);
     cq_zimage_cond_free(r->c);
     cq_zimage_free(r->m);
-    cq_backend_free(r->be);
-    cq_cmf_close(r->cmf);
 }
 
-static void print_row(bool gpu, const char *label, double t, double c, double flops, int threads) {
-    if (gpu)
-        printf("%-36s %9.2f %10.1f %9.1f\n", label, 1e3 * t, flops * 1e-9, flops * 1e-12 / t);
-    else
-        printf("%-36s %9.3f %10.1f %9.1f %9.2f %9.0f%%\n", label, t, flops * 1e-9, flops * 1e-9 / t, c,
-               100.0 * c / (t * threads));
+static cq_status prepare_call(void *ctx, int i) {
+    (void)i;
+    bench_run *r = ctx;
+    cq_zimage_cond_free(r->c);
+    r->c = NULL;
+    return cq_zimage_prepare(r->m, r->cap, r->o->caption, r->lat, r->lat, &r->c);
+}
+
+static cq_status step_call(void *ctx, int i) {
+    bench_run *r = ctx;
+    return cq_zimage_step(r->m, r->c, r->x, 1.0f - (float)i / (float)r->n_calls, r->out);
 }
 
 int cq_bench_zimage(int argc, char **argv) {
@@ -191,77 +180,48 @@ int cq_bench_zimage(int argc, char **argv) {
            o.layers == 1 ? "" : "s", o.layers < CQ_BENCH_ZI_LAYERS ? " of 30 built" : "", cfg.n_refiner_layers, cfg.n_refiner_layers,
            cfg.ffn_hidden, cq_dtype_name(o.quant));
     fflush(stdout);
-    bench_run r = {0};
-    cq_status s = cq_env_backend_create(o.m.backend, o.m.threads, &r.be);
-    if (s != CQ_OK) return cq_cli_fail("bench zimage", s, "creating the backend");
-    uint64_t wbytes;
-    double t0 = cq_now();
-    s = map_model(&o, &cfg, &r.cmf, &wbytes);
-    double t_write = cq_now() - t0;
-    if (s != CQ_OK) {
-        cq_backend_free(r.be);
-        return cq_cli_fail("bench zimage", s, "writing the temporary model");
-    }
-    char b1[32];
-    printf("weights %s written and verified in %.1f s (temporary file, already removed)\n",
-           cq_fmt_bytes(wbytes, b1, sizeof b1), t_write);
+    cq_bench_model bm;
+    if ((rc = open_model(&o, &cfg, &bm)) != 0) return rc;
 
     const char *what = "allocating";
     const size_t ncap = (size_t)o.caption * cfg.cap_feat_dim, nx = (size_t)lay.n_img * cfg.patch_channels;
+    const int warm = cq_backend_can_record(bm.be) ? 2 : 1;
+    bench_run r = {.o = &o, .lat = lat, .n_calls = warm + o.steps};
     r.cap = cq_mallocn(ncap, sizeof(float));
     r.x = cq_mallocn(nx, sizeof(float));
     r.out = cq_mallocn(nx, sizeof(float));
-    r.times = cq_mallocn((size_t)o.steps + 1, sizeof(double));
-    r.cpu = cq_mallocn((size_t)o.steps + 1, sizeof(double));
-    if (!r.cap || !r.x || !r.out || !r.times || !r.cpu) s = CQ_ERR_NOMEM;
+    cq_status s = r.cap && r.x && r.out ? CQ_OK : CQ_ERR_NOMEM;
+    double t0 = cq_now();
     if (s == CQ_OK) {
         what = "loading the model";
-        t0 = cq_now();
-        s = cq_zimage_load(r.cmf, "dit.", r.be, &r.m);
-        if (s == CQ_OK) s = cq_backend_sync(r.be);
+        s = cq_zimage_load(bm.cmf, "dit.", bm.be, &r.m);
+        if (s == CQ_OK) s = cq_backend_sync(bm.be);
     }
     double t_load = cq_now() - t0;
     uint64_t rng = 12345;
     for (size_t i = 0; s == CQ_OK && i < ncap; i++) r.cap[i] = 2.0f * cq_bench_rng_unit(&rng);
     for (size_t i = 0; s == CQ_OK && i < nx; i++) r.x[i] = 2.0f * cq_bench_rng_unit(&rng);
-    if (s == CQ_OK) {
-        printf("backend %s", cq_backend_name(r.be));
-        if (!o.gpu) printf(", %d threads", o.m.threads > 0 ? o.m.threads : cq_default_threads());
-        printf("; model loaded in %.2f s\n", t_load);
-        fflush(stdout);
-    }
+    if (s == CQ_OK) cq_bench_model_loaded(&bm, t_load);
     /* prepare: a warm-up (first touch of the mapped weights), then the timed runs */
-    for (int i = 0; s == CQ_OK && i <= o.steps; i++) {
+    double t_prep = 0, c_prep = 0, t_step = 0, c_step = 0;
+    if (s == CQ_OK) {
         what = "prepare";
-        cq_zimage_cond_free(r.c);
-        r.c = NULL;
-        t0 = cq_now();
-        double c0 = cq_bench_cpu_seconds();
-        s = cq_zimage_prepare(r.m, r.cap, o.caption, lat, lat, &r.c);
-        if (i) r.times[i - 1] = cq_now() - t0, r.cpu[i - 1] = cq_bench_cpu_seconds() - c0;
+        s = cq_bench_repeat(prepare_call, &r, 1, o.steps, NULL, NULL, &t_prep, &c_prep);
     }
-    double t_prep = s == CQ_OK ? cq_bench_median(r.times, o.steps) : 0;
-    double c_prep = s == CQ_OK ? cq_bench_median(r.cpu, o.steps) : 0;
-    /* steps: the warm-up sizes nothing more (prepare did) but the first runs op by op and the second is
-     * recorded where the backend records; the timed ones replay */
+    /* steps: the first warm-up runs op by op and the second is recorded where the backend records; the timed
+     * ones replay (op times: timed steps only) */
     cq_backend_stats st, st0;
     memset(&st, 0, sizeof st);
     memset(&st0, 0, sizeof st0);
-    const int warm = cq_backend_can_record(r.be) ? 2 : 1;
-    for (int i = 0; s == CQ_OK && i < warm + o.steps; i++) {
+    if (s == CQ_OK) {
         what = "step";
-        t0 = cq_now();
-        double c0 = cq_bench_cpu_seconds();
-        s = cq_zimage_step(r.m, r.c, r.x, 1.0f - (float)i / (float)(warm + o.steps), r.out);
-        if (i >= warm) r.times[i - warm] = cq_now() - t0, r.cpu[i - warm] = cq_bench_cpu_seconds() - c0;
-        if (s == CQ_OK && i == warm - 1) s = cq_backend_get_stats(r.be, &st0, true); /* op times: timed steps only */
+        s = cq_bench_repeat(step_call, &r, warm, o.steps, bm.be, &st0, &t_step, &c_step);
     }
-    if (s == CQ_OK) s = cq_backend_get_stats(r.be, &st, false);
-    double t_step = s == CQ_OK ? cq_bench_median(r.times, o.steps) : 0;
-    double c_step = s == CQ_OK ? cq_bench_median(r.cpu, o.steps) : 0;
+    if (s == CQ_OK) s = cq_backend_get_stats(bm.be, &st, false);
     if (s != CQ_OK) {
         rc = cq_cli_fail("bench zimage", s, what);
         run_free(&r);
+        cq_bench_model_close(&bm);
         return rc;
     }
     for (size_t i = 0; i < nx; i++)
@@ -269,33 +229,19 @@ int cq_bench_zimage(int argc, char **argv) {
             fprintf(stderr, "cortiq bench zimage: warning: the output holds non-finite values\n");
             break;
         }
-    const int threads = o.m.threads > 0 ? o.m.threads : cq_default_threads();
     const double fs = flops_step(&cfg, &lay, o.layers), fp = flops_prepare(&cfg, &lay);
     char lp[64], ls[96];
     snprintf(lp, sizeof lp, "prepare (%d caption rows)", o.caption);
     snprintf(ls, sizeof ls, "step (%dx%d px, %d+%d rows)", o.m.size, o.m.size, lay.n_img_pad, lay.n_cap_pad);
-    if (o.gpu) printf("%-36s %9s %10s %9s\n", "", "ms", "GFLOP", "TFLOP/s");
-    else printf("%-36s %9s %10s %9s %9s %10s\n", "", "wall s", "GFLOP", "GFLOP/s", "CPU s", "CPU share");
-    print_row(o.gpu, lp, t_prep, c_prep, fp, threads);
-    print_row(o.gpu, ls, t_step, c_step, fs, threads);
+    cq_bench_table_head(&bm, 36);
+    cq_bench_table_row(&bm, 36, lp, t_prep, c_prep, fp);
+    cq_bench_table_row(&bm, 36, ls, t_step, c_step, fs);
     if (o.layers < CQ_BENCH_ZI_LAYERS) {
         double k = flops_step(&cfg, &lay, CQ_BENCH_ZI_LAYERS) / fs;
         printf("scaled to 30 layers by FLOPs: step ~%.4f s (x%.2f)\n", t_step * k, k);
     }
-    if (o.gpu) {
-        char b2[32], b3[32], b4[32];
-        printf("device memory: peak %s in use by the backend (weights %s), %s of %s used on the device; median of %d "
-               "steps after %d warm-up\n",
-               cq_fmt_bytes(CQ_MAX(st.mem_peak, st0.mem_peak), b1, sizeof b1),
-               cq_fmt_bytes(st.weight_bytes, b2, sizeof b2), cq_fmt_bytes(st.device_total - st.device_free, b3, sizeof b3),
-               cq_fmt_bytes(st.device_total, b4, sizeof b4), o.steps, warm);
-        if (st.timed) cq_bench_print_op_classes(&st, o.steps, "step");
-    } else {
-        printf("peak resident memory %.2f GiB (mapped weights included); median of %d steps after %d warm-up\n",
-               (double)cq_bench_peak_rss() / (1024.0 * 1024.0 * 1024.0), o.steps, warm);
-        printf("CPU share = CPU time / (wall time x %d threads): below ~90%% the machine was busy with other work\n",
-               threads);
-    }
+    cq_bench_memory_lines(&bm, &st0, &st, o.steps, warm, "step");
     run_free(&r);
+    cq_bench_model_close(&bm);
     return 0;
 }

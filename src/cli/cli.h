@@ -26,6 +26,8 @@ int cq_bench_gemm(int argc, char **argv);
 int cq_bench_attention(int argc, char **argv);
 int cq_bench_qi21(int argc, char **argv);
 int cq_bench_zimage(int argc, char **argv);
+int cq_bench_qimage(int argc, char **argv);
+int cq_bench_vision(int argc, char **argv);
 int cq_bench_imagine(int argc, char **argv);
 int cq_bench_vae(int argc, char **argv);
 int cq_bench_tokenizer(int argc, char **argv);
