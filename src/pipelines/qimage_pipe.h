@@ -34,13 +34,28 @@
 #define CQ_QIMAGE_DROP_ROWS 34     /* the template's system turn, prompt_template_encode_start_idx */
 #define CQ_QIMAGE_MAX_ROWS 512     /* the pipeline's max_sequence_length */
 #define CQ_QIMAGE_MAX_TOKENS (1024 + CQ_QIMAGE_DROP_ROWS) /* the tokenizer's max_length */
+#define CQ_QIMAGE_EDIT_DROP_ROWS 64 /* the edit template's system turn and more, prompt_template_encode_start_idx */
+/* input pictures of one edit: the denoiser's layouts hold the target and 15 more */
+#define CQ_QIMAGE_EDIT_MAX_IMAGES 8
+/* the text encoder's tokens of an edit request (template, expanded pads, prompt): a bound on the work */
+#define CQ_QIMAGE_EDIT_MAX_TOKENS 32768
+
+/* Which pipeline a pack is, from its arch_name. */
+typedef enum cq_qimage_kind {
+    CQ_QIMAGE_T2I = 0,   /* qwen_image */
+    CQ_QIMAGE_EDIT,      /* qwen_image_edit */
+    CQ_QIMAGE_EDIT_PLUS, /* qwen_image_edit_plus (2509, 2511) */
+} cq_qimage_kind;
 
 typedef struct cq_qimage_pipe cq_qimage_pipe;
 
 typedef struct cq_qimage_gen_opts {
     const char *prompt;
     const char *negative;     /* NULL: none (no guidance); " " is the usual empty negative */
-    int width, height;        /* multiples of 16 */
+    int width, height;        /* multiples of 16; editing: 0 = from the last input picture */
+    const char *const *images; /* editing: the input pictures' files (PNG or JPEG), n_images of them */
+    int n_images;
+    double vae_area, vl_area; /* editing: the pictures' areas, 0: the pipelines' 1024^2 and 384^2 */
     int steps;                /* 2..1000 (the reference's one-step schedule is not finite) */
     uint64_t seed;
     double guidance;          /* true_cfg_scale: guided when > 1 and a negative prompt is given */
@@ -53,6 +68,7 @@ typedef struct cq_qimage_gen_opts {
  * would refuse, load_weights binds the parts under the backend's budget (residency.h). The cmf must outlive
  * the pipe. */
 cq_status cq_qimage_pipe_open(const cq_cmf *cmf, cq_qimage_pipe **out);
+cq_qimage_kind cq_qimage_pipe_kind(const cq_qimage_pipe *p);
 cq_status cq_qimage_pipe_check(cq_qimage_pipe *p, const cq_qimage_gen_opts *o);
 cq_status cq_qimage_pipe_load_weights(cq_qimage_pipe *p, cq_backend *be);
 cq_status cq_qimage_pipe_set_plan(cq_qimage_pipe *p, const cq_resid_plan *plan);
@@ -61,7 +77,8 @@ const cq_resid *cq_qimage_pipe_residency(const cq_qimage_pipe *p);
 const cq_resid_need *cq_qimage_pipe_need(const cq_qimage_pipe *p);
 void cq_qimage_pipe_free(cq_qimage_pipe *p);
 
-/* Tokens of a prompt with the template (*total, after the cut) and the rows the denoiser reads (*rows). */
+/* Tokens of a prompt with the template (*total, after the cut) and the rows the denoiser reads (*rows); text to
+ * image only (an edit's tokens depend on its pictures: cq_qimage_edit_inputs). */
 cq_status cq_qimage_pipe_prompt_tokens(cq_qimage_pipe *p, const char *prompt, int *total, int *rows);
 /* The rows the denoiser reads: [*n_rows][hidden] (cq_malloc'd). The weights must be loaded. */
 cq_status cq_qimage_pipe_encode_prompt(cq_qimage_pipe *p, const char *prompt, float **embeds, int *n_rows);
@@ -69,5 +86,45 @@ cq_status cq_qimage_pipe_encode_prompt(cq_qimage_pipe *p, const char *prompt, fl
 cq_status cq_qimage_pipe_schedule(cq_qimage_pipe *p, const cq_qimage_gen_opts *o, cq_flow_schedule *out);
 /* The planar RGB image in the decoder's range [-1, 1]. */
 cq_status cq_qimage_pipe_generate(cq_qimage_pipe *p, const cq_qimage_gen_opts *o, cq_image_result *res);
+
+/* ---- editing (qimage_edit.c) ---- */
+
+/* One picture as both routes receive it. */
+typedef struct cq_qimage_edit_picture {
+    int width, height;     /* the file's */
+    int vl_w, vl_h;        /* the picture the processor receives */
+    uint8_t *vl_rgb;       /* [vl_h][vl_w][3] */
+    int grid[3];           /* the processor's (t, h, w) in patches */
+    int64_t n_patches;
+    float *pixel_values;   /* [n_patches][patch_dim] */
+    int vae_w, vae_h;      /* the VAE picture */
+    float *vae;            /* [3][vae_h][vae_w] in [-1, 1] */
+} cq_qimage_edit_picture;
+
+/* An edit request's pictures and what follows from them without weights. */
+typedef struct cq_qimage_edit_inputs {
+    int n;
+    cq_qimage_edit_picture pic[CQ_QIMAGE_EDIT_MAX_IMAGES];
+    int width, height;      /* the output size: the request's, else the default */
+    int64_t n_patches;      /* all pictures' */
+    int n_pad_rows;         /* <|image_pad|> rows: n_patches / merge^2 */
+    int n_cond_tokens;      /* the pictures' denoiser tokens */
+} cq_qimage_edit_inputs;
+
+/* Read and prepare the request's pictures (each file's errors name it), the output size, and check the sizes
+ * against the denoiser. Needs an edit pipe; no weights. */
+cq_status cq_qimage_edit_inputs_make(cq_qimage_pipe *p, const cq_qimage_gen_opts *o, cq_qimage_edit_inputs *in);
+void cq_qimage_edit_inputs_free(cq_qimage_edit_inputs *in);
+/* The template's tokens of a prompt with these pictures (*ids cq_malloc'd, *n of them); refuses a prompt that
+ * holds a vision token. */
+cq_status cq_qimage_edit_tokens(cq_qimage_pipe *p, const cq_qimage_edit_inputs *in, const char *prompt,
+                                int32_t **ids, int *n);
+/* The vision tower's rows of the pictures, [in->n_pad_rows][hidden] (weights loaded). */
+cq_status cq_qimage_edit_vision(cq_qimage_pipe *p, const cq_qimage_edit_inputs *in, float **rows);
+/* The text rows the denoiser reads for a prompt, given the vision rows: [*n_rows][hidden]. */
+cq_status cq_qimage_edit_encode(cq_qimage_pipe *p, const cq_qimage_edit_inputs *in, const float *vision,
+                                const char *prompt, float **embeds, int *n_rows);
+/* The pictures' packed, normalised latents [in->n_cond_tokens][in_channels] (weights loaded). */
+cq_status cq_qimage_edit_cond_latents(cq_qimage_pipe *p, const cq_qimage_edit_inputs *in, float **tokens);
 
 #endif /* CQ_PIPELINES_QIMAGE_PIPE_H */
