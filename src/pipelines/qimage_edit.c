@@ -137,6 +137,7 @@ cq_status cq_qimage_edit_inputs_make(cq_qimage_pipe *p, const cq_qimage_gen_opts
                        max == 1 ? "" : "s", o->n_images,
                        max == 1 ? "; Edit-Plus packs (Edit-2509, Edit-2511) take several" : "");
     CQ_TRY(check_areas(o));
+    in->rope_3d = o->vl_rope_3d;
     for (int i = 0; i < o->n_images; i++) {
         if (!o->images[i]) {
             cq_qimage_edit_inputs_free(in);
@@ -255,6 +256,7 @@ static void grids_of(const cq_qimage_edit_inputs *in, int32_t (*grid)[3]) {
 
 cq_status cq_qimage_edit_vision(cq_qimage_pipe *p, const cq_qimage_edit_inputs *in, float **rows) {
     *rows = NULL;
+    if (p->be) CQ_TRY(cq_resid_ensure(&p->resid, CQ_PART_TEXT));
     if (!p->vis) return cq_fail(CQ_ERR_INVALID_ARG, EDIT_NAME ": the vision tower is not loaded");
     const size_t pd = (size_t)cq_qwen25vl_vision_patch_dim(&p->vcfg);
     float *pix = cq_mallocn((size_t)in->n_patches, pd * sizeof(float));
@@ -286,6 +288,7 @@ cq_status cq_qimage_edit_encode(cq_qimage_pipe *p, const cq_qimage_edit_inputs *
                                 const char *prompt, float **embeds, int *n_rows) {
     *embeds = NULL;
     *n_rows = 0;
+    if (p->be) CQ_TRY(cq_resid_ensure(&p->resid, CQ_PART_TEXT));
     if (!p->te) return cq_fail(CQ_ERR_INVALID_ARG, EDIT_NAME ": the text encoder is not loaded");
     int32_t *ids = NULL;
     int n = 0;
@@ -296,9 +299,14 @@ cq_status cq_qimage_edit_encode(cq_qimage_pipe *p, const cq_qimage_edit_inputs *
     int32_t *pos = cq_mallocn((size_t)n, 3 * sizeof(int32_t));
     float *all = cq_mallocn((size_t)n, (size_t)hidden * sizeof(float));
     cq_status s = pos && all ? CQ_OK : CQ_ERR_NOMEM;
-    if (s == CQ_OK)
+    /* The reference (transformers 5.17 called by diffusers without mm_token_type_ids) gives every row the plain
+     * position 0..n-1 on all three axes; Qwen2.5-VL's 3-D index (the pictures' rows on their grid) on request. */
+    if (s == CQ_OK && in->rope_3d)
         s = cq_qwen3_rope_index(ids, n, p->image_pad, p->vision_start, (const int32_t(*)[3])grid, in->n,
                                 p->vcfg.merge, pos, NULL);
+    else if (s == CQ_OK)
+        for (int a = 0; a < 3; a++)
+            for (int i = 0; i < n; i++) pos[(size_t)a * n + i] = i;
     if (s == CQ_OK) {
         const cq_qwen3_mm mm = {.positions = pos, .image_token = p->image_pad, .image_embeds = vision,
                                 .n_image_rows = in->n_pad_rows};
@@ -321,6 +329,7 @@ cq_status cq_qimage_edit_encode(cq_qimage_pipe *p, const cq_qimage_edit_inputs *
 /* ---- the VAE route ---- */
 cq_status cq_qimage_edit_cond_latents(cq_qimage_pipe *p, const cq_qimage_edit_inputs *in, float **tokens) {
     *tokens = NULL;
+    if (p->be) CQ_TRY(cq_resid_ensure(&p->resid, CQ_PART_CODEC));
     const cq_latent_codec *c = &p->codec;
     if (!c->self || !c->encode) return cq_fail(CQ_ERR_INVALID_ARG, EDIT_NAME ": the VAE encoder is not loaded");
     const int tc = 4 * c->channels;
@@ -531,6 +540,7 @@ cq_status cq_qimage_edit_generate(cq_qimage_pipe *p, const cq_qimage_gen_opts *o
             .seed = o->seed,
             .noise_dtype = CQ_TORCH_F32,
             .on_step = o->on_step,
+            .on_latents = o->on_latents,
             .on_phase = o->on_phase,
             .user = o->user,
             .stage = cq_resid_gen_stage,

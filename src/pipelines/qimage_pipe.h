@@ -19,6 +19,30 @@
  * family, the denoiser models/qimage.c, the VAE models/qi21_vae.c in its
  * Qwen-Image structure. Everything comes from one .cmf pack made by
  * `cortiq convert` of a diffusers QwenImagePipeline folder.
+ *
+ * Editing (qimage_edit.c), as QwenImageEditPipeline (arch qwen_image_edit)
+ * and QwenImageEditPlusPipeline (qwen_image_edit_plus: Edit-2509, and 2511
+ * whose denoiser has zero_cond_t) do it: each input picture takes two routes.
+ *   - Through the text encoder: the picture resized (PIL Lanczos) to its
+ *     calculate_dimensions size (Edit: the VAE area's, 1024^2; Edit-Plus: the
+ *     VL area's, 384^2), the Qwen2-VL processor (the pack's
+ *     processor.config_json), the Qwen2.5-VL vision tower; the edit template
+ *     (Edit: one <|vision_start|><|image_pad|>*n<|vision_end|> before the
+ *     prompt; Edit-Plus: "Picture i: " and the same per picture) with each
+ *     pad expanded to the picture's merged grid, the tower's rows in place of
+ *     the pads; the final norm's output less its first 64 rows (no cut at
+ *     512). Positions: the reference (diffusers 58eb52c0 on transformers
+ *     5.17, which computes Qwen2.5-VL's 3-D index only when given
+ *     mm_token_type_ids, and the pipelines do not pass them) runs every row
+ *     at 0..n-1 on all three axes, as measured on the golden data;
+ *     vl_rope_3d asks for the 3-D index instead (the pictures' rows on their
+ *     grid, as earlier transformers releases computed it).
+ *   - Through the VAE: the picture resized to the VAE area's size, encoded,
+ *     the posterior mean normalised and packed 2x2, placed after the target's
+ *     tokens; the denoiser sees [target | picture 1 | ...] with one grid per
+ *     picture (frame index i) and its output is cut to the target.
+ * The output size defaults to the VAE area's size of the last picture
+ * (Edit-Plus; Edit's only one), floored to multiples of 16.
  */
 #ifndef CQ_PIPELINES_QIMAGE_PIPE_H
 #define CQ_PIPELINES_QIMAGE_PIPE_H
@@ -56,10 +80,12 @@ typedef struct cq_qimage_gen_opts {
     const char *const *images; /* editing: the input pictures' files (PNG or JPEG), n_images of them */
     int n_images;
     double vae_area, vl_area; /* editing: the pictures' areas, 0: the pipelines' 1024^2 and 384^2 */
+    bool vl_rope_3d;          /* editing: Qwen2.5-VL's 3-D RoPE index for the text tower (see below) */
     int steps;                /* 2..1000 (the reference's one-step schedule is not finite) */
     uint64_t seed;
     double guidance;          /* true_cfg_scale: guided when > 1 and a negative prompt is given */
     cq_flow_step_fn on_step;
+    cq_flow_latents_fn on_latents; /* tests: the packed latents after each step (NULL: none) */
     cq_gen_phase_fn on_phase; /* NULL: none */
     void *user;               /* passed to on_step and on_phase */
 } cq_qimage_gen_opts;
@@ -109,6 +135,7 @@ typedef struct cq_qimage_edit_inputs {
     int64_t n_patches;      /* all pictures' */
     int n_pad_rows;         /* <|image_pad|> rows: n_patches / merge^2 */
     int n_cond_tokens;      /* the pictures' denoiser tokens */
+    bool rope_3d;           /* the request's vl_rope_3d */
 } cq_qimage_edit_inputs;
 
 /* Read and prepare the request's pictures (each file's errors name it), the output size, and check the sizes

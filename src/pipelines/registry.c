@@ -210,6 +210,7 @@ static const cq_image_arch k_zimage = {
 /* The edit archs' own options: the pictures' areas (the reference's are fixed; smaller ones serve small models). */
 typedef struct qimage_extra {
     double vae_area, vl_area;
+    bool rope_3d;
 } qimage_extra;
 
 static cq_qimage_gen_opts qimage_opts(const cq_image_req *o) {
@@ -217,7 +218,8 @@ static cq_qimage_gen_opts qimage_opts(const cq_image_req *o) {
     return (cq_qimage_gen_opts){.prompt = o->prompt, .negative = o->negative, .width = o->width, .height = o->height,
                                 .steps = o->steps, .seed = o->seed, .guidance = o->guidance, .on_step = o->on_step,
                                 .on_phase = o->on_phase, .user = o->user, .images = o->images,
-                                .n_images = o->n_images, .vae_area = x ? x->vae_area : 0, .vl_area = x ? x->vl_area : 0};
+                                .n_images = o->n_images, .vae_area = x ? x->vae_area : 0, .vl_area = x ? x->vl_area : 0,
+                                .vl_rope_3d = x ? x->rope_3d : false};
 }
 
 static int area_opt(double *dst, const char *opt, const char *val) {
@@ -234,6 +236,10 @@ static int area_opt(double *dst, const char *opt, const char *val) {
 static int qimage_edit_parse(void *extra, const char *opt, const char *val) {
     qimage_extra *e = extra;
     if (strcmp(opt, "--vae-area") == 0) return area_opt(&e->vae_area, opt, val);
+    if (strcmp(opt, "--vl-rope-3d") == 0) {
+        e->rope_3d = true;
+        return 1;
+    }
     return 0;
 }
 
@@ -291,7 +297,9 @@ static const cq_image_arch k_qimage_edit = {
     .guidance_help = "true CFG with --negative (\" \" for an empty one): neg + G (pos - neg), each token rescaled to "
                      "the positive's norm; 1 = off",
     .extra_help = "  --vae-area PIXELS     the area the input picture is resized to, for the VAE, the vision tower\n"
-                  "                        and the default output size (default 1048576 = 1024^2, the reference's)\n",
+                  "                        and the default output size (default 1048576 = 1024^2, the reference's)\n"
+                  "  --vl-rope-3d          the text tower reads the picture's rows at Qwen2.5-VL's 3-D positions\n"
+                  "                        (default: 0..n-1 on every axis, as the reference runs on transformers 5)\n",
     .extra_size = sizeof(qimage_extra),
     .extra_parse = qimage_edit_parse,
     .open = qimage_open,
@@ -313,7 +321,9 @@ static const cq_image_arch k_qimage_edit_plus = {
     .extra_help = "  --vae-area PIXELS     the area each input picture is resized to for the VAE, and the last one's\n"
                   "                        for the default output size (default 1048576 = 1024^2, the reference's)\n"
                   "  --vl-area PIXELS      the area each input picture is resized to for the vision tower\n"
-                  "                        (default 147456 = 384^2, the reference's)\n",
+                  "                        (default 147456 = 384^2, the reference's)\n"
+                  "  --vl-rope-3d          the text tower reads the pictures' rows at Qwen2.5-VL's 3-D positions\n"
+                  "                        (default: 0..n-1 on every axis, as the reference runs on transformers 5)\n",
     .extra_size = sizeof(qimage_extra),
     .extra_parse = qimage_edit_plus_parse,
     .open = qimage_open,
