@@ -1,8 +1,8 @@
 /*
  * qwen_image_proc.h — a picture into the Qwen-Image edit pipelines, following
  * the reference's arithmetic as read from its source (diffusers 58eb52c0,
- * transformers 5.17); not yet compared with the reference's outputs (see
- * image/resample.h):
+ * transformers 5.17); byte for byte with the reference's pictures on the edit
+ * pipelines' golden data (tests/unit/test_pipeline_qimage_edit.c):
  *
  * The pipelines' own resize (diffusers VaeImageProcessor, PIL Lanczos):
  *   calculate_dimensions(area, w / h): width = sqrt(area * ratio),
