@@ -25,7 +25,8 @@
  * vision tower, its VAE an encoder), so they run before the edit golden is
  * there: token counts, pad runs, an RGBA file reading as its RGB, too many or
  * no pictures, a missing or corrupt file, placeholders in the prompt, bad
- * areas and sizes, pictures to a text-to-image pack. Without the edit golden
+ * areas and sizes, pictures to a text-to-image pack; the 3-D RoPE option
+ * changing the result; the processor config's keys and bounds. Without the edit golden
  * the program ends with 77 (skipped) once those pass.
  */
 #include <cJSON.h>
@@ -275,6 +276,13 @@ static void test_generate_fake(void **state) {
     assert_int_equal(cq_qimage_pipe_generate(p, &o, &r2), CQ_OK);
     assert_memory_equal(r.latents, r2.latents, (size_t)r.tokens * r.latent_channels * sizeof(float));
     cq_image_result_free(&r2);
+    /* the 3-D RoPE index moves the pictures' rows: other text rows, another picture */
+    cq_qimage_gen_opts o3 = o;
+    o3.vl_rope_3d = true;
+    assert_int_equal(cq_qimage_pipe_generate(p, &o3, &r2), CQ_OK);
+    assert_true(memcmp(r.latents, r2.latents, (size_t)r.tokens * r.latent_channels * sizeof(float)) != 0);
+    for (size_t i = 0; i < (size_t)r2.tokens * r2.latent_channels; i++) assert_true(isfinite(r2.latents[i]));
+    cq_image_result_free(&r2);
     cq_image_result_free(&r);
     close_pipe(p, cmf, be);
 }
@@ -332,6 +340,35 @@ static void test_refusals(void **state) {
     o = (cq_qimage_gen_opts){.prompt = "a cat", .width = 32, .height = 32, .steps = 2, .images = nine, .n_images = 1};
     tu_expect_err(cq_qimage_pipe_check(p, &o), CQ_ERR_INVALID_ARG, "draws from text only");
     close_pipe(p, cmf, NULL);
+}
+
+/* The processor config: the keys read, their bounds, the defaults kept on a refusal. */
+static void test_proc_config(void **state) {
+    (void)state;
+    cq_qwen_vl_proc p;
+    static const char good[] = "{\"size\": {\"shortest_edge\": 4096, \"longest_edge\": 7056}, \"patch_size\": 14, "
+                               "\"merge_size\": 2, \"temporal_patch_size\": 2, \"image_mean\": [0.5, 0.5, 0.5]}";
+    assert_int_equal(cq_qwen_vl_proc_parse(good, sizeof good - 1, &p), CQ_OK);
+    assert_int_equal(p.min_pixels, 4096);
+    assert_int_equal(p.max_pixels, 7056);
+    assert_true(p.mean[1] == 0.5f);
+    assert_true(p.std[0] == (float)0.26862954);
+    /* min_pixels / max_pixels win over size, as in transformers' constructor */
+    static const char both[] = "{\"size\": {\"shortest_edge\": 1, \"longest_edge\": 2}, \"min_pixels\": 3136, "
+                               "\"max_pixels\": 12845056}";
+    assert_int_equal(cq_qwen_vl_proc_parse(both, sizeof both - 1, &p), CQ_OK);
+    assert_int_equal(p.min_pixels, 3136);
+    assert_int_equal(p.max_pixels, 12845056);
+    static const char *const bad[] = {
+        "[1, 2]", "{\"patch_size\": 0}", "{\"patch_size\": 14.5}", "{\"merge_size\": 1e9}",
+        "{\"min_pixels\": 9000, \"max_pixels\": 100}", "{\"image_std\": [1, 0, 1]}", "{\"image_mean\": [1, 2]}",
+        "{\"rescale_factor\": -1}", "{\"max_pixels\": -5}", "{\"size\": {\"longest_edge\": 1e300}}", "{",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        assert_int_not_equal(cq_qwen_vl_proc_parse(bad[i], strlen(bad[i]), &p), CQ_OK);
+        assert_int_equal(p.patch_size, 14); /* the defaults again */
+        assert_int_equal(p.max_pixels, 28 * 28 * 1280);
+    }
 }
 
 /* ---- the edit golden ---- */
@@ -568,6 +605,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_template),
         cmocka_unit_test(test_generate_fake),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_proc_config),
         cmocka_unit_test(test_parity),
     };
     const size_t n = sizeof tests / sizeof *tests - (g_have_golden ? 0 : 1);
