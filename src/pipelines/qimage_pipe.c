@@ -91,12 +91,6 @@ static cq_status bind_part(void *pipe, cq_part part) {
         if (p->kind != CQ_QIMAGE_T2I) {
             /* the vision tower serves the text encoder alone: bound and released with it */
             const cq_status s = cq_qwen25vl_vision_load(p->cmf, "te.", p->be, &p->vis);
-            if (s == CQ_OK && cq_qwen25vl_vision_get_config(p->vis)->out_hidden != p->tcfg.hidden) {
-                cq_qwen25vl_vision_free(p->vis);
-                p->vis = NULL;
-                return cq_fail(CQ_ERR_SHAPE, NAME ": the vision tower gives %d-wide rows; the language model is %d "
-                               "wide", p->vcfg.out_hidden, p->tcfg.hidden);
-            }
             if (s != CQ_OK) {
                 cq_qwen3_free(p->te);
                 p->te = NULL;
