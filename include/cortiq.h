@@ -358,6 +358,11 @@ typedef struct cq_image_opts {
     const char *const *arch_opts;
     cq_image_progress_fn progress; /* NULL: none */
     void *user;             /* passed to progress */
+    /* The input pictures of an editing model (Qwen-Image-Edit: one; Edit-Plus: 1..8), PNG or JPEG files read
+     * as RGB (alpha dropped); a model that draws from text alone refuses them, an editing model needs one.
+     * An editing model's default size (width and height 0, each on its own) is the last picture's. */
+    const char *const *images;
+    int n_images;
 } cq_image_opts;
 
 /* The defaults: the model's size, steps and guidance, seed 0, RGB. */
@@ -368,7 +373,7 @@ CQ_API void cq_image_opts_init(cq_image_opts *o);
  * generation_defaults, which `cortiq convert` writes for a known model),
  * else its architecture's. */
 typedef struct cq_image_defaults {
-    int width, height, steps;
+    int width, height, steps;  /* width and height 0: from the input pictures (editing models) */
     double guidance;
     const char *negative;      /* the pack's default negative prompt, or NULL */
     double shift;              /* the pack's schedule shift (used by models that take one), or 0 */
@@ -376,6 +381,7 @@ typedef struct cq_image_defaults {
     int size_multiple;         /* width and height must be multiples of it */
     int min_steps;
     const char *guidance_rule; /* what guidance means for this model, one line of text */
+    int max_images;            /* input pictures it edits (0: it draws from text alone) */
 } cq_image_defaults;
 CQ_API cq_status cq_image_get_defaults(cq_model *m, cq_image_defaults *out);
 /* Put the defaults into the fields left at them (size, steps, guidance, the

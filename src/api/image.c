@@ -80,6 +80,7 @@ cq_status cq_image_get_defaults(cq_model *m, cq_image_defaults *out) {
         .size_multiple = ia->size_multiple,
         .min_steps = ia->min_steps,
         .guidance_rule = ia->guidance_help ? ia->guidance_help : "",
+        .max_images = ia->max_images,
     };
     return CQ_OK;
 }
@@ -89,7 +90,7 @@ cq_status cq_image_resolve(cq_model *m, cq_image_opts *o) {
     if (!o) return cq_fail(CQ_ERR_INVALID_ARG, "cq_image_resolve: no options");
     cq_image_defaults d;
     CQ_TRY(cq_image_get_defaults(m, &d));
-    if (o->width == 0 && o->height == 0) {
+    if (o->width == 0 && o->height == 0) { /* an editing model without a pack size: the pictures' */
         o->width = d.width;
         o->height = d.height;
     }
@@ -109,6 +110,18 @@ static cq_status to_req(cq_model *m, const cq_image_opts *o, progress_ctx *pc, c
     cq_image_opts d = *o;
     CQ_TRY(cq_image_resolve(m, &d));
     const cq_image_arch *ia = m->entry->image;
+    if (o->n_images < 0 || (o->n_images > 0 && !o->images))
+        return cq_fail(CQ_ERR_INVALID_ARG, "image generation: %d input pictures without their list", o->n_images);
+    if (o->n_images > 0 && ia->max_images == 0)
+        return cq_fail(CQ_ERR_INVALID_ARG, "'%s' (arch %s, %s) draws from text alone and takes no input picture; "
+                       "editing needs a Qwen-Image-Edit pack (arch qwen_image_edit or qwen_image_edit_plus)",
+                       m->name, m->entry->arch, m->entry->family);
+    if (o->n_images == 0 && ia->max_images > 0)
+        return cq_fail(CQ_ERR_INVALID_ARG, "'%s' (arch %s, %s) edits pictures: give the input picture (--image FILE%s)",
+                       m->name, m->entry->arch, m->entry->family, ia->max_images > 1 ? ", repeatable" : "");
+    if (o->n_images > ia->max_images)
+        return cq_fail(CQ_ERR_INVALID_ARG, "'%s' (arch %s, %s) takes at most %d input picture%s (got %d)", m->name,
+                       m->entry->arch, m->entry->family, ia->max_images, ia->max_images == 1 ? "" : "s", o->n_images);
     void *x = cq_calloc(1, ia->extra_size ? ia->extra_size : 1);
     if (!x) return CQ_ERR_NOMEM;
     if (ia->extra_init) ia->extra_init(x);
@@ -124,7 +137,8 @@ static cq_status to_req(cq_model *m, const cq_image_opts *o, progress_ctx *pc, c
     }
     *extra = x;
     *r = (cq_image_req){.prompt = d.prompt, .negative = d.negative, .width = d.width, .height = d.height,
-                        .steps = d.steps, .seed = d.seed, .guidance = d.guidance, .extra = x};
+                        .steps = d.steps, .seed = d.seed, .guidance = d.guidance, .extra = x,
+                        .images = o->images, .n_images = o->n_images};
     if (pc) {
         *pc = (progress_ctx){.o = o, .steps = d.steps};
         r->on_step = on_step;

@@ -1,7 +1,7 @@
 /*
  * cmd_imagine.c — `cortiq imagine PACK.cmf "a prompt" -o out.png`: text to
- * image with any pack whose arch the model registry (pipelines/registry.h)
- * lists for images, the same picture the reference pipeline draws for the
+ * image (or, with --image, an edit of input pictures) with any pack whose
+ * arch the model registry (pipelines/registry.h) lists for images, the same picture the reference pipeline draws for the
  * same seed and settings. The shared options are parsed here once; an
  * option of one architecture is handed to that architecture's parser.
  */
@@ -24,13 +24,17 @@ static void usage(FILE *f) {
     char archs[256];
     fprintf(f,
             "usage: cortiq imagine PACK.cmf \"PROMPT\" [-o OUT.png] [options]\n"
-            "       cortiq imagine PACK.cmf --prompt-file FILE|- [-o OUT.png] [options]\n\n"
+            "       cortiq imagine PACK.cmf --prompt-file FILE|- [-o OUT.png] [options]\n"
+            "       cortiq imagine EDIT.cmf \"INSTRUCTION\" --image IN.png [--image IN2.png ...] [-o OUT.png]\n\n"
             "Draw the prompt with a text-to-image pipeline pack (made by `cortiq convert` of the\n"
             "diffusers pipeline folder) of arch %s. The same seed and settings give the same\n"
             "picture as the reference pipeline (diffusers' QwenImage21Pipeline, ZImagePipeline) run\n"
             "in float32. Size, steps, guidance and the negative prompt left out are the pack's\n"
             "recommended ones (`cortiq info` shows them; `cortiq convert` writes them), else the\n"
-            "architecture's; one line on standard error says which were used.\n\n"
+            "architecture's; one line on standard error says which were used. An editing pack\n"
+            "(qwen_image_edit, qwen_image_edit_plus: Qwen-Image-Edit, -2509, -2511) draws the\n"
+            "instruction applied to its input pictures, as diffusers' QwenImageEditPipeline and\n"
+            "QwenImageEditPlusPipeline do.\n\n"
             "options:\n"
             "  -o, --output FILE     PNG to write (default: out.png); '-' writes it to standard output.\n"
             "                        Only a .png name, and only a regular file (or a link to one) is\n"
@@ -38,8 +42,12 @@ static void usage(FILE *f) {
             "                        device or FIFO is refused before any work\n"
             "  --prompt-file FILE    read the prompt from FILE ('-': standard input; one final newline\n"
             "                        is dropped) instead of the command line\n"
-            "  --size WxH            image size in pixels (default: the pack's); multiples of 32 for\n"
-            "                        qwen_image21, of 16 for z_image and qwen_image\n"
+            "  --image FILE          an input picture (PNG or JPEG, read as RGB: alpha is dropped) of an\n"
+            "                        editing pack; qwen_image_edit takes one, qwen_image_edit_plus up to 8\n"
+            "                        (repeat the option, \"Picture 1\" first). Other packs refuse it\n"
+            "  --size WxH            image size in pixels (default: the pack's; an editing pack's: the\n"
+            "                        last input picture's at its VAE area); multiples of 32 for\n"
+            "                        qwen_image21, of 16 for the others\n"
             "  --steps N             denoising steps, 1..1000 (default: the pack's; qwen_image21 and\n"
             "                        qwen_image need 2)\n"
             "  --seed S              noise seed, 0..2^64-1 (default: 0)\n"
@@ -71,9 +79,11 @@ static void usage(FILE *f) {
         const cq_arch_entry *e = cq_arch_at(i);
         if (e->task != CQ_TASK_IMAGE) continue;
         const cq_image_arch *ia = e->image;
-        fprintf(f, "\narch %s (%s):\n  guidance: %s\n  without pack defaults: %dx%d, %d steps, guidance %g\n", e->arch,
-                e->family, ia->guidance_help ? ia->guidance_help : "", ia->default_width, ia->default_height,
-                ia->default_steps, ia->default_guidance);
+        char size[64];
+        if (ia->default_width) snprintf(size, sizeof size, "%dx%d", ia->default_width, ia->default_height);
+        else snprintf(size, sizeof size, "the last input picture's size");
+        fprintf(f, "\narch %s (%s):\n  guidance: %s\n  without pack defaults: %s, %d steps, guidance %g\n", e->arch,
+                e->family, ia->guidance_help ? ia->guidance_help : "", size, ia->default_steps, ia->default_guidance);
         if (ia->extra_help && *ia->extra_help) fprintf(f, "%s", ia->extra_help);
     }
     fprintf(f,
@@ -84,7 +94,9 @@ static void usage(FILE *f) {
             "The PNG carries the prompt, seed, steps, size, guidance and model in text chunks.\n\n"
             "example:\n"
             "  cortiq imagine models/shapes.cmf \"a red circle on a blue background\" --size 256x256 \\\n"
-            "      --steps 20 -o shapes.png\n");
+            "      --steps 20 -o shapes.png\n"
+            "  cortiq imagine qwen-image-edit-2511.cmf \"put the cat of picture 2 on the sofa of picture 1\" \\\n"
+            "      --image sofa.png --image cat.jpg --negative \" \" -o edited.png\n");
 }
 
 typedef struct step_ui {
@@ -114,6 +126,7 @@ static bool parse_size(const char *s, int *w, int *h) {
 }
 
 #define MAX_EXTRA 16
+#define MAX_IMAGES 64 /* --image options kept; the model says how many it takes */
 
 typedef struct imagine_args {
     const char *model, *prompt, *prompt_file, *out, *negative, *backend, *gpu_memory;
@@ -125,6 +138,8 @@ typedef struct imagine_args {
     /* options of one architecture, applied once the pack says which */
     const char *extra_opt[MAX_EXTRA], *extra_val[MAX_EXTRA];
     int n_extra;
+    const char *images[MAX_IMAGES];
+    int n_images;
 } imagine_args;
 
 /* An option no shared one matched: some image architecture's own? Returns
@@ -218,6 +233,12 @@ static int parse_args(int argc, char **argv, imagine_args *a) {
             if (!val) return cq_cli_usage_error(cmd, "--gpu-memory needs a size in GiB, e.g. 7.5");
             a->gpu_memory = val;
             i++;
+        } else if (!strcmp(o, "--image")) {
+            if (!val || !*val) return cq_cli_usage_error(cmd, "--image needs a file name");
+            if (a->n_images == MAX_IMAGES)
+                return cq_cli_usage_error(cmd, "more than %d --image options", MAX_IMAGES);
+            a->images[a->n_images++] = val;
+            i++;
         } else if (!strcmp(o, "--rgba")) {
             a->rgba = true;
         } else if (!strcmp(o, "--no-verify")) {
@@ -273,7 +294,8 @@ static void say_defaults(cq_model *model, const imagine_args *given, const cq_im
     cq_image_defaults d;
     if (cq_image_get_defaults(model, &d) != CQ_OK) return;
     line_buf pack = {0}, arch = {0};
-    if (!given->width) append(d.size_from_pack ? &pack : &arch, "%dx%d", o->width, o->height);
+    if (!given->width && o->width) append(d.size_from_pack ? &pack : &arch, "%dx%d", o->width, o->height);
+    if (!given->width && !o->width) append(&arch, "the last input picture's size");
     if (!given->steps) append(d.steps_from_pack ? &pack : &arch, "%d steps", o->steps);
     if (given->guidance < 0) append(d.guidance_from_pack ? &pack : &arch, "guidance %g", o->guidance);
     if (!given->negative && d.negative)
@@ -350,6 +372,8 @@ int cq_cmd_imagine(int argc, char **argv) {
     o.seed = a.seed;
     o.guidance = a.guidance;
     o.rgba = a.rgba;
+    o.images = a.n_images ? a.images : NULL;
+    o.n_images = a.n_images;
     /* the architecture's own options, as the words given (the model's arch parses them) */
     const char *words[2 * MAX_EXTRA + 1];
     int nw = 0;
@@ -414,8 +438,8 @@ int cq_cmd_imagine(int argc, char **argv) {
         goto done;
     }
     {
-        int oc;
-        cq_image_pixels(img, NULL, NULL, &oc);
+        int oc, ow, oh;
+        cq_image_pixels(img, &ow, &oh, &oc);
         const cq_image_timings t = cq_image_get_timings(img);
         double t_png = cq_now();
         s = cq_api_image_png_out(img, &out);
@@ -432,7 +456,7 @@ int cq_cmd_imagine(int argc, char **argv) {
                     "wrote %s (%dx%d, %s, seed %llu, %d steps, guidance %g)\n"
                     "time: load %.2fs, text %.2fs, prefill %.2fs, steps %.2fs (%.3fs/step), vae %.2fs, png %.2fs; "
                     "total %.2fs on %s\n",
-                    to_stdout ? "the PNG to standard output" : a.out, a.width, a.height, oc == 4 ? "RGBA" : "RGB",
+                    to_stdout ? "the PNG to standard output" : a.out, ow, oh, oc == 4 ? "RGBA" : "RGB",
                     (unsigned long long)a.seed, a.steps, a.guidance, t_load,
                     t.text, t.prefill, t.steps, t.steps / a.steps, t.decode, t_png, total,
                     cq_model_backend_name(model));

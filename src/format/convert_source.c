@@ -287,10 +287,14 @@ static cq_status open_pipeline(cv_source *src, cJSON *index, cq_convert_report *
     if (!src->tok_dir) CQ_TRY(cv_note(rep, "no tokenizer/ or processor/ folder with tokenizer files"));
     char *p = cv_join(src->root, "model_index.json");
     char *q = cv_join(src->root, "scheduler/scheduler_config.json");
-    cq_status s = (p && q) ? add_blob(src, "pipeline.config_json", p, true) : CQ_ERR_NOMEM;
+    /* the editing pipelines' image processor (pixel limits, mean and std of the vision tower's input) */
+    char *r = cv_join(src->root, "processor/preprocessor_config.json");
+    cq_status s = (p && q && r) ? add_blob(src, "pipeline.config_json", p, true) : CQ_ERR_NOMEM;
     if (s == CQ_OK) s = add_blob(src, "scheduler.config_json", q, false);
+    if (s == CQ_OK) s = add_blob(src, "processor.config_json", r, false);
     cq_free(p);
     cq_free(q);
+    cq_free(r);
     return s;
 }
 

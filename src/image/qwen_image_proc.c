@@ -5,6 +5,8 @@
  * even (nearbyint in the default rounding mode), int / int a correctly
  * rounded double, which C's division of two exact doubles also is.
  */
+#include <cJSON.h>
+#include <stdbool.h>
 #include <math.h>
 #include <string.h>
 
@@ -29,6 +31,85 @@ void cq_qwen_vl_proc_defaults(cq_qwen_vl_proc *p) {
         p->std[c] = (float)std[c];
     }
     p->rescale_factor = 1.0 / 255.0;
+}
+
+static bool json_num(const cJSON *o, const char *key, double *v) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsNumber(j)) return false;
+    *v = j->valuedouble;
+    return true;
+}
+
+static cq_status json_int(const cJSON *o, const char *key, int64_t lo, int64_t hi, int64_t *out) {
+    double v;
+    if (!json_num(o, key, &v)) return CQ_OK; /* absent: the default stays */
+    if (!(v >= (double)lo && v <= (double)hi) || v != floor(v))
+        return cq_fail(CQ_ERR_PARSE, "processor config: %s = %g is not an integer in [%lld, %lld]", key, v,
+                       (long long)lo, (long long)hi);
+    *out = (int64_t)v;
+    return CQ_OK;
+}
+
+static cq_status json_vec3(const cJSON *o, const char *key, bool positive, float *out) {
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!a) return CQ_OK;
+    if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != 3)
+        return cq_fail(CQ_ERR_PARSE, "processor config: %s is not a list of 3 numbers", key);
+    for (int c = 0; c < 3; c++) {
+        const cJSON *e = cJSON_GetArrayItem(a, c);
+        if (!cJSON_IsNumber(e) || !isfinite(e->valuedouble) || (positive && !(e->valuedouble > 0.0)) ||
+            fabs(e->valuedouble) > 1e6)
+            return cq_fail(CQ_ERR_PARSE, "processor config: %s[%d] is not a usable number", key, c);
+        out[c] = (float)e->valuedouble;
+    }
+    return CQ_OK;
+}
+
+cq_status cq_qwen_vl_proc_parse(const char *json, size_t len, cq_qwen_vl_proc *p) {
+    if (!p) return cq_fail(CQ_ERR_INVALID_ARG, "processor config: no output");
+    cq_qwen_vl_proc_defaults(p);
+    if (!json) return cq_fail(CQ_ERR_INVALID_ARG, "processor config: no text");
+    cJSON *root = cJSON_ParseWithLength(json, len);
+    if (!root || !cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return cq_fail(CQ_ERR_PARSE, "processor config: not a JSON object");
+    }
+    int64_t patch = p->patch_size, tp = p->temporal_patch_size, merge = p->merge_size;
+    int64_t lo = p->min_pixels, hi = p->max_pixels;
+    const int64_t max_px = (int64_t)CQ_RESAMPLE_MAX_SIDE * CQ_RESAMPLE_MAX_SIDE;
+    /* transformers 5 keeps the limits in size {shortest_edge, longest_edge}; min_pixels / max_pixels, when
+     * given, override them as its constructor does */
+    const cJSON *size = cJSON_GetObjectItemCaseSensitive(root, "size");
+    cq_status s = CQ_OK;
+    if (cJSON_IsObject(size)) {
+        s = json_int(size, "shortest_edge", 0, max_px, &lo);
+        if (s == CQ_OK) s = json_int(size, "longest_edge", 1, max_px, &hi);
+    }
+    if (s == CQ_OK) s = json_int(root, "min_pixels", 0, max_px, &lo);
+    if (s == CQ_OK) s = json_int(root, "max_pixels", 1, max_px, &hi);
+    if (s == CQ_OK) s = json_int(root, "patch_size", 1, 64, &patch);
+    if (s == CQ_OK) s = json_int(root, "temporal_patch_size", 1, 16, &tp);
+    if (s == CQ_OK) s = json_int(root, "merge_size", 1, 16, &merge);
+    if (s == CQ_OK) s = json_vec3(root, "image_mean", false, p->mean);
+    if (s == CQ_OK) s = json_vec3(root, "image_std", true, p->std);
+    double rf = p->rescale_factor;
+    if (s == CQ_OK && json_num(root, "rescale_factor", &rf) && !(rf > 0.0 && rf <= 1.0))
+        s = cq_fail(CQ_ERR_PARSE, "processor config: rescale_factor %g is not in (0, 1]", rf);
+    if (s == CQ_OK && lo > hi)
+        s = cq_fail(CQ_ERR_PARSE, "processor config: min_pixels %lld is above max_pixels %lld", (long long)lo,
+                    (long long)hi);
+    cJSON_Delete(root);
+    if (s != CQ_OK) {
+        cq_qwen_vl_proc_defaults(p);
+        return s;
+    }
+    p->patch_size = (int)patch;
+    p->temporal_patch_size = (int)tp;
+    p->merge_size = (int)merge;
+    p->min_pixels = lo;
+    p->max_pixels = hi;
+    p->rescale_factor = rf;
+    return CQ_OK;
 }
 
 static int64_t round_half_even(double x) { return (int64_t)nearbyint(x); }
@@ -212,13 +293,18 @@ void cq_qwen_edit_image_free(cq_qwen_edit_image *img) {
 }
 
 cq_status cq_qwen_edit_prepare(cq_qwen_edit_kind kind, const uint8_t *rgb, int w, int h, cq_qwen_edit_image *out) {
+    return cq_qwen_edit_prepare_areas(kind, rgb, w, h, CQ_QWEN_EDIT_VAE_AREA, CQ_QWEN_EDIT_PLUS_VL_AREA, out);
+}
+
+cq_status cq_qwen_edit_prepare_areas(cq_qwen_edit_kind kind, const uint8_t *rgb, int w, int h, double vae_area,
+                                     double vl_area, cq_qwen_edit_image *out) {
     if (!out) return cq_fail(CQ_ERR_INVALID_ARG, "edit input: no output");
     memset(out, 0, sizeof *out);
     if (kind != CQ_QWEN_EDIT && kind != CQ_QWEN_EDIT_PLUS) return cq_fail(CQ_ERR_INVALID_ARG, "edit input: kind");
     CQ_TRY(check_picture(rgb, w, h, "edit input"));
     int vw = 0, vh = 0, cw = 0, ch = 0;
-    CQ_TRY(cq_qwen_calculate_dimensions(CQ_QWEN_EDIT_VAE_AREA, w, h, &vw, &vh));
-    if (kind == CQ_QWEN_EDIT_PLUS) CQ_TRY(cq_qwen_calculate_dimensions(CQ_QWEN_EDIT_PLUS_VL_AREA, w, h, &cw, &ch));
+    CQ_TRY(cq_qwen_calculate_dimensions(vae_area, w, h, &vw, &vh));
+    if (kind == CQ_QWEN_EDIT_PLUS) CQ_TRY(cq_qwen_calculate_dimensions(vl_area, w, h, &cw, &ch));
     else cw = vw, ch = vh;
     cq_status s = CQ_OK;
     out->vl_rgb = cq_mallocn((size_t)cw * (size_t)ch, 3);

@@ -2,7 +2,8 @@
  * qwen_image_proc.h — a picture into the Qwen-Image edit pipelines, following
  * the reference's arithmetic as read from its source (diffusers 58eb52c0,
  * transformers 5.17) and matched byte for byte against the reference's
- * outputs (tests/golden/qwen_image_proc, test_qwen_image_proc_golden):
+ * outputs (tests/golden/qwen_image_proc, test_qwen_image_proc_golden, and
+ * the edit pipelines' pictures in tests/unit/test_pipeline_qimage_edit.c):
  *
  * The pipelines' own resize (diffusers VaeImageProcessor, PIL Lanczos):
  *   calculate_dimensions(area, w / h): width = sqrt(area * ratio),
@@ -33,6 +34,7 @@
 #ifndef CQ_IMAGE_QWEN_IMAGE_PROC_H
 #define CQ_IMAGE_QWEN_IMAGE_PROC_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "cortiq.h"
@@ -53,6 +55,12 @@ typedef struct cq_qwen_vl_proc {
 
 /* transformers 5.17's class defaults (the values above). */
 void cq_qwen_vl_proc_defaults(cq_qwen_vl_proc *p);
+/* A processor folder's preprocessor_config.json over the defaults: size
+ * {shortest_edge, longest_edge}, then min_pixels / max_pixels (which win, as
+ * in transformers' constructor), patch_size, temporal_patch_size,
+ * merge_size, image_mean, image_std, rescale_factor; each checked
+ * (CQ_ERR_PARSE naming the key; *p holds the defaults then). */
+cq_status cq_qwen_vl_proc_parse(const char *json, size_t len, cq_qwen_vl_proc *p);
 
 /* smart_resize; CQ_ERR_INVALID_ARG for sizes < 1, aspect ratios above 200 or
  * a result outside 1..CQ_RESAMPLE_MAX_SIDE per side. */
@@ -89,6 +97,10 @@ typedef enum cq_qwen_edit_kind {
 
 /* One input picture (RGB, w x h) as the pipeline prepares it for both routes. */
 cq_status cq_qwen_edit_prepare(cq_qwen_edit_kind kind, const uint8_t *rgb, int w, int h, cq_qwen_edit_image *out);
+/* The same at other areas than the pipelines' (the VAE picture's 1024^2, Edit-Plus's VL picture's 384^2; the
+ * golden data's tiny pipelines use small ones). vl_area is not read for Edit. */
+cq_status cq_qwen_edit_prepare_areas(cq_qwen_edit_kind kind, const uint8_t *rgb, int w, int h, double vae_area,
+                                     double vl_area, cq_qwen_edit_image *out);
 void cq_qwen_edit_image_free(cq_qwen_edit_image *img);
 
 /* VaeImageProcessor.preprocess of an RGB picture to (width, height): sizes

@@ -131,6 +131,7 @@ cq_status cq_flow_sample(const cq_flow_sample_opts *o, float *x) {
         if (s == CQ_OK && o->negate)
             for (size_t k = 0; k < n; k++) v[k] = -v[k]; /* exact, so the step is the reference's bit for bit */
         if (s == CQ_OK) cq_flow_euler_step(x, v, n, sch->sigmas[i], sch->sigmas[i + 1]);
+        if (s == CQ_OK && o->on_latents) o->on_latents(i + 1, x, o->tokens, o->user);
         if (s == CQ_OK && o->on_step && o->on_step(i + 1, sch->steps, o->user))
             s = cq_fail(CQ_ERR_INTERRUPTED, "cancelled after step %d", i + 1);
         if (s == CQ_OK && cq_cancel_requested())

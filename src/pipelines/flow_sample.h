@@ -84,6 +84,8 @@ void cq_guidance_combine(const cq_guidance *g, float *out, const float *pos, con
 
 /* Progress: step i (1-based) of n done; non-zero cancels. */
 typedef int (*cq_flow_step_fn)(int step, int n_steps, void *user);
+/* Tests: the packed latents x [tokens][channels] after step i (1-based). */
+typedef void (*cq_flow_latents_fn)(int step, const float *x, int tokens, void *user);
 
 typedef struct cq_flow_sample_opts {
     const cq_flow_schedule *sch;
@@ -95,6 +97,7 @@ typedef struct cq_flow_sample_opts {
     void *pos, *neg;         /* the denoiser's prepared conditionings (neg: NULL without guidance) */
     int tokens;              /* rows of x; dn->channels floats each */
     cq_flow_step_fn on_step; /* NULL: none */
+    cq_flow_latents_fn on_latents; /* NULL: none; called before on_step with the same user */
     void *user;
 } cq_flow_sample_opts;
 

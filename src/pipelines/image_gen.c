@@ -87,6 +87,7 @@ cq_status cq_image_job_run(const cq_image_job *j, cq_image_result *res) {
                                         .timestep = j->timestep, .negate = j->negate,
                                         .guidance = j->guidance, .dn = j->dn,
                                         .pos = pos, .neg = neg, .tokens = j->tokens, .on_step = j->on_step,
+                                        .on_latents = j->on_latents,
                                         .user = j->user};
         s = cq_flow_sample(&so, x);
     }

@@ -73,6 +73,7 @@ typedef struct cq_image_job {
     uint64_t seed;
     cq_torch_dtype noise_dtype; /* the dtype torch.randn draws the noise in */
     cq_flow_step_fn on_step;
+    cq_flow_latents_fn on_latents; /* tests: the latents after each step (NULL: none) */
     cq_gen_phase_fn on_phase;
     void *user;
     cq_gen_stage_fn stage;      /* NULL: every component stays bound */

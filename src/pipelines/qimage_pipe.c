@@ -17,8 +17,6 @@
  *    Euler in float32;
  *  - unpack, latents / (1 / std) + mean (the codec's denormalize), decode.
  */
-#include "pipelines/qimage_pipe.h"
-
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -26,31 +24,7 @@
 #include "base/base.h"
 #include "format/cmf.h"
 #include "format/gen_defaults.h"
-#include "models/qi21_vae.h"
-#include "models/qimage.h"
-#include "models/qwen3.h"
-#include "models/qwen3_text.h"
-#include "pipelines/schedule.h"
-#include "tokenizer/tokenizer.h"
-
-#define NAME "qwen_image pipeline"
-
-struct cq_qimage_pipe {
-    const cq_cmf *cmf;
-    cq_qimage_config dcfg; /* the denoiser's and the text tower's configs, read at open */
-    cq_qwen3_config tcfg;
-    cq_tokenizer *tok;
-    cq_qwen3_text text;    /* the text encoder: the tower behind the template */
-    cq_backend *be;        /* the weights' backend (borrowed) */
-    cq_qwen3 *te;
-    cq_qimage *dit;
-    cq_qi21_vae *vae;
-    cq_flow_config sched;
-    cq_resid resid;        /* what is bound per phase under the backend's budget (residency.h) */
-    cq_resid_need need;    /* the parts' device costs (activations per request) */
-    cq_denoiser dn;        /* the bound parts as components (filled by bind) */
-    cq_latent_codec codec;
-};
+#include "pipelines/qimage_pipe_impl.h"
 
 static const char k_head[] = "<|im_start|>system\nDescribe the image by detailing the color, shape, size, texture, "
                              "quantity, text, spatial relationships of the objects and background:<|im_end|>\n"
@@ -71,10 +45,13 @@ cq_status cq_qimage_pipe_open(const cq_cmf *cmf, cq_qimage_pipe **out) {
     cq_qimage_pipe *p = cq_calloc(1, sizeof *p);
     if (!p) return CQ_ERR_NOMEM;
     p->cmf = cmf;
+    cq_cmf_info info;
+    cq_status s = cq_cmf_get_info(cmf, &info);
+    if (s == CQ_OK && info.arch_name && !strcmp(info.arch_name, "qwen_image_edit")) p->kind = CQ_QIMAGE_EDIT;
+    if (s == CQ_OK && info.arch_name && !strcmp(info.arch_name, "qwen_image_edit_plus")) p->kind = CQ_QIMAGE_EDIT_PLUS;
     size_t tl = 0;
     const uint8_t *tj = cq_cmf_tokenizer_json(cmf, &tl);
-    cq_status s = CQ_OK;
-    if (!tj) s = cq_fail(CQ_ERR_MISSING, NAME ": the file has no tokenizer section");
+    if (s == CQ_OK && !tj) s = cq_fail(CQ_ERR_MISSING, NAME ": the file has no tokenizer section");
     if (s == CQ_OK) s = cq_tokenizer_load(tj, tl, &p->tok);
     if (s == CQ_OK) s = cq_qwen3_parse_config(cmf, "te.", &p->tcfg);
     if (s == CQ_OK) s = cq_qimage_parse_config(cmf, "dit.", &p->dcfg);
@@ -95,6 +72,7 @@ cq_status cq_qimage_pipe_open(const cq_cmf *cmf, cq_qimage_pipe **out) {
                      .forbid_id = cq_tokenizer_token_to_id(p->tok, "<|image_pad|>", 13),
                      .forbid_why = "the prompt contains <|image_pad|>, a placeholder for a condition image; "
                                    "text-to-image prompts cannot hold one"}};
+    if (s == CQ_OK && p->kind != CQ_QIMAGE_T2I) s = cq_qimage_edit_open(p);
     if (s != CQ_OK) {
         cq_qimage_pipe_free(p);
         return s;
@@ -110,6 +88,16 @@ static cq_status bind_part(void *pipe, cq_part part) {
     case CQ_PART_TEXT:
         CQ_TRY(cq_qwen3_load(p->cmf, "te.", p->be, &p->te));
         p->text.model = p->te;
+        if (p->kind != CQ_QIMAGE_T2I) {
+            /* the vision tower serves the text encoder alone: bound and released with it */
+            const cq_status s = cq_qwen25vl_vision_load(p->cmf, "te.", p->be, &p->vis);
+            if (s != CQ_OK) {
+                cq_qwen3_free(p->te);
+                p->te = NULL;
+                p->text.model = NULL;
+                return s;
+            }
+        }
         return CQ_OK;
     case CQ_PART_DENOISER:
         CQ_TRY(cq_qimage_load(p->cmf, "dit.", p->be, &p->dit));
@@ -126,6 +114,12 @@ static cq_status bind_part(void *pipe, cq_part part) {
             return cq_fail(CQ_ERR_SHAPE, NAME ": the VAE is not Qwen-Image's AutoencoderKLQwenImage with %d latent "
                            "channels (the denoiser reads %d per token)", p->dcfg.in_channels / 4, p->dcfg.in_channels);
         }
+        if (p->kind != CQ_QIMAGE_T2I && !codec.encode) {
+            cq_qi21_vae_free(p->vae);
+            p->vae = NULL;
+            return cq_fail(CQ_ERR_MISSING, NAME ": the pack's VAE has no encoder (vae.encoder.*, vae.quant_conv.*); "
+                           "editing encodes the input pictures");
+        }
         p->codec = codec;
         return CQ_OK;
     }
@@ -136,6 +130,8 @@ static cq_status bind_part(void *pipe, cq_part part) {
 static void release_part(void *pipe, cq_part part) {
     cq_qimage_pipe *p = pipe;
     if (part == CQ_PART_TEXT) {
+        cq_qwen25vl_vision_free(p->vis);
+        p->vis = NULL;
         cq_qwen3_free(p->te);
         p->te = NULL;
         p->text.model = NULL;
@@ -153,8 +149,8 @@ static void release_part(void *pipe, cq_part part) {
 static const cq_resid_ops k_parts = {bind_part, release_part};
 
 /* The plan for a width x height image and a prompt of `total` tokens making `rows` text rows. */
-static cq_status plan_request(cq_qimage_pipe *p, int width, int height, int total, int rows) {
-    const int64_t tokens = (int64_t)(width / 16) * (height / 16);
+cq_status cq_qimage_plan_request(cq_qimage_pipe *p, int width, int height, int cond_tokens, int total, int rows) {
+    const int64_t tokens = (int64_t)(width / 16) * (height / 16) + cond_tokens;
     cq_resid_request_acts(&p->need, cq_act_dtype_size(cq_backend_act_dtype(p->be)), total, p->tcfg.hidden,
                           p->tcfg.intermediate, tokens + rows, p->dcfg.inner, p->dcfg.mlp_hidden,
                           (int64_t)width * height);
@@ -164,7 +160,9 @@ static cq_status plan_request(cq_qimage_pipe *p, int width, int height, int tota
 /* The load's plan: a prompt of 64 text rows (16 for the smallest request) after the template's dropped rows. */
 static cq_status plan_for(void *pipe, int width, int height, bool smallest) {
     const int rows = smallest ? 16 : 64;
-    return plan_request(pipe, width, height, CQ_QIMAGE_DROP_ROWS + rows, rows);
+    const cq_qimage_pipe *p = pipe;
+    const int drop = p->kind == CQ_QIMAGE_T2I ? CQ_QIMAGE_DROP_ROWS : CQ_QIMAGE_EDIT_DROP_ROWS;
+    return cq_qimage_plan_request(pipe, width, height, 0, drop + rows, rows);
 }
 
 cq_status cq_qimage_pipe_load_weights(cq_qimage_pipe *p, cq_backend *be) {
@@ -186,6 +184,8 @@ cq_status cq_qimage_pipe_set_plan(cq_qimage_pipe *p, const cq_resid_plan *plan) 
 const cq_resid *cq_qimage_pipe_residency(const cq_qimage_pipe *p) { return p ? &p->resid : NULL; }
 
 const cq_resid_need *cq_qimage_pipe_need(const cq_qimage_pipe *p) { return p ? &p->need : NULL; }
+
+cq_qimage_kind cq_qimage_pipe_kind(const cq_qimage_pipe *p) { return p ? p->kind : CQ_QIMAGE_T2I; }
 
 void cq_qimage_pipe_free(cq_qimage_pipe *p) {
     if (!p) return;
@@ -229,8 +229,7 @@ static cq_status check_prompt(cq_qimage_pipe *p, const char *what, const char *p
     return CQ_OK;
 }
 
-cq_status cq_qimage_pipe_check(cq_qimage_pipe *p, const cq_qimage_gen_opts *o) {
-    if (!p || !o) return cq_fail(CQ_ERR_INVALID_ARG, NAME ": no pipeline or options");
+cq_status cq_qimage_check_common(cq_qimage_pipe *p, const cq_qimage_gen_opts *o) {
     if (o->width < 16 || o->height < 16 || o->width > CQ_GEN_SIDE_MAX || o->height > CQ_GEN_SIDE_MAX ||
         o->width % 16 || o->height % 16)
         return cq_fail(CQ_ERR_INVALID_ARG,
@@ -247,6 +246,16 @@ cq_status cq_qimage_pipe_check(cq_qimage_pipe *p, const cq_qimage_gen_opts *o) {
     cq_status s = cq_qimage_pipe_schedule(p, o, &sch);
     cq_flow_schedule_free(&sch);
     if (s != CQ_OK) return cq_fail_prefix(s, "image size %dx%d at %d steps: ", o->width, o->height, o->steps);
+    return CQ_OK;
+}
+
+cq_status cq_qimage_pipe_check(cq_qimage_pipe *p, const cq_qimage_gen_opts *o) {
+    if (!p || !o) return cq_fail(CQ_ERR_INVALID_ARG, NAME ": no pipeline or options");
+    if (p->kind != CQ_QIMAGE_T2I) return cq_qimage_edit_check(p, o);
+    if (o->n_images > 0)
+        return cq_fail(CQ_ERR_INVALID_ARG, "this Qwen-Image pack draws from text only; input pictures need an editing "
+                       "pack (arch qwen_image_edit or qwen_image_edit_plus)");
+    CQ_TRY(cq_qimage_check_common(p, o));
     const int lat_h = o->height / 8, lat_w = o->width / 8;
     CQ_TRY(check_prompt(p, "prompt", o->prompt, lat_h, lat_w));
     if (o->negative && o->guidance > 1.0) CQ_TRY(check_prompt(p, "negative prompt", o->negative, lat_h, lat_w));
@@ -257,6 +266,7 @@ cq_status cq_qimage_pipe_generate(cq_qimage_pipe *p, const cq_qimage_gen_opts *o
     memset(res, 0, sizeof *res);
     if (!p || !p->be || !p->resid.bound[CQ_PART_CODEC])
         return cq_fail(CQ_ERR_INVALID_ARG, NAME ": the weights are not loaded");
+    if (p->kind != CQ_QIMAGE_T2I) return cq_qimage_edit_generate(p, o, res);
     CQ_TRY(cq_qimage_pipe_check(p, o));
     CQ_TRY(cq_check_cancel("image generation"));
     const bool cfg = o->guidance > 1.0 && o->negative != NULL;
@@ -269,7 +279,7 @@ cq_status cq_qimage_pipe_generate(cq_qimage_pipe *p, const cq_qimage_gen_opts *o
     int total = 0, rows = 0, nt = 0, nr = 0;
     CQ_TRY(cq_qimage_pipe_prompt_tokens(p, o->prompt, &total, &rows));
     if (cfg) CQ_TRY(cq_qimage_pipe_prompt_tokens(p, o->negative, &nt, &nr));
-    CQ_TRY(plan_request(p, o->width, o->height, total > nt ? total : nt, rows > nr ? rows : nr));
+    CQ_TRY(cq_qimage_plan_request(p, o->width, o->height, 0, total > nt ? total : nt, rows > nr ? rows : nr));
     /* the codec is bound in every phase; the denoiser's entries are read after the PREFILL stage binds it */
     CQ_TRY(cq_resid_stage(&p->resid, CQ_RESID_TEXT));
     const cq_text_encoder te = cq_qwen3_text_encoder(&p->text);

@@ -207,10 +207,46 @@ static const cq_image_arch k_zimage = {
 
 /* ---- Qwen-Image ---- */
 
+/* The edit archs' own options: the pictures' areas (the reference's are fixed; smaller ones serve small models). */
+typedef struct qimage_extra {
+    double vae_area, vl_area;
+    bool rope_3d;
+} qimage_extra;
+
 static cq_qimage_gen_opts qimage_opts(const cq_image_req *o) {
+    const qimage_extra *x = o->extra;
     return (cq_qimage_gen_opts){.prompt = o->prompt, .negative = o->negative, .width = o->width, .height = o->height,
                                 .steps = o->steps, .seed = o->seed, .guidance = o->guidance, .on_step = o->on_step,
-                                .on_phase = o->on_phase, .user = o->user};
+                                .on_phase = o->on_phase, .user = o->user, .images = o->images,
+                                .n_images = o->n_images, .vae_area = x ? x->vae_area : 0, .vl_area = x ? x->vl_area : 0,
+                                .vl_rope_3d = x ? x->rope_3d : false};
+}
+
+static int area_opt(double *dst, const char *opt, const char *val) {
+    double v;
+    if (!number(val, &v) || !(v >= 32.0 * 32.0 && v <= 16384.0 * 16384.0) || v != floor(v)) {
+        cq_fail(CQ_ERR_INVALID_ARG, "%s wants a whole number of pixels in [1024, 16384^2] (e.g. 1048576 for 1024^2), "
+                "got '%s'", opt, val ? val : "");
+        return -1;
+    }
+    *dst = v;
+    return 2;
+}
+
+static int qimage_edit_parse(void *extra, const char *opt, const char *val) {
+    qimage_extra *e = extra;
+    if (strcmp(opt, "--vae-area") == 0) return area_opt(&e->vae_area, opt, val);
+    if (strcmp(opt, "--vl-rope-3d") == 0) {
+        e->rope_3d = true;
+        return 1;
+    }
+    return 0;
+}
+
+static int qimage_edit_plus_parse(void *extra, const char *opt, const char *val) {
+    qimage_extra *e = extra;
+    if (strcmp(opt, "--vl-area") == 0) return area_opt(&e->vl_area, opt, val);
+    return qimage_edit_parse(extra, opt, val);
 }
 
 static cq_status qimage_open(const cq_cmf *cmf, void **pipe) {
@@ -242,6 +278,54 @@ static const cq_image_arch k_qimage = {
     .min_steps = 2,
     .guidance_help = "true CFG with --negative (\" \" for an empty one): neg + G (pos - neg), each token rescaled to "
                      "the positive's norm; 1 = off",
+    .open = qimage_open,
+    .check = qimage_check,
+    .load_weights = qimage_load_weights,
+    .generate = qimage_generate,
+    .free = qimage_free,
+    .residency = qimage_residency,
+};
+
+/* The edit pipelines' call defaults: the size from the last input picture, 50 steps, true_cfg_scale 4 (guided only
+ * with a negative prompt). */
+static const cq_image_arch k_qimage_edit = {
+    .default_steps = 50,
+    .default_guidance = 4.0,
+    .size_multiple = 16,
+    .min_steps = 2,
+    .max_images = 1,
+    .guidance_help = "true CFG with --negative (\" \" for an empty one): neg + G (pos - neg), each token rescaled to "
+                     "the positive's norm; 1 = off",
+    .extra_help = "  --vae-area PIXELS     the area the input picture is resized to, for the VAE, the vision tower\n"
+                  "                        and the default output size (default 1048576 = 1024^2, the reference's)\n"
+                  "  --vl-rope-3d          the text tower reads the picture's rows at Qwen2.5-VL's 3-D positions\n"
+                  "                        (default: 0..n-1 on every axis, as the reference runs on transformers 5)\n",
+    .extra_size = sizeof(qimage_extra),
+    .extra_parse = qimage_edit_parse,
+    .open = qimage_open,
+    .check = qimage_check,
+    .load_weights = qimage_load_weights,
+    .generate = qimage_generate,
+    .free = qimage_free,
+    .residency = qimage_residency,
+};
+
+static const cq_image_arch k_qimage_edit_plus = {
+    .default_steps = 50,
+    .default_guidance = 4.0,
+    .size_multiple = 16,
+    .min_steps = 2,
+    .max_images = CQ_QIMAGE_EDIT_MAX_IMAGES,
+    .guidance_help = "true CFG with --negative (\" \" for an empty one): neg + G (pos - neg), each token rescaled to "
+                     "the positive's norm; 1 = off",
+    .extra_help = "  --vae-area PIXELS     the area each input picture is resized to for the VAE, and the last one's\n"
+                  "                        for the default output size (default 1048576 = 1024^2, the reference's)\n"
+                  "  --vl-area PIXELS      the area each input picture is resized to for the vision tower\n"
+                  "                        (default 147456 = 384^2, the reference's)\n"
+                  "  --vl-rope-3d          the text tower reads the pictures' rows at Qwen2.5-VL's 3-D positions\n"
+                  "                        (default: 0..n-1 on every axis, as the reference runs on transformers 5)\n",
+    .extra_size = sizeof(qimage_extra),
+    .extra_parse = qimage_edit_plus_parse,
     .open = qimage_open,
     .check = qimage_check,
     .load_weights = qimage_load_weights,
@@ -292,6 +376,8 @@ static const cq_arch_entry k_models[] = {
     {"qwen_image21", "Qwen-Image-2.1", CQ_TASK_IMAGE, &k_qi21, NULL},
     {"z_image", "Z-Image", CQ_TASK_IMAGE, &k_zimage, NULL},
     {"qwen_image", "Qwen-Image", CQ_TASK_IMAGE, &k_qimage, NULL},
+    {"qwen_image_edit", "Qwen-Image-Edit", CQ_TASK_IMAGE, &k_qimage_edit, NULL},
+    {"qwen_image_edit_plus", "Qwen-Image-Edit-Plus (Edit-2509, Edit-2511)", CQ_TASK_IMAGE, &k_qimage_edit_plus, NULL},
     {"qwen3", "Qwen3", CQ_TASK_CHAT, NULL, &k_qwen3},
     {"qwen3_vl", "Qwen3-VL (its language model)", CQ_TASK_CHAT, NULL, &k_qwen3},
     {"qwen3_vl_text", "Qwen3-VL (its language model)", CQ_TASK_CHAT, NULL, &k_qwen3},

@@ -38,6 +38,8 @@ typedef struct cq_image_req {
     cq_gen_phase_fn on_phase; /* NULL: none */
     void *user;
     const void *extra;          /* the architecture's own options (extra_size bytes), NULL: its defaults */
+    const char *const *images;  /* input pictures (files) of an editing model, n_images of them */
+    int n_images;
 } cq_image_req;
 
 typedef struct cq_image_arch {
@@ -46,6 +48,9 @@ typedef struct cq_image_arch {
     double default_guidance;
     int size_multiple;          /* width and height must be multiples of it */
     int min_steps;
+    /* input pictures it edits: 0 draws from text alone (and refuses pictures); > 0 needs 1..max_images, and a
+     * default size of 0 x 0 means the pictures' (the model works it out) */
+    int max_images;
     /* what guidance (the reference pipeline's own guidance_scale) means for it, one line */
     const char *guidance_help;
     const char *extra_help;     /* help lines of its own options ("" for none) */

@@ -38,7 +38,7 @@ for c in transformer vae; do
 done
 expect 0 "$CQ" convert "$P" -o "$W/f.cmf" --quiet
 expect 1 "$CQ" imagine "$W/f.cmf" "a red circle" --size 64x64 --steps 2 -o "$W/f.png"
-has err "is a pipeline of arch 'flux'; cortiq imagine draws with: qwen_image21, z_image, qwen_image"
+has err "is a pipeline of arch 'flux'; cortiq imagine draws with: qwen_image21, z_image, qwen_image, qwen_image_edit, qwen_image_edit_plus"
 [ -e "$W/f.png" ] && fail "a refused pack wrote f.png"
 # an option of one architecture is still checked before the pack is read
 expect 2 "$CQ" imagine "$W/f.cmf" "a red circle" --noise-dtype f16
