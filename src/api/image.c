@@ -137,7 +137,8 @@ static cq_status to_req(cq_model *m, const cq_image_opts *o, progress_ctx *pc, c
     }
     *extra = x;
     *r = (cq_image_req){.prompt = d.prompt, .negative = d.negative, .width = d.width, .height = d.height,
-                        .steps = d.steps, .seed = d.seed, .guidance = d.guidance, .extra = x,
+                        .steps = d.steps, .seed = d.seed, .guidance = d.guidance,
+                        .extra = ia->extra_size ? x : NULL, /* no block of its own: NULL, its defaults */
                         .images = o->images, .n_images = o->n_images};
     if (pc) {
         *pc = (progress_ctx){.o = o, .steps = d.steps};
