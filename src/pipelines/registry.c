@@ -267,6 +267,10 @@ static cq_status qimage_generate(void *pipe, const cq_image_req *o, cq_image_res
 }
 static void qimage_free(void *pipe) { cq_qimage_pipe_free(pipe); }
 
+/* Qwen-Image's guidance, text to image and edit alike */
+static const char k_qimage_guidance_help[] = "true CFG with --negative (\" \" for an empty one): neg + G (pos - neg), "
+                                             "each token rescaled to the positive's norm; 1 = off";
+
 /* The reference pipeline's call defaults: 1024 x 1024, 50 steps, true_cfg_scale 4 (guided only with a negative
  * prompt). */
 static const cq_image_arch k_qimage = {
@@ -276,8 +280,7 @@ static const cq_image_arch k_qimage = {
     .default_guidance = 4.0,
     .size_multiple = 16,
     .min_steps = 2,
-    .guidance_help = "true CFG with --negative (\" \" for an empty one): neg + G (pos - neg), each token rescaled to "
-                     "the positive's norm; 1 = off",
+    .guidance_help = k_qimage_guidance_help,
     .open = qimage_open,
     .check = qimage_check,
     .load_weights = qimage_load_weights,
@@ -294,8 +297,7 @@ static const cq_image_arch k_qimage_edit = {
     .size_multiple = 16,
     .min_steps = 2,
     .max_images = 1,
-    .guidance_help = "true CFG with --negative (\" \" for an empty one): neg + G (pos - neg), each token rescaled to "
-                     "the positive's norm; 1 = off",
+    .guidance_help = k_qimage_guidance_help,
     .extra_help = "  --vae-area PIXELS     the area the input picture is resized to, for the VAE, the vision tower\n"
                   "                        and the default output size (default 1048576 = 1024^2, the reference's)\n"
                   "  --vl-rope-3d          the text tower reads the picture's rows at Qwen2.5-VL's 3-D positions\n"
@@ -316,8 +318,7 @@ static const cq_image_arch k_qimage_edit_plus = {
     .size_multiple = 16,
     .min_steps = 2,
     .max_images = CQ_QIMAGE_EDIT_MAX_IMAGES,
-    .guidance_help = "true CFG with --negative (\" \" for an empty one): neg + G (pos - neg), each token rescaled to "
-                     "the positive's norm; 1 = off",
+    .guidance_help = k_qimage_guidance_help,
     .extra_help = "  --vae-area PIXELS     the area each input picture is resized to for the VAE, and the last one's\n"
                   "                        for the default output size (default 1048576 = 1024^2, the reference's)\n"
                   "  --vl-area PIXELS      the area each input picture is resized to for the vision tower\n"
