@@ -118,6 +118,12 @@ typedef struct cq_qwen3_mm {
     int32_t image_token;
     const float *image_embeds;
     int n_image_rows;
+    /* Qwen3-VL's deepstack rows (the vision tower's deepstack mergers, in order): [n_deepstack][n_image_rows]
+     * [hidden]; level k is added to the image rows of decoder layer k's output (k < n_deepstack <= n_layers),
+     * as the reference's text model does after its first layers, so the next layer and the hidden states read
+     * the sum. Needs image_embeds. NULL (with 0): none. */
+    const float *deepstack;
+    int n_deepstack;
 } cq_qwen3_mm;
 
 /* cq_qwen3_forward with per-axis positions and injected image rows (mm NULL: as cq_qwen3_forward). */
