@@ -85,6 +85,14 @@ def randomise(model, gen):
             p.copy_(v.to(p.dtype))
 
 
+def restore_inv_freq(model, pristine):
+    """Put back the rotary inv_freq buffers as construction formed them (float32). They are not persistent, so
+    neither saved nor loaded, but a cast to bf16 and back rounds them, which no model the reference loads has."""
+    for name, buf in pristine.items():
+        mod_name, leaf = name.rsplit(".", 1)
+        model.get_submodule(mod_name)._buffers[leaf] = buf.clone()
+
+
 def rel_errs(ref, got):
     ref, got = ref.double(), got.double()
     rms = ref.pow(2).mean().sqrt().item()
@@ -185,12 +193,17 @@ def main():
 
     config = Qwen3VLConfig(text_config=dict(TEXT), vision_config=dict(VISION), tie_word_embeddings=False, **TOKENS)
     model = Qwen3VLForConditionalGeneration(config).float().eval()
+    pristine = {n: b.detach().clone() for n, b in model.named_buffers() if n.endswith("inv_freq")}
+    assert pristine and all(b.dtype == torch.float32 for b in pristine.values())
     randomise(model, gen)
     mdir = os.path.join(args.out, "model")
     model.to(torch.bfloat16).save_pretrained(mdir, safe_serialization=True)
-    # the weights are bf16 values: the f32 model and the bf16 one hold exactly what the folder does
+    # the weights are bf16 values: the f32 model and the bf16 one hold exactly what the folder does; both keep the
+    # float32 RoPE frequencies a loaded model has
     model_b = copy.deepcopy(model).eval()
     model.float()
+    restore_inv_freq(model, pristine)
+    restore_inv_freq(model_b, pristine)
     vis, vis_b = model.model.visual, model_b.model.visual
 
     merge = VISION["spatial_merge_size"]
