@@ -202,14 +202,7 @@ cq_status cq_qwen25vl_vision_load(const cq_cmf *cmf, const char *prefix, cq_back
     m->be = be;
     cq_status s = cq_qwen25vl_vision_parse_config(cmf, prefix, &m->cfg);
     const cq_qwen25vl_vision_config *c = &m->cfg;
-    /* where the tower lives: transformers 5's name first */
-    static const char *const stems[] = {"model.visual.", "visual."};
-    const char *stem = NULL;
-    for (size_t i = 0; s == CQ_OK && !stem && i < CQ_ARRAY_LEN(stems); i++) {
-        char name[320];
-        snprintf(name, sizeof name, "%s%spatch_embed.proj.weight", prefix, stems[i]);
-        if (cq_cmf_find(cmf, name)) stem = stems[i];
-    }
+    const char *stem = s == CQ_OK ? cq_vision_stem(cmf, prefix) : NULL;
     if (s == CQ_OK && !stem)
         s = cq_fail(CQ_ERR_MISSING, "qwen25vl_vision: no '%smodel.visual.patch_embed.proj.weight' (nor '%svisual."
                     "patch_embed.proj.weight') in the file", prefix, prefix);
@@ -248,13 +241,11 @@ typedef struct qv_run {
     int32_t *fcu;                     /* image-frame boundaries */
     int n_frames;
     float *host;                      /* staging: permuted pixels, then RoPE tables, then downloads */
-    cq_tensor pix, cos_t, sin_t, x, h, qkv, q, k, v, att, mlp, m1, out;
+    cq_vision_acts a;
 } qv_run;
 
 static void run_free(qv_run *r) {
-    cq_tensor *t[] = {&r->pix, &r->cos_t, &r->sin_t, &r->x, &r->h, &r->qkv, &r->q, &r->k, &r->v,
-                      &r->att, &r->mlp, &r->m1, &r->out};
-    for (size_t i = 0; i < CQ_ARRAY_LEN(t); i++) cq_tensor_free(t[i]);
+    cq_vision_acts_free(&r->a);
     cq_free(r->idx);
     cq_free(r->cu);
     cq_free(r->fcu);
@@ -285,44 +276,34 @@ static void rope_tables(const cq_qwen25vl_vision *m, const qv_run *r, const int3
     }
 }
 
-static cq_status run_alloc(cq_qwen25vl_vision *m, qv_run *r) {
+static cq_status run_alloc(const cq_qwen25vl_vision *m, qv_run *r) {
     const cq_qwen25vl_vision_config *c = &m->cfg;
-    cq_backend *be = m->be;
-    const int64_t n = r->n, D = c->hidden, unit = (int64_t)c->merge * c->merge;
-    CQ_TRY(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, cq_qwen25vl_vision_patch_dim(c), &r->pix));
-    CQ_TRY(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, c->head_dim / 2, &r->cos_t));
-    CQ_TRY(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, c->head_dim / 2, &r->sin_t));
-    CQ_TRY(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, D, &r->x));
-    CQ_TRY(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, D, &r->h));
-    CQ_TRY(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, 3 * D, &r->qkv));
-    CQ_TRY(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, D, &r->q));
-    CQ_TRY(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, D, &r->k));
-    CQ_TRY(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, D, &r->v));
-    CQ_TRY(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, D, &r->att));
-    CQ_TRY(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, c->intermediate, &r->mlp));
-    CQ_TRY(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n / unit, D * unit, &r->m1));
-    return cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n / unit, c->out_hidden, &r->out);
+    const cq_vision_dims d = {.n = r->n, .patch_dim = cq_qwen25vl_vision_patch_dim(c), .hidden = c->hidden,
+                              .head_dim = c->head_dim, .intermediate = c->intermediate,
+                              .unit = c->merge * c->merge, .out_hidden = c->out_hidden};
+    return cq_vision_acts_alloc(m->be, &d, &r->a);
 }
 
 static cq_status block_forward(cq_qwen25vl_vision *m, qv_run *r, int l) {
     const cq_qwen25vl_vision_config *c = &m->cfg;
     cq_backend *be = m->be;
     const qv_block *B = &m->blocks[l];
-    CQ_TRY(cq_op_rmsnorm(be, &r->h, &r->x, &B->norm1, NULL, false, c->eps));
-    const cq_vision_qkv_args qa = {.h = &r->h, .w = &B->qkv, .b = &B->qkv_b, .cols = m->cols, .cos_t = &r->cos_t,
-                                   .sin_t = &r->sin_t, .qkv = &r->qkv, .q = &r->q, .k = &r->k, .v = &r->v,
+    CQ_TRY(cq_op_rmsnorm(be, &r->a.h, &r->a.x, &B->norm1, NULL, false, c->eps));
+    const cq_vision_qkv_args qa = {.h = &r->a.h, .w = &B->qkv, .b = &B->qkv_b, .cols = m->cols, .cos_t = &r->a.cos_t,
+                                   .sin_t = &r->a.sin_t, .qkv = &r->a.qkv, .q = &r->a.q, .k = &r->a.k, .v = &r->a.v,
                                    .n_heads = c->n_heads, .head_dim = c->head_dim};
     CQ_TRY(cq_vision_qkv(be, &qa));
-    if (m->full[l]) CQ_TRY(cq_vision_attend(be, &r->q, &r->k, &r->v, &r->att, r->fcu, r->n_frames, c->n_heads,
+    if (m->full[l]) CQ_TRY(cq_vision_attend(be, &r->a.q, &r->a.k, &r->a.v, &r->a.att, r->fcu, r->n_frames, c->n_heads,
                                             c->head_dim));
-    else CQ_TRY(cq_vision_attend(be, &r->q, &r->k, &r->v, &r->att, r->cu, r->n_windows, c->n_heads, c->head_dim));
-    cq_matmul_args o = {.y = &r->x, .x = &r->att, .w = &B->proj, .bias = &B->proj_b, .accumulate = true};
+    else CQ_TRY(cq_vision_attend(be, &r->a.q, &r->a.k, &r->a.v, &r->a.att, r->cu, r->n_windows, c->n_heads,
+                                 c->head_dim));
+    cq_matmul_args o = {.y = &r->a.x, .x = &r->a.att, .w = &B->proj, .bias = &B->proj_b, .accumulate = true};
     CQ_TRY(cq_op_matmul(be, &o));
-    CQ_TRY(cq_op_rmsnorm(be, &r->h, &r->x, &B->norm2, NULL, false, c->eps));
-    cq_matmul_args gu = {.y = &r->mlp, .x = &r->h, .w = &B->gate, .w2 = &B->up, .bias = &B->gate_b,
+    CQ_TRY(cq_op_rmsnorm(be, &r->a.h, &r->a.x, &B->norm2, NULL, false, c->eps));
+    cq_matmul_args gu = {.y = &r->a.mlp, .x = &r->a.h, .w = &B->gate, .w2 = &B->up, .bias = &B->gate_b,
                          .bias2 = &B->up_b, .act = CQ_ACT_SWIGLU};
     CQ_TRY(cq_op_matmul(be, &gu));
-    cq_matmul_args d = {.y = &r->x, .x = &r->mlp, .w = &B->down, .bias = &B->down_b, .accumulate = true};
+    cq_matmul_args d = {.y = &r->a.x, .x = &r->a.mlp, .w = &B->down, .bias = &B->down_b, .accumulate = true};
     return cq_op_matmul(be, &d);
 }
 
@@ -361,25 +342,25 @@ static cq_status forward(cq_qwen25vl_vision *m, qv_run *r, const float *pixels, 
     /* the pixel rows in window order */
     const size_t ub = (size_t)(unit * K);
     for (int64_t u = 0; u < units; u++) memcpy(r->host + (size_t)u * ub, pixels + (size_t)r->idx[u] * ub, ub * 4);
-    CQ_TRY(cq_tensor_upload(&r->pix, r->host, (size_t)(n * K) * sizeof(float)));
+    CQ_TRY(cq_tensor_upload(&r->a.pix, r->host, (size_t)(n * K) * sizeof(float)));
     const size_t half = (size_t)c->head_dim / 2;
     rope_tables(m, r, grid, n_images, r->host, r->host + (size_t)n * half);
-    CQ_TRY(cq_tensor_upload(&r->cos_t, r->host, (size_t)n * half * sizeof(float)));
-    CQ_TRY(cq_tensor_upload(&r->sin_t, r->host + (size_t)n * half, (size_t)n * half * sizeof(float)));
-    CQ_TRY(cq_op_linear(be, &r->x, &r->pix, &m->patch, NULL));
+    CQ_TRY(cq_tensor_upload(&r->a.cos_t, r->host, (size_t)n * half * sizeof(float)));
+    CQ_TRY(cq_tensor_upload(&r->a.sin_t, r->host + (size_t)n * half, (size_t)n * half * sizeof(float)));
+    CQ_TRY(cq_op_linear(be, &r->a.x, &r->a.pix, &m->patch, NULL));
     for (int l = 0; l < c->depth; l++) {
         CQ_TRY(block_forward(m, r, l));
         if (out->blocks)
-            CQ_TRY(download_unpermuted(r, &r->x, unit, out->blocks + (size_t)l * (size_t)(n * c->hidden)));
+            CQ_TRY(download_unpermuted(r, &r->a.x, unit, out->blocks + (size_t)l * (size_t)(n * c->hidden)));
     }
-    if (out->pre_merger) CQ_TRY(download_unpermuted(r, &r->x, unit, out->pre_merger));
+    if (out->pre_merger) CQ_TRY(download_unpermuted(r, &r->a.x, unit, out->pre_merger));
     if (!out->out) return CQ_OK;
     /* merger: the norm per patch, the merge unit's rows side by side (a reshape: they are consecutive) */
-    CQ_TRY(cq_op_rmsnorm(be, &r->h, &r->x, &m->ln_q, NULL, false, c->eps));
+    CQ_TRY(cq_op_rmsnorm(be, &r->a.h, &r->a.x, &m->ln_q, NULL, false, c->eps));
     cq_tensor h4;
-    CQ_TRY(cq_tensor_reshape(&r->h, 2, (const int64_t[2]){units, unit * c->hidden}, &h4));
-    CQ_TRY(cq_vision_merger_mlp(be, &m->merger, &h4, &r->m1, &r->out));
-    return download_unpermuted(r, &r->out, 1, out->out);
+    CQ_TRY(cq_tensor_reshape(&r->a.h, 2, (const int64_t[2]){units, unit * c->hidden}, &h4));
+    CQ_TRY(cq_vision_merger_mlp(be, &m->merger, &h4, &r->a.m1, &r->a.out));
+    return download_unpermuted(r, &r->a.out, 1, out->out);
 }
 
 cq_status cq_qwen25vl_vision_forward(cq_qwen25vl_vision *m, const float *pixels, int64_t n_rows,

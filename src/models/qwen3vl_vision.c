@@ -240,14 +240,7 @@ cq_status cq_qwen3vl_vision_load(const cq_cmf *cmf, const char *prefix, cq_backe
     m->be = be;
     cq_status s = cq_qwen3vl_vision_parse_config(cmf, prefix, &m->cfg);
     const cq_qwen3vl_vision_config *c = &m->cfg;
-    /* where the tower lives: transformers 5's name first */
-    static const char *const stems[] = {"model.visual.", "visual."};
-    const char *stem = NULL;
-    for (size_t i = 0; s == CQ_OK && !stem && i < CQ_ARRAY_LEN(stems); i++) {
-        char name[320];
-        snprintf(name, sizeof name, "%s%spatch_embed.proj.weight", prefix, stems[i]);
-        if (cq_cmf_find(cmf, name)) stem = stems[i];
-    }
+    const char *stem = s == CQ_OK ? cq_vision_stem(cmf, prefix) : NULL;
     if (s == CQ_OK && !stem)
         s = cq_fail(CQ_ERR_MISSING, WHO ": no '%smodel.visual.patch_embed.proj.weight' (nor '%svisual."
                     "patch_embed.proj.weight') in the file", prefix, prefix);
@@ -286,13 +279,11 @@ typedef struct q3v_run {
     int32_t *fcu;                     /* image-frame boundaries */
     int n_frames;
     float *host;                      /* staging: pixels, position embeddings, RoPE tables, downloads */
-    cq_tensor pix, cos_t, sin_t, x, h, qkv, q, k, v, att, mlp, m1, out;
+    cq_vision_acts a;
 } q3v_run;
 
 static void run_free(q3v_run *r) {
-    cq_tensor *t[] = {&r->pix, &r->cos_t, &r->sin_t, &r->x, &r->h, &r->qkv, &r->q, &r->k, &r->v,
-                      &r->att, &r->mlp, &r->m1, &r->out};
-    for (size_t i = 0; i < CQ_ARRAY_LEN(t); i++) cq_tensor_free(t[i]);
+    cq_vision_acts_free(&r->a);
     cq_free(r->fcu);
     cq_free(r->host);
 }
@@ -339,23 +330,12 @@ static void host_tables(const cq_qwen3vl_vision *m, const int32_t (*grid)[3], in
     }
 }
 
-static cq_status run_alloc(cq_qwen3vl_vision *m, q3v_run *r) {
+static cq_status run_alloc(const cq_qwen3vl_vision *m, q3v_run *r) {
     const cq_qwen3vl_vision_config *c = &m->cfg;
-    cq_backend *be = m->be;
-    const int64_t n = r->n, D = c->hidden, unit = (int64_t)c->merge * c->merge;
-    CQ_TRY(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, cq_qwen3vl_vision_patch_dim(c), &r->pix));
-    CQ_TRY(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, c->head_dim / 2, &r->cos_t));
-    CQ_TRY(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, c->head_dim / 2, &r->sin_t));
-    CQ_TRY(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, D, &r->x));
-    CQ_TRY(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, D, &r->h));
-    CQ_TRY(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, 3 * D, &r->qkv));
-    CQ_TRY(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, D, &r->q));
-    CQ_TRY(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, D, &r->k));
-    CQ_TRY(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, D, &r->v));
-    CQ_TRY(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, D, &r->att));
-    CQ_TRY(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, c->intermediate, &r->mlp));
-    CQ_TRY(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n / unit, D * unit, &r->m1));
-    return cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n / unit, c->out_hidden, &r->out);
+    const cq_vision_dims d = {.n = r->n, .patch_dim = cq_qwen3vl_vision_patch_dim(c), .hidden = c->hidden,
+                              .head_dim = c->head_dim, .intermediate = c->intermediate,
+                              .unit = c->merge * c->merge, .out_hidden = c->out_hidden};
+    return cq_vision_acts_alloc(m->be, &d, &r->a);
 }
 
 static cq_status layernorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, const q3v_norm *n, float eps) {
@@ -366,21 +346,21 @@ static cq_status block_forward(cq_qwen3vl_vision *m, q3v_run *r, int l) {
     const cq_qwen3vl_vision_config *c = &m->cfg;
     cq_backend *be = m->be;
     const q3v_block *B = &m->blocks[l];
-    CQ_TRY(layernorm(be, &r->h, &r->x, &B->norm1, c->eps));
-    const cq_vision_qkv_args qa = {.h = &r->h, .w = &B->qkv, .b = &B->qkv_b, .cols = m->cols, .cos_t = &r->cos_t,
-                                   .sin_t = &r->sin_t, .qkv = &r->qkv, .q = &r->q, .k = &r->k, .v = &r->v,
+    CQ_TRY(layernorm(be, &r->a.h, &r->a.x, &B->norm1, c->eps));
+    const cq_vision_qkv_args qa = {.h = &r->a.h, .w = &B->qkv, .b = &B->qkv_b, .cols = m->cols, .cos_t = &r->a.cos_t,
+                                   .sin_t = &r->a.sin_t, .qkv = &r->a.qkv, .q = &r->a.q, .k = &r->a.k, .v = &r->a.v,
                                    .n_heads = c->n_heads, .head_dim = c->head_dim};
     CQ_TRY(cq_vision_qkv(be, &qa));
-    CQ_TRY(cq_vision_attend(be, &r->q, &r->k, &r->v, &r->att, r->fcu, r->n_frames, c->n_heads, c->head_dim));
-    cq_matmul_args o = {.y = &r->x, .x = &r->att, .w = &B->proj, .bias = &B->proj_b, .accumulate = true};
+    CQ_TRY(cq_vision_attend(be, &r->a.q, &r->a.k, &r->a.v, &r->a.att, r->fcu, r->n_frames, c->n_heads, c->head_dim));
+    cq_matmul_args o = {.y = &r->a.x, .x = &r->a.att, .w = &B->proj, .bias = &B->proj_b, .accumulate = true};
     CQ_TRY(cq_op_matmul(be, &o));
-    CQ_TRY(layernorm(be, &r->h, &r->x, &B->norm2, c->eps));
-    cq_matmul_args up = {.y = &r->mlp, .x = &r->h, .w = &B->fc1, .bias = &B->fc1_b};
+    CQ_TRY(layernorm(be, &r->a.h, &r->a.x, &B->norm2, c->eps));
+    cq_matmul_args up = {.y = &r->a.mlp, .x = &r->a.h, .w = &B->fc1, .bias = &B->fc1_b};
     if (c->act == CQ_QWEN3VL_ACT_GELU_TANH) up.act = CQ_ACT_GELU_TANH;
     if (c->act == CQ_QWEN3VL_ACT_SILU) up.act = CQ_ACT_SILU;
     CQ_TRY(cq_op_matmul(be, &up));
-    if (c->act == CQ_QWEN3VL_ACT_GELU_ERF) CQ_TRY(cq_op_unary(be, &r->mlp, &r->mlp, CQ_UNARY_GELU_ERF, 0.0f, 0.0f));
-    cq_matmul_args d = {.y = &r->x, .x = &r->mlp, .w = &B->fc2, .bias = &B->fc2_b, .accumulate = true};
+    if (c->act == CQ_QWEN3VL_ACT_GELU_ERF) CQ_TRY(cq_op_unary(be, &r->a.mlp, &r->a.mlp, CQ_UNARY_GELU_ERF, 0.0f, 0.0f));
+    cq_matmul_args d = {.y = &r->a.x, .x = &r->a.mlp, .w = &B->fc2, .bias = &B->fc2_b, .accumulate = true};
     return cq_op_matmul(be, &d);
 }
 
@@ -390,15 +370,15 @@ static cq_status merge(cq_qwen3vl_vision *m, q3v_run *r, const q3v_merger *mg, b
     const cq_qwen3vl_vision_config *c = &m->cfg;
     const int64_t unit = (int64_t)c->merge * c->merge, units = r->n / unit, wide[2] = {units, unit * c->hidden};
     cq_tensor x4, h4;
-    CQ_TRY(cq_tensor_reshape(&r->h, 2, wide, &h4));
+    CQ_TRY(cq_tensor_reshape(&r->a.h, 2, wide, &h4));
     if (postshuffle) {
-        CQ_TRY(cq_tensor_reshape(&r->x, 2, wide, &x4));
+        CQ_TRY(cq_tensor_reshape(&r->a.x, 2, wide, &x4));
         CQ_TRY(layernorm(m->be, &h4, &x4, &mg->norm, c->eps));
     } else {
-        CQ_TRY(layernorm(m->be, &r->h, &r->x, &mg->norm, c->eps));
+        CQ_TRY(layernorm(m->be, &r->a.h, &r->a.x, &mg->norm, c->eps));
     }
-    CQ_TRY(cq_vision_merger_mlp(m->be, &mg->mlp, &h4, &r->m1, &r->out));
-    return cq_tensor_download(&r->out, dst, (size_t)(units * c->out_hidden) * sizeof(float));
+    CQ_TRY(cq_vision_merger_mlp(m->be, &mg->mlp, &h4, &r->a.m1, &r->a.out));
+    return cq_tensor_download(&r->a.out, dst, (size_t)(units * c->out_hidden) * sizeof(float));
 }
 
 static cq_status forward(cq_qwen3vl_vision *m, q3v_run *r, const float *pixels, const int32_t (*grid)[3],
@@ -422,18 +402,19 @@ static cq_status forward(cq_qwen3vl_vision *m, q3v_run *r, const float *pixels, 
     const size_t half = (size_t)c->head_dim / 2;
     float *pos = r->host, *cs = pos + (size_t)(n * D), *sn = cs + (size_t)n * half;
     host_tables(m, grid, n_images, pos, cs, sn);
-    CQ_TRY(cq_tensor_upload(&r->pix, pixels, (size_t)(n * K) * sizeof(float)));
-    CQ_TRY(cq_tensor_upload(&r->x, pos, (size_t)(n * D) * sizeof(float)));
-    CQ_TRY(cq_tensor_upload(&r->cos_t, cs, (size_t)n * half * sizeof(float)));
-    CQ_TRY(cq_tensor_upload(&r->sin_t, sn, (size_t)n * half * sizeof(float)));
+    CQ_TRY(cq_tensor_upload(&r->a.pix, pixels, (size_t)(n * K) * sizeof(float)));
+    CQ_TRY(cq_tensor_upload(&r->a.x, pos, (size_t)(n * D) * sizeof(float)));
+    CQ_TRY(cq_tensor_upload(&r->a.cos_t, cs, (size_t)n * half * sizeof(float)));
+    CQ_TRY(cq_tensor_upload(&r->a.sin_t, sn, (size_t)n * half * sizeof(float)));
     /* x = pos + (pixels · Wᵀ + b): the Conv3d's output with its bias, then the position embedding */
-    cq_matmul_args pe = {.y = &r->x, .x = &r->pix, .w = &m->patch, .bias = &m->patch_b, .accumulate = true};
+    cq_matmul_args pe = {.y = &r->a.x, .x = &r->a.pix, .w = &m->patch, .bias = &m->patch_b, .accumulate = true};
     CQ_TRY(cq_op_matmul(be, &pe));
-    if (out->embed) CQ_TRY(cq_tensor_download(&r->x, out->embed, (size_t)(n * D) * sizeof(float)));
+    if (out->embed) CQ_TRY(cq_tensor_download(&r->a.x, out->embed, (size_t)(n * D) * sizeof(float)));
     for (int l = 0; l < c->depth; l++) {
         CQ_TRY(block_forward(m, r, l));
         if (out->blocks)
-            CQ_TRY(cq_tensor_download(&r->x, out->blocks + (size_t)l * (size_t)(n * D), (size_t)(n * D) * sizeof(float)));
+            CQ_TRY(cq_tensor_download(&r->a.x, out->blocks + (size_t)l * (size_t)(n * D),
+                                      (size_t)(n * D) * sizeof(float)));
         const int k = m->deep_of[l];
         if (k >= 0 && out->deepstack)
             CQ_TRY(merge(m, r, &m->deep[k], true, out->deepstack + (size_t)k * (size_t)(units * c->out_hidden)));

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "models/kit/vision.h"
 #include "models/tables.h"
 
 static void add(cq_tt_report *to, const cq_tt_report *r) {
@@ -53,14 +54,8 @@ static cq_status check_qwen3(const cq_cmf *cmf, const char *prefix, cq_tt_note_f
  * out). Qwen3-VL's is the one with a learned position table. */
 static cq_status check_vision(const cq_cmf *cmf, const char *prefix, cq_tt_note_fn note, void *user,
                               cq_tt_report *rep, int *n) {
-    static const char *const stems[] = {"model.visual.", "visual."};
     char sp[256] = "";
-    const char *stem = NULL;
-    for (size_t i = 0; !stem && i < CQ_ARRAY_LEN(stems); i++) {
-        char name[320];
-        snprintf(name, sizeof name, "%s%spatch_embed.proj.weight", prefix, stems[i]);
-        if (cq_cmf_find(cmf, name)) stem = stems[i];
-    }
+    const char *stem = cq_vision_stem(cmf, prefix);
     if (!stem) return CQ_OK;
     snprintf(sp, sizeof sp, "%s%s", prefix, stem);
     char pos[320];

@@ -71,6 +71,35 @@ void cq_vision_rope_row(const float *inv, int head_dim, int64_t hp, int64_t wp, 
     }
 }
 
+const char *cq_vision_stem(const cq_cmf *cmf, const char *prefix) {
+    static const char *const stems[] = {"model.visual.", "visual."};
+    for (size_t i = 0; i < CQ_ARRAY_LEN(stems); i++) {
+        char name[320];
+        snprintf(name, sizeof name, "%s%spatch_embed.proj.weight", prefix, stems[i]);
+        if (cq_cmf_find(cmf, name)) return stems[i];
+    }
+    return NULL;
+}
+
+cq_status cq_vision_acts_alloc(cq_backend *be, const cq_vision_dims *d, cq_vision_acts *a) {
+    const int64_t n = d->n, D = d->hidden, units = d->n / d->unit;
+    CQ_TRY(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, d->patch_dim, &a->pix));
+    CQ_TRY(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, d->head_dim / 2, &a->cos_t));
+    CQ_TRY(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, d->head_dim / 2, &a->sin_t));
+    cq_tensor *rows[] = {&a->x, &a->h, &a->q, &a->k, &a->v, &a->att};
+    for (size_t i = 0; i < CQ_ARRAY_LEN(rows); i++) CQ_TRY(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, D, rows[i]));
+    CQ_TRY(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, 3 * D, &a->qkv));
+    CQ_TRY(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, d->intermediate, &a->mlp));
+    CQ_TRY(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, units, D * d->unit, &a->m1));
+    return cq_tensor_alloc_2d(be, CQ_DTYPE_F32, units, d->out_hidden, &a->out);
+}
+
+void cq_vision_acts_free(cq_vision_acts *a) {
+    cq_tensor *t[] = {&a->pix, &a->cos_t, &a->sin_t, &a->x, &a->h, &a->qkv, &a->q, &a->k, &a->v,
+                      &a->att, &a->mlp, &a->m1, &a->out};
+    for (size_t i = 0; i < CQ_ARRAY_LEN(t); i++) cq_tensor_free(t[i]);
+}
+
 cq_status cq_vision_bind_patch(const cq_tt_binder *b, const char *p, cq_tensor *out) {
     const cq_tensor_view *v;
     CQ_TRY(cq_tt_get(b->who, b->table, b->cmf, &v, "%spatch_embed.proj.weight", p));

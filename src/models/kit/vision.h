@@ -54,6 +54,26 @@ static inline void cq_vision_patch_hw(int64_t in_frame, int64_t gw, int merge, i
     *wp = u % uw * merge + s % merge;
 }
 
+/* Where a tower's tensors live after `prefix`: "model.visual." (transformers
+ * 5) or "visual." (older saves), the first holding patch_embed.proj.weight;
+ * NULL when neither does. */
+const char *cq_vision_stem(const cq_cmf *cmf, const char *prefix);
+
+/* The activations of one call over n patch rows: the pixels [n, patch_dim],
+ * the RoPE tables [n, head_dim / 2], the residual stream x and the normed
+ * rows h [n, hidden], qkv [n, 3 hidden], q, k, v, the attention output
+ * [n, hidden], the MLP's hidden rows [n, intermediate], the merger's hidden
+ * rows m1 [n / unit, unit * hidden] and its output [n / unit, out_hidden]. */
+typedef struct cq_vision_acts {
+    cq_tensor pix, cos_t, sin_t, x, h, qkv, q, k, v, att, mlp, m1, out;
+} cq_vision_acts;
+typedef struct cq_vision_dims {
+    int64_t n;
+    int patch_dim, hidden, head_dim, intermediate, unit, out_hidden;
+} cq_vision_dims;
+cq_status cq_vision_acts_alloc(cq_backend *be, const cq_vision_dims *d, cq_vision_acts *a);
+void cq_vision_acts_free(cq_vision_acts *a);
+
 /* The Conv3d kernel "<p>patch_embed.proj.weight" [D, C, T, P, P] bound as
  * the matrix [D, C*T*P*P] it is (ops take at most 4 dims). */
 cq_status cq_vision_bind_patch(const cq_tt_binder *b, const char *p, cq_tensor *out);
