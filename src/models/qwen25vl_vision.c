@@ -16,6 +16,7 @@
 #include "base/base.h"
 #include "models/kit/config.h"
 #include "models/kit/tensors.h"
+#include "models/kit/vision.h"
 #include "models/qwen25vl_vision.h"
 #include "models/tables.h"
 
@@ -30,7 +31,8 @@ struct cq_qwen25vl_vision {
     cq_backend *be;
     cq_qwen25vl_vision_config cfg;
     cq_tensor patch;                 /* [D, C*T*P*P] */
-    cq_tensor ln_q, mlp0, mlp0_b, mlp2, mlp2_b;
+    cq_tensor ln_q;
+    cq_vision_merger_w merger;       /* mlp.0, mlp.2 */
     qv_block *blocks;
     bool *full;                      /* [depth]: full attention */
     cq_tensor cols[3];               /* I32 [D]: the q, k, v columns of the qkv output */
@@ -89,20 +91,7 @@ static cq_status parse_json(const cJSON *root, void *out) {
         for (int b = 7; b < c->depth; b += 8) c->full[n++] = b;
     }
     c->n_full = n;
-    /* RoPE: transformers 5 keeps theta in rope_parameters (rope_type "axial" or "default"), 4.x nowhere (10000) */
-    c->rope_theta = 10000.0;
-    const cJSON *rp = cq_cfg_get(&g, "rope_parameters");
-    if (rp) {
-        if (!cJSON_IsObject(rp))
-            return cq_fail(CQ_ERR_PARSE, "qwen25vl_vision: config vision_config.rope_parameters must be an object");
-        const cq_cfg r = {rp, "qwen25vl_vision", "vision_config.rope_parameters."};
-        const cJSON *ty = cq_cfg_get(&r, "rope_type");
-        if (ty && (!cJSON_IsString(ty) ||
-                   (strcmp(ty->valuestring, "axial") != 0 && strcmp(ty->valuestring, "default") != 0)))
-            return cq_fail(CQ_ERR_UNSUPPORTED, "qwen25vl_vision: vision rope_type '%s' is not supported (axial)",
-                           cJSON_IsString(ty) ? ty->valuestring : "?");
-        CQ_TRY(cq_cfg_num(&r, "rope_theta", 10000.0, 1.0, false, 1e12, &c->rope_theta));
-    }
+    CQ_TRY(cq_vision_rope_theta(&g, &c->rope_theta));
     c->eps = 1e-6f;
     return CQ_OK;
 }
@@ -116,23 +105,8 @@ cq_status cq_qwen25vl_vision_parse_config(const cq_cmf *cmf, const char *prefix,
 /* ------------------------------------------------------------------------ */
 cq_status cq_qwen25vl_vision_rows(const cq_qwen25vl_vision_config *c, const int32_t (*grid)[3], int n_images,
                                   int64_t *n_rows) {
-    *n_rows = 0;
-    if (!grid || n_images < 1 || n_images > CQ_QWEN25VL_VISION_MAX_IMAGES)
-        return cq_fail(CQ_ERR_INVALID_ARG, "qwen25vl_vision: %d images (1 .. %d per call)", n_images,
-                       CQ_QWEN25VL_VISION_MAX_IMAGES);
-    int64_t n = 0;
-    for (int i = 0; i < n_images; i++) {
-        int32_t t = grid[i][0], h = grid[i][1], w = grid[i][2];
-        if (t < 1 || h < 1 || w < 1 || t > 4096 || h > 65536 || w > 65536 || h % c->merge || w % c->merge)
-            return cq_fail(CQ_ERR_SHAPE, "qwen25vl_vision: image %d has grid (%d, %d, %d); t, h, w must be >= 1, h and "
-                           "w multiples of %d", i, (int)t, (int)h, (int)w, c->merge);
-        n += (int64_t)t * h * w;
-        if (n > CQ_QWEN25VL_VISION_MAX_ROWS)
-            return cq_fail(CQ_ERR_BOUNDS, "qwen25vl_vision: more than %d patch rows in one call",
-                           CQ_QWEN25VL_VISION_MAX_ROWS);
-    }
-    *n_rows = n;
-    return CQ_OK;
+    return cq_vision_rows("qwen25vl_vision", c->merge, grid, n_images, CQ_QWEN25VL_VISION_MAX_IMAGES,
+                          CQ_QWEN25VL_VISION_MAX_ROWS, n_rows);
 }
 
 cq_status cq_qwen25vl_vision_window_index(const cq_qwen25vl_vision_config *c, const int32_t (*grid)[3], int n_images,
@@ -182,30 +156,16 @@ void cq_qwen25vl_vision_free(cq_qwen25vl_vision *m) {
 
 const cq_qwen25vl_vision_config *cq_qwen25vl_vision_get_config(const cq_qwen25vl_vision *m) { return &m->cfg; }
 
-/* The Conv3d kernel [D, C, T, P, P] bound as the matrix [D, C*T*P*P] it is (ops take at most 4 dims). */
-static cq_status bind_patch(const cq_tt_binder *b, const char *p, cq_tensor *out) {
-    const cq_tensor_view *v;
-    CQ_TRY(cq_tt_get(b->who, b->table, b->cmf, &v, "%spatch_embed.proj.weight", p));
-    cq_tensor_view flat = *v;
-    flat.ndim = 2;
-    flat.shape[1] = v->nelem / v->shape[0];
-    for (int d = 2; d < CQ_MAX_DIMS; d++) flat.shape[d] = 0;
-    CQ_TRY(cq_tensor_bind_weight(b->be, &flat, out));
-    cq_status s = cq_tt_held_add(b->held, out);
-    if (s != CQ_OK) memset(out, 0, sizeof *out);
-    return s;
-}
-
 static cq_status bind_all(cq_qwen25vl_vision *m, const cq_tt_binder *b, const char *p) {
     const cq_qwen25vl_vision_config *c = &m->cfg;
 #define W(field, name) CQ_TRY(cq_tt_bind_weight(b, &m->field, "%s" name, p))
 #define V(field, name) CQ_TRY(cq_tt_bind_vector(b, &m->field, "%s" name, p))
-    CQ_TRY(bind_patch(b, p, &m->patch));
+    CQ_TRY(cq_vision_bind_patch(b, p, &m->patch));
     V(ln_q, "merger.ln_q.weight");
-    W(mlp0, "merger.mlp.0.weight");
-    V(mlp0_b, "merger.mlp.0.bias");
-    W(mlp2, "merger.mlp.2.weight");
-    V(mlp2_b, "merger.mlp.2.bias");
+    W(merger.fc1, "merger.mlp.0.weight");
+    V(merger.fc1_b, "merger.mlp.0.bias");
+    W(merger.fc2, "merger.mlp.2.weight");
+    V(merger.fc2_b, "merger.mlp.2.bias");
 #undef W
 #undef V
     for (int l = 0; l < c->depth; l++) {
@@ -228,22 +188,7 @@ static cq_status bind_all(cq_qwen25vl_vision *m, const cq_tt_binder *b, const ch
 #undef V
     }
     /* the qkv output is [q | k | v], each [heads x head_dim]: the column lists that split it */
-    int32_t *col = cq_mallocn((size_t)c->hidden, sizeof(int32_t));
-    if (!col) return CQ_ERR_NOMEM;
-    cq_status s = CQ_OK;
-    for (int part = 0; s == CQ_OK && part < 3; part++) {
-        for (int j = 0; j < c->hidden; j++) col[j] = part * c->hidden + j;
-        int64_t shape[1] = {c->hidden};
-        s = cq_tensor_alloc(m->be, CQ_DTYPE_I32, 1, shape, &m->cols[part]);
-        if (s == CQ_OK) {
-            s = cq_tensor_upload(&m->cols[part], col, (size_t)c->hidden * sizeof(int32_t));
-            if (s == CQ_OK) s = cq_tt_held_add(&m->held, &m->cols[part]);
-            else cq_tensor_free(&m->cols[part]);
-        }
-        if (s != CQ_OK) memset(&m->cols[part], 0, sizeof m->cols[part]);
-    }
-    cq_free(col);
-    return s;
+    return cq_vision_qkv_cols(m->be, c->hidden, &m->held, m->cols);
 }
 
 cq_status cq_qwen25vl_vision_load(const cq_cmf *cmf, const char *prefix, cq_backend *be, cq_qwen25vl_vision **out) {
@@ -257,14 +202,7 @@ cq_status cq_qwen25vl_vision_load(const cq_cmf *cmf, const char *prefix, cq_back
     m->be = be;
     cq_status s = cq_qwen25vl_vision_parse_config(cmf, prefix, &m->cfg);
     const cq_qwen25vl_vision_config *c = &m->cfg;
-    /* where the tower lives: transformers 5's name first */
-    static const char *const stems[] = {"model.visual.", "visual."};
-    const char *stem = NULL;
-    for (size_t i = 0; s == CQ_OK && !stem && i < CQ_ARRAY_LEN(stems); i++) {
-        char name[320];
-        snprintf(name, sizeof name, "%s%spatch_embed.proj.weight", prefix, stems[i]);
-        if (cq_cmf_find(cmf, name)) stem = stems[i];
-    }
+    const char *stem = s == CQ_OK ? cq_vision_stem(cmf, prefix) : NULL;
     if (s == CQ_OK && !stem)
         s = cq_fail(CQ_ERR_MISSING, "qwen25vl_vision: no '%smodel.visual.patch_embed.proj.weight' (nor '%svisual."
                     "patch_embed.proj.weight') in the file", prefix, prefix);
@@ -276,10 +214,7 @@ cq_status cq_qwen25vl_vision_load(const cq_cmf *cmf, const char *prefix, cq_back
     }
     if (s == CQ_OK) {
         for (int i = 0; i < c->n_full; i++) m->full[c->full[i]] = true;
-        /* 1 / theta^(2j / (D/2)), formed in f32 as the reference does */
-        const int dim = c->head_dim / 2;
-        for (int j = 0; j < dim / 2; j++)
-            m->inv_freq[j] = 1.0f / powf((float)c->rope_theta, (float)(2 * j) / (float)dim);
+        cq_vision_rope_inv_freq(c->rope_theta, c->head_dim, m->inv_freq);
         char p[512];
         snprintf(p, sizeof p, "%s%s", prefix, stem);
         cq_tt_list table = {0};
@@ -306,13 +241,11 @@ typedef struct qv_run {
     int32_t *fcu;                     /* image-frame boundaries */
     int n_frames;
     float *host;                      /* staging: permuted pixels, then RoPE tables, then downloads */
-    cq_tensor pix, cos_t, sin_t, x, h, qkv, q, k, v, att, mlp, m1, out;
+    cq_vision_acts a;
 } qv_run;
 
 static void run_free(qv_run *r) {
-    cq_tensor *t[] = {&r->pix, &r->cos_t, &r->sin_t, &r->x, &r->h, &r->qkv, &r->q, &r->k, &r->v,
-                      &r->att, &r->mlp, &r->m1, &r->out};
-    for (size_t i = 0; i < CQ_ARRAY_LEN(t); i++) cq_tensor_free(t[i]);
+    cq_vision_acts_free(&r->a);
     cq_free(r->idx);
     cq_free(r->cu);
     cq_free(r->fcu);
@@ -323,7 +256,8 @@ static void run_free(qv_run *r) {
 static void rope_tables(const cq_qwen25vl_vision *m, const qv_run *r, const int32_t (*grid)[3], int n_images,
                         float *cs, float *sn) {
     const cq_qwen25vl_vision_config *c = &m->cfg;
-    const int mg = c->merge, unit = mg * mg, q4 = c->head_dim / 4, half = c->head_dim / 2;
+    const int mg = c->merge, unit = mg * mg, half = c->head_dim / 2;
+    int64_t hp, wp;
     /* unit u of the input order: its image and the unit's place in its frame */
     int64_t u0 = 0;
     for (int i = 0; i < n_images; i++) {
@@ -331,76 +265,45 @@ static void rope_tables(const cq_qwen25vl_vision *m, const qv_run *r, const int3
         for (int64_t pu = 0; pu < r->n / unit; pu++) {
             const int64_t gu = r->idx[pu];
             if (gu < u0 || gu >= u0 + units) continue;
-            const int64_t in_frame = (gu - u0) % per, uy = in_frame / gw, ux = in_frame % gw;
+            const int64_t in_frame = (gu - u0) % per; /* the unit's place in its frame */
             for (int s = 0; s < unit; s++) {
-                const float hp = (float)(uy * mg + s / mg), wp = (float)(ux * mg + s % mg);
-                float *crow = cs + (size_t)(pu * unit + s) * half, *srow = sn + (size_t)(pu * unit + s) * half;
-                for (int j = 0; j < q4; j++) {
-                    const float ah = hp * m->inv_freq[j], aw = wp * m->inv_freq[j];
-                    crow[j] = (float)cos((double)ah);
-                    srow[j] = (float)sin((double)ah);
-                    crow[q4 + j] = (float)cos((double)aw);
-                    srow[q4 + j] = (float)sin((double)aw);
-                }
+                const size_t row = (size_t)(pu * unit + s);
+                cq_vision_patch_hw(in_frame * unit + s, gw * mg, mg, &hp, &wp);
+                cq_vision_rope_row(m->inv_freq, c->head_dim, hp, wp, cs + row * half, sn + row * half);
             }
         }
         u0 += units;
     }
 }
 
-static cq_status run_alloc(cq_qwen25vl_vision *m, qv_run *r) {
+static cq_status run_alloc(const cq_qwen25vl_vision *m, qv_run *r) {
     const cq_qwen25vl_vision_config *c = &m->cfg;
-    cq_backend *be = m->be;
-    const int64_t n = r->n, D = c->hidden, unit = (int64_t)c->merge * c->merge;
-    CQ_TRY(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, cq_qwen25vl_vision_patch_dim(c), &r->pix));
-    CQ_TRY(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, c->head_dim / 2, &r->cos_t));
-    CQ_TRY(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, c->head_dim / 2, &r->sin_t));
-    CQ_TRY(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, D, &r->x));
-    CQ_TRY(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, D, &r->h));
-    CQ_TRY(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, 3 * D, &r->qkv));
-    CQ_TRY(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, D, &r->q));
-    CQ_TRY(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, D, &r->k));
-    CQ_TRY(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, D, &r->v));
-    CQ_TRY(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, D, &r->att));
-    CQ_TRY(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n, c->intermediate, &r->mlp));
-    CQ_TRY(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n / unit, D * unit, &r->m1));
-    return cq_tensor_alloc_2d(be, CQ_DTYPE_F32, n / unit, c->out_hidden, &r->out);
-}
-
-/* Attention within each segment [cu[i], cu[i+1]) of rows. */
-static cq_status attend(cq_qwen25vl_vision *m, qv_run *r, const int32_t *cu, int n_seg) {
-    const cq_qwen25vl_vision_config *c = &m->cfg;
-    for (int i = 0; i < n_seg; i++) {
-        const int64_t s0 = cu[i], len = cu[i + 1] - cu[i];
-        cq_tensor q = cq_tensor_rows_view(&r->q, s0, len), k = cq_tensor_rows_view(&r->k, s0, len);
-        cq_tensor v = cq_tensor_rows_view(&r->v, s0, len), o = cq_tensor_rows_view(&r->att, s0, len);
-        cq_attn_args a = {.o = &o, .q = &q, .k = &k, .v = &v, .n_heads = c->n_heads, .n_kv_heads = c->n_heads,
-                          .head_dim = c->head_dim};
-        CQ_TRY(cq_op_attention(m->be, &a));
-    }
-    return CQ_OK;
+    const cq_vision_dims d = {.n = r->n, .patch_dim = cq_qwen25vl_vision_patch_dim(c), .hidden = c->hidden,
+                              .head_dim = c->head_dim, .intermediate = c->intermediate,
+                              .unit = c->merge * c->merge, .out_hidden = c->out_hidden};
+    return cq_vision_acts_alloc(m->be, &d, &r->a);
 }
 
 static cq_status block_forward(cq_qwen25vl_vision *m, qv_run *r, int l) {
     const cq_qwen25vl_vision_config *c = &m->cfg;
     cq_backend *be = m->be;
     const qv_block *B = &m->blocks[l];
-    CQ_TRY(cq_op_rmsnorm(be, &r->h, &r->x, &B->norm1, NULL, false, c->eps));
-    CQ_TRY(cq_op_linear(be, &r->qkv, &r->h, &B->qkv, &B->qkv_b));
-    CQ_TRY(cq_op_gather_cols(be, &r->q, &r->qkv, &m->cols[0], 1, 1.0f));
-    CQ_TRY(cq_op_gather_cols(be, &r->k, &r->qkv, &m->cols[1], 1, 1.0f));
-    CQ_TRY(cq_op_gather_cols(be, &r->v, &r->qkv, &m->cols[2], 1, 1.0f));
-    CQ_TRY(cq_op_qk_norm_rope(be, &r->q, c->n_heads, c->head_dim, NULL, c->eps, &r->cos_t, &r->sin_t, CQ_ROPE_HALF, 0));
-    CQ_TRY(cq_op_qk_norm_rope(be, &r->k, c->n_heads, c->head_dim, NULL, c->eps, &r->cos_t, &r->sin_t, CQ_ROPE_HALF, 0));
-    if (m->full[l]) CQ_TRY(attend(m, r, r->fcu, r->n_frames));
-    else CQ_TRY(attend(m, r, r->cu, r->n_windows));
-    cq_matmul_args o = {.y = &r->x, .x = &r->att, .w = &B->proj, .bias = &B->proj_b, .accumulate = true};
+    CQ_TRY(cq_op_rmsnorm(be, &r->a.h, &r->a.x, &B->norm1, NULL, false, c->eps));
+    const cq_vision_qkv_args qa = {.h = &r->a.h, .w = &B->qkv, .b = &B->qkv_b, .cols = m->cols, .cos_t = &r->a.cos_t,
+                                   .sin_t = &r->a.sin_t, .qkv = &r->a.qkv, .q = &r->a.q, .k = &r->a.k, .v = &r->a.v,
+                                   .n_heads = c->n_heads, .head_dim = c->head_dim};
+    CQ_TRY(cq_vision_qkv(be, &qa));
+    if (m->full[l]) CQ_TRY(cq_vision_attend(be, &r->a.q, &r->a.k, &r->a.v, &r->a.att, r->fcu, r->n_frames, c->n_heads,
+                                            c->head_dim));
+    else CQ_TRY(cq_vision_attend(be, &r->a.q, &r->a.k, &r->a.v, &r->a.att, r->cu, r->n_windows, c->n_heads,
+                                 c->head_dim));
+    cq_matmul_args o = {.y = &r->a.x, .x = &r->a.att, .w = &B->proj, .bias = &B->proj_b, .accumulate = true};
     CQ_TRY(cq_op_matmul(be, &o));
-    CQ_TRY(cq_op_rmsnorm(be, &r->h, &r->x, &B->norm2, NULL, false, c->eps));
-    cq_matmul_args gu = {.y = &r->mlp, .x = &r->h, .w = &B->gate, .w2 = &B->up, .bias = &B->gate_b,
+    CQ_TRY(cq_op_rmsnorm(be, &r->a.h, &r->a.x, &B->norm2, NULL, false, c->eps));
+    cq_matmul_args gu = {.y = &r->a.mlp, .x = &r->a.h, .w = &B->gate, .w2 = &B->up, .bias = &B->gate_b,
                          .bias2 = &B->up_b, .act = CQ_ACT_SWIGLU};
     CQ_TRY(cq_op_matmul(be, &gu));
-    cq_matmul_args d = {.y = &r->x, .x = &r->mlp, .w = &B->down, .bias = &B->down_b, .accumulate = true};
+    cq_matmul_args d = {.y = &r->a.x, .x = &r->a.mlp, .w = &B->down, .bias = &B->down_b, .accumulate = true};
     return cq_op_matmul(be, &d);
 }
 
@@ -439,27 +342,25 @@ static cq_status forward(cq_qwen25vl_vision *m, qv_run *r, const float *pixels, 
     /* the pixel rows in window order */
     const size_t ub = (size_t)(unit * K);
     for (int64_t u = 0; u < units; u++) memcpy(r->host + (size_t)u * ub, pixels + (size_t)r->idx[u] * ub, ub * 4);
-    CQ_TRY(cq_tensor_upload(&r->pix, r->host, (size_t)(n * K) * sizeof(float)));
+    CQ_TRY(cq_tensor_upload(&r->a.pix, r->host, (size_t)(n * K) * sizeof(float)));
     const size_t half = (size_t)c->head_dim / 2;
     rope_tables(m, r, grid, n_images, r->host, r->host + (size_t)n * half);
-    CQ_TRY(cq_tensor_upload(&r->cos_t, r->host, (size_t)n * half * sizeof(float)));
-    CQ_TRY(cq_tensor_upload(&r->sin_t, r->host + (size_t)n * half, (size_t)n * half * sizeof(float)));
-    CQ_TRY(cq_op_linear(be, &r->x, &r->pix, &m->patch, NULL));
+    CQ_TRY(cq_tensor_upload(&r->a.cos_t, r->host, (size_t)n * half * sizeof(float)));
+    CQ_TRY(cq_tensor_upload(&r->a.sin_t, r->host + (size_t)n * half, (size_t)n * half * sizeof(float)));
+    CQ_TRY(cq_op_linear(be, &r->a.x, &r->a.pix, &m->patch, NULL));
     for (int l = 0; l < c->depth; l++) {
         CQ_TRY(block_forward(m, r, l));
         if (out->blocks)
-            CQ_TRY(download_unpermuted(r, &r->x, unit, out->blocks + (size_t)l * (size_t)(n * c->hidden)));
+            CQ_TRY(download_unpermuted(r, &r->a.x, unit, out->blocks + (size_t)l * (size_t)(n * c->hidden)));
     }
-    if (out->pre_merger) CQ_TRY(download_unpermuted(r, &r->x, unit, out->pre_merger));
+    if (out->pre_merger) CQ_TRY(download_unpermuted(r, &r->a.x, unit, out->pre_merger));
     if (!out->out) return CQ_OK;
     /* merger: the norm per patch, the merge unit's rows side by side (a reshape: they are consecutive) */
-    CQ_TRY(cq_op_rmsnorm(be, &r->h, &r->x, &m->ln_q, NULL, false, c->eps));
+    CQ_TRY(cq_op_rmsnorm(be, &r->a.h, &r->a.x, &m->ln_q, NULL, false, c->eps));
     cq_tensor h4;
-    CQ_TRY(cq_tensor_reshape(&r->h, 2, (const int64_t[2]){units, unit * c->hidden}, &h4));
-    CQ_TRY(cq_op_linear(be, &r->m1, &h4, &m->mlp0, &m->mlp0_b));
-    CQ_TRY(cq_op_unary(be, &r->m1, &r->m1, CQ_UNARY_GELU_ERF, 0.0f, 0.0f));
-    CQ_TRY(cq_op_linear(be, &r->out, &r->m1, &m->mlp2, &m->mlp2_b));
-    return download_unpermuted(r, &r->out, 1, out->out);
+    CQ_TRY(cq_tensor_reshape(&r->a.h, 2, (const int64_t[2]){units, unit * c->hidden}, &h4));
+    CQ_TRY(cq_vision_merger_mlp(be, &m->merger, &h4, &r->a.m1, &r->a.out));
+    return download_unpermuted(r, &r->a.out, 1, out->out);
 }
 
 cq_status cq_qwen25vl_vision_forward(cq_qwen25vl_vision *m, const float *pixels, int64_t n_rows,
@@ -470,11 +371,7 @@ cq_status cq_qwen25vl_vision_forward(cq_qwen25vl_vision *m, const float *pixels,
     if (n != n_rows)
         return cq_fail(CQ_ERR_SHAPE, "qwen25vl_vision: %lld pixel rows, the grids imply %lld", (long long)n_rows,
                        (long long)n);
-    const int64_t K = cq_qwen25vl_vision_patch_dim(&m->cfg);
-    for (int64_t i = 0; i < n * K; i++)
-        if (!isfinite(pixels[i]))
-            return cq_fail(CQ_ERR_INVALID_ARG, "qwen25vl_vision: pixel row %lld holds a non-finite value",
-                           (long long)(i / K));
+    CQ_TRY(cq_vision_check_pixels("qwen25vl_vision", pixels, n, cq_qwen25vl_vision_patch_dim(&m->cfg)));
     qv_run r = {.n = n};
     cq_status s = forward(m, &r, pixels, grid, n_images, out);
     if (s == CQ_OK) s = cq_backend_sync(m->be);

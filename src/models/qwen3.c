@@ -17,12 +17,13 @@
  * attend to [cached prefix, own rows] causally. A whole-sequence forward is
  * the same code on a cache sized for the sequence.
  *
- * Multimodal input (cq_qwen3_forward_mm) changes two things only: the rows of
- * image tokens are overwritten with the given vectors right after the
- * embedding lookup (layer 0's output includes them, as the reference's
- * inputs_embeds do), and the cos/sin table of row i takes frequency j's
- * angle from the row's position on axis rope_axis[j] (qwen3_mrope.c); the
- * rotation itself is the same RoPE_half op.
+ * Multimodal input (cq_qwen3_forward_mm) changes three things only: the
+ * rows of image tokens are overwritten with the given vectors right after
+ * the embedding lookup (layer 0's output includes them, as the reference's
+ * inputs_embeds do); Qwen3-VL's deepstack rows are added to those rows after
+ * the first decoder layers; and the cos/sin table of row i takes frequency
+ * j's angle from the row's position on axis rope_axis[j] (qwen3_mrope.c);
+ * the rotation itself is the same RoPE_half op.
  */
 #include <math.h>
 #include <string.h>
@@ -56,6 +57,9 @@ typedef struct q3_mm {
     int64_t stride;
     int32_t image_token;
     const float *image;               /* [rows, hidden]: the chunk's image rows, in order; or NULL */
+    const float *deep;                /* [n_deep][rows][hidden]: deepstack rows added after layer k; or NULL */
+    int n_deep;
+    int64_t rows;                     /* image rows of the chunk */
 } q3_mm;
 
 /* ------------------------------------------------------------------------ */
@@ -221,6 +225,28 @@ static cq_status inject_images(const cq_qwen3 *m, cq_tensor *x, const int32_t *i
     return CQ_OK;
 }
 
+/* x's image rows += the deepstack level `level` (h, free between layers, holds the upload), one run of
+ * consecutive image tokens at a time. */
+static cq_status add_deepstack(const cq_qwen3 *m, cq_tensor *x, cq_tensor *h, const int32_t *ids, int n,
+                               const q3_mm *mm, int level) {
+    const size_t H = (size_t)m->cfg.hidden;
+    const float *src = mm->deep + (size_t)level * (size_t)mm->rows * H;
+    for (int i = 0; i < n;) {
+        if (ids[i] != mm->image_token) {
+            i++;
+            continue;
+        }
+        int j = i;
+        while (j < n && ids[j] == mm->image_token) j++;
+        cq_tensor xr = cq_tensor_rows_view(x, i, j - i), hr = cq_tensor_rows_view(h, i, j - i);
+        CQ_TRY(cq_tensor_upload(&hr, src, (size_t)(j - i) * H * sizeof(float)));
+        CQ_TRY(cq_op_binary(m->be, &xr, &xr, &hr, CQ_BINARY_ADD));
+        src += (size_t)(j - i) * H;
+        i = j;
+    }
+    return CQ_OK;
+}
+
 static cq_status run_chunk(cq_qwen3_cache *c, const int32_t *ids, int n, const q3_mm *mm, const q3_taps *t) {
     cq_qwen3 *m = c->m;
     const cq_qwen3_config *cf = &m->cfg;
@@ -236,6 +262,7 @@ static cq_status run_chunk(cq_qwen3_cache *c, const int32_t *ids, int n, const q
     CQ_TRY(rope_upload(c, pos0, n, mm));
     for (int l = 0; l < t->stop; l++) {
         CQ_TRY(layer_forward(c, l, pos0, n, &x, &h));
+        if (mm && mm->deep && l < mm->n_deep) CQ_TRY(add_deepstack(m, &x, &h, ids, n, mm, l));
         CQ_TRY(tap_layer(c, t, l + 1, &x, n));
     }
     bool want_norm = t->o && (t->o->normed || t->logits_all);
@@ -305,6 +332,10 @@ static cq_status check_mm(const cq_qwen3 *m, const int32_t *ids, int n, const cq
     }
     if (mm->n_image_rows < 0 || (mm->n_image_rows > 0 && !mm->image_embeds))
         return cq_fail(CQ_ERR_INVALID_ARG, "qwen3: %d image rows without their vectors", mm->n_image_rows);
+    if (mm->n_deepstack < 0 || mm->n_deepstack > cf->n_layers || (mm->n_deepstack > 0 && !mm->deepstack) ||
+        (mm->deepstack && (mm->n_deepstack < 1 || !mm->image_embeds)))
+        return cq_fail(CQ_ERR_INVALID_ARG, "qwen3: %d deepstack levels (%s; 1 .. %d, with the image rows they add to)",
+                       mm->n_deepstack, mm->deepstack ? "given" : "not given", cf->n_layers);
     if (mm->image_embeds) {
         int k = 0;
         for (int i = 0; i < n; i++) k += ids[i] == mm->image_token;
@@ -337,7 +368,8 @@ cq_status cq_qwen3_forward_mm(cq_qwen3 *m, const int32_t *ids, int n, const cq_q
     if (mm) {
         CQ_TRY(check_mm(m, ids, n, mm));
         chunk = (q3_mm){.pos = mm->positions, .stride = n, .image_token = mm->image_token,
-                        .image = mm->image_embeds};
+                        .image = mm->image_embeds, .deep = mm->deepstack, .n_deep = mm->n_deepstack,
+                        .rows = mm->n_image_rows};
     }
     /* run only as deep as the outputs need */
     int stop = 0;

@@ -118,16 +118,23 @@ typedef struct cq_qwen3_mm {
     int32_t image_token;
     const float *image_embeds;
     int n_image_rows;
+    /* Qwen3-VL's deepstack rows (the vision tower's deepstack mergers, in order): [n_deepstack][n_image_rows]
+     * [hidden]; level k is added to the image rows of decoder layer k's output (k < n_deepstack <= n_layers),
+     * as the reference's text model does after its first layers, so the next layer and the hidden states read
+     * the sum. Needs image_embeds. NULL (with 0): none. */
+    const float *deepstack;
+    int n_deepstack;
 } cq_qwen3_mm;
 
 /* cq_qwen3_forward with per-axis positions and injected image rows (mm NULL: as cq_qwen3_forward). */
 cq_status cq_qwen3_forward_mm(cq_qwen3 *m, const int32_t *ids, int n, const cq_qwen3_mm *mm,
                               const cq_qwen3_outputs *out);
 
-/* Qwen2.5-VL's 3-D position ids (get_rope_index) of one unpadded sequence ids[0..n). Image i is a run of
- * t * (h / merge) * (w / merge) image_token ids, where grid_thw[i] = {t, h, w} is its patch grid
- * (image_grid_thw) and merge the vision tower's spatial_merge_size; each run must follow a vision_start id, be
- * followed by a token that is not image_token, and the runs must use all n_images grids in order. Images are
+/* Qwen2.5-VL's 3-D position ids (get_rope_index; Qwen3-VL's are the same for images) of one unpadded sequence
+ * ids[0..n). Image i is a run of t * (h / merge) * (w / merge) image_token ids, where grid_thw[i] = {t, h, w}
+ * is its patch grid (image_grid_thw) and merge the vision tower's spatial_merge_size; each run must follow a
+ * vision_start id, be followed by a token that is not image_token, and the runs must use all n_images grids in
+ * order. Images are
  * single frames (t == 1). A text token gets p on all axes, p = one past the previous token's (0 first); an
  * image starting at p gets (p, p + row, p + col) over its merged grid in row-major order, and the text after
  * it continues at p + max(h, w) / merge. Writes pos[3 * n] (axis-major, as cq_qwen3_mm.positions) and, when

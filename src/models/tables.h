@@ -16,6 +16,7 @@
 #include "models/qimage.h"
 #include "models/qwen25vl_vision.h"
 #include "models/qwen3.h"
+#include "models/qwen3vl_vision.h"
 #include "models/zimage.h"
 
 /* The Qwen-Image-2.1 denoiser's tensors, names under `prefix` ("dit."). */
@@ -44,6 +45,11 @@ const char *cq_qwen3_stack_prefix(const cq_cmf *cmf, const char *prefix);
 /* The Qwen2.5-VL vision tower's tensors under prefix + stem ("te." + "model.visual." or "visual."). */
 cq_status cq_qwen25vl_vision_tensors(const cq_qwen25vl_vision_config *c, const char *prefix, const char *stem,
                                      cq_tt_list *out);
+
+/* The Qwen3-VL vision tower's tensors under prefix + stem ("te." + "model.visual." or "visual."): the tower,
+ * then the deepstack mergers. */
+cq_status cq_qwen3vl_vision_tensors(const cq_qwen3vl_vision_config *c, const char *prefix, const char *stem,
+                                    cq_tt_list *out);
 
 /* The geometry of a Qwen-Image VAE (Qwen-Image-2.1's or Qwen-Image's, qi21_vae.h), as its config gives it. */
 #define CQ_QI21_VAE_MAX_LEVELS 8

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "models/kit/vision.h"
 #include "models/tables.h"
 
 static void add(cq_tt_report *to, const cq_tt_report *r) {
@@ -49,22 +50,25 @@ static cq_status check_qwen3(const cq_cmf *cmf, const char *prefix, cq_tt_note_f
     return check_list("qwen3", &t, cq_qwen3_tensors(&c, prefix, stack, &t), cmf, prefix, note, user, rep, n);
 }
 
-/* A Qwen2.5-VL text encoder's vision tower, where the pack keeps it (a text-only pack may leave it out; another
- * family's tower, Qwen3-VL's, is not this table's). */
+/* A Qwen2.5-VL or Qwen3-VL text encoder's vision tower, where the pack keeps it (a text-only pack may leave it
+ * out). Qwen3-VL's is the one with a learned position table. */
 static cq_status check_vision(const cq_cmf *cmf, const char *prefix, cq_tt_note_fn note, void *user,
                               cq_tt_report *rep, int *n) {
-    static const char *const stems[] = {"model.visual.", "visual."};
     char sp[256] = "";
-    const char *stem = NULL;
-    for (size_t i = 0; !stem && i < CQ_ARRAY_LEN(stems); i++) {
-        char name[320];
-        snprintf(name, sizeof name, "%s%spatch_embed.proj.weight", prefix, stems[i]);
-        if (cq_cmf_find(cmf, name)) stem = stems[i];
-    }
+    const char *stem = cq_vision_stem(cmf, prefix);
     if (!stem) return CQ_OK;
+    snprintf(sp, sizeof sp, "%s%s", prefix, stem);
+    char pos[320];
+    snprintf(pos, sizeof pos, "%spos_embed.weight", sp);
+    if (cq_cmf_find(cmf, pos)) {
+        cq_qwen3vl_vision_config c3;
+        if (!usable(cq_qwen3vl_vision_parse_config(cmf, prefix, &c3), "qwen3vl_vision", note, user)) return CQ_OK;
+        cq_tt_list t = {0};
+        return check_list("qwen3vl_vision", &t, cq_qwen3vl_vision_tensors(&c3, prefix, stem, &t), cmf, sp, note,
+                          user, rep, n);
+    }
     cq_qwen25vl_vision_config c;
     if (!usable(cq_qwen25vl_vision_parse_config(cmf, prefix, &c), "qwen25vl_vision", note, user)) return CQ_OK;
-    snprintf(sp, sizeof sp, "%s%s", prefix, stem);
     cq_tt_list t = {0};
     return check_list("qwen25vl_vision", &t, cq_qwen25vl_vision_tensors(&c, prefix, stem, &t), cmf, sp, note, user,
                       rep, n);

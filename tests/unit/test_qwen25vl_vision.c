@@ -34,10 +34,9 @@
 
 #include "testutil.h"
 #include "format/cmf.h"
-#include "format/convert.h"
-#include "format/safetensors.h"
 #include "models/qwen25vl_vision.h"
 #include "models/tables.h"
+#include "vision_golden.h"
 
 #define QV_DIR CQ_SOURCE_DIR "/tests/golden/qwen25vl_vision"
 #define F32_BOUND 1e-4
@@ -47,127 +46,41 @@
 static tu_backend_arg g_arg;
 static const char *const k_cases[N_CASES] = {"a", "b", "ab"};
 
-static cq_cmf *g_cmf;
+static tv_golden g_gold;
+static cq_cmf *g_cmf; /* g_gold.cmf */
 static cq_backend *g_be;
 static cq_qwen25vl_vision *g_m;
-static cq_st *g_st;
-static cJSON *g_index;
 
 static int setup(void **state) {
     (void)state;
-    const char *dir = tu_tmpdir("qwen25vl_vision");
-    const char *path = tu_path(dir, "vision.cmf");
-    cq_convert_opts opts = {.quant = CQ_DTYPE_F32};
-    cq_convert_report rep;
-    cq_status s = cq_convert(QV_DIR "/model", path, &opts, &rep);
-    cq_convert_report_free(&rep);
-    if (s != CQ_OK) {
-        fprintf(stderr, "convert: %s\n", cq_last_error());
+    if (tv_open(&g_gold, QV_DIR, "qwen25vl_vision") != 0) return -1;
+    g_cmf = g_gold.cmf;
+    if (tu_backend_create(&g_arg, 0, &g_be) != CQ_OK || cq_qwen25vl_vision_load(g_cmf, "", g_be, &g_m) != CQ_OK) {
+        fprintf(stderr, "load: %s\n", cq_last_error());
         return -1;
     }
-    if (cq_cmf_open(path, &g_cmf) != CQ_OK || tu_backend_create(&g_arg, 0, &g_be) != CQ_OK ||
-        cq_qwen25vl_vision_load(g_cmf, "", g_be, &g_m) != CQ_OK) {
-        fprintf(stderr, "open/load: %s\n", cq_last_error());
-        return -1;
-    }
-    if (cq_st_open(QV_DIR "/golden.safetensors", &g_st) != CQ_OK) return -1;
-    size_t len;
-    uint8_t *idx = tu_read_file(QV_DIR "/index.json", &len);
-    if (!idx) return -1;
-    g_index = cJSON_ParseWithLength((const char *)idx, len);
-    free(idx);
-    return g_index ? 0 : -1;
+    return 0;
 }
 
 static int teardown(void **state) {
     (void)state;
     cq_qwen25vl_vision_free(g_m);
     cq_backend_free(g_be);
-    cq_cmf_close(g_cmf);
-    cq_st_close(g_st);
-    cJSON_Delete(g_index);
+    tv_close(&g_gold);
     return 0;
 }
 
-static const cJSON *case_json(const char *name) {
-    const cJSON *c = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(g_index, "cases"), name);
-    if (!c) fail_msg("index.json has no case %s", name);
-    return c;
-}
+static double case_num(const char *name, const char *key) { return tv_case_num(&g_gold, name, key); }
+static float *gold_f32(const char *c, const char *what, size_t want) { return tv_f32(&g_gold, c, what, want); }
+static int32_t *gold_i32(const char *c, const char *what, size_t *n) { return tv_i32(&g_gold, c, what, n); }
 
-static double case_num(const char *name, const char *key) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(case_json(name), key);
-    if (!cJSON_IsNumber(v)) fail_msg("index.json case %s lacks %s", name, key);
-    return v->valuedouble;
-}
-
-static const cq_st_tensor *gold(const char *c, const char *what) {
-    char name[96];
-    snprintf(name, sizeof name, "%s.%s", c, what);
-    const cq_st_tensor *t = cq_st_find(g_st, name);
-    if (!t) fail_msg("golden tensor %s missing", name);
-    return t;
-}
-
-static float *gold_f32(const char *c, const char *what, size_t want) {
-    const cq_st_tensor *t = gold(c, what);
-    if (t->dtype != CQ_ST_F32 || t->nelem != want)
-        fail_msg("golden %s.%s: %llu elements (want %zu f32)", c, what, (unsigned long long)t->nelem, want);
-    float *v;
-    assert_int_equal(cq_st_read_all_f32(t, &v), CQ_OK);
-    return v;
-}
-
-static int32_t *gold_i32(const char *c, const char *what, size_t *n) {
-    const cq_st_tensor *t = gold(c, what);
-    if (t->dtype != CQ_ST_I32) fail_msg("golden %s.%s is not I32", c, what);
-    *n = (size_t)t->nelem;
-    int32_t *v = malloc((*n ? *n : 1) * sizeof(int32_t));
-    assert_non_null(v);
-    memcpy(v, t->data, *n * sizeof(int32_t));
-    return v;
-}
-
-/* One call's inputs: the grids and the pixel rows (each image's i8 values / 32, images in order). */
-typedef struct qv_case {
-    int32_t grid[CQ_QWEN25VL_VISION_MAX_IMAGES][3];
-    int n_images;
-    int64_t rows;
-    float *pixels;
-} qv_case;
-
+typedef tv_input qv_case;
 static void case_open(const char *name, qv_case *q) {
-    memset(q, 0, sizeof *q);
-    const cq_qwen25vl_vision_config *c = cq_qwen25vl_vision_get_config(g_m);
-    size_t n;
-    int32_t *g = gold_i32(name, "grid", &n);
-    assert_true(n % 3 == 0 && n / 3 >= 1 && n / 3 <= 2);
-    q->n_images = (int)(n / 3);
-    memcpy(q->grid, g, n * sizeof(int32_t));
-    free(g);
-    assert_int_equal(cq_qwen25vl_vision_rows(c, (const int32_t(*)[3])q->grid, q->n_images, &q->rows), CQ_OK);
-    const size_t K = (size_t)cq_qwen25vl_vision_patch_dim(c);
-    q->pixels = malloc((size_t)q->rows * K * sizeof(float));
-    assert_non_null(q->pixels);
-    const double scale = cJSON_GetObjectItemCaseSensitive(g_index, "pixel_scale")->valuedouble;
-    const cJSON *imgs = cJSON_GetObjectItemCaseSensitive(case_json(name), "images");
-    assert_int_equal(cJSON_GetArraySize(imgs), q->n_images);
-    size_t at = 0;
-    for (int i = 0; i < q->n_images; i++) {
-        const cq_st_tensor *t = gold(cJSON_GetArrayItem(imgs, i)->valuestring, "pixels_q");
-        assert_int_equal(t->dtype, CQ_ST_I8);
-        const int64_t want = (int64_t)q->grid[i][0] * q->grid[i][1] * q->grid[i][2] * (int64_t)K;
-        assert_int_equal((int64_t)t->nelem, want);
-        for (uint64_t j = 0; j < t->nelem; j++) q->pixels[at++] = (float)((int8_t)t->data[j] * scale);
-    }
+    tv_input_open(&g_gold, name, cq_qwen25vl_vision_patch_dim(cq_qwen25vl_vision_get_config(g_m)), q);
 }
 
-static double rel(const float *got, const float *ref, size_t n) { return tu_max_rel(got, ref, n, tu_rms(ref, n)); }
-
-static void check(const char *c, const char *what, double e, double bound) {
-    print_message("%-8s %-3s %-11s max|err|/RMS %.3e (bound %.3e)\n", g_arg.name, c, what, e, bound);
-    if (!(e <= bound)) fail_msg("%s %s: %.3e > %.3e", c, what, e, bound);
-}
+static double rel(const float *got, const float *ref, size_t n) { return tv_rel(got, ref, n); }
+static void check(const char *c, const char *what, double e, double bound) { tv_check(g_arg.name, c, what, e, bound); }
 
 static void test_window_index(void **state) {
     (void)state;
@@ -282,31 +195,10 @@ static void test_table(void **state) {
     cq_tt_list_free(&l);
 }
 
-/* g_cmf rewritten to `path`: every name under `prefix`, "visual." renamed to "model.visual." (transformers 5's
- * layout) when `v5`, the config replaced by `config` (NULL: kept), the tensor `drop` (NULL: none) left out. */
+/* g_cmf rewritten to `path` (tv_repack): every name under `prefix`, "visual." renamed to "model.visual."
+ * (transformers 5's layout) when `v5`. */
 static void repack(const char *path, const char *prefix, bool v5, const char *config, const char *drop) {
-    cq_cmf_writer *w;
-    assert_int_equal(cq_cmf_writer_create(path, &w), CQ_OK);
-    size_t hl;
-    const char *hdr = cq_cmf_header_json(g_cmf, &hl);
-    assert_int_equal(cq_cmf_writer_set_header(w, hdr, hl), CQ_OK);
-    for (size_t i = 0; i < cq_cmf_tensor_count(g_cmf); i++) {
-        const cq_tensor_view *v = cq_cmf_tensor_at(g_cmf, i);
-        if (drop && strcmp(v->name, drop) == 0) continue;
-        char name[512];
-        snprintf(name, sizeof name, "%s%s%s", prefix, v5 && strncmp(v->name, "visual.", 7) == 0 ? "model." : "",
-                 v->name);
-        const void *data = v->data;
-        uint64_t nb = v->nbytes, shape[CQ_MAX_DIMS];
-        memcpy(shape, v->shape, sizeof shape);
-        if (config && strcmp(v->name, "config_json") == 0) {
-            data = config;
-            nb = shape[0] = strlen(config);
-        }
-        assert_int_equal(cq_cmf_writer_add(w, name, v->dtype, v->ndim, shape, data, nb), CQ_OK);
-    }
-    if (cq_cmf_writer_finish(w) != CQ_OK) fail_msg("repack: %s", cq_last_error());
-    cq_cmf_writer_free(w);
+    tv_repack(g_cmf, path, prefix, v5 ? "visual." : NULL, "model.visual.", config, drop);
 }
 
 /* Load `path` under `prefix`: the status, and the model in *out when it loaded (else NULL). */
@@ -342,25 +234,7 @@ static void test_prefix(void **state) {
     free(q.pixels);
 }
 
-/* The pack's config with vision_config's member `key` set to the JSON `value`, or removed when value is NULL
- * (key "vision_config": the whole object removed); cJSON_free it. */
-static char *config_with(const char *key, const char *value) {
-    const cq_tensor_view *v = cq_cmf_find(g_cmf, "config_json");
-    assert_non_null(v);
-    cJSON *root = cJSON_ParseWithLength((const char *)v->data, (size_t)v->nbytes);
-    assert_non_null(root);
-    if (strcmp(key, "vision_config") == 0) {
-        cJSON_DeleteItemFromObjectCaseSensitive(root, key);
-    } else {
-        cJSON *vc = cJSON_GetObjectItemCaseSensitive(root, "vision_config");
-        cJSON_DeleteItemFromObjectCaseSensitive(vc, key);
-        if (value) cJSON_AddItemToObject(vc, key, cJSON_Parse(value));
-    }
-    char *s = cJSON_PrintUnformatted(root);
-    cJSON_Delete(root);
-    assert_non_null(s);
-    return s;
-}
+static char *config_with(const char *key, const char *value) { return tv_config_with(g_cmf, key, value); }
 
 static void expect_load_err(const char *config, const char *drop, cq_status want, const char *needle) {
     const char *path = tu_path(tu_tmpdir("qwen25vl_vision_bad"), "bad.cmf");

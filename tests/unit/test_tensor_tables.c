@@ -617,7 +617,8 @@ static void test_golden_folders_match_tables(void **st) {
     static const char *const dirs[] = {"qi21/tiny_a",    "qi21/tiny_b",   "vae/vae_a",     "vae/vae_b",
                                        "qwen3/qwen3_a",  "qwen3/qwen3_b", "qwen3/qwen3vl_a", "qwen3/qwen25vl_a",
                                        "zimage/dit_a",   "zimage/dit_b",  "zimage/vae_a",  "zimage/vae_b",
-                                       "zimage/pipeline", "qimage/dit",   "qimage_vae/vae", "qwen25vl_vision/model"};
+                                       "zimage/pipeline", "qimage/dit",   "qimage_vae/vae", "qwen25vl_vision/model",
+                                       "qwen3vl_vision/model"};
     int done = 0;
     for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
         char src[1024];
@@ -639,8 +640,9 @@ static void test_golden_folders_match_tables(void **st) {
         if (s != CQ_OK) fail_msg("convert %s: %s", dirs[i], cq_last_error());
         cq_cmf *cmf;
         assert_int_equal(cq_cmf_open(out, &cmf), CQ_OK);
-        /* a pipeline: dit., te., vae.; a Qwen2.5-VL model: its text tower and its vision tower */
-        expect_clean(cmf, dirs[i], strstr(dirs[i], "pipeline") ? 3 : strstr(dirs[i], "qwen25vl") ? 2 : 1);
+        /* a pipeline: dit., te., vae.; a Qwen2.5-VL or Qwen3-VL model: its text tower and its vision tower */
+        const bool vl = strstr(dirs[i], "qwen25vl") || strstr(dirs[i], "qwen3vl");
+        expect_clean(cmf, dirs[i], strstr(dirs[i], "pipeline") ? 3 : vl ? 2 : 1);
         cq_cmf_close(cmf);
         done++;
     }
