@@ -146,6 +146,7 @@ cq_status cq_fallback_attention(cq_backend *be, const cq_attn_args *a) {
     h.k = in(&f, a->k);
     h.v = in(&f, a->v);
     h.vis = in(&f, a->vis);
+    h.vis_lo = in(&f, a->vis_lo);
     return FB_RUN(f, attention, &h);
 }
 

@@ -436,19 +436,25 @@ cq_status cq_op_linear(cq_backend *be, cq_tensor *y, const cq_tensor *x, const c
  *   cached prefix) followed by the rows of k/v [Nk, Hkv*D]. Key index j is
  *   counted over that concatenation.
  *   o  [Nq, Hq*D]
- * Visibility: query i sees keys [0, vis[i]) when `vis` (I32 [Nq]) is given;
- * otherwise with `causal` query i sees keys [0, P + i + 1); otherwise all.
+ * Visibility: query i sees keys [lo_i, hi_i): hi_i = vis[i] when `vis` (I32
+ * [Nq]) is given, otherwise P + i + 1 with `causal`, otherwise P + Nk; lo_i =
+ * vis_lo[i] when `vis_lo` (I32 [Nq]) is given, otherwise 0. A lower bound
+ * puts many windows into one call: rows of window w (keys [s_w, e_w)) get
+ * vis_lo = s_w, vis = e_w; a sliding window of w keys is vis_lo = hi - w.
  * Hq % Hkv == 0 (grouped-query heads: q head h reads kv head h / (Hq/Hkv)).
  * scale: 0 means 1/sqrt(D). D up to 256 on fast paths; the reference takes
- * any D. A query row that sees no key gets zeros. vis values are clamped to
- * [0, P + Nk] (they live on the device, so they cannot be checked up front).
+ * any D. A query row that sees no key (lo_i >= hi_i) gets zeros. vis and
+ * vis_lo values are clamped to [0, P + Nk] (they live on the device, so they
+ * cannot be checked up front). Fast paths skip key tiles outside a query
+ * tile's [min lo, max hi), so block-diagonal windows cost what they hold.
  * o must not alias q, k or v. */
 typedef struct cq_attn_args {
     cq_tensor *o;
     const cq_tensor *q;
     const cq_tensor *k_prefix, *v_prefix; /* may be NULL */
     const cq_tensor *k, *v;               /* may be NULL when a prefix is given */
-    const cq_tensor *vis;                 /* I32 [Nq] or NULL */
+    const cq_tensor *vis;                 /* I32 [Nq] or NULL: upper bounds (exclusive) */
+    const cq_tensor *vis_lo;              /* I32 [Nq] or NULL (= 0): lower bounds (inclusive) */
     int n_heads, n_kv_heads, head_dim;
     float scale;
     bool causal;

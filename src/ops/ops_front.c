@@ -282,6 +282,10 @@ cq_status cq_op_attention(cq_backend *be, const cq_attn_args *a) {
         CQ_TRY(need_i32(&c, "vis", a->vis, Nq));
         CQ_TRY(no_alias(&c, "o", a->o, "vis", a->vis));
     }
+    if (a->vis_lo) {
+        CQ_TRY(need_i32(&c, "vis_lo", a->vis_lo, Nq));
+        CQ_TRY(no_alias(&c, "o", a->o, "vis_lo", a->vis_lo));
+    }
     CQ_TRY(no_alias(&c, "o", a->o, "q", a->q));
     DISPATCH(&c, ATTENTION, attention, CQ_DTYPE_COUNT, dt, CQ_DTYPE_COUNT, a);
 }

@@ -147,13 +147,19 @@ cq_status cq_ref_attention(const cq_attn_args *a) {
         } else if (a->causal) {
             lim = CQ_MIN(P + i + 1, T);
         }
+        int64_t lo = 0;
+        if (a->vis_lo) {
+            int32_t vi;
+            memcpy(&vi, (const char *)cq_host_ptr(a->vis_lo) + 4 * i, 4);
+            lo = vi < 0 ? 0 : (vi > T ? T : vi);
+        }
         for (int64_t h = 0; h < Hq; h++) {
             int64_t kh = h / group;
             const int64_t qo = i * Hq * D + h * D;
             /* Online softmax in double: running max m, running sum l. */
             double m = -INFINITY, l = 0.0;
             for (int64_t d = 0; d < D; d++) acc[d] = 0.0;
-            for (int64_t j = 0; j < lim; j++) {
+            for (int64_t j = lo; j < lim; j++) {
                 const float *kr = kt + j * kvw + kh * D, *vr = vt + j * kvw + kh * D;
                 double sc = 0.0;
                 for (int64_t d = 0; d < D; d++) sc += (double)cq_ref_load(a->q, qo + d) * kr[d];
@@ -164,7 +170,7 @@ cq_status cq_ref_attention(const cq_attn_args *a) {
                 for (int64_t d = 0; d < D; d++) acc[d] = acc[d] * corr + p * vr[d];
                 m = mn;
             }
-            for (int64_t d = 0; d < D; d++) cq_ref_store(a->o, qo + d, lim > 0 ? (float)(acc[d] / l) : 0.0f);
+            for (int64_t d = 0; d < D; d++) cq_ref_store(a->o, qo + d, lim > lo ? (float)(acc[d] / l) : 0.0f);
         }
     }
 done:

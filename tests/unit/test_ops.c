@@ -539,15 +539,17 @@ static void test_matmul(void **state) {
 /* ---- attention ---------------------------------------------------------------------------------- */
 static cq_status run_attention(cq_backend *be, cq_tensor *out, cq_tensor **in, const tcase *c) {
     cq_attn_args a = {.o = out, .q = IN(in, c, 0), .k = IN(in, c, 1), .v = IN(in, c, 2), .k_prefix = IN(in, c, 3),
-                      .v_prefix = IN(in, c, 4), .vis = IN(in, c, 5), .n_heads = c->ip[0], .n_kv_heads = c->ip[1],
+                      .v_prefix = IN(in, c, 4), .vis = IN(in, c, 5), .vis_lo = IN(in, c, 6), .n_heads = c->ip[0], .n_kv_heads = c->ip[1],
                       .head_dim = c->ip[2], .causal = c->ip[3] != 0, .scale = c->fp[0]};
     return cq_op_attention(be, &a);
 }
 
-enum { VIS_NONE, VIS_CAUSAL, VIS_BLOCK, VIS_RANDOM };
+/* VIS_WINDOWS: block-diagonal windows of unequal lengths (vis_lo and vis); VIS_SLIDING: causal with a lower
+ * bound 37 keys back (vis_lo only); VIS_RANGE: random lower and upper bounds, empty and reversed ranges too */
+enum { VIS_NONE, VIS_CAUSAL, VIS_BLOCK, VIS_RANDOM, VIS_WINDOWS, VIS_SLIDING, VIS_RANGE };
 
 static void attention_case(cq_dtype dt, int64_t Nq, int64_t P, int64_t Nk, int Hq, int Hkv, int D, int vis, float scale) {
-    static const char *const vn[] = {"full", "causal", "block-vis", "random-vis"};
+    static const char *const vn[] = {"full", "causal", "block-vis", "random-vis", "windows", "sliding", "range"};
     tcase c;
     tc_init(&c, CQ_OP_ATTENTION, dt, run_attention, "attention %s x=%s Nq=%lld P=%lld Nk=%lld H=%d/%d D=%d", vn[vis],
             cq_dtype_name(dt), (long long)Nq, (long long)P, (long long)Nk, Hq, Hkv, D);
@@ -556,7 +558,7 @@ static void attention_case(cq_dtype dt, int64_t Nq, int64_t P, int64_t Nk, int H
     c.ip[0] = Hq;
     c.ip[1] = Hkv;
     c.ip[2] = D;
-    c.ip[3] = vis == VIS_CAUSAL;
+    c.ip[3] = vis == VIS_CAUSAL || vis == VIS_SLIDING;
     c.fp[0] = scale;
     tc_act(&c, 0, dt, Nq, (int64_t)Hq * D, 1.0f);
     if (Nk) {
@@ -581,6 +583,31 @@ static void attention_case(cq_dtype dt, int64_t Nq, int64_t P, int64_t Nk, int H
         }
         tc_i32(&c, 5, Nq, v);
         free(v);
+    }
+    if (vis >= VIS_WINDOWS) {
+        static const int lens[] = {7, 64, 23, 50, 56, 13, 41};
+        int32_t *lo = malloc(sizeof(int32_t) * (size_t)Nq), *hi = malloc(sizeof(int32_t) * (size_t)Nq);
+        int64_t T = P + Nk;
+        for (int64_t i = 0, w = 0; i < Nq; w++) { /* windows over the rows; each sees its share of all T keys */
+            int64_t e = CQ_MIN(Nq, i + lens[w % CQ_ARRAY_LEN(lens)]);
+            for (int64_t r = i; r < e; r++) {
+                lo[r] = (int32_t)(i * T / Nq);
+                hi[r] = (int32_t)(e * T / Nq);
+            }
+            i = e;
+        }
+        for (int64_t i = 0; i < Nq; i++) {
+            if (vis == VIS_SLIDING) {
+                lo[i] = (int32_t)(P + i + 1 - 37); /* negative ones clamp to 0 */
+            } else if (vis == VIS_RANGE) {
+                lo[i] = (int32_t)(tu_rng_u64(&g.rng) % (uint64_t)(T + 4)) - 2;
+                hi[i] = (int32_t)(tu_rng_u64(&g.rng) % (uint64_t)(T + 4)) - 1;
+            }
+        }
+        if (vis != VIS_SLIDING) tc_i32(&c, 5, Nq, hi);
+        tc_i32(&c, 6, Nq, lo);
+        free(lo);
+        free(hi);
     }
     tc_out(&c, dt, Nq, (int64_t)Hq * D);
     run_case(&c);
@@ -610,6 +637,16 @@ static void test_attention(void **state) {
         attention_case(dt, 9, 3, 21, 2, 1, 1100, VIS_CAUSAL, 0.0f);
         attention_case(dt, 5, 0, 7, 1, 1, 2048, VIS_NONE, 0.0f);
         attention_case(dt, 17, 5, 30, 4, 2, 320, VIS_NONE, 0.2f); /* prefix and shared kv heads, wide */
+        /* a lower bound: windows (the vision towers' windowed blocks), sliding windows, random ranges */
+        attention_case(dt, 200, 0, 200, 2, 2, 80, VIS_WINDOWS, 0.0f);
+        attention_case(dt, 200, 0, 200, 4, 2, 128, VIS_WINDOWS, 0.0f);
+        attention_case(dt, 77, 0, 77, 2, 1, 64, VIS_WINDOWS, 0.0f);
+        attention_case(dt, 150, 50, 150, 2, 1, 128, VIS_WINDOWS, 0.0f); /* windows reach into the prefix */
+        attention_case(dt, 130, 0, 130, 4, 2, 64, VIS_SLIDING, 0.0f);
+        attention_case(dt, 100, 40, 100, 2, 2, 128, VIS_SLIDING, 0.0f);
+        attention_case(dt, 45, 20, 60, 3, 3, 80, VIS_RANGE, 0.0f);
+        attention_case(dt, 140, 0, 300, 2, 1, 128, VIS_RANGE, 0.0f);
+        attention_case(dt, 9, 3, 21, 2, 1, 300, VIS_RANGE, 0.0f); /* the wide-head paths */
         if (g.big) {
             attention_case(dt, 257, 1000, 257, 4, 1, 128, VIS_CAUSAL, 0.0f);
             attention_case(dt, 1000, 0, 1000, 2, 2, 64, VIS_BLOCK, 0.0f);

@@ -441,6 +441,12 @@ static void test_attention_args(void **state) {
     b.vis = &visf;
     EXPECT(CQ_ERR_DTYPE, cq_op_attention(cpu, &b), "i32");
     b = a;
+    b.vis_lo = &vis3;
+    EXPECT(CQ_ERR_SHAPE, cq_op_attention(cpu, &b), "'vis_lo'");
+    b = a;
+    b.vis_lo = &visf;
+    EXPECT(CQ_ERR_DTYPE, cq_op_attention(cpu, &b), "i32");
+    b = a;
     b.o = &q;
     EXPECT(CQ_ERR_INVALID_ARG, cq_op_attention(cpu, &b), "overlaps");
     b = a;

@@ -13,7 +13,8 @@
  *   O += P·V         microkernel: A = the rows of P (= S in place), B = the
  *                    value panels
  * The n x m score matrix is never built; packed keys and values exist for a
- * few kv heads at a time (ATT_PACK_BUDGET). Keys are the
+ * few kv heads at a time (ATT_PACK_BUDGET). A block walks only the key tiles
+ * between its rows' smallest lower bound and largest upper bound. Keys are the
  * prefix rows followed by the own rows, and grouped query heads read kv head
  * h / (Hq / Hkv).
  */
@@ -30,7 +31,7 @@ typedef struct attn_ctx {
     bool causal;
     const float *q, *kp, *vp, *k, *v;
     float *o;
-    const int32_t *vis;
+    const int32_t *vis, *vis_lo;
     float *kt, *vt;  /* packed keys [nkv][Tp/nr][D][nr], values [nkv][Dp/nr][T][nr] */
     float *scratch;
     size_t slot_floats;
@@ -76,7 +77,7 @@ static void attn_block(const attn_ctx *c, float *sp, int64_t h, int64_t i0) {
     int64_t bq = CQ_MIN(c->BQ, c->Nq - i0), bqp = (bq + MR - 1) / MR * MR;
     float *Qs = sp, *S = Qs + r16((size_t)(c->BQ * D)), *O = S + r16((size_t)(c->BQ * BK));
     float m[ATT_BQ + 32], l[ATT_BQ + 32];
-    int64_t lim[ATT_BQ + 32], kmax = 0;
+    int64_t lim[ATT_BQ + 32], lo[ATT_BQ + 32], kmax = 0, kmin = c->T;
     for (int64_t r = 0; r < bq; r++) {
         int64_t li = c->T;
         if (c->vis) {
@@ -85,8 +86,16 @@ static void attn_block(const attn_ctx *c, float *sp, int64_t h, int64_t i0) {
         } else if (c->causal) {
             li = CQ_MIN(c->P + i0 + r + 1, c->T);
         }
+        int64_t lw = 0;
+        if (c->vis_lo) {
+            int64_t v = c->vis_lo[i0 + r];
+            lw = v < 0 ? 0 : CQ_MIN(v, c->T);
+        }
+        if (lw >= li) lw = li = 0; /* sees nothing */
         lim[r] = li;
+        lo[r] = lw;
         kmax = CQ_MAX(kmax, li);
+        if (lw < li) kmin = CQ_MIN(kmin, lw);
         m[r] = -INFINITY;
         l[r] = 0.0f;
     }
@@ -97,7 +106,8 @@ static void attn_block(const attn_ctx *c, float *sp, int64_t h, int64_t i0) {
     }
     memset(O, 0, sizeof(float) * (size_t)(bqp * Dp));
     const float *Kt = c->kt + hh * npan * D * NR;
-    for (int64_t j0 = 0; j0 < kmax; j0 += BK) {
+    /* key tiles start at the block's smallest lower bound (a panel boundary: Kt is cut into panels of NR) */
+    for (int64_t j0 = kmin / NR * NR; j0 < kmax; j0 += BK) {
         int64_t bk = CQ_MIN(BK, kmax - j0), bkp = (bk + NR - 1) / NR * NR;
         for (int64_t p = 0; p < bkp; p += NR)
             for (int64_t i = 0; i < bqp; i += MR)
@@ -105,16 +115,19 @@ static void attn_block(const attn_ctx *c, float *sp, int64_t h, int64_t i0) {
         /* Online softmax; S becomes P in place (zeros where masked). */
         for (int64_t r = 0; r < bqp; r++) {
             float *sr = S + r * BK;
-            int64_t n = r < bq ? CQ_MAX((int64_t)0, CQ_MIN(lim[r] - j0, bk)) : 0;
-            if (n == 0) {
+            /* this row's visible keys in the tile: [b0, b1) */
+            int64_t b1 = r < bq ? CQ_MAX((int64_t)0, CQ_MIN(lim[r] - j0, bk)) : 0;
+            int64_t b0 = r < bq ? CQ_MIN(CQ_MAX((int64_t)0, lo[r] - j0), b1) : 0;
+            if (b1 == b0) {
                 memset(sr, 0, sizeof(float) * (size_t)bk);
                 continue;
             }
-            float mx = c->kit->scale_max(sr, n, c->scale);
+            float mx = c->kit->scale_max(sr + b0, b1 - b0, c->scale);
             float mnew = mx > m[r] ? mx : m[r];
             float corr = cq_cpu_expf(m[r] - mnew);
-            float sum = c->kit->exp_sum(sr, n, mnew);
-            if (n < bk) memset(sr + n, 0, sizeof(float) * (size_t)(bk - n));
+            float sum = c->kit->exp_sum(sr + b0, b1 - b0, mnew);
+            if (b0 > 0) memset(sr, 0, sizeof(float) * (size_t)b0);
+            if (b1 < bk) memset(sr + b1, 0, sizeof(float) * (size_t)(bk - b1));
             l[r] = l[r] * corr + sum;
             m[r] = mnew;
             if (corr != 1.0f)
@@ -165,6 +178,7 @@ cq_status cq_cpu_attention(cq_backend *be, const cq_attn_args *a) {
     c.v = a->v ? cq_host_ptr(a->v) : NULL;
     c.o = cq_host_ptr(a->o);
     c.vis = a->vis ? cq_host_ptr(a->vis) : NULL;
+    c.vis_lo = a->vis_lo ? cq_host_ptr(a->vis_lo) : NULL;
     if (c.T == 0 || c.Nq == 0) { /* nothing visible: zeros */
         memset(c.o, 0, sizeof(float) * (size_t)(c.Nq * c.qw));
         return CQ_OK;

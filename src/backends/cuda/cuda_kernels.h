@@ -176,6 +176,7 @@ typedef struct cqk_attn {
     const void *q, *kp, *vp, *k, *v; /* kp/vp NULL when P == 0, k/v NULL when Nk == 0 */
     void *o;
     const int32_t *vis;              /* [Nq] or NULL */
+    const int32_t *vis_lo;           /* [Nq] or NULL (lower bounds = 0) */
     int dt;
     int64_t Nq, P, Nk;
     int Hq, Hkv, D;

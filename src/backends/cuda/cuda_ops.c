@@ -33,6 +33,7 @@ cq_status cq_cuda_attention(cq_backend *be, const cq_attn_args *a) {
         .v = a->v ? cq_cuda_ptr(a->v) : NULL,
         .o = cq_cuda_ptr(a->o),
         .vis = a->vis ? (const int32_t *)cq_cuda_ptr(a->vis) : NULL,
+        .vis_lo = a->vis_lo ? (const int32_t *)cq_cuda_ptr(a->vis_lo) : NULL,
         .dt = kdt(a->q),
         .Nq = cq_tensor_rows(a->q),
         .P = a->k_prefix ? cq_tensor_rows(a->k_prefix) : 0,
@@ -73,7 +74,7 @@ cq_status cq_cuda_attention(cq_backend *be, const cq_attn_args *a) {
             return s;
         }
         e = stages90 ? cqk_attention_flash90(&k, &p, kv, stages90) : cqk_attention_flash(&k, &p, kv, shape);
-    } else if (!wmma && a->head_dim > 256 && c->attn_mode != 1 && !p.vis && !p.causal && !c->recording &&
+    } else if (!wmma && a->head_dim > 256 && c->attn_mode != 1 && !p.vis && !p.vis_lo && !p.causal && !c->recording &&
                p.P + p.Nk > 0) {
         /* wide heads on the tensor cores (the generic kernel walks the keys one at a time: 59.6 ms for the VAE's
          * 1152-wide head over 4096 pixels) */

@@ -2,8 +2,8 @@
  * k_attention.cu — flash attention (online softmax, no score matrix in
  * device memory) with a cached prefix and per-query visibility, as ops.h
  * defines it: keys are the prefix rows then the own rows; query i sees keys
- * [0, vis[i]) (clamped to [0, P + Nk]), or [0, P + i + 1) when causal, or
- * all; a query that sees no key gets zeros; q head h reads kv head
+ * [lo, hi): hi = vis[i] (clamped to [0, P + Nk]), or P + i + 1 when causal,
+ * or all; lo = vis_lo[i] (clamped) or 0; a query that sees no key gets zeros; q head h reads kv head
  * h / (Hq / Hkv).
  *
  * Two kernels:
@@ -52,9 +52,9 @@ __global__ void __launch_bounds__(128) k_attn_generic(cqk_attn a) {
         qv[j] = d < D ? cqk_ld<T>(a.q, qo + d) : 0.0f;
         acc[j] = 0.0f;
     }
-    const int64_t lim = cqk_attn_limit(a, i);
+    const int64_t lim = cqk_attn_limit(a, i), lo = cqk_attn_lower(a, i);
     float m = -INFINITY, l = 0.0f;
-    for (int64_t j = 0; j < lim; j++) {
+    for (int64_t j = lo; j < lim; j++) {
         int64_t row;
         const void *kb = kv_row(a.kp, a.k, a.P, j, &row);
         const void *vb = j < a.P ? a.vp : a.v;
@@ -80,7 +80,7 @@ __global__ void __launch_bounds__(128) k_attn_generic(cqk_attn a) {
 #pragma unroll
     for (int t = 0; t < NV; t++) {
         int d = lane + 32 * t;
-        if (d < D) cqk_st<T>(a.o, qo + d, lim > 0 ? acc[t] / l : 0.0f);
+        if (d < D) cqk_st<T>(a.o, qo + d, lim > lo ? acc[t] / l : 0.0f);
     }
 }
 
@@ -123,7 +123,8 @@ enum {
     OFF_M = OFF_O + BQ * LDO * 4,
     OFF_L = OFF_M + BQ * 4,
     OFF_LIM = OFF_L + BQ * 4,
-    OFF_MAX = OFF_LIM + BQ * 8,
+    OFF_LO = OFF_LIM + BQ * 8,
+    OFF_MAX = OFF_LO + BQ * 8,
     SMEM_D128 = OFF_MAX + 32,
 };
 
@@ -139,14 +140,18 @@ __global__ void __launch_bounds__(128) k_attn_d128(cqk_attn a) {
     float *Mrow = (float *)(smem + OFF_M);
     float *Lrow = (float *)(smem + OFF_L);
     long long *Lim = (long long *)(smem + OFF_LIM);
-    unsigned long long *MaxLim = (unsigned long long *)(smem + OFF_MAX);
+    long long *Lo = (long long *)(smem + OFF_LO);
+    unsigned long long *MaxLim = (unsigned long long *)(smem + OFF_MAX); /* [0] max hi, [1] min lo */
 
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int64_t q0 = (int64_t)blockIdx.x * BQ;
     const int h = blockIdx.y, kh = h / (a.Hq / a.Hkv);
     const int64_t T_all = a.P + a.Nk, qw = (int64_t)a.Hq * HD, kvw = (int64_t)a.Hkv * HD;
 
-    if (tid == 0) *MaxLim = 0;
+    if (tid == 0) {
+        MaxLim[0] = 0;
+        MaxLim[1] = (unsigned long long)T_all;
+    }
     for (int idx = tid; idx < BQ * HD; idx += 128) {
         const int r = idx / HD, d = idx % HD;
         const int64_t qi = q0 + r;
@@ -157,16 +162,20 @@ __global__ void __launch_bounds__(128) k_attn_d128(cqk_attn a) {
     __syncthreads();
     if (tid < BQ) {
         const int64_t qi = q0 + tid;
-        const int64_t lim = qi < a.Nq ? cqk_attn_limit(a, qi) : 0;
+        int64_t lim = qi < a.Nq ? cqk_attn_limit(a, qi) : 0, lo = qi < a.Nq ? cqk_attn_lower(a, qi) : 0;
+        if (lo >= lim) lo = lim = 0; /* sees nothing */
         Lim[tid] = lim;
+        Lo[tid] = lo;
         Mrow[tid] = -INFINITY;
         Lrow[tid] = 0.0f;
-        atomicMax(MaxLim, (unsigned long long)lim);
+        atomicMax(&MaxLim[0], (unsigned long long)lim);
+        if (lo < lim) atomicMin(&MaxLim[1], (unsigned long long)lo);
     }
     __syncthreads();
-    const int64_t ntiles = ((int64_t)*MaxLim + BK - 1) / BK;
+    /* key tiles between the block's smallest lower bound and largest upper bound */
+    const int64_t ntiles = ((int64_t)MaxLim[0] + BK - 1) / BK, kt0 = (int64_t)MaxLim[1] / BK;
 
-    for (int64_t kt = 0; kt < ntiles; kt++) {
+    for (int64_t kt = kt0; kt < ntiles; kt++) {
         const int64_t j0 = kt * BK;
         for (int idx = tid; idx < BK * HD; idx += 128) {
             const int r = idx / HD, d = idx % HD;
@@ -211,13 +220,13 @@ __global__ void __launch_bounds__(128) k_attn_d128(cqk_attn a) {
         /* online softmax: lanes 2r and 2r+1 share row r of the warp's 16, 32 keys each */
         {
             const int r = warp * 16 + (lane >> 1), half = lane & 1;
-            const int64_t lim = Lim[r];
+            const int64_t lim = Lim[r], lo = Lo[r];
             const float m_old = Mrow[r], l_old = Lrow[r];
             float *srow = Ss + r * LDS + half * 32;
             float mx = -INFINITY;
             for (int cc = 0; cc < 32; cc++) {
                 const int64_t j = j0 + half * 32 + cc;
-                const float s = j < lim ? srow[cc] * a.scale : -INFINITY;
+                const float s = j < lim && j >= lo ? srow[cc] * a.scale : -INFINITY;
                 srow[cc] = s;
                 mx = fmaxf(mx, s);
             }

@@ -171,8 +171,8 @@ static inline unsigned cqk_blocks(int64_t n, int threads) {
 /* Launch status without waiting for the device. */
 static inline cudaError_t cqk_launched(void) { return cudaGetLastError(); }
 
-/* Keys visible to attention query i (ops.h): [0, vis[i]) clamped to [0, P + Nk], or [0, P + i + 1) when
- * causal, or all. Shared by the attention kernels (k_attention.cu, k_flash.cu); cqk_attn is in cuda_kernels.h. */
+/* Keys visible to attention query i (ops.h): [lo, lim), lo from cqk_attn_lower, lim here: vis[i] clamped to
+ * [0, P + Nk], or P + i + 1 when causal, or all. Shared by the attention kernels (k_attention.cu, k_flash.cu); cqk_attn is in cuda_kernels.h. */
 __device__ __forceinline__ int64_t cqk_attn_limit(const cqk_attn &a, int64_t i) {
     const int64_t T = a.P + a.Nk;
     if (a.vis) {
@@ -181,6 +181,14 @@ __device__ __forceinline__ int64_t cqk_attn_limit(const cqk_attn &a, int64_t i) 
     }
     if (a.causal) return a.P + i + 1 < T ? a.P + i + 1 : T;
     return T;
+}
+
+/* The first key visible to query i: vis_lo[i] clamped to [0, P + Nk], or 0. A row with lo >= its limit sees
+ * nothing. Read only when vis_lo is given, so the paths without one load nothing more. */
+__device__ __forceinline__ int64_t cqk_attn_lower(const cqk_attn &a, int64_t i) {
+    if (!a.vis_lo) return 0;
+    const int64_t T = a.P + a.Nk, v = a.vis_lo[i];
+    return v < 0 ? 0 : (v > T ? T : v);
 }
 
 

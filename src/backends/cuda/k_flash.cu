@@ -3,7 +3,7 @@
  * style: scores, probabilities and the output accumulator live in registers.
  *
  * Semantics are k_attention.cu's (ops.h): keys are the prefix rows then the
- * own rows, query i sees keys [0, lim_i), a query with no visible key gets
+ * own rows, query i sees keys [lo_i, lim_i), a query with no visible key gets
  * zeros, q head h reads kv head h / (Hq / Hkv).
  *
  * Two launches per call:
@@ -42,7 +42,10 @@
  * |scale|·log2(e) (a negative scale is folded into Q's sign, exact in bf16).
  * When the whole 64-key tile is visible to every row of a warp (the common
  * case: full attention) the per-element mask is skipped, by a warp-uniform
- * test.
+ * test. A block walks only the tiles from its rows' smallest lower bound to
+ * their largest upper bound, and a warp skips a tile none of its rows sees, so
+ * block-diagonal windows cost what the windows hold; the lower bound is read
+ * (and the start tile found, one extra barrier) only when vis_lo is given.
  * Precision is the backend's declared attention precision (bf16 Q, K, V, P;
  * f32 scores, softmax and accumulation).
  */
@@ -62,7 +65,7 @@ template <int NW, int MT, int ST> struct fshape {
      * smallest of its rows' limits; with MT = 2 each thread's running max and partial sum per row
      * ([NT] apart: conflict-free) — values kept here rather than in registers, which O and S fill */
     struct stat {
-        int blk_max, lim[BQ], wmax[NW], wmin[NW];
+        int blk_max, blk_lo, lim[BQ], lo[BQ], wmax[NW], wmin[NW], wlo_min[NW], wlo_max[NW];
         float ml[MT > 1 ? 2 * MT * 2 * NT : 1];
     };
     static_assert(ST >= 2 && (MT == 1 || MT == 2) && (FBK * 16) % NT == 0 && (BQ * 16) % NT == 0, "shape");
@@ -149,33 +152,56 @@ __global__ void __launch_bounds__(NW * 32, NW >= 8 ? 1 : 2)
     /* the first tiles' copies go out before anything else; tiles past this block's keys
      * (but inside the padded plane) may be fetched and never used */
     const int64_t plane_tiles = Tpad / FBK;
+    int t0 = 0; /* the first tile any row of this block sees */
+    if (a.vis_lo) {
+        if (tid == 0) ss.blk_lo = 0x7fffffff;
+        __syncthreads();
+        if (tid < S::BQ && q0 + tid < a.Nq) {
+            const int lo = (int)cqk_attn_lower(a, q0 + tid);
+            if (lo < (int)cqk_attn_limit(a, q0 + tid)) atomicMin(&ss.blk_lo, lo);
+        }
+        __syncthreads();
+        t0 = ss.blk_lo / FBK;
+    }
 #pragma unroll
     for (int s = 0; s < ST - 1; s++) {
-        if (s < plane_tiles) load_tile<S::NT>(kvbase + (uint32_t)(s * 2 * FTILE_B), kb, vb, head_base + (int64_t)s * FBK * FHD, tid);
+        if (t0 + s < plane_tiles)
+            load_tile<S::NT>(kvbase + (uint32_t)(s * 2 * FTILE_B), kb, vb, head_base + (int64_t)(t0 + s) * FBK * FHD, tid);
         cp_commit();
     }
 
     /* this thread's rows: m-tile mt, rows g and g + 8 */
-    int wmax = 0, wmin = 0x7fffffff;
+    int wmax = 0, wmin = 0x7fffffff, wlo_min = 0x7fffffff, wlo_max = 0;
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int r = 0; r < 2; r++) {
             const int lr = (warp * MT + mt) * 16 + g + 8 * r;
-            const int lim = q0 + lr < a.Nq ? (int)cqk_attn_limit(a, q0 + lr) : 0;
-            if (t4 == 0) ss.lim[lr] = lim;
+            int lim = q0 + lr < a.Nq ? (int)cqk_attn_limit(a, q0 + lr) : 0;
+            int lo = q0 + lr < a.Nq ? (int)cqk_attn_lower(a, q0 + lr) : 0;
+            if (lo >= lim) lo = lim = 0; /* sees nothing */
+            if (t4 == 0) {
+                ss.lim[lr] = lim;
+                ss.lo[lr] = lo;
+            }
             wmax = max(wmax, lim);
             wmin = min(wmin, lim);
+            if (lo < lim) wlo_min = min(wlo_min, lo);
+            wlo_max = max(wlo_max, lo);
         }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
         wmax = max(wmax, __shfl_xor_sync(0xffffffffu, wmax, o));
         wmin = min(wmin, __shfl_xor_sync(0xffffffffu, wmin, o));
+        wlo_min = min(wlo_min, __shfl_xor_sync(0xffffffffu, wlo_min, o));
+        wlo_max = max(wlo_max, __shfl_xor_sync(0xffffffffu, wlo_max, o));
     }
     if (tid == 0) ss.blk_max = 0;
     if (lane == 0) {
         ss.wmax[warp] = wmax;
         ss.wmin[warp] = wmin;
+        ss.wlo_min[warp] = wlo_min;
+        ss.wlo_max[warp] = wlo_max;
     }
 
     /* Q in bf16 (sign flipped for a negative scale, so the base-2 factor is positive):
@@ -242,7 +268,7 @@ __global__ void __launch_bounds__(NW * 32, NW >= 8 ? 1 : 2)
     const uint32_t q_off = sbase + (uint32_t)(warp * MT * 16 * FPITCH * 2) + v_off; /* A-fragments, MT = 2 */
 
     int st = 0; /* the stage holding tile kt */
-    for (int kt = 0; kt < ntiles; kt++) {
+    for (int kt = t0; kt < ntiles; kt++) {
         cp_wait<ST - 2>(); /* this thread's copies of tile kt have landed */
         __syncthreads();   /* everyone's have, and everyone is done with tile kt - 1 */
         {
@@ -254,7 +280,7 @@ __global__ void __launch_bounds__(NW * 32, NW >= 8 ? 1 : 2)
             cp_commit(); /* one group per iteration, empty or not, keeps the wait count exact */
         }
         const int j0 = kt * FBK;
-        if (j0 < ss.wmax[warp]) {
+        if (j0 < ss.wmax[warp] && j0 + FBK > ss.wlo_min[warp]) {
             const uint32_t ks = kvbase + (uint32_t)(st * 2 * FTILE_B), vs = ks + FTILE_B;
             float s[MT][8][4];
 #pragma unroll
@@ -296,6 +322,20 @@ __global__ void __launch_bounds__(NW * 32, NW >= 8 ? 1 : 2)
                         if (j + 1 >= lim0) s[mt][nt][1] = -INFINITY;
                         if (j >= lim1) s[mt][nt][2] = -INFINITY;
                         if (j + 1 >= lim1) s[mt][nt][3] = -INFINITY;
+                    }
+                }
+            }
+            if (j0 < ss.wlo_max[warp]) { /* the lower bounds (never without vis_lo: every lo is 0 then) */
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    const int lo0 = ss.lo[(warp * MT + mt) * 16 + g], lo1 = ss.lo[(warp * MT + mt) * 16 + g + 8];
+#pragma unroll
+                    for (int nt = 0; nt < 8; nt++) {
+                        const int j = j0 + nt * 8 + 2 * t4;
+                        if (j < lo0) s[mt][nt][0] = -INFINITY;
+                        if (j + 1 < lo0) s[mt][nt][1] = -INFINITY;
+                        if (j < lo1) s[mt][nt][2] = -INFINITY;
+                        if (j + 1 < lo1) s[mt][nt][3] = -INFINITY;
                     }
                 }
             }

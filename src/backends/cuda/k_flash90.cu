@@ -25,6 +25,8 @@
  *     A-fragments (the accumulator layout is the register-operand layout) and
  *     issues O += P·Vⱼ (8 x wgmma, P from registers, V from shared memory
  *     read transposed: V is stored key-major, the MN-major B operand).
+ *     With lower bounds (vis_lo) the block walks tiles from the one holding
+ *     its rows' smallest bound: the ring's tile j is key tile t0 + j.
  *     Ping-pong: the two warpgroups take turns to issue their products (two
  *     named barriers), so one's tensor-core work runs while the other does
  *     its softmax: a turn issues P·Vⱼ and then Q·Kⱼ₊₁ᵀ.
@@ -137,7 +139,7 @@ __global__ void __launch_bounds__(NT, 1)
 #if CQK_HAVE_WGMMA
     extern __shared__ __align__(128) uint8_t fsm90[];
     __shared__ __align__(8) uint64_t bars[3 * ST]; /* full K, full V, empty, per stage */
-    __shared__ int blk_max;
+    __shared__ int blk_max, blk_lo;
     const int tid = threadIdx.x, wg = tid >> 7, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
     const int h = blockIdx.y, kh = h / (a.Hq / a.Hkv);
     const int64_t q0 = (int64_t)blockIdx.x * BQ, qld = (int64_t)a.Hq * HD;
@@ -150,18 +152,35 @@ __global__ void __launch_bounds__(NT, 1)
 
     /* this thread's rows (block-local): wg*64 + (warp&3)*16 + g and + 8 */
     const int lr0 = wg * 64 + (warp & 3) * 16 + g;
-    const int lim0 = q0 + lr0 < a.Nq ? (int)cqk_attn_limit(a, q0 + lr0) : 0;
-    const int lim1 = q0 + lr0 + 8 < a.Nq ? (int)cqk_attn_limit(a, q0 + lr0 + 8) : 0;
-    int wmax = max(lim0, lim1), wmin = min(lim0, lim1);
+    int lim0 = q0 + lr0 < a.Nq ? (int)cqk_attn_limit(a, q0 + lr0) : 0;
+    int lim1 = q0 + lr0 + 8 < a.Nq ? (int)cqk_attn_limit(a, q0 + lr0 + 8) : 0;
+    int lo0 = q0 + lr0 < a.Nq ? (int)cqk_attn_lower(a, q0 + lr0) : 0;
+    int lo1 = q0 + lr0 + 8 < a.Nq ? (int)cqk_attn_lower(a, q0 + lr0 + 8) : 0;
+    if (lo0 >= lim0) lo0 = lim0 = 0; /* sees nothing */
+    if (lo1 >= lim1) lo1 = lim1 = 0;
+    int wmax = max(lim0, lim1), wmin = min(lim0, lim1), wlo_max = max(lo0, lo1);
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
         wmax = max(wmax, __shfl_xor_sync(0xffffffffu, wmax, o));
         wmin = min(wmin, __shfl_xor_sync(0xffffffffu, wmin, o));
+        wlo_max = max(wlo_max, __shfl_xor_sync(0xffffffffu, wlo_max, o));
+    }
+    /* with lower bounds, the block starts at the tile of its smallest one (one barrier, only then) */
+    int t0 = 0;
+    if (a.vis_lo) {
+        int wlo = min(lo0 < lim0 ? lo0 : 0x7fffffff, lo1 < lim1 ? lo1 : 0x7fffffff);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) wlo = min(wlo, __shfl_xor_sync(0xffffffffu, wlo, o));
+        if (tid == 0) blk_lo = 0x7fffffff;
+        __syncthreads();
+        if (lane == 0) atomicMin(&blk_lo, wlo);
+        __syncthreads();
+        t0 = (int)min((int64_t)(blk_lo / BKV), ntiles_plane);
     }
     /* the first K/V tiles are on their way before Q is read: the ring's first ST stages hold tiles 0 .. ST - 1
      * whatever this block's key range turns out to be (the pack has them all); stages the block does not walk
      * are waited for before it exits */
-    const int pre = (int)min((int64_t)ST, ntiles_plane);
+    const int pre = (int)min((int64_t)ST, ntiles_plane - t0);
     if (tid == 0) {
         blk_max = 0;
         for (int s = 0; s < ST; s++) {
@@ -172,9 +191,9 @@ __global__ void __launch_bounds__(NT, 1)
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
         for (int s = 0; s < pre; s++) {
             bar_expect(full_k(s), TILE_B);
-            bulk_load(skv + (uint32_t)(s * 2 * TILE_B), kt + (int64_t)s * TILE_E, TILE_B, full_k(s));
+            bulk_load(skv + (uint32_t)(s * 2 * TILE_B), kt + (int64_t)(t0 + s) * TILE_E, TILE_B, full_k(s));
             bar_expect(full_v(s), TILE_B);
-            bulk_load(skv + (uint32_t)(s * 2 * TILE_B + TILE_B), vt + (int64_t)s * TILE_E, TILE_B, full_v(s));
+            bulk_load(skv + (uint32_t)(s * 2 * TILE_B + TILE_B), vt + (int64_t)(t0 + s) * TILE_E, TILE_B, full_v(s));
         }
     }
 
@@ -202,7 +221,7 @@ __global__ void __launch_bounds__(NT, 1)
     __syncthreads();
     if (lane == 0) atomicMax(&blk_max, wmax);
     __syncthreads();
-    const int n = (blk_max + BKV - 1) / BKV;
+    const int n = max(0, (blk_max + BKV - 1) / BKV - t0); /* tiles t0 .. t0 + n - 1; j below counts from t0 */
 
     float o[64];
 #pragma unroll
@@ -231,6 +250,16 @@ __global__ void __launch_bounds__(NT, 1)
                     if (key + 1 >= lim0) s[4 * i + 1] = -INFINITY;
                     if (key >= lim1) s[4 * i + 2] = -INFINITY;
                     if (key + 1 >= lim1) s[4 * i + 3] = -INFINITY;
+                }
+            }
+            if (j0 < wlo_max) { /* the lower bounds (never without vis_lo: every lo is 0 then) */
+#pragma unroll
+                for (int i = 0; i < 16; i++) {
+                    const int key = j0 + 8 * i + 2 * t4;
+                    if (key < lo0) s[4 * i] = -INFINITY;
+                    if (key + 1 < lo0) s[4 * i + 1] = -INFINITY;
+                    if (key < lo1) s[4 * i + 2] = -INFINITY;
+                    if (key + 1 < lo1) s[4 * i + 3] = -INFINITY;
                 }
             }
 #pragma unroll
@@ -301,9 +330,9 @@ __global__ void __launch_bounds__(NT, 1)
                 bar_wait(empty(st), (uint32_t)((j / ST) & 1));
                 const uint32_t sk = skv + (uint32_t)(st * 2 * TILE_B);
                 bar_expect(full_k(st), TILE_B);
-                bulk_load(sk, kt + (int64_t)(j + ST) * TILE_E, TILE_B, full_k(st));
+                bulk_load(sk, kt + (int64_t)(t0 + j + ST) * TILE_E, TILE_B, full_k(st));
                 bar_expect(full_v(st), TILE_B);
-                bulk_load(sk + TILE_B, vt + (int64_t)(j + ST) * TILE_E, TILE_B, full_v(st));
+                bulk_load(sk + TILE_B, vt + (int64_t)(t0 + j + ST) * TILE_E, TILE_B, full_v(st));
             }
             __syncwarp();
         };
@@ -317,7 +346,7 @@ __global__ void __launch_bounds__(NT, 1)
         turn_pass(other); /* n >= 1: turn 0 is never warpgroup 1's last */
         wg_wait<0>();
         keep(s);
-        soft1(0);
+        soft1(t0 * BKV);
         soft2();
 
         /* turns 1 .. n - 1: S = Q·Kⱼ₊₁ᵀ, then O += Pⱼ·Vⱼ; the softmax of tile j + 1 runs while the second
@@ -333,7 +362,7 @@ __global__ void __launch_bounds__(NT, 1)
             turn_pass(other);
             wg_wait<1>(); /* S of tile j + 1 (P·Vⱼ may still run) */
             keep(s);
-            soft1((j + 1) * BKV);
+            soft1((t0 + j + 1) * BKV);
             wg_wait<0>();
             keep(o);
             keep(p);

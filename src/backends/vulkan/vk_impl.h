@@ -114,7 +114,7 @@ typedef struct cq_vk_buf {
     struct cq_vk_buf *next_free;
 } cq_vk_buf;
 
-#define CQ_VK_BINDINGS 8    /* storage buffers per dispatch (one descriptor set layout for every shader) */
+#define CQ_VK_BINDINGS 9    /* storage buffers per dispatch (one descriptor set layout for every shader) */
 #define CQ_VK_POOL_SETS 256 /* descriptor sets per pool */
 #define CQ_VK_PUSH_BYTES 128
 #define CQ_VK_STATUS_BINDING 7 /* every dispatch binds the status words here */

@@ -222,7 +222,7 @@ cq_status cq_vk_attention(cq_backend *be, const cq_attn_args *a) {
     cq_vk *c = cq_vk_of(be);
     const uint32_t Nq = (uint32_t)cq_tensor_rows(a->q);
     struct {
-        uint32_t Nq, Hq, Hkv, D, P, Nk, qo, kpo, vpo, ko, vo, viso, oo, has_vis, causal;
+        uint32_t Nq, Hq, Hkv, D, P, Nk, qo, kpo, vpo, ko, vo, viso, oo, has_vis, causal, visloo, has_vis_lo;
         float scale;
     } p = {Nq,
            (uint32_t)a->n_heads,
@@ -239,9 +239,12 @@ cq_status cq_vk_attention(cq_backend *be, const cq_attn_args *a) {
            eo(a->o),
            a->vis != NULL,
            a->causal,
+           eo(a->vis_lo),
+           a->vis_lo != NULL,
            a->scale != 0.0f ? a->scale : (float)(1.0 / sqrt((double)a->head_dim))};
-    cq_vk_buf *b[] = {B(a->q), B(a->k_prefix), B(a->v_prefix), B(a->k), B(a->v), B(a->vis), B(a->o)};
-    return per_row(c, CQ_OP_ATTENTION, CQ_VK_SH_attention, b, 7, &p, sizeof p, (uint64_t)Nq * (uint64_t)a->n_heads);
+    cq_vk_buf *b[] = {B(a->q), B(a->k_prefix), B(a->v_prefix), B(a->k), B(a->v), B(a->vis), B(a->o), NULL, B(a->vis_lo)};
+    /* binding 7 is the status words' (CQ_VK_STATUS_BINDING) */
+    return per_row(c, CQ_OP_ATTENTION, CQ_VK_SH_attention, b, 9, &p, sizeof p, (uint64_t)Nq * (uint64_t)a->n_heads);
 }
 
 cq_status cq_vk_qk_norm_rope(cq_backend *be, cq_tensor *t, int n_heads, int head_dim, const cq_tensor *w, float eps,

@@ -4,7 +4,8 @@
 // max and sum through the workgroup; then each invocation updates the output dims it owns (d = t + 128 r,
 // r < 8) with the block's probabilities. A head wider than 1024 dims takes one such pass per 1024 dims
 // (scores recomputed): any head_dim runs. Keys are the
-// prefix rows then k's rows; query i sees [0, vis[i]) (clamped), or [0, P + i + 1) when causal, or all.
+// prefix rows then k's rows; query i sees [lo, hi): hi = vis[i] (clamped), or P + i + 1 when causal, or all;
+// lo = vis_lo[i] (clamped) or 0. The key blocks start at lo, so keys outside the range cost nothing.
 #extension GL_GOOGLE_include_directive : enable
 layout(local_size_x = 128) in;
 #include "rows.glsl"
@@ -15,8 +16,9 @@ layout(std430, binding = 3) readonly buffer K { float k[]; };
 layout(std430, binding = 4) readonly buffer V { float v[]; };
 layout(std430, binding = 5) readonly buffer VIS { int vis[]; };
 layout(std430, binding = 6) writeonly buffer O { float o[]; };
+layout(std430, binding = 8) readonly buffer VISLO { int vis_lo[]; };
 layout(push_constant) uniform P {
-    uint Nq, Hq, Hkv, D, P, Nk, qo, kpo, vpo, ko, vo, viso, oo, has_vis, causal;
+    uint Nq, Hq, Hkv, D, P, Nk, qo, kpo, vpo, ko, vo, viso, oo, has_vis, causal, visloo, has_vis_lo;
     float scale;
 } p;
 
@@ -32,11 +34,13 @@ void main() {
     uint T = p.P + p.Nk, nvis = T;
     if (p.has_vis != 0u) nvis = uint(clamp(vis[p.viso + i], 0, int(T)));
     else if (p.causal != 0u) nvis = min(p.P + i + 1u, T);
+    uint lo = 0u;
+    if (p.has_vis_lo != 0u) lo = uint(clamp(vis_lo[p.visloo + i], 0, int(T)));
     uint qb = p.qo + i * p.Hq * p.D + h * p.D, ob = p.oo + i * p.Hq * p.D + h * p.D;
     for (uint dc = 0u; dc < p.D; dc += 1024u) {
     float acc[8] = float[8](0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
     float m = -3.402823466e38, l = 0.0;
-    for (uint j0 = 0u; j0 < nvis; j0 += 128u) {
+    for (uint j0 = lo; j0 < nvis; j0 += 128u) {
         uint j = j0 + t;
         float s = -3.402823466e38;
         if (j < nvis) {
@@ -60,7 +64,7 @@ void main() {
         m = mn;
         barrier(); // ps is rewritten by the next block
     }
-    float inv = nvis > 0u ? 1.0 / l : 0.0;
+    float inv = nvis > lo ? 1.0 / l : 0.0;
     for (uint r = 0u; r < 8u; r++) {
         uint d = dc + t + 128u * r;
         if (d >= p.D) break;
