@@ -139,6 +139,11 @@ def main():
     # run from the saved folder, as a user would
     pipe = QwenImage21Pipeline.from_pretrained(os.path.join(args.out, "pipeline"), torch_dtype=torch.float32)
     pipe.set_progress_bar_config(disable=True)
+    run_cases(pipe, args.out)
+
+
+def run_cases(pipe, out):
+    """Runs every case on the pipeline and writes <out>/expected.safetensors and <out>/cases.json."""
     tensors, meta = {}, {}
     for name, c in CASES.items():
         common = dict(prompt=c["prompt"], negative_prompt=c["negative"], true_cfg_scale=c["cfg"],
@@ -159,8 +164,8 @@ def main():
         meta[name] = dict(c, tokens=tokens, image_shape=list(img[0].shape))
         print(name, "latents", tuple(lat.shape), "image", img[0].shape, "embeds", tuple(embeds.shape),
               "img mean", float(img.mean()))
-    save_file(tensors, os.path.join(args.out, "expected.safetensors"))
-    with open(os.path.join(args.out, "cases.json"), "w", encoding="utf-8") as f:
+    save_file(tensors, os.path.join(out, "expected.safetensors"))
+    with open(os.path.join(out, "cases.json"), "w", encoding="utf-8") as f:
         json.dump({"torch": torch.__version__, "scheduler": SCHEDULER_CONFIG, "cases": meta}, f, indent=1,
                   ensure_ascii=False)
 

@@ -75,6 +75,7 @@ from diffusers import QwenImage21Pipeline  # noqa: E402
 from diffusers.pipelines.qwenimage21.pipeline_qwenimage21 import calculate_dimensions  # noqa: E402
 from golden_pipeline_qi21 import CASES as T2I_CASES  # noqa: E402
 from golden_pipeline_qi21 import build  # noqa: E402
+from golden_pipeline_qi21 import run_cases as run_t2i_cases  # noqa: E402
 
 DIFFUSERS_BASE = "58eb52c0803ea9af3abec60841c2a093bdf1f951"
 RESOLUTION = 64
@@ -240,6 +241,17 @@ def check_plain(pipe, golden, allow_vae_mismatch):
     return res
 
 
+def compare_t2i(new, old):
+    """Prints, per tensor of the text-to-image golden, how far the remade one is from the old one."""
+    a, b = load_file(new), load_file(old)
+    for k in sorted(set(a) & set(b)):
+        x, y = a[k].double(), b[k].double()
+        if x.shape != y.shape:
+            print(f"t2i remade vs old {k}: shape {tuple(x.shape)} vs {tuple(y.shape)}")
+            continue
+        print(f"t2i remade vs old {k}: max abs {float((x - y).abs().max()):.3e}, rel rms {rel_rms(x, y):.3e}")
+
+
 def run_case(pipe, name, c, pics, tensors, stored_pv):
     """One condition case in float32: every intermediate the C side compares, then the whole pipeline."""
     pictures = [pics[p] for p in c["images"]]
@@ -362,6 +374,10 @@ def main():
     ap.add_argument("--t2i-golden", default="tests/golden/pipeline_qi21/expected.safetensors")
     ap.add_argument("--seed", type=int, default=20261129, help="golden_pipeline_qi21's build seed")
     ap.add_argument("--allow-vae-mismatch", action="store_true")
+    ap.add_argument("--remake-t2i", metavar="DIR",
+                    help="write the text-to-image golden again from these reference files (DIR/pipeline, "
+                         "DIR/expected.safetensors, DIR/cases.json; convert DIR/pipeline into tiny_pipeline.cmf.gz) "
+                         "and check against it instead; the old golden's differences are printed, stage by stage")
     args = ap.parse_args()
     torch.set_grad_enabled(False)
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -373,11 +389,16 @@ def main():
         tokdir = os.path.join(tmp, "tok")
         make_tokenizer(args.tokenizer, args.chat_template, tokdir)
         pipe = build(argparse.Namespace(seed=args.seed, tokenizer_dir=tokdir, chat_template=args.chat_template))
-        pipe.save_pretrained(os.path.join(tmp, "pipeline"), safe_serialization=True)
-        pipe = QwenImage21Pipeline.from_pretrained(os.path.join(tmp, "pipeline"), torch_dtype=torch.float32)
+        folder = os.path.join(args.remake_t2i or tmp, "pipeline")
+        pipe.save_pretrained(folder, safe_serialization=True)
+        pipe = QwenImage21Pipeline.from_pretrained(folder, torch_dtype=torch.float32)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     pipe.set_progress_bar_config(disable=True)
+    if args.remake_t2i:
+        run_t2i_cases(pipe, args.remake_t2i)
+        compare_t2i(os.path.join(args.remake_t2i, "expected.safetensors"), args.t2i_golden)
+        args.t2i_golden = os.path.join(args.remake_t2i, "expected.safetensors")
     plain = check_plain(pipe, args.t2i_golden, args.allow_vae_mismatch)
 
     pipe.ref_token_list = [LABEL]
