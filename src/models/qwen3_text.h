@@ -2,8 +2,8 @@
  * qwen3_text.h — a Qwen3 decoder as a text encoder (component.h): the
  * prompt wrapped in a fixed template, tokenized, run through the tower, and
  * the hidden states of one layer returned, the template's leading rows
- * dropped. Qwen-Image-2.1 reads the last layer before the final norm and
- * drops its system turn; Z-Image renders the prompt with the pack's chat
+ * dropped. Qwen-Image-2.1 reads the final norm's output and drops its
+ * system turn; Z-Image renders the prompt with the pack's chat
  * template, reads the layer before the last, drops nothing and cuts the
  * templated tokens at 512; Qwen-Image reads the final norm's output of its
  * Qwen2.5-VL tower, drops 34 rows and keeps at most 512 of the rest; all of

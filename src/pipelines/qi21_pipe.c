@@ -7,6 +7,8 @@
  *    template); an empty prompt becomes " ";
  *  - the number of rows to drop is the token count of the processor's chat
  *    template rendered for the system turn alone;
+ *  - the text rows are the text tower's hidden_states[-1], the final norm's
+ *    output (transformers' rule for the last hidden state);
  *  - noise: torch.randn((1, 1, C, h, w)) from a CPU generator seeded with the
  *    seed, packed to tokens;
  *  - schedule: linspace(1, 1/N, N), dynamic shift from the token count,
@@ -126,6 +128,7 @@ cq_status cq_qi21_pipe_open(const cq_cmf *cmf, cq_qi21_pipe **out) {
         p->text = (cq_qwen3_text){
             .name = "qi21 pipeline",
             .tok = p->tok,
+            .normed = true, /* hidden_states[-1]: the final norm's output */
             .tmpl = {.head = k_head, .tail = k_tail, .enable_thinking = -1, .empty = " ", .drop_rows = p->drop_idx,
                      .forbid_id = cq_tokenizer_token_to_id(p->tok, "<|image_pad|>", 13),
                      .forbid_why = "the prompt contains <|image_pad|>, a placeholder for a condition image; "
