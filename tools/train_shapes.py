@@ -15,7 +15,7 @@ Stages
  3. text tower + DiT (on the bank's latents, encoded once by the frozen VAE): trained jointly with the flow-matching objective (x_t = (1-s) x0 + s e, target e - x0)
     where s is drawn the way the pipeline's scheduler spaces its steps for 256 tokens (exponential time
     shift with mu from calculate_shift), prompts go through the pipeline's own prompt encoding (template,
-    tokenizer, last decoder layer before the final norm, system rows dropped), and 10% of captions are
+    tokenizer, the text tower's hidden_states[-1], system rows dropped), and 10% of captions are
     replaced by " " (the pipeline's empty prompt) so negative prompts / CFG have something to stand on;
  4. export as a diffusers QwenImage21Pipeline folder and render a few prompts with the reference pipeline
     (20 steps) into a PNG sheet.

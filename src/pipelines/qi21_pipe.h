@@ -2,8 +2,8 @@
  * qi21_pipe.h — Qwen-Image-2.1 text-to-image, end to end, as diffusers'
  * QwenImage21Pipeline does it:
  *
- *   prompt -> the pipeline's prompt template -> tokenizer -> text tower (last
- *   decoder layer before the final norm, the system turn's rows dropped) ->
+ *   prompt -> the pipeline's prompt template -> tokenizer -> text tower (the
+ *   final norm's output, the system turn's rows dropped) ->
  *   denoiser prefill (prefix K/V cached once per prompt) -> N flow-matching
  *   Euler steps from seeded noise (true CFG with a second cached prefix when
  *   guidance > 1 and a negative prompt is given) -> latents de-normalised ->
