@@ -5,9 +5,11 @@
  * The host prepares what depends only on the layout: the window permutation
  * (applied to the pixel rows before the patch embedding, which is row-wise,
  * so the tower runs in window order throughout), the RoPE tables in that
- * order, and the attention segments. Attention runs once per segment (a
- * window, or an image frame in the full-attention blocks) on row views of q,
- * k and v; the output rows are put back in the input's order on download.
+ * order, and the attention segments with their per-row key bounds (the
+ * windows, and the image frames the full-attention blocks use), uploaded
+ * once per call. Each block's attention is one call over all rows, each row
+ * seeing the keys of its own window or frame; the output rows are put back
+ * in the input's order on download.
  */
 #include <math.h>
 #include <stdio.h>
@@ -241,11 +243,14 @@ typedef struct qv_run {
     int32_t *fcu;                     /* image-frame boundaries */
     int n_frames;
     float *host;                      /* staging: permuted pixels, then RoPE tables, then downloads */
+    cq_vision_segs win, frames;       /* every row's key bounds: its window, its frame */
     cq_vision_acts a;
 } qv_run;
 
 static void run_free(qv_run *r) {
     cq_vision_acts_free(&r->a);
+    cq_vision_segs_free(&r->win);
+    cq_vision_segs_free(&r->frames);
     cq_free(r->idx);
     cq_free(r->cu);
     cq_free(r->fcu);
@@ -293,10 +298,8 @@ static cq_status block_forward(cq_qwen25vl_vision *m, qv_run *r, int l) {
                                    .sin_t = &r->a.sin_t, .qkv = &r->a.qkv, .q = &r->a.q, .k = &r->a.k, .v = &r->a.v,
                                    .n_heads = c->n_heads, .head_dim = c->head_dim};
     CQ_TRY(cq_vision_qkv(be, &qa));
-    if (m->full[l]) CQ_TRY(cq_vision_attend(be, &r->a.q, &r->a.k, &r->a.v, &r->a.att, r->fcu, r->n_frames, c->n_heads,
-                                            c->head_dim));
-    else CQ_TRY(cq_vision_attend(be, &r->a.q, &r->a.k, &r->a.v, &r->a.att, r->cu, r->n_windows, c->n_heads,
-                                 c->head_dim));
+    CQ_TRY(cq_vision_attend(be, &r->a.q, &r->a.k, &r->a.v, &r->a.att, m->full[l] ? &r->frames : &r->win,
+                            c->n_heads, c->head_dim));
     cq_matmul_args o = {.y = &r->a.x, .x = &r->a.att, .w = &B->proj, .bias = &B->proj_b, .accumulate = true};
     CQ_TRY(cq_op_matmul(be, &o));
     CQ_TRY(cq_op_rmsnorm(be, &r->a.h, &r->a.x, &B->norm2, NULL, false, c->eps));
@@ -339,6 +342,8 @@ static cq_status forward(cq_qwen25vl_vision *m, qv_run *r, const float *pixels, 
         for (int f = 0; f < grid[i][0]; f++, r->n_frames++)
             r->fcu[r->n_frames + 1] = r->fcu[r->n_frames] + grid[i][1] * grid[i][2];
     CQ_TRY(run_alloc(m, r));
+    CQ_TRY(cq_vision_segs_make(be, "qwen25vl_vision", r->cu, r->n_windows, n, &r->win));
+    CQ_TRY(cq_vision_segs_make(be, "qwen25vl_vision", r->fcu, r->n_frames, n, &r->frames));
     /* the pixel rows in window order */
     const size_t ub = (size_t)(unit * K);
     for (int64_t u = 0; u < units; u++) memcpy(r->host + (size_t)u * ub, pixels + (size_t)r->idx[u] * ub, ub * 4);

@@ -5,8 +5,9 @@
  * The host prepares what depends only on the layout: the interpolated
  * position embedding of every patch row (from a host copy of the table, so
  * the four-tap sum is formed in the reference's order), the RoPE tables and
- * the frame boundaries attention stays within. The rows keep the input's
- * order throughout (no windows).
+ * every row's key bounds: the frame attention stays within, one attention
+ * call per block over all rows. The rows keep the input's order throughout
+ * (no windows).
  *
  * LayerNorm's affine gain w runs as the op's (1 + scale) with scale = w - 1
  * formed once at load: for weights stored as bf16 (or f16) both steps are
@@ -279,11 +280,13 @@ typedef struct q3v_run {
     int32_t *fcu;                     /* image-frame boundaries */
     int n_frames;
     float *host;                      /* staging: pixels, position embeddings, RoPE tables, downloads */
+    cq_vision_segs frames;            /* every row's key bounds: its frame */
     cq_vision_acts a;
 } q3v_run;
 
 static void run_free(q3v_run *r) {
     cq_vision_acts_free(&r->a);
+    cq_vision_segs_free(&r->frames);
     cq_free(r->fcu);
     cq_free(r->host);
 }
@@ -351,7 +354,7 @@ static cq_status block_forward(cq_qwen3vl_vision *m, q3v_run *r, int l) {
                                    .sin_t = &r->a.sin_t, .qkv = &r->a.qkv, .q = &r->a.q, .k = &r->a.k, .v = &r->a.v,
                                    .n_heads = c->n_heads, .head_dim = c->head_dim};
     CQ_TRY(cq_vision_qkv(be, &qa));
-    CQ_TRY(cq_vision_attend(be, &r->a.q, &r->a.k, &r->a.v, &r->a.att, r->fcu, r->n_frames, c->n_heads, c->head_dim));
+    CQ_TRY(cq_vision_attend(be, &r->a.q, &r->a.k, &r->a.v, &r->a.att, &r->frames, c->n_heads, c->head_dim));
     cq_matmul_args o = {.y = &r->a.x, .x = &r->a.att, .w = &B->proj, .bias = &B->proj_b, .accumulate = true};
     CQ_TRY(cq_op_matmul(be, &o));
     CQ_TRY(layernorm(be, &r->a.h, &r->a.x, &B->norm2, c->eps));
@@ -399,6 +402,7 @@ static cq_status forward(cq_qwen3vl_vision *m, q3v_run *r, const float *pixels, 
         for (int f = 0; f < grid[i][0]; f++, r->n_frames++)
             r->fcu[r->n_frames + 1] = r->fcu[r->n_frames] + grid[i][1] * grid[i][2];
     CQ_TRY(run_alloc(m, r));
+    CQ_TRY(cq_vision_segs_make(be, WHO, r->fcu, r->n_frames, n, &r->frames));
     const size_t half = (size_t)c->head_dim / 2;
     float *pos = r->host, *cs = pos + (size_t)(n * D), *sn = cs + (size_t)n * half;
     host_tables(m, grid, n_images, pos, cs, sn);

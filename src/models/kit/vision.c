@@ -141,17 +141,51 @@ cq_status cq_vision_qkv(cq_backend *be, const cq_vision_qkv_args *a) {
     return cq_op_qk_norm_rope(be, a->k, a->n_heads, a->head_dim, NULL, 1e-6f, a->cos_t, a->sin_t, CQ_ROPE_HALF, 0);
 }
 
-cq_status cq_vision_attend(cq_backend *be, const cq_tensor *q, const cq_tensor *k, const cq_tensor *v, cq_tensor *o,
-                           const int32_t *cu, int n_seg, int n_heads, int head_dim) {
-    for (int i = 0; i < n_seg; i++) {
-        const int64_t s0 = cu[i], len = cu[i + 1] - cu[i];
-        cq_tensor qs = cq_tensor_rows_view(q, s0, len), ks = cq_tensor_rows_view(k, s0, len);
-        cq_tensor vs = cq_tensor_rows_view(v, s0, len), os = cq_tensor_rows_view(o, s0, len);
-        cq_attn_args a = {.o = &os, .q = &qs, .k = &ks, .v = &vs, .n_heads = n_heads, .n_kv_heads = n_heads,
-                          .head_dim = head_dim};
-        CQ_TRY(cq_op_attention(be, &a));
+cq_status cq_vision_segs_make(cq_backend *be, const char *who, const int32_t *cu, int n_seg, int64_t n,
+                              cq_vision_segs *s) {
+    memset(s, 0, sizeof *s);
+    if (!be || !cu || n_seg < 1 || n < 1 || n > INT32_MAX)
+        return cq_fail(CQ_ERR_INVALID_ARG, "%s: %d attention segments over %lld rows", who, n_seg, (long long)n);
+    if (cu[0] != 0 || cu[n_seg] != n)
+        return cq_fail(CQ_ERR_INVALID_ARG, "%s: attention segments span rows [%d, %d), not [0, %lld)", who,
+                       (int)cu[0], (int)cu[n_seg], (long long)n);
+    for (int i = 0; i < n_seg; i++)
+        if (cu[i + 1] <= cu[i])
+            return cq_fail(CQ_ERR_INVALID_ARG, "%s: attention segment %d is [%d, %d)", who, i, (int)cu[i],
+                           (int)cu[i + 1]);
+    s->n = n;
+    if (n_seg == 1) return CQ_OK; /* every row sees every key: no bounds */
+    int32_t *t = cq_mallocn((size_t)n, sizeof(int32_t));
+    if (!t) return cq_fail(CQ_ERR_NOMEM, "%s: no host memory for the attention bounds", who);
+    const int64_t shape[1] = {n};
+    cq_status st = cq_tensor_alloc(be, CQ_DTYPE_I32, 1, shape, &s->lo);
+    if (st == CQ_OK) st = cq_tensor_alloc(be, CQ_DTYPE_I32, 1, shape, &s->hi);
+    for (int pass = 0; st == CQ_OK && pass < 2; pass++) {
+        for (int i = 0; i < n_seg; i++)
+            for (int32_t r = cu[i]; r < cu[i + 1]; r++) t[r] = pass ? cu[i + 1] : cu[i];
+        st = cq_tensor_upload(pass ? &s->hi : &s->lo, t, (size_t)n * sizeof(int32_t));
     }
-    return CQ_OK;
+    cq_free(t);
+    if (st != CQ_OK) cq_vision_segs_free(s);
+    return st;
+}
+
+void cq_vision_segs_free(cq_vision_segs *s) {
+    cq_tensor_free(&s->lo);
+    cq_tensor_free(&s->hi);
+    s->n = 0;
+}
+
+cq_status cq_vision_attend(cq_backend *be, const cq_tensor *q, const cq_tensor *k, const cq_tensor *v, cq_tensor *o,
+                           const cq_vision_segs *s, int n_heads, int head_dim) {
+    if (cq_tensor_rows(q) != s->n)
+        return cq_fail(CQ_ERR_SHAPE, "vision attention: %lld query rows, the segments hold %lld",
+                       (long long)cq_tensor_rows(q), (long long)s->n);
+    const bool bounded = s->lo.be != NULL;
+    cq_attn_args a = {.o = o, .q = q, .k = k, .v = v, .vis = bounded ? &s->hi : NULL,
+                      .vis_lo = bounded ? &s->lo : NULL, .n_heads = n_heads, .n_kv_heads = n_heads,
+                      .head_dim = head_dim};
+    return cq_op_attention(be, &a);
 }
 
 cq_status cq_vision_merger_mlp(cq_backend *be, const cq_vision_merger_w *w, const cq_tensor *x, cq_tensor *mid,

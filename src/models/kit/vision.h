@@ -2,7 +2,8 @@
  * vision.h — what the Qwen vision towers share (Qwen2.5-VL's and Qwen3-VL's,
  * models/qwen25vl_vision.c and models/qwen3vl_vision.c): the checks of a
  * call's image grids and pixels, the 2-D vision RoPE, the split of the fused
- * qkv projection, attention within row segments and the patch merger's MLP.
+ * qkv projection, attention within row segments (one call for all of
+ * them) and the patch merger's MLP.
  *
  * Row order. The processor emits each image frame's patches by 2x2 merge
  * unit (merge x merge in general): unit (uy, ux) of the merged grid in
@@ -89,10 +90,25 @@ typedef struct cq_vision_qkv_args {
     int n_heads, head_dim;
 } cq_vision_qkv_args;
 cq_status cq_vision_qkv(cq_backend *be, const cq_vision_qkv_args *a);
-/* Attention (no mask) within each segment [cu[i], cu[i + 1]) of rows of q,
- * k, v into o. */
+/* Attention (no mask) within row segments, every segment in one attention
+ * call: row r of segment i, [cu[i], cu[i + 1]), sees the keys of its own
+ * segment (vis_lo = cu[i], vis = cu[i + 1]; cq_op_attention). A tower builds
+ * the bounds once per forward for each segmentation it uses (the windows,
+ * the frames) and every block attending within it reuses them. When one
+ * segment holds every row no table is needed: lo and hi stay unset and the
+ * call sees all keys. */
+typedef struct cq_vision_segs {
+    int64_t n;                      /* rows */
+    cq_tensor lo, hi;               /* I32 [n], or unset (one segment) */
+} cq_vision_segs;
+/* The bounds of the n_seg segments cu[0 .. n_seg] (cu[0] = 0, increasing,
+ * cu[n_seg] = n; anything else is refused, messages starting with `who`). */
+cq_status cq_vision_segs_make(cq_backend *be, const char *who, const int32_t *cu, int n_seg, int64_t n,
+                              cq_vision_segs *s);
+void cq_vision_segs_free(cq_vision_segs *s);
+/* o = attention of q over k, v [s->n, n_heads * head_dim] within the segments of s. */
 cq_status cq_vision_attend(cq_backend *be, const cq_tensor *q, const cq_tensor *k, const cq_tensor *v, cq_tensor *o,
-                           const int32_t *cu, int n_seg, int n_heads, int head_dim);
+                           const cq_vision_segs *s, int n_heads, int head_dim);
 
 /* The merger MLP on merge units: out = fc2(gelu_erf(fc1(x) + b1)) + b2, x
  * [units, merge^2 * hidden] (the unit's normed patch rows side by side),
