@@ -496,6 +496,16 @@ static cq_status dn_step(void *self, void *cond, const float *x, float t, float 
     return CQ_OK;
 }
 
+uint64_t cq_qimage_edit_text_side(const cq_qimage_pipe *p, const cq_qimage_edit_inputs *in) {
+    uint64_t need = cq_resid_act_tower(in->n_patches, p->vcfg.hidden, p->vcfg.intermediate,
+                                       cq_act_dtype_size(cq_backend_act_dtype(p->be)));
+    for (int i = 0; i < in->n; i++) {
+        const uint64_t enc = cq_resid_act_decoder((int64_t)in->pic[i].vae_w * in->pic[i].vae_h);
+        if (enc > need) need = enc;
+    }
+    return need;
+}
+
 cq_status cq_qimage_edit_generate(cq_qimage_pipe *p, const cq_qimage_gen_opts *o, cq_image_result *res) {
     memset(res, 0, sizeof *res);
     if (!p->be || !p->resid.bound[CQ_PART_CODEC]) return cq_fail(CQ_ERR_INVALID_ARG, NAME ": the weights are not loaded");
@@ -511,7 +521,8 @@ cq_status cq_qimage_edit_generate(cq_qimage_pipe *p, const cq_qimage_gen_opts *o
     float *cond = NULL;
     cq_status s = cq_check_cancel("image generation");
     if (s == CQ_OK)
-        s = cq_qimage_plan_request(p, in.width, in.height, in.n_cond_tokens, total, total - CQ_QIMAGE_EDIT_DROP_ROWS);
+        s = cq_qimage_plan_request(p, in.width, in.height, in.n_cond_tokens, total, total - CQ_QIMAGE_EDIT_DROP_ROWS,
+                                   cq_qimage_edit_text_side(p, &in));
     if (s == CQ_OK) s = cq_resid_stage(&p->resid, CQ_RESID_TEXT);
     if (s == CQ_OK) s = cq_resid_ensure(&p->resid, CQ_PART_CODEC);
     if (s == CQ_OK) s = cq_qimage_edit_cond_latents(p, &in, &cond);

@@ -149,11 +149,13 @@ static void release_part(void *pipe, cq_part part) {
 static const cq_resid_ops k_parts = {bind_part, release_part};
 
 /* The plan for a width x height image and a prompt of `total` tokens making `rows` text rows. */
-cq_status cq_qimage_plan_request(cq_qimage_pipe *p, int width, int height, int cond_tokens, int total, int rows) {
+cq_status cq_qimage_plan_request(cq_qimage_pipe *p, int width, int height, int cond_tokens, int total, int rows,
+                                 uint64_t text_side) {
     const int64_t tokens = (int64_t)(width / 16) * (height / 16) + cond_tokens;
     cq_resid_request_acts(&p->need, cq_act_dtype_size(cq_backend_act_dtype(p->be)), total, p->tcfg.hidden,
                           p->tcfg.intermediate, tokens + rows, p->dcfg.inner, p->dcfg.mlp_hidden,
                           (int64_t)width * height);
+    if (p->need.act[CQ_RESID_TEXT] < text_side) p->need.act[CQ_RESID_TEXT] = text_side;
     return cq_resid_replan(&p->resid, &p->need, "Qwen-Image");
 }
 
@@ -162,7 +164,7 @@ static cq_status plan_for(void *pipe, int width, int height, bool smallest) {
     const int rows = smallest ? 16 : 64;
     const cq_qimage_pipe *p = pipe;
     const int drop = p->kind == CQ_QIMAGE_T2I ? CQ_QIMAGE_DROP_ROWS : CQ_QIMAGE_EDIT_DROP_ROWS;
-    return cq_qimage_plan_request(pipe, width, height, 0, drop + rows, rows);
+    return cq_qimage_plan_request(pipe, width, height, 0, drop + rows, rows, 0);
 }
 
 cq_status cq_qimage_pipe_load_weights(cq_qimage_pipe *p, cq_backend *be) {
@@ -279,7 +281,7 @@ cq_status cq_qimage_pipe_generate(cq_qimage_pipe *p, const cq_qimage_gen_opts *o
     int total = 0, rows = 0, nt = 0, nr = 0;
     CQ_TRY(cq_qimage_pipe_prompt_tokens(p, o->prompt, &total, &rows));
     if (cfg) CQ_TRY(cq_qimage_pipe_prompt_tokens(p, o->negative, &nt, &nr));
-    CQ_TRY(cq_qimage_plan_request(p, o->width, o->height, 0, total > nt ? total : nt, rows > nr ? rows : nr));
+    CQ_TRY(cq_qimage_plan_request(p, o->width, o->height, 0, total > nt ? total : nt, rows > nr ? rows : nr, 0));
     /* the codec is bound in every phase; the denoiser's entries are read after the PREFILL stage binds it */
     CQ_TRY(cq_resid_stage(&p->resid, CQ_RESID_TEXT));
     const cq_text_encoder te = cq_qwen3_text_encoder(&p->text);

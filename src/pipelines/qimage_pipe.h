@@ -153,5 +153,9 @@ cq_status cq_qimage_edit_encode(cq_qimage_pipe *p, const cq_qimage_edit_inputs *
                                 const char *prompt, float **embeds, int *n_rows);
 /* The pictures' packed, normalised latents [in->n_cond_tokens][in_channels] (weights loaded). */
 cq_status cq_qimage_edit_cond_latents(cq_qimage_pipe *p, const cq_qimage_edit_inputs *in, float **tokens);
+/* Bytes of activations what runs beside the language model in the text phase needs (the residency plan's text
+ * phase holds the larger): the vision tower over every picture's patches, the VAE encoder on the largest picture
+ * (the decoder's estimate at that size, which bounds the encoder's narrower feature maps). */
+uint64_t cq_qimage_edit_text_side(const cq_qimage_pipe *p, const cq_qimage_edit_inputs *in);
 
 #endif /* CQ_PIPELINES_QIMAGE_PIPE_H */

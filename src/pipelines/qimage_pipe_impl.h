@@ -45,8 +45,10 @@ cq_status cq_qimage_edit_open(cq_qimage_pipe *p);
 cq_status cq_qimage_edit_check(cq_qimage_pipe *p, const cq_qimage_gen_opts *o);
 cq_status cq_qimage_edit_generate(cq_qimage_pipe *p, const cq_qimage_gen_opts *o, cq_image_result *res);
 /* The request's plan (qimage_pipe.c): a width x height target beside cond_tokens condition tokens, a prompt of
- * `total` tokens making `rows` text rows. */
-cq_status cq_qimage_plan_request(cq_qimage_pipe *p, int width, int height, int cond_tokens, int total, int rows);
+ * `total` tokens making `rows` text rows; `text_side`: activations of what else runs in the text phase (editing:
+ * the vision tower and the VAE encoder on the input pictures), the phase planned for the larger of the two. */
+cq_status cq_qimage_plan_request(cq_qimage_pipe *p, int width, int height, int cond_tokens, int total, int rows,
+                                 uint64_t text_side);
 /* The checks every request shares: size, steps, guidance, the schedule. */
 cq_status cq_qimage_check_common(cq_qimage_pipe *p, const cq_qimage_gen_opts *o);
 

@@ -44,9 +44,11 @@
 #include "format/convert.h"
 #include "format/safetensors.h"
 #include "image/qwen_image_proc.h"
+#include "models/qwen25vl_vision.h"
 #include "pipelines/latents.h"
 #include "pipelines/png_write.h"
 #include "pipelines/qimage_pipe.h"
+#include "pipelines/residency.h"
 #include "tokenizer/tokenizer.h"
 #include "testutil.h"
 
@@ -541,6 +543,16 @@ static void run_case(const cJSON *root, const char *name, const cJSON *c, const 
     assert_memory_equal(noise, want, nn * sizeof(float));
     free(want);
     free(noise);
+    /* what the text phase must hold beside the language model: the vision tower and the VAE encoder */
+    cq_qwen25vl_vision_config vc;
+    assert_int_equal(cq_qwen25vl_vision_parse_config(cmf, "te.", &vc), CQ_OK);
+    uint64_t side = cq_resid_act_tower(in.n_patches, vc.hidden, vc.intermediate,
+                                       cq_act_dtype_size(cq_backend_act_dtype(be)));
+    for (int i = 0; i < in.n; i++) {
+        const uint64_t enc = cq_resid_act_decoder((int64_t)in.pic[i].vae_w * in.pic[i].vae_h);
+        if (enc > side) side = enc;
+    }
+    assert_true(side == cq_qimage_edit_text_side(p, &in));
     cq_qimage_edit_inputs_free(&in);
 
     /* the whole request */
@@ -548,6 +560,7 @@ static void run_case(const cJSON *root, const char *name, const cJSON *c, const 
     const cq_status s = cq_qimage_pipe_generate(p, &o, &r);
     if (s != CQ_OK) fail_msg("%s: generate: %s", name, cq_last_error());
     assert_int_equal(r.tokens, (int)num(c, "tokens"));
+    assert_true(cq_qimage_pipe_need(p)->act[CQ_RESID_TEXT] >= side);
     snprintf(key, sizeof key, "latents_%s", name);
     const double e_lat = compare(exp, key, r.latents, (size_t)r.tokens * 64, false);
     snprintf(key, sizeof key, "image_%s", name);
