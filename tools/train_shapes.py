@@ -76,7 +76,7 @@ SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>
 # ----------------------------------------------------------------------------------------------- data
 def sample_scene(rng):
     bg = rng.choice(list(COLOURS))
-    n = 1 if rng.random() < 0.6 else 2
+    n = 1 if rng.random() < 0.55 else 2
     objs = []
     positions = list(POSITIONS)
     rng.shuffle(positions)
@@ -93,16 +93,60 @@ def sample_scene(rng):
     return dict(bg=bg, objs=objs)
 
 
+# The words a caption may use for each scene attribute: American and British spellings and common synonyms,
+# so that a prompt written either way means the same picture.
+POSITION_WORDS = {
+    "in the centre": ["in the centre", "in the center", "in the middle", "in the centre of the picture",
+                      "in the center of the image", "centred", "centered", "in the middle of the picture"],
+    "on the left": ["on the left", "on the left side", "at the left", "to the left"],
+    "on the right": ["on the right", "on the right side", "at the right", "to the right"],
+    "at the top": ["at the top", "at the top of the picture", "near the top", "at the top centre",
+                   "at the top center"],
+    "at the bottom": ["at the bottom", "at the bottom of the picture", "near the bottom", "at the bottom centre",
+                      "at the bottom center"],
+    "in the top left corner": ["in the top left corner", "in the upper left corner", "at the top left",
+                               "in the top-left corner", "in the upper left", "top left"],
+    "in the top right corner": ["in the top right corner", "in the upper right corner", "at the top right",
+                                "in the top-right corner", "in the upper right", "top right"],
+    "in the bottom left corner": ["in the bottom left corner", "in the lower left corner", "at the bottom left",
+                                  "in the bottom-left corner", "in the lower left", "bottom left"],
+    "in the bottom right corner": ["in the bottom right corner", "in the lower right corner",
+                                   "at the bottom right", "in the bottom-right corner", "in the lower right",
+                                   "bottom right"],
+}
+COLOUR_WORDS = {c: [c] for c in COLOURS}
+COLOUR_WORDS["gray"] = ["gray", "grey"]
+COLOUR_WORDS["purple"] = ["purple", "violet"]
+SIZE_WORDS = {"small": ["small", "tiny", "little"], "medium": ["medium", "medium-sized", "mid-sized"],
+              "large": ["large", "big", "huge"]}
+SHAPE_WORDS = {"circle": ["circle", "disc", "round dot"], "square": ["square"], "triangle": ["triangle"],
+               "star": ["star", "five-pointed star"], "ring": ["ring", "donut"], "cross": ["cross", "plus sign"]}
+
+
 def caption(scene, rng):
-    def obj_text(o, with_size):
-        size = (o["size"] + " ") if with_size else ""
-        return f"a {size}{o['colour']} {o['shape']} {o['position']}"
+    """One caption of a scene, worded at random from the synonym lists; a single centred object may also be
+    described without any position (the picture's centre is what such a prompt means)."""
+    def obj_text(o, with_size, with_pos):
+        size = (rng.choice(SIZE_WORDS[o["size"]]) + " ") if with_size else ""
+        colour = rng.choice(COLOUR_WORDS[o["colour"]])
+        shape = rng.choice(SHAPE_WORDS[o["shape"]])
+        art = "an" if (size or colour)[0] in "aeiou" else "a"
+        text = f"{art} {size}{colour} {shape}"
+        return text + " " + rng.choice(POSITION_WORDS[o["position"]]) if with_pos else text
+    objs = scene["objs"]
     with_size = rng.random() < 0.6
-    parts = [obj_text(o, with_size) for o in scene["objs"]]
-    body = parts[0] if len(parts) == 1 else f"{parts[0]} and {parts[1]}"
-    bg = scene["bg"]
+    with_pos = not (len(objs) == 1 and objs[0]["position"] == "in the centre" and rng.random() < 0.35)
+    parts = [obj_text(o, with_size, with_pos) for o in objs]
+    if len(parts) == 1:
+        body = parts[0]
+    else:
+        body = rng.choice([f"{parts[0]} and {parts[1]}", f"{parts[0]}, and {parts[1]}", f"{parts[0]}, {parts[1]}",
+                           f"{parts[0]} with {parts[1]}"])
+    bg = rng.choice(COLOUR_WORDS[scene["bg"]])
     templates = [f"{body} on a {bg} background", f"{body}, {bg} background", f"a {bg} background with {body}",
-                 f"{body}. The background is {bg}.", f"picture of {body} on {bg}"]
+                 f"{body}. The background is {bg}.", f"picture of {body} on {bg}", f"{body} on {bg}",
+                 f"{body} against a {bg} background", f"{body} with a {bg} background", f"{bg} background, {body}",
+                 f"an image of {body} on a plain {bg} background", f"{body} on a solid {bg} background"]
     text = rng.choice(templates)
     if rng.random() < 0.3:
         text = text[0].upper() + text[1:]
