@@ -135,7 +135,8 @@ cq_status cq_qi21_cond_inputs_make(cq_qi21_pipe *p, const cq_qi21_gen_opts *o, c
     memset(in, 0, sizeof *in);
     if (!p || !o) return cq_fail(CQ_ERR_INVALID_ARG, COND_NAME ": no pipeline or options");
     if (o->n_images < 1 || !o->images)
-        return cq_fail(CQ_ERR_INVALID_ARG, COND_NAME ": %d condition pictures without their list", o->n_images);
+        return cq_fail(CQ_ERR_INVALID_ARG, COND_NAME ": %d condition pictures%s", o->n_images,
+                       o->images ? "" : " without their list");
     if (!p->has_vision)
         return cq_fail(CQ_ERR_UNSUPPORTED, "this Qwen-Image-2.1 pack has no vision tower (te.model.visual.*), so it "
                        "draws from text alone; convert the pipeline folder with its text encoder's visual weights "

@@ -340,7 +340,7 @@ cq_status cq_qi21_check_common(cq_qi21_pipe *p, const cq_qi21_gen_opts *o) {
 
 cq_status cq_qi21_pipe_check(cq_qi21_pipe *p, const cq_qi21_gen_opts *o) {
     if (!p || !o) return cq_fail(CQ_ERR_INVALID_ARG, "qi21 pipeline: no pipeline or options");
-    if (o->n_images > 0 || o->images) return cq_qi21_cond_check(p, o);
+    if (o->n_images != 0) return cq_qi21_cond_check(p, o);
     CQ_TRY(cq_qi21_check_common(p, o));
     int lat_w, lat_h;
     CQ_TRY(cq_qi21_latent_grid(o->width, o->height, &lat_w, &lat_h));
@@ -355,7 +355,7 @@ void cq_qi21_result_free(cq_qi21_result *r) { cq_image_result_free(r); }
 cq_status cq_qi21_pipe_generate(cq_qi21_pipe *p, const cq_qi21_gen_opts *o, cq_qi21_result *res) {
     memset(res, 0, sizeof *res);
     if (!p || !p->be) return cq_fail(CQ_ERR_INVALID_ARG, "qi21 pipeline: the weights are not loaded");
-    if (o->n_images > 0 || o->images) return cq_qi21_cond_generate(p, o, res);
+    if (o->n_images != 0) return cq_qi21_cond_generate(p, o, res);
     CQ_TRY(cq_qi21_pipe_check(p, o));
     CQ_TRY(cq_check_cancel("image generation"));
     int lat_w, lat_h;
@@ -394,6 +394,7 @@ cq_status cq_qi21_pipe_generate(cq_qi21_pipe *p, const cq_qi21_gen_opts *o, cq_q
         .seed = o->seed,
         .noise_dtype = o->noise_bf16 ? CQ_TORCH_BF16 : CQ_TORCH_F32,
         .on_step = o->on_step,
+        .on_latents = o->on_latents,
         .on_phase = o->on_phase,
         .user = o->user,
         .stage = cq_resid_gen_stage,

@@ -100,8 +100,8 @@ static const cq_image_arch k_qi21 = {
                   "                        reference pipeline does (the two differ for the same seed)\n"
                   "  --image FILE          condition pictures (editing), up to 8, \"Picture 1\" first; the size\n"
                   "                        then defaults to the last one's at the output resolution's area\n"
-                  "  --output-resolution N the side whose square is each picture's area and the default size's\n"
-                  "                        (default 1024, the reference's)\n"
+                  "  --output-resolution N the side whose square is each condition picture's area, and so the\n"
+                  "                        default size's with --image (default 1024, the reference's)\n"
                   "  --vl-min-pixels N     the vision processor's lower pixel bound (default: the pack's\n"
                   "                        processor's); a picture it would enlarge is refused\n",
     .extra_size = sizeof(qi21_extra),
