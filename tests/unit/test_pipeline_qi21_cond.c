@@ -16,7 +16,9 @@
  *   - the latents after every step and the final ones: <= 1e-4 of RMS (CPU);
  *     the picture within 1/255 (CPU);
  *   - on a device: the final latents' and the picture's RMS error within a
- *     quarter of the reference's own bfloat16 error (cases.json).
+ *     quarter of the reference's own bfloat16 error (cases.json);
+ *   - a phased residency plan (the text and vision towers released before
+ *     the denoiser) and one of compact weights: the same bits.
  * The refusals (too many pictures, a missing or corrupt file, a placeholder
  * in the prompt, a picture the processor would enlarge, bad options) run
  * without the golden folder too; without it the program ends with 77.
@@ -377,6 +379,24 @@ static void run_case(const cq_st *exp, const cJSON *root, const char *name, cons
     } else {
         assert_true(worst <= 1);
     }
+    /* a phased plan (the text tower and the vision tower released before the denoiser, the denoiser before the
+     * decode) and one with compact weights give the same bits */
+    o.on_latents = NULL;
+    const cq_resid_need tight = {.act = {0, 0, 1}};
+    for (int level = 2; level <= 5; level += 3) {
+        cq_resid_plan plan;
+        assert_int_equal(cq_resid_plan_at(&tight, level, 0, &plan), CQ_OK);
+        assert_false(plan.keep[CQ_RESID_DENOISE][CQ_PART_TEXT]);
+        assert_int_equal(cq_qi21_pipe_set_plan(g_pipe, &plan), CQ_OK);
+        cq_image_result r2;
+        assert_int_equal(cq_qi21_pipe_generate(g_pipe, &o, &r2), CQ_OK);
+        assert_int_equal(r2.tokens, r.tokens);
+        assert_memory_equal(r2.latents, r.latents, (size_t)r.tokens * r.latent_channels * sizeof(float));
+        assert_false(cq_qi21_pipe_residency(g_pipe)->bound[CQ_PART_TEXT]);
+        assert_null(g_pipe->vis);
+        cq_image_result_free(&r2);
+    }
+    assert_int_equal(cq_qi21_pipe_set_plan(g_pipe, NULL), CQ_OK);
     cq_image_result_free(&r);
 }
 
