@@ -360,7 +360,8 @@ typedef struct cq_image_opts {
     void *user;             /* passed to progress */
     /* The input pictures of an editing model (Qwen-Image-Edit: one; Edit-Plus: 1..8), PNG or JPEG files read
      * as RGB (alpha dropped); a model that draws from text alone refuses them, an editing model needs one.
-     * An editing model's default size (width and height 0, each on its own) is the last picture's. */
+     * Qwen-Image-2.1 takes 0..8 condition pictures (read as RGBA). An editing model's default size (width and
+     * height 0, each on its own) is the last picture's. */
     const char *const *images;
     int n_images;
 } cq_image_opts;
@@ -382,6 +383,7 @@ typedef struct cq_image_defaults {
     int min_steps;
     const char *guidance_rule; /* what guidance means for this model, one line of text */
     int max_images;            /* input pictures it edits (0: it draws from text alone) */
+    bool images_optional;      /* max_images > 0 and pictures optional (Qwen-Image-2.1: conditions) */
 } cq_image_defaults;
 CQ_API cq_status cq_image_get_defaults(cq_model *m, cq_image_defaults *out);
 /* Put the defaults into the fields left at them (size, steps, guidance, the

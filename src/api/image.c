@@ -81,6 +81,7 @@ cq_status cq_image_get_defaults(cq_model *m, cq_image_defaults *out) {
         .min_steps = ia->min_steps,
         .guidance_rule = ia->guidance_help ? ia->guidance_help : "",
         .max_images = ia->max_images,
+        .images_optional = ia->images_optional,
     };
     return CQ_OK;
 }
@@ -90,7 +91,9 @@ cq_status cq_image_resolve(cq_model *m, cq_image_opts *o) {
     if (!o) return cq_fail(CQ_ERR_INVALID_ARG, "cq_image_resolve: no options");
     cq_image_defaults d;
     CQ_TRY(cq_image_get_defaults(m, &d));
-    if (o->width == 0 && o->height == 0) { /* an editing model without a pack size: the pictures' */
+    /* a model that takes pictures optionally derives each side left at 0 from them */
+    const bool from_pictures = o->n_images > 0 && m->entry->image->images_optional;
+    if (o->width == 0 && o->height == 0 && !from_pictures) { /* an editing model without a pack size: the pictures' */
         o->width = d.width;
         o->height = d.height;
     }
@@ -114,9 +117,10 @@ static cq_status to_req(cq_model *m, const cq_image_opts *o, progress_ctx *pc, c
         return cq_fail(CQ_ERR_INVALID_ARG, "image generation: %d input pictures without their list", o->n_images);
     if (o->n_images > 0 && ia->max_images == 0)
         return cq_fail(CQ_ERR_INVALID_ARG, "'%s' (arch %s, %s) draws from text alone and takes no input picture; "
-                       "editing needs a Qwen-Image-Edit pack (arch qwen_image_edit or qwen_image_edit_plus)",
+                       "editing needs a Qwen-Image-Edit pack (arch qwen_image_edit or qwen_image_edit_plus) or a "
+                       "Qwen-Image-2.1 one (qwen_image21)",
                        m->name, m->entry->arch, m->entry->family);
-    if (o->n_images == 0 && ia->max_images > 0)
+    if (o->n_images == 0 && ia->max_images > 0 && !ia->images_optional)
         return cq_fail(CQ_ERR_INVALID_ARG, "'%s' (arch %s, %s) edits pictures: give the input picture (--image FILE%s)",
                        m->name, m->entry->arch, m->entry->family, ia->max_images > 1 ? ", repeatable" : "");
     if (o->n_images > ia->max_images)

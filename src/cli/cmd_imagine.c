@@ -34,7 +34,8 @@ static void usage(FILE *f) {
             "architecture's; one line on standard error says which were used. An editing pack\n"
             "(qwen_image_edit, qwen_image_edit_plus: Qwen-Image-Edit, -2509, -2511) draws the\n"
             "instruction applied to its input pictures, as diffusers' QwenImageEditPipeline and\n"
-            "QwenImageEditPlusPipeline do.\n\n"
+            "QwenImageEditPlusPipeline do; a qwen_image21 pack given --image draws from its condition\n"
+            "pictures as QwenImage21Pipeline does.\n\n"
             "options:\n"
             "  -o, --output FILE     PNG to write (default: out.png); '-' writes it to standard output.\n"
             "                        Only a .png name, and only a regular file (or a link to one) is\n"
@@ -42,11 +43,13 @@ static void usage(FILE *f) {
             "                        device or FIFO is refused before any work\n"
             "  --prompt-file FILE    read the prompt from FILE ('-': standard input; one final newline\n"
             "                        is dropped) instead of the command line\n"
-            "  --image FILE          an input picture (PNG or JPEG, read as RGB: alpha is dropped) of an\n"
-            "                        editing pack; qwen_image_edit takes one, qwen_image_edit_plus up to 8\n"
-            "                        (repeat the option, \"Picture 1\" first). Other packs refuse it\n"
+            "  --image FILE          an input picture (PNG or JPEG) of an editing pack, read as RGB (alpha\n"
+            "                        dropped); qwen_image_edit takes one, qwen_image_edit_plus up to 8\n"
+            "                        (repeat the option, \"Picture 1\" first); qwen_image21 takes up to 8\n"
+            "                        condition pictures, read as RGBA. z_image and qwen_image refuse it\n"
             "  --size WxH            image size in pixels (default: the pack's; an editing pack's: the\n"
-            "                        last input picture's at its VAE area); multiples of 32 for\n"
+            "                        last input picture's at its VAE area, qwen_image21's at its output\n"
+            "                        resolution's area); multiples of 32 for\n"
             "                        qwen_image21, of 16 for the others\n"
             "  --steps N             denoising steps, 1..1000 (default: the pack's; qwen_image21 and\n"
             "                        qwen_image need 2)\n"
@@ -96,7 +99,8 @@ static void usage(FILE *f) {
             "  cortiq imagine models/shapes.cmf \"a red circle on a blue background\" --size 256x256 \\\n"
             "      --steps 20 -o shapes.png\n"
             "  cortiq imagine qwen-image-edit-2511.cmf \"put the cat of picture 2 on the sofa of picture 1\" \\\n"
-            "      --image sofa.png --image cat.jpg --negative \" \" -o edited.png\n");
+            "      --image sofa.png --image cat.jpg --negative \" \" -o edited.png\n"
+            "  cortiq imagine qwen-image-2.1.cmf \"make the sky purple\" --image photo.png -o edited.png\n");
 }
 
 typedef struct step_ui {

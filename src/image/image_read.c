@@ -217,11 +217,29 @@ cq_status cq_jpeg_read_mem(const uint8_t *data, size_t len, cq_image8 *out) {
 
 static const uint8_t k_png_sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
 
-cq_status cq_image_read_rgb_mem(const uint8_t *data, size_t len, cq_image8 *out) {
+/* A PNG or JPEG file: RGB, or RGBA when `rgba` (alpha 255 where the file has none). */
+static cq_status read_mem(const uint8_t *data, size_t len, bool rgba, cq_image8 *out) {
     if (!out) return cq_fail(CQ_ERR_INVALID_ARG, "image: no output image");
     memset(out, 0, sizeof *out);
     if (!data) return cq_fail(CQ_ERR_INVALID_ARG, "image: no data");
-    if (len >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF) return cq_jpeg_read_mem(data, len, out);
+    if (len >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF) {
+        CQ_TRY(cq_jpeg_read_mem(data, len, out));
+        if (!rgba) return CQ_OK;
+        const size_t n = (size_t)out->width * (size_t)out->height;
+        uint8_t *px = cq_mallocn(n, 4);
+        if (!px) {
+            cq_image8_free(out);
+            return CQ_ERR_NOMEM;
+        }
+        for (size_t i = 0; i < n; i++) {
+            memcpy(px + 4 * i, out->pixels + 3 * i, 3);
+            px[4 * i + 3] = 255;
+        }
+        cq_free(out->pixels);
+        out->pixels = px;
+        out->channels = 4;
+        return CQ_OK;
+    }
     if (len < 8 || memcmp(data, k_png_sig, 8) != 0)
         return cq_fail(CQ_ERR_MAGIC, "image: neither a PNG nor a JPEG file");
     /* 16-bit grey: PIL opens it as I;16 and convert("RGB") clips every value
@@ -230,12 +248,20 @@ cq_status cq_image_read_rgb_mem(const uint8_t *data, size_t len, cq_image8 *out)
     if (len >= 8 + 8 + 13 && memcmp(data + 12, "IHDR", 4) == 0 && data[24] == 16 && data[25] == 0)
         return cq_fail(CQ_ERR_UNSUPPORTED, "image: 16-bit greyscale PNG files are not supported "
                                            "(convert the picture to 8-bit)");
-    CQ_TRY(cq_png_read_mem(data, len, false, out));
-    cq_image8_drop_alpha(out);
+    CQ_TRY(cq_png_read_mem(data, len, rgba, out));
+    if (!rgba) cq_image8_drop_alpha(out);
     return CQ_OK;
 }
 
-cq_status cq_image_read_rgb(const char *path, cq_image8 *out) {
+cq_status cq_image_read_rgb_mem(const uint8_t *data, size_t len, cq_image8 *out) {
+    return read_mem(data, len, false, out);
+}
+
+cq_status cq_image_read_rgba_mem(const uint8_t *data, size_t len, cq_image8 *out) {
+    return read_mem(data, len, true, out);
+}
+
+static cq_status read_file(const char *path, bool rgba, cq_image8 *out) {
     if (!out) return cq_fail(CQ_ERR_INVALID_ARG, "image: no output image");
     memset(out, 0, sizeof *out);
     if (!path) return cq_fail(CQ_ERR_INVALID_ARG, "image: no path");
@@ -243,8 +269,12 @@ cq_status cq_image_read_rgb(const char *path, cq_image8 *out) {
     size_t len = 0;
     cq_status s = cq_file_read_all(path, (size_t)1 << 31, &buf, &len);
     if (s != CQ_OK) return cq_fail_prefix(s, "image: ");
-    s = cq_image_read_rgb_mem(buf, len, out);
+    s = read_mem(buf, len, rgba, out);
     if (s != CQ_OK) cq_fail_prefix(s, "'%s': ", path);
     cq_free(buf);
     return s;
 }
+
+cq_status cq_image_read_rgba(const char *path, cq_image8 *out) { return read_file(path, true, out); }
+
+cq_status cq_image_read_rgb(const char *path, cq_image8 *out) { return read_file(path, false, out); }

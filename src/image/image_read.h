@@ -50,4 +50,9 @@ void cq_image8_drop_alpha(cq_image8 *img);
 cq_status cq_image_read_rgb_mem(const uint8_t *data, size_t len, cq_image8 *out);
 cq_status cq_image_read_rgb(const char *path, cq_image8 *out);
 
+/* The same as 8-bit RGBA, as PIL's convert("RGBA") gives it: a PNG's alpha (or tRNS) kept, 255 elsewhere
+ * (RGB and JPEG files). */
+cq_status cq_image_read_rgba_mem(const uint8_t *data, size_t len, cq_image8 *out);
+cq_status cq_image_read_rgba(const char *path, cq_image8 *out);
+
 #endif /* CQ_IMAGE_IMAGE_READ_H */

@@ -323,3 +323,103 @@ cq_status cq_qwen_edit_prepare_areas(cq_qwen_edit_kind kind, const uint8_t *rgb,
     if (s != CQ_OK) cq_qwen_edit_image_free(out);
     return s;
 }
+
+/* ---- Qwen-Image-2.1's condition pictures ---- */
+
+/* PIL's MULDIV255: a * b / 255 rounded to nearest */
+static uint8_t muldiv255(unsigned a, unsigned b) {
+    const unsigned t = a * b + 128u;
+    return (uint8_t)(((t >> 8) + t) >> 8);
+}
+
+cq_status cq_pil_resize_rgba(const uint8_t *src, int sw, int sh, uint8_t *dst, int dw, int dh) {
+    CQ_TRY(check_picture(src, sw, sh, "rgba resize"));
+    if (!dst || dw < 1 || dh < 1 || dw > CQ_RESAMPLE_MAX_SIDE || dh > CQ_RESAMPLE_MAX_SIDE)
+        return cq_fail(CQ_ERR_INVALID_ARG, "rgba resize: size %dx%d is outside 1..%d per side", dw, dh,
+                       CQ_RESAMPLE_MAX_SIDE);
+    const size_t n = (size_t)sw * (size_t)sh, m = (size_t)dw * (size_t)dh;
+    if (dw == sw && dh == sh) { /* PIL copies a picture whose size is kept */
+        memcpy(dst, src, n * 4);
+        return CQ_OK;
+    }
+    uint8_t *pre = cq_mallocn(n, 4);
+    if (!pre) return CQ_ERR_NOMEM;
+    for (size_t i = 0; i < n; i++) { /* RGBA -> RGBa */
+        const unsigned a = src[4 * i + 3];
+        for (int c = 0; c < 3; c++) pre[4 * i + c] = muldiv255(src[4 * i + c], a);
+        pre[4 * i + 3] = (uint8_t)a;
+    }
+    const cq_status s = cq_resample_u8(CQ_RESAMPLE_PIL_LANCZOS, pre, sw, sh, 4, dst, dw, dh);
+    cq_free(pre);
+    CQ_TRY(s);
+    for (size_t i = 0; i < m; i++) { /* RGBa -> RGBA */
+        const unsigned a = dst[4 * i + 3];
+        if (a == 0 || a == 255) continue;
+        for (int c = 0; c < 3; c++) {
+            const unsigned v = 255u * dst[4 * i + c] / a;
+            dst[4 * i + c] = (uint8_t)(v > 255u ? 255u : v);
+        }
+    }
+    return CQ_OK;
+}
+
+/* PIL's alpha_composite of (r, g, b, a) over opaque white, 7 extra bits of precision, divisions rounded */
+static void over_white(const uint8_t *px, uint8_t *out) {
+    const unsigned a = px[3];
+    if (a == 0) {
+        out[0] = out[1] = out[2] = 255;
+        return;
+    }
+    const unsigned blend = 255u * (255u - a), outa255 = a * 255u + blend;
+    const unsigned coef1 = a * 255u * 255u * 128u / outa255, coef2 = 255u * 128u - coef1;
+    for (int c = 0; c < 3; c++) {
+        const unsigned t = px[c] * coef1 + 255u * coef2 + (0x80u << 7);
+        out[c] = (uint8_t)((((t >> 8) + t) >> 8) >> 7);
+    }
+}
+
+void cq_rgba_to_rgb_pixels(const uint8_t *rgba, size_t n, cq_rgba_to_rgb rule, uint8_t *rgb) {
+    for (size_t i = 0; i < n; i++) {
+        if (rule == CQ_RGBA_OVER_WHITE) {
+            over_white(rgba + 4 * i, rgb + 3 * i);
+        } else {
+            rgb[3 * i + 0] = rgba[4 * i + 0];
+            rgb[3 * i + 1] = rgba[4 * i + 1];
+            rgb[3 * i + 2] = rgba[4 * i + 2];
+        }
+    }
+}
+
+void cq_qi21_picture_free(cq_qi21_picture *p) {
+    if (!p) return;
+    cq_free(p->rgba);
+    cq_free(p->vae);
+    memset(p, 0, sizeof *p);
+}
+
+cq_status cq_qi21_picture_prepare(const uint8_t *rgba, int w, int h, double area, cq_qi21_picture *out) {
+    if (!out) return cq_fail(CQ_ERR_INVALID_ARG, "condition picture: no output");
+    memset(out, 0, sizeof *out);
+    CQ_TRY(check_picture(rgba, w, h, "condition picture"));
+    int cw = 0, ch = 0;
+    CQ_TRY(cq_qwen_calculate_dimensions(area, w, h, &cw, &ch));
+    const size_t n = (size_t)cw * (size_t)ch;
+    out->rgba = cq_mallocn(n, 4);
+    out->vae = cq_mallocn(n * 4, sizeof(float));
+    cq_status s = out->rgba && out->vae ? CQ_OK : CQ_ERR_NOMEM;
+    if (s == CQ_OK) s = cq_pil_resize_rgba(rgba, w, h, out->rgba, cw, ch);
+    if (s != CQ_OK) {
+        cq_qi21_picture_free(out);
+        return s;
+    }
+    /* VaeImageProcessor.preprocess resizes the same picture to the same size (multiples of 32 are kept by its
+     * flooring), then numpy float32 / 255, torch 2 * x - 1, planar */
+    for (size_t i = 0; i < n; i++)
+        for (size_t c = 0; c < 4; c++) {
+            const float unit = (float)out->rgba[i * 4 + c] / 255.0f;
+            out->vae[c * n + i] = 2.0f * unit - 1.0f;
+        }
+    out->w = cw;
+    out->h = ch;
+    return CQ_OK;
+}

@@ -110,4 +110,35 @@ void cq_qwen_edit_image_free(cq_qwen_edit_image *img);
 cq_status cq_qwen_vae_preprocess(const uint8_t *rgb, int w, int h, int width, int height, float **out, int *out_w,
                                  int *out_h);
 
+
+/* ---- Qwen-Image-2.1's condition pictures (QwenImage21Pipeline) ----
+ * Each picture is made RGBA (PIL convert: RGB gains alpha 255) and resized
+ * once, to calculate_dimensions(area, w / h) with PIL Lanczos; PIL resizes
+ * an RGBA picture premultiplied: every colour becomes c * a / 255 rounded
+ * ((v + 128 + ((v + 128) >> 8)) >> 8), the four channels are resampled
+ * alike, and each colour is divided back (255 c / a, truncated, clamped; a of
+ * 0 or 255 keeps the value). No resize when the size is kept. That one
+ * picture feeds the processor (made RGB by the rule below) and, as
+ * 2 * (u / 255) - 1 on all four planes, the VAE encoder. */
+typedef enum cq_rgba_to_rgb {
+    CQ_RGBA_DROP_ALPHA = 0, /* PIL convert("RGB"): the colour channels kept (transformers' convert_to_rgb) */
+    CQ_RGBA_OVER_WHITE,     /* PIL alpha_composite over opaque white, then RGB */
+    CQ_RGBA_TO_RGB_COUNT
+} cq_rgba_to_rgb;
+
+/* PIL Image.resize(LANCZOS) of an RGBA picture (premultiplied as above); dst is dw * dh * 4 bytes. */
+cq_status cq_pil_resize_rgba(const uint8_t *src, int sw, int sh, uint8_t *dst, int dw, int dh);
+/* n RGBA pixels to RGB by the rule (rgb: 3 n bytes). */
+void cq_rgba_to_rgb_pixels(const uint8_t *rgba, size_t n, cq_rgba_to_rgb rule, uint8_t *rgb);
+
+typedef struct cq_qi21_picture {
+    int w, h;       /* the resized size (multiples of 32) */
+    uint8_t *rgba;  /* [h][w][4]: the resized picture */
+    float *vae;     /* [4][h][w] in [-1, 1]: what the VAE encodes */
+} cq_qi21_picture;
+
+/* One RGBA picture (w x h) resized to the area's size for both routes. */
+cq_status cq_qi21_picture_prepare(const uint8_t *rgba, int w, int h, double area, cq_qi21_picture *out);
+void cq_qi21_picture_free(cq_qi21_picture *p);
+
 #endif /* CQ_IMAGE_QWEN_IMAGE_PROC_H */

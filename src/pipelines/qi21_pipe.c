@@ -16,7 +16,7 @@
  *  - Euler step and true CFG in float32 with each operation rounded;
  *  - latents * std + mean, VAE decode, clamp to [-1, 1].
  */
-#include "pipelines/qi21_pipe.h"
+#include "pipelines/qi21_pipe_impl.h"
 
 #include <cJSON.h>
 #include <math.h>
@@ -35,28 +35,8 @@
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
-#define QI21_SYSTEM_PROMPT "Comprehend and analyze the provided prompt."
-
-struct cq_qi21_pipe {
-    const cq_cmf *cmf;
-    cq_qi21_config dcfg;   /* the denoiser's and the text tower's configs, read at open */
-    cq_qwen3_config tcfg;
-    cq_backend *be;
-    cq_tokenizer *tok;
-    cq_qwen3_text text;    /* the text encoder: the tower with the pipeline's template */
-    cq_qwen3 *te;
-    cq_qi21 *dit;
-    cq_qi21_vae *vae;
-    cq_flow_config sched;
-    int drop_idx;          /* leading rows of the text tower's output that are dropped */
-    cq_resid resid;        /* what is bound per phase under the backend's budget (residency.h) */
-    cq_resid_need need;    /* the parts' device costs (activations per request) */
-    cq_denoiser dn;        /* the bound parts as components (filled by bind) */
-    cq_latent_codec codec;
-};
-
-static const char k_head[] = "<|im_start|>system\n" QI21_SYSTEM_PROMPT "<|im_end|>\n<|im_start|>user\n";
-static const char k_tail[] = "<|im_end|>\n<|im_start|>assistant\n";
+const char cq_qi21_head[] = "<|im_start|>system\n" QI21_SYSTEM_PROMPT "<|im_end|>\n<|im_start|>user\n";
+const char cq_qi21_tail[] = "<|im_end|>\n<|im_start|>assistant\n";
 
 /* ------------------------------------------------------------------------ */
 static cq_status drop_count(cq_qi21_pipe *p, const cq_cmf *cmf) {
@@ -124,12 +104,14 @@ cq_status cq_qi21_pipe_open(const cq_cmf *cmf, cq_qi21_pipe **out) {
     if (s == CQ_OK) s = cq_qi21_parse_config(cmf, "dit.", &p->dcfg);
     if (s == CQ_OK) s = load_scheduler(p, cmf);
     if (s == CQ_OK) s = drop_count(p, cmf);
+    if (s == CQ_OK) s = cq_qi21_cond_open(p);
     if (s == CQ_OK) {
         p->text = (cq_qwen3_text){
             .name = "qi21 pipeline",
             .tok = p->tok,
             .normed = true, /* hidden_states[-1]: the final norm's output */
-            .tmpl = {.head = k_head, .tail = k_tail, .enable_thinking = -1, .empty = " ", .drop_rows = p->drop_idx,
+            .tmpl = {.head = cq_qi21_head, .tail = cq_qi21_tail, .enable_thinking = -1, .empty = " ",
+                     .drop_rows = p->drop_idx,
                      .forbid_id = cq_tokenizer_token_to_id(p->tok, "<|image_pad|>", 13),
                      .forbid_why = "the prompt contains <|image_pad|>, a placeholder for a condition image; "
                                    "text-to-image prompts cannot hold one"}};
@@ -152,6 +134,16 @@ static cq_status bind_part(void *pipe, cq_part part) {
     case CQ_PART_TEXT:
         CQ_TRY(cq_qwen3_load(p->cmf, "te.", p->be, &p->te));
         p->text.model = p->te;
+        if (p->has_vision) {
+            /* the vision tower serves the text encoder alone: bound and released with it */
+            const cq_status s = cq_qwen3vl_vision_load(p->cmf, "te.", p->be, &p->vis);
+            if (s != CQ_OK) {
+                cq_qwen3_free(p->te);
+                p->te = NULL;
+                p->text.model = NULL;
+                return s;
+            }
+        }
         return CQ_OK;
     case CQ_PART_DENOISER:
         CQ_TRY(cq_qi21_load(p->cmf, "dit.", p->be, &p->dit));
@@ -180,6 +172,8 @@ static void release_part(void *pipe, cq_part part) {
         cq_qwen3_free(p->te);
         p->te = NULL;
         p->text.model = NULL;
+        cq_qwen3vl_vision_free(p->vis);
+        p->vis = NULL;
     } else if (part == CQ_PART_DENOISER) {
         cq_qi21_free(p->dit);
         p->dit = NULL;
@@ -193,12 +187,17 @@ static void release_part(void *pipe, cq_part part) {
 
 static const cq_resid_ops k_parts = {bind_part, release_part};
 
-/* The plan for a width x height image and a prompt of `rows` text rows (of `total` tokens). */
-static cq_status plan_request(cq_qi21_pipe *p, int width, int height, int total, int rows) {
-    const int64_t tokens = (int64_t)(width / 16) * (height / 16);
+/* The plan for a width x height image beside cond_tokens condition tokens and a prompt of `rows` text rows (of
+ * `total` tokens); the condition pictures' encoder reads fewer pixels than the decoder writes for the target
+ * (the decoder's bound covers it) unless they are larger, and the vision tower's rows are fewer than the text
+ * tower's tokens (its pads stand for four patches each) and narrower. */
+cq_status cq_qi21_plan_request(cq_qi21_pipe *p, int width, int height, int cond_tokens, int total, int rows) {
+    const int64_t tokens = (int64_t)(width / 16) * (height / 16) + cond_tokens;
+    const int64_t pixels = (int64_t)width * height > (int64_t)cond_tokens * 256 ? (int64_t)width * height
+                                                                                 : (int64_t)cond_tokens * 256;
     cq_resid_request_acts(&p->need, cq_act_dtype_size(cq_backend_act_dtype(p->be)), total, p->tcfg.hidden,
                           p->tcfg.intermediate, tokens + rows, p->dcfg.inner, p->dcfg.mlp_hidden,
-                          (int64_t)width * height);
+                          pixels);
     return cq_resid_replan(&p->resid, &p->need, "Qwen-Image-2.1");
 }
 
@@ -207,7 +206,7 @@ static cq_status plan_request(cq_qi21_pipe *p, int width, int height, int total,
 static cq_status plan_for(void *pipe, int width, int height, bool smallest) {
     cq_qi21_pipe *p = pipe;
     const int rows = smallest ? 16 : 64;
-    return plan_request(p, width, height, p->drop_idx + rows, rows);
+    return cq_qi21_plan_request(p, width, height, 0, p->drop_idx + rows, rows);
 }
 
 cq_status cq_qi21_pipe_load_weights(cq_qi21_pipe *p, cq_backend *be) {
@@ -284,14 +283,18 @@ static cq_status check_prompt(cq_qi21_pipe *p, const char *what, const char *pro
                        "the %s is too long: with the pipeline's template it is %d tokens, and the text encoder reads "
                        "at most %d (its max_position_embeddings)",
                        what, total, p->tcfg.max_positions);
-    /* RoPE: each text row takes one frame position, the image its longer side (cq_qi21_layout_sizes) */
-    const int side = lat_h > lat_w ? lat_h : lat_w, room = cq_qi21_max_position() - side;
+    return cq_qi21_check_positions(what, rows, lat_h > lat_w ? lat_h : lat_w, width, height);
+}
+
+cq_status cq_qi21_check_positions(const char *what, int rows, int sides, int width, int height) {
+    /* RoPE: each text row takes one frame position, each image its longer side (cq_qi21_layout_sizes) */
+    const int room = cq_qi21_max_position() - sides;
     if (rows > room)
         return cq_fail(CQ_ERR_INVALID_ARG,
                        "the %s is too long: with the pipeline's template it takes %d positions of the denoiser's "
-                       "sequence, and at %dx%d there is room for %d (its RoPE table ends at position %d; the image "
-                       "takes %d)",
-                       what, rows, width, height, room < 0 ? 0 : room, cq_qi21_max_position(), side);
+                       "sequence, and at %dx%d there is room for %d (its RoPE table ends at position %d; the "
+                       "images take %d)",
+                       what, rows, width, height, room < 0 ? 0 : room, cq_qi21_max_position(), sides);
     return CQ_OK;
 }
 
@@ -308,8 +311,7 @@ static int largest_schedulable_side(const cq_flow_config *c, int steps, int side
     return 0;
 }
 
-cq_status cq_qi21_pipe_check(cq_qi21_pipe *p, const cq_qi21_gen_opts *o) {
-    if (!p || !o) return cq_fail(CQ_ERR_INVALID_ARG, "qi21 pipeline: no pipeline or options");
+cq_status cq_qi21_check_common(cq_qi21_pipe *p, const cq_qi21_gen_opts *o) {
     int lat_w, lat_h;
     CQ_TRY(cq_qi21_latent_grid(o->width, o->height, &lat_w, &lat_h));
     if (lat_w > cq_qi21_max_side() || lat_h > cq_qi21_max_side())
@@ -333,7 +335,15 @@ cq_status cq_qi21_pipe_check(cq_qi21_pipe *p, const cq_qi21_gen_opts *o) {
                        "the largest square size it schedules at %d steps is %dx%d",
                        o->width, o->height, (long long)T, mu, o->steps, best, best);
     }
-    CQ_TRY(s);
+    return s;
+}
+
+cq_status cq_qi21_pipe_check(cq_qi21_pipe *p, const cq_qi21_gen_opts *o) {
+    if (!p || !o) return cq_fail(CQ_ERR_INVALID_ARG, "qi21 pipeline: no pipeline or options");
+    if (o->n_images != 0) return cq_qi21_cond_check(p, o);
+    CQ_TRY(cq_qi21_check_common(p, o));
+    int lat_w, lat_h;
+    CQ_TRY(cq_qi21_latent_grid(o->width, o->height, &lat_w, &lat_h));
     CQ_TRY(check_prompt(p, "prompt", o->prompt, o->width, o->height, lat_h, lat_w));
     if (o->negative && o->guidance > 1.0)
         CQ_TRY(check_prompt(p, "negative prompt", o->negative, o->width, o->height, lat_h, lat_w));
@@ -345,6 +355,7 @@ void cq_qi21_result_free(cq_qi21_result *r) { cq_image_result_free(r); }
 cq_status cq_qi21_pipe_generate(cq_qi21_pipe *p, const cq_qi21_gen_opts *o, cq_qi21_result *res) {
     memset(res, 0, sizeof *res);
     if (!p || !p->be) return cq_fail(CQ_ERR_INVALID_ARG, "qi21 pipeline: the weights are not loaded");
+    if (o->n_images != 0) return cq_qi21_cond_generate(p, o, res);
     CQ_TRY(cq_qi21_pipe_check(p, o));
     CQ_TRY(cq_check_cancel("image generation"));
     int lat_w, lat_h;
@@ -358,7 +369,7 @@ cq_status cq_qi21_pipe_generate(cq_qi21_pipe *p, const cq_qi21_gen_opts *o, cq_q
     int total = 0, rows = 0, nt = 0, nr = 0;
     CQ_TRY(cq_qi21_pipe_prompt_tokens(p, o->prompt, &total, &rows));
     if (cfg) CQ_TRY(cq_qi21_pipe_prompt_tokens(p, o->negative, &nt, &nr));
-    CQ_TRY(plan_request(p, o->width, o->height, total > nt ? total : nt, rows > nr ? rows : nr));
+    CQ_TRY(cq_qi21_plan_request(p, o->width, o->height, 0, total > nt ? total : nt, rows > nr ? rows : nr));
     /* the codec is bound in every phase; the denoiser's entries are read after the PREFILL stage binds it */
     CQ_TRY(cq_resid_stage(&p->resid, CQ_RESID_TEXT));
     const cq_text_encoder te = cq_qwen3_text_encoder(&p->text);
@@ -383,6 +394,7 @@ cq_status cq_qi21_pipe_generate(cq_qi21_pipe *p, const cq_qi21_gen_opts *o, cq_q
         .seed = o->seed,
         .noise_dtype = o->noise_bf16 ? CQ_TORCH_BF16 : CQ_TORCH_F32,
         .on_step = o->on_step,
+        .on_latents = o->on_latents,
         .on_phase = o->on_phase,
         .user = o->user,
         .stage = cq_resid_gen_stage,

@@ -56,7 +56,20 @@ typedef struct cq_qi21_gen_opts {
     cq_qi21_step_fn on_step;
     cq_qi21_phase_fn on_phase; /* NULL: none */
     void *user;                /* passed to on_step and on_phase */
+    /* Condition pictures (editing; qi21_cond.c): PNG or JPEG files made RGBA, n_images of them (1..
+     * CQ_QI21_MAX_IMAGES; 0: text to image). A size of 0 (each side on its own) is the last picture's at the
+     * output resolution's area, floored to multiples of 32. */
+    const char *const *images;
+    int n_images;
+    int output_resolution;     /* the side whose square is the pictures' area (0: 1024, the reference's) */
+    int64_t vl_min_pixels;     /* the processor's lower pixel bound (0: the pack's processor's) */
+    cq_flow_latents_fn on_latents; /* tests: the latents after each step (NULL: none) */
 } cq_qi21_gen_opts;
+
+/* Condition pictures a request may hold (the reference sets none; the denoiser's positions bound them too). */
+#define CQ_QI21_MAX_IMAGES 8
+/* The reference's output_resolution. */
+#define CQ_QI21_OUTPUT_RESOLUTION 1024
 
 typedef cq_gen_timings cq_qi21_timings;
 typedef cq_image_result cq_qi21_result; /* planar image in [-1, 1] (the decoder's clamp), channels 4: RGBA */

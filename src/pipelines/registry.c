@@ -20,12 +20,35 @@
 
 typedef struct qi21_extra {
     bool noise_bf16; /* --noise-dtype bf16 */
+    int output_resolution;  /* --output-resolution (0: the reference's 1024) */
+    int64_t vl_min_pixels;  /* --vl-min-pixels (0: the processor's) */
 } qi21_extra;
 
 static void qi21_extra_init(void *extra) { memset(extra, 0, sizeof(qi21_extra)); }
 
+static bool number(const char *val, double *out);
+
 static int qi21_extra_parse(void *extra, const char *opt, const char *val) {
     qi21_extra *e = extra;
+    double v;
+    if (strcmp(opt, "--output-resolution") == 0) {
+        if (!number(val, &v) || v != floor(v) || v < 32 || v > 16384) {
+            cq_fail(CQ_ERR_INVALID_ARG, "--output-resolution wants a whole number of pixels in [32, 16384], got '%s'",
+                    val ? val : "");
+            return -1;
+        }
+        e->output_resolution = (int)v;
+        return 2;
+    }
+    if (strcmp(opt, "--vl-min-pixels") == 0) {
+        if (!number(val, &v) || v != floor(v) || v < 1 || v > 16384.0 * 16384.0) {
+            cq_fail(CQ_ERR_INVALID_ARG, "--vl-min-pixels wants a whole number of pixels in [1, 16384^2], got '%s'",
+                    val ? val : "");
+            return -1;
+        }
+        e->vl_min_pixels = (int64_t)v;
+        return 2;
+    }
     if (strcmp(opt, "--noise-dtype") != 0) return 0;
     if (!val || (strcmp(val, "f32") && strcmp(val, "bf16"))) {
         cq_fail(CQ_ERR_INVALID_ARG, "--noise-dtype wants f32 or bf16");
@@ -40,7 +63,9 @@ static cq_qi21_gen_opts qi21_opts(const cq_image_req *o) {
     return (cq_qi21_gen_opts){.prompt = o->prompt, .negative = o->negative, .width = o->width, .height = o->height,
                               .steps = o->steps, .seed = o->seed, .guidance = o->guidance,
                               .noise_bf16 = e && e->noise_bf16, .on_step = o->on_step, .on_phase = o->on_phase,
-                              .user = o->user};
+                              .user = o->user, .images = o->n_images ? o->images : NULL, .n_images = o->n_images,
+                              .output_resolution = e ? e->output_resolution : 0,
+                              .vl_min_pixels = e ? e->vl_min_pixels : 0};
 }
 
 static cq_status qi21_open(const cq_cmf *cmf, void **pipe) {
@@ -68,9 +93,17 @@ static const cq_image_arch k_qi21 = {
     .default_guidance = 1.0,
     .size_multiple = 32,
     .min_steps = 2,
+    .max_images = CQ_QI21_MAX_IMAGES,
+    .images_optional = true,
     .guidance_help = "true CFG, neg + G (pos - neg) with --negative; 1 = off",
     .extra_help = "  --noise-dtype f32|bf16  draw the initial noise as a float32 (default) or a bfloat16\n"
-                  "                        reference pipeline does (the two differ for the same seed)\n",
+                  "                        reference pipeline does (the two differ for the same seed)\n"
+                  "  --image FILE          condition pictures (editing), up to 8, \"Picture 1\" first; the size\n"
+                  "                        then defaults to the last one's at the output resolution's area\n"
+                  "  --output-resolution N the side whose square is each condition picture's area, and so the\n"
+                  "                        default size's with --image (default 1024, the reference's)\n"
+                  "  --vl-min-pixels N     the vision processor's lower pixel bound (default: the pack's\n"
+                  "                        processor's); a picture it would enlarge is refused\n",
     .extra_size = sizeof(qi21_extra),
     .extra_init = qi21_extra_init,
     .extra_parse = qi21_extra_parse,

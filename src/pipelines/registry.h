@@ -51,6 +51,8 @@ typedef struct cq_image_arch {
     /* input pictures it edits: 0 draws from text alone (and refuses pictures); > 0 needs 1..max_images, and a
      * default size of 0 x 0 means the pictures' (the model works it out) */
     int max_images;
+    /* with max_images > 0: 0 pictures too (it then draws from text alone, at its default size) */
+    bool images_optional;
     /* what guidance (the reference pipeline's own guidance_scale) means for it, one line */
     const char *guidance_help;
     const char *extra_help;     /* help lines of its own options ("" for none) */

@@ -70,6 +70,9 @@ static void test_defaults(void **state) {
     assert_int_equal(d.size_multiple, 32);
     assert_int_equal(d.min_steps, 2);
     assert_non_null(strstr(d.guidance_rule, "1 = off"));
+    /* condition pictures are optional for Qwen-Image-2.1 */
+    assert_int_equal(d.max_images, 8);
+    assert_true(d.images_optional);
     assert_int_equal(cq_image_resolve(m, &o), CQ_OK);
     assert_int_equal(o.width, 256);
     assert_int_equal(o.height, 256);
@@ -168,6 +171,15 @@ static void test_image_check(void **state) {
     o = small_opts();
     o.prompt = NULL;
     assert_int_equal(cq_image_check(m, &o), CQ_ERR_INVALID_ARG);
+    /* a condition picture: this pack has no vision tower, said before any weight is read */
+    o = small_opts();
+    static const char *const pics[] = {CQ_SOURCE_DIR "/tests/golden/pipeline_qi21_cond/cond_rgb.png"};
+    o.images = pics;
+    o.n_images = 1;
+    assert_int_equal(cq_image_check(m, &o), CQ_ERR_UNSUPPORTED);
+    assert_non_null(strstr(cq_last_error(), "has no vision tower"));
+    o = small_opts();
+    o.prompt = NULL;
     cq_image *img = (cq_image *)(uintptr_t)1;
     assert_int_equal(cq_image_generate(m, &o, &img), CQ_ERR_INVALID_ARG);
     assert_null(img);
