@@ -16,6 +16,7 @@
  *    outputs, block 1's self-attentions under STG) within 1e-4 on the host
  *    and a quarter of the case's bf16 error (the reference's own) on a
  *    device; the RoPE tables within 1e-6 absolute.
+ *  - A q8_2f pack (the modulation tables quantized too) within 8e-2.
  *  - Bad packs (a missing tensor, configs this implementation refuses) and
  *    bad inputs (counts, sizes, non-finite values, STG blocks out of range)
  *    fail with messages naming what is wrong.
@@ -313,6 +314,38 @@ static void test_golden(void **state) {
     }
 }
 
+/* A q8_2f pack (convert's default for matrices; the modulation tables quantized too and dequantized at load):
+ * every case within Q8_BOUND of the reference (3.7e-2 measured on the CPU, about twice that allowed). */
+#define Q8_BOUND 8e-2
+static void test_golden_q8(void **state) {
+    (void)state;
+    char pack[1300];
+    snprintf(pack, sizeof pack, "%s/ltx2-q8.cmf", g_dir);
+    cq_convert_opts opts = {.quant = (int)CQ_DTYPE_Q8_2F};
+    cq_convert_report rep;
+    assert_int_equal(cq_convert(LG_DIR "/model", pack, &opts, &rep), CQ_OK);
+    cq_convert_report_free(&rep);
+    cq_cmf *cmf;
+    assert_int_equal(cq_cmf_open(pack, &cmf), CQ_OK);
+    cq_ltx2 *m;
+    if (cq_ltx2_load(cmf, "dit.", g_be, &m) != CQ_OK) fail_msg("%s", cq_last_error());
+    double worst = 0;
+    for (int i = 0; i < g_n; i++) {
+        const lcase *g = &g_cases[i];
+        float *v = malloc(g->n_v * sizeof(float)), *a = malloc(g->n_a * sizeof(float));
+        assert_true(v && a);
+        if (cq_ltx2_forward(m, &g->in, v, a) != CQ_OK) fail_msg("%s: %s", g->name, cq_last_error());
+        worst = fmax(worst, tu_max_rel(v, g->ref_v, g->n_v, tu_rms(g->ref_v, g->n_v)));
+        worst = fmax(worst, tu_max_rel(a, g->ref_a, g->n_a, tu_rms(g->ref_a, g->n_a)));
+        free(v);
+        free(a);
+    }
+    print_message("q8_2f pack: worst output max|err|/RMS %.3e over %d cases (bound %.0e)\n", worst, g_n, Q8_BOUND);
+    assert_true(worst <= Q8_BOUND);
+    cq_ltx2_free(m);
+    cq_cmf_close(cmf);
+}
+
 /* STG and isolated modalities change the output (the cases are not trivially the plain one). */
 static void test_variants_differ(void **state) {
     (void)state;
@@ -481,11 +514,13 @@ int main(int argc, char **argv) {
         return TU_SKIP;
     }
     const struct CMUnitTest host[] = {
-        cmocka_unit_test(test_golden),   cmocka_unit_test(test_variants_differ), cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_golden),   cmocka_unit_test(test_golden_q8), cmocka_unit_test(test_variants_differ),
+        cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_bad_pack), cmocka_unit_test(test_table),
     };
     const struct CMUnitTest device[] = {
         cmocka_unit_test(test_golden),
+        cmocka_unit_test(test_golden_q8),
         cmocka_unit_test(test_bad_input),
     };
     if (g_arg.device) return cmocka_run_group_tests_name("test_ltx2 (device)", device, setup, teardown);
