@@ -19,7 +19,8 @@
  *  - A q8_2f pack (the modulation tables quantized too) within 8e-2.
  *  - Bad packs (a missing tensor, configs this implementation refuses) and
  *    bad inputs (counts, sizes, non-finite values, STG blocks out of range)
- *    fail with messages naming what is wrong.
+ *    fail with messages naming what is wrong; every allocation of a load
+ *    and a forward failing in turn gives CQ_ERR_NOMEM.
  */
 #include <math.h>
 #include <stdio.h>
@@ -506,6 +507,47 @@ static void test_table(void **state) {
     assert_int_equal(rep.mismatched, 0);
 }
 
+/* ---- allocation failures -------------------------------------------------------------------------- */
+/* Load and one forward of the per-token case on a fresh backend. */
+static cq_status run_everything(const lcase *g, float *v, float *a) {
+    cq_backend *be = NULL;
+    cq_ltx2 *m = NULL;
+    cq_status s = tu_backend_create(&g_arg, 2, &be);
+    if (s == CQ_OK) s = cq_ltx2_load(g_cmf, "dit.", be, &m);
+    if (s == CQ_OK) s = cq_ltx2_forward(m, &g->in, v, a);
+    cq_ltx2_free(m);
+    cq_backend_free(be);
+    return s;
+}
+
+/* Every allocation of a load and a forward failing in turn: a clean CQ_ERR_NOMEM each time (the sanitizer
+ * build sees the leaks and double frees, if any). */
+static void test_alloc_faults(void **state) {
+    (void)state;
+    const lcase *g = NULL;
+    for (int i = 0; i < g_n; i++)
+        if (strcmp(g_cases[i].name, "pertoken") == 0) g = &g_cases[i];
+    assert_non_null(g);
+    float *v = malloc(g->n_v * sizeof(float)), *a = malloc(g->n_a * sizeof(float));
+    assert_true(v && a);
+    cq_alloc_fail_at(0);
+    assert_int_equal(run_everything(g, v, a), CQ_OK);
+    const long total = cq_alloc_fail_at(0);
+    int failed = 0;
+    for (long k = 1; k <= total; k++) {
+        cq_alloc_fail_at(k);
+        cq_status s = run_everything(g, v, a);
+        cq_alloc_fail_at(0);
+        if (s == CQ_OK) continue; /* an optional allocation (a worker thread) */
+        if (s != CQ_ERR_NOMEM) fail_msg("allocation %ld of %ld: %s (%s)", k, total, cq_status_str(s), cq_last_error());
+        failed++;
+    }
+    print_message("%d of %ld allocation failures surfaced as CQ_ERR_NOMEM\n", failed, total);
+    assert_true(failed > total / 2);
+    free(v);
+    free(a);
+}
+
 int main(int argc, char **argv) {
     int rc = tu_backend_select("test_ltx2", argc, argv, &g_arg);
     if (rc >= 0) return rc;
@@ -516,7 +558,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest host[] = {
         cmocka_unit_test(test_golden),   cmocka_unit_test(test_golden_q8), cmocka_unit_test(test_variants_differ),
         cmocka_unit_test(test_bad_input),
-        cmocka_unit_test(test_bad_pack), cmocka_unit_test(test_table),
+        cmocka_unit_test(test_bad_pack), cmocka_unit_test(test_table), cmocka_unit_test(test_alloc_faults),
     };
     const struct CMUnitTest device[] = {
         cmocka_unit_test(test_golden),
