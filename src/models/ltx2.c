@@ -27,24 +27,20 @@
  */
 #include "models/ltx2.h"
 
-#include <cJSON.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "base/base.h"
-#include "models/kit/config.h"
 #include "models/kit/dit.h"
+#include "models/ltx2_impl.h"
 #include "models/ltx2_rope.h"
-#include "models/tables.h"
 
 #define LX_QK_EPS 1e-6f  /* the attentions' q/k RMSNorm (LTX2Attention's default norm_eps) */
 #define LX_OUT_EPS 1e-6f /* the output LayerNorm */
 #define LX_MAX_TOKENS (1 << 22)
 #define LX_MAX_CTX (1 << 20)
-
-enum { ST_VIDEO, ST_AUDIO, ST_COUNT };
 
 /* The modulation vectors of one block, one stream and one run of timesteps, in this order. */
 enum {
@@ -56,337 +52,6 @@ enum {
     M_1SC_SA, M_1SC_FF, M_1SC_Q, M_1SC_KV, M_1A2V, M_1V2A, /* 1 + each scale */
     M_COUNT
 };
-
-typedef struct lx_adaln {
-    cq_tensor l1w, l1b, l2w, l2b, lw, lb;
-    int k; /* modulation chunks */
-} lx_adaln;
-
-typedef struct lx_attn {
-    cq_tensor q, qb, k, kb, v, vb, o, ob, nq, nk, gw, gb;
-    bool gated;
-    int heads, dh, inner;
-} lx_attn;
-
-/* One stream's part of a block. `cross` is the A<->V attention this stream queries (a2v on video, v2a on audio). */
-typedef struct lx_sblock {
-    lx_attn self, text, cross;
-    cq_tensor ff1, ff1b, ff2, ff2b; /* biases zeroed when absent */
-    cq_tensor sst;  /* F32 [k, D] */
-    cq_tensor psst; /* F32 [2, D] (prompt tables) */
-    cq_tensor csst; /* F32 [5, D] */
-} lx_sblock;
-
-typedef struct lx_stream {
-    const char *name;  /* "video" / "audio" */
-    const char *tp;    /* tap name prefix: "" / "audio_" */
-    int64_t dim;
-    int heads, dh, k, cin, cout;
-    bool gated, xmod, ffb;
-    cq_tensor pin, pinb, sst_out, pout, poutb;
-    lx_adaln time, ca_ss, ca_gate, prompt;
-    lx_sblock *blk;
-    cq_tensor gidx; /* I32 [dim]: the head of each column (its own attentions' gates) */
-} lx_stream;
-
-struct cq_ltx2 {
-    cq_backend *be;
-    cq_ltx2_config cfg;
-    cq_tt_held held;
-    lx_stream s[ST_COUNT];
-    bool xattn; /* prompt tables in the blocks (either stream's cross_attn_mod) */
-    cq_ltx2_tap_fn tap;
-    void *tap_user;
-};
-
-/* ------------------------------------------------------------------------ */
-/* Config                                                                   */
-/* ------------------------------------------------------------------------ */
-/* A string member that must be `want` when present. */
-static cq_status need_str(const cq_cfg *g, const char *key, const char *want, const char *why) {
-    const cJSON *it = cq_cfg_get(g, key);
-    if (!it) return CQ_OK;
-    if (!cJSON_IsString(it)) return cq_fail(CQ_ERR_PARSE, "ltx2: config %s must be a string", key);
-    if (strcmp(it->valuestring, want) != 0)
-        return cq_fail(CQ_ERR_UNSUPPORTED, "ltx2: config %s is \"%s\"; only \"%s\" is supported (%s)", key,
-                       it->valuestring, want, why);
-    return CQ_OK;
-}
-
-/* A boolean member that must be `want` (its default `def` when absent). */
-static cq_status need_bool(const cq_cfg *g, const char *key, bool def, bool want, const char *why) {
-    bool v;
-    CQ_TRY(cq_cfg_bool(g, key, def, &v));
-    if (v != want)
-        return cq_fail(CQ_ERR_UNSUPPORTED, "ltx2: config %s %s is not supported (%s)", key, v ? "true" : "false", why);
-    return CQ_OK;
-}
-
-static cq_status need_one(const cq_cfg *g, const char *key) {
-    int v;
-    CQ_TRY(cq_cfg_int(g, key, 1, 1, 64, &v));
-    if (v != 1) return cq_fail(CQ_ERR_UNSUPPORTED, "ltx2: config %s %d is not supported (only 1)", key, v);
-    return CQ_OK;
-}
-
-static cq_status parse_json(const cJSON *j, void *out) {
-    cq_ltx2_config *c = out;
-    const cq_cfg g = {j, "ltx2", ""};
-    CQ_TRY(cq_cfg_class(&g, "LTX2VideoTransformer3DModel", false));
-    memset(c, 0, sizeof *c);
-    const int big = 1 << 16;
-    CQ_TRY(need_one(&g, "patch_size"));
-    CQ_TRY(need_one(&g, "patch_size_t"));
-    CQ_TRY(need_one(&g, "audio_patch_size"));
-    CQ_TRY(need_one(&g, "audio_patch_size_t"));
-    CQ_TRY(need_str(&g, "rope_type", "split", "the LTX-2.3 / 2.5 layout"));
-    if (!cq_cfg_get(&g, "rope_type"))
-        return cq_fail(CQ_ERR_UNSUPPORTED, "ltx2: config has no rope_type (the default \"interleaved\" is not "
-                       "supported; LTX-2.3 / 2.5 use \"split\")");
-    CQ_TRY(need_str(&g, "qk_norm", "rms_norm_across_heads", "the only one the reference builds"));
-    CQ_TRY(need_str(&g, "activation_fn", "gelu-approximate", "LTX-2's feed-forward"));
-    CQ_TRY(need_bool(&g, "use_prompt_embeddings", true, false, "the caption projection of LTX-2.0 is not written; "
-                     "LTX-2.3 / 2.5 project in the connectors"));
-    CQ_TRY(need_bool(&g, "norm_elementwise_affine", false, false, "LTX-2's block norms have no weights"));
-    CQ_TRY(need_bool(&g, "attention_bias", true, true, "LTX-2's attentions have biases"));
-    CQ_TRY(need_bool(&g, "attention_out_bias", true, true, "LTX-2's attentions have biases"));
-
-    CQ_TRY(cq_cfg_int(&g, "in_channels", 128, 1, big, &c->in_channels));
-    CQ_TRY(cq_cfg_int(&g, "out_channels", c->in_channels, 1, big, &c->out_channels));
-    CQ_TRY(cq_cfg_int(&g, "num_attention_heads", 32, 1, 1024, &c->heads));
-    CQ_TRY(cq_cfg_int(&g, "attention_head_dim", 128, 2, 1024, &c->head_dim));
-    CQ_TRY(cq_cfg_int(&g, "audio_in_channels", 128, 1, big, &c->audio_in_channels));
-    CQ_TRY(cq_cfg_int(&g, "audio_out_channels", c->audio_in_channels, 1, big, &c->audio_out_channels));
-    CQ_TRY(cq_cfg_int(&g, "audio_num_attention_heads", 32, 1, 1024, &c->audio_heads));
-    CQ_TRY(cq_cfg_int(&g, "audio_attention_head_dim", 64, 2, 1024, &c->audio_head_dim));
-    CQ_TRY(cq_cfg_int(&g, "num_layers", 48, 1, 4096, &c->n_layers));
-    if (c->head_dim % 2 || c->audio_head_dim % 2)
-        return cq_fail(CQ_ERR_PARSE, "ltx2: config attention_head_dim %d / audio_attention_head_dim %d must be even "
-                       "(split RoPE)", c->head_dim, c->audio_head_dim);
-    if ((int64_t)c->heads * c->head_dim > big || (int64_t)c->audio_heads * c->audio_head_dim > big)
-        return cq_fail(CQ_ERR_PARSE, "ltx2: config widths %d x %d / %d x %d exceed %d", c->heads, c->head_dim,
-                       c->audio_heads, c->audio_head_dim, big);
-    c->dim = c->heads * c->head_dim;
-    c->audio_dim = c->audio_heads * c->audio_head_dim;
-    if (c->heads != c->audio_heads)
-        return cq_fail(CQ_ERR_UNSUPPORTED, "ltx2: config has %d video heads and %d audio heads; the audio<->video "
-                       "RoPE tables are cut by the video count, so they must be equal", c->heads, c->audio_heads);
-    int cv, ca;
-    CQ_TRY(cq_cfg_int(&g, "cross_attention_dim", 4096, 1, big, &cv));
-    CQ_TRY(cq_cfg_int(&g, "audio_cross_attention_dim", 2048, 1, big, &ca));
-    if (cv != c->dim || ca != c->audio_dim)
-        return cq_fail(CQ_ERR_UNSUPPORTED, "ltx2: config cross_attention_dim %d / audio_cross_attention_dim %d must "
-                       "equal the stream widths %d / %d (the prompt rows come projected by the connectors)", cv, ca,
-                       c->dim, c->audio_dim);
-    CQ_TRY(cq_cfg_bool(&g, "gated_attn", false, &c->gated_attn));
-    CQ_TRY(cq_cfg_bool(&g, "cross_attn_mod", false, &c->cross_attn_mod));
-    CQ_TRY(cq_cfg_bool(&g, "audio_gated_attn", false, &c->audio_gated_attn));
-    CQ_TRY(cq_cfg_bool(&g, "audio_cross_attn_mod", false, &c->audio_cross_attn_mod));
-    CQ_TRY(cq_cfg_bool(&g, "ff_bias", true, &c->ff_bias));
-    CQ_TRY(cq_cfg_bool(&g, "audio_ff_bias", true, &c->audio_ff_bias));
-    CQ_TRY(cq_cfg_bool(&g, "perturbed_attn", false, &c->perturbed_attn));
-    CQ_TRY(cq_cfg_bool(&g, "use_keyframes_abs_pos_embedding", false, &c->keyframes));
-    bool pas;
-    CQ_TRY(cq_cfg_bool(&g, "use_prompt_adaln_single", true, &pas));
-    c->prompt_adaln = pas && (c->cross_attn_mod || c->audio_cross_attn_mod);
-    double eps, theta, tsm, xtsm;
-    CQ_TRY(cq_cfg_num(&g, "norm_eps", 1e-6, 0.0, true, 0.5, &eps));
-    CQ_TRY(cq_cfg_num(&g, "rope_theta", 10000.0, 1.0, true, 1e9, &theta));
-    CQ_TRY(cq_cfg_num(&g, "timestep_scale_multiplier", 1000.0, 0.0, true, 1e9, &tsm));
-    CQ_TRY(cq_cfg_num(&g, "cross_attn_timestep_scale_multiplier", 1000.0, 0.0, true, 1e9, &xtsm));
-    c->norm_eps = (float)eps;
-    c->rope_theta = theta;
-    c->gate_factor = (float)(xtsm / tsm); /* a Python float division, applied to the f32 timesteps */
-    CQ_TRY(cq_cfg_bool(&g, "rope_double_precision", true, &c->rope_f64));
-    int vs[3] = {8, 32, 32}, n;
-    CQ_TRY(cq_cfg_ints(&g, "vae_scale_factors", 3, 3, 1, 1024, vs, &n));
-    memcpy(c->vae_scale, vs, sizeof vs);
-    int pmax, bh, bw, apmax;
-    CQ_TRY(cq_cfg_int(&g, "pos_embed_max_pos", 20, 1, 1 << 24, &pmax));
-    CQ_TRY(cq_cfg_int(&g, "base_height", 2048, 1, 1 << 24, &bh));
-    CQ_TRY(cq_cfg_int(&g, "base_width", 2048, 1, 1 << 24, &bw));
-    CQ_TRY(cq_cfg_int(&g, "audio_pos_embed_max_pos", 20, 1, 1 << 24, &apmax));
-    CQ_TRY(cq_cfg_int(&g, "audio_scale_factor", 4, 1, 1024, &c->audio_scale));
-    CQ_TRY(cq_cfg_int(&g, "audio_sampling_rate", 16000, 1, 1 << 24, &c->audio_rate));
-    CQ_TRY(cq_cfg_int(&g, "audio_hop_length", 160, 1, 1 << 24, &c->audio_hop));
-    CQ_TRY(cq_cfg_int(&g, "causal_offset", 1, 0, 1024, &c->causal_offset));
-    c->max_pos[0] = (float)pmax;
-    c->max_pos[1] = (float)bh;
-    c->max_pos[2] = (float)bw;
-    c->audio_max_pos = (float)apmax;
-    c->cross_max_pos = (float)(pmax > apmax ? pmax : apmax);
-    return CQ_OK;
-}
-
-cq_status cq_ltx2_parse_config(const cq_cmf *cmf, const char *prefix, cq_ltx2_config *c) {
-    return cq_cfg_read(cmf, prefix, "ltx2", parse_json, c);
-}
-
-/* ------------------------------------------------------------------------ */
-/* Loading                                                                  */
-/* ------------------------------------------------------------------------ */
-/* The modulation table `name` [rows, cols] (a matrix entry in any codec) as an F32 tensor. */
-static cq_status bind_table(const cq_tt_binder *b, cq_tensor *out, int64_t rows, int64_t cols, const char *name) {
-    const cq_tensor_view *v;
-    CQ_TRY(cq_tt_get(b->who, b->table, b->cmf, &v, "%s", name));
-    float *t = cq_mallocn((size_t)(rows * cols), sizeof(float));
-    if (!t) return CQ_ERR_NOMEM;
-    cq_status s = cq_tt_read_vector(b->who, v, t, (size_t)(rows * cols));
-    if (s == CQ_OK) s = cq_tt_held_upload(b, t, rows, cols, out);
-    cq_free(t);
-    return s;
-}
-
-static cq_status bind_adaln(const cq_tt_binder *b, const char *p, const char *stem, int k, lx_adaln *A) {
-    A->k = k;
-    CQ_TRY(cq_tt_bind_weight(b, &A->l1w, "%s%s.emb.timestep_embedder.linear_1.weight", p, stem));
-    CQ_TRY(cq_tt_bind_vector(b, &A->l1b, "%s%s.emb.timestep_embedder.linear_1.bias", p, stem));
-    CQ_TRY(cq_tt_bind_weight(b, &A->l2w, "%s%s.emb.timestep_embedder.linear_2.weight", p, stem));
-    CQ_TRY(cq_tt_bind_vector(b, &A->l2b, "%s%s.emb.timestep_embedder.linear_2.bias", p, stem));
-    CQ_TRY(cq_tt_bind_weight(b, &A->lw, "%s%s.linear.weight", p, stem));
-    return cq_tt_bind_vector(b, &A->lb, "%s%s.linear.bias", p, stem);
-}
-
-static cq_status bind_attn(const cq_tt_binder *b, const char *p, int l, const char *stem, bool gated, int heads,
-                           int dh, lx_attn *A) {
-    A->gated = gated;
-    A->heads = heads;
-    A->dh = dh;
-    A->inner = heads * dh;
-#define W(f, s) CQ_TRY(cq_tt_bind_weight(b, &A->f, "%stransformer_blocks.%d.%s." s, p, l, stem))
-#define V(f, s) CQ_TRY(cq_tt_bind_vector(b, &A->f, "%stransformer_blocks.%d.%s." s, p, l, stem))
-    W(q, "to_q.weight");
-    V(qb, "to_q.bias");
-    W(k, "to_k.weight");
-    V(kb, "to_k.bias");
-    W(v, "to_v.weight");
-    V(vb, "to_v.bias");
-    W(o, "to_out.0.weight");
-    V(ob, "to_out.0.bias");
-    V(nq, "norm_q.weight");
-    V(nk, "norm_k.weight");
-    if (gated) {
-        W(gw, "to_gate_logits.weight");
-        V(gb, "to_gate_logits.bias");
-    }
-#undef W
-#undef V
-    return CQ_OK;
-}
-
-/* The head index of each of `dim` columns (heads of dh columns), for the gates' column gather. */
-static cq_status head_index(const cq_tt_binder *b, int dim, int dh, cq_tensor *out) {
-    int32_t *idx = cq_mallocn((size_t)dim, sizeof(int32_t));
-    if (!idx) return CQ_ERR_NOMEM;
-    for (int i = 0; i < dim; i++) idx[i] = i / dh;
-    cq_status s = cq_tensor_alloc(b->be, CQ_DTYPE_I32, 1, (const int64_t[1]){dim}, out);
-    if (s == CQ_OK) s = cq_tensor_upload(out, idx, (size_t)dim * sizeof(int32_t));
-    if (s == CQ_OK) s = cq_tt_held_add(b->held, out);
-    else cq_tensor_free(out);
-    cq_free(idx);
-    return s;
-}
-
-static cq_status bind_stream(cq_ltx2 *m, const cq_tt_binder *b, const char *p, int si) {
-    const cq_ltx2_config *c = &m->cfg;
-    lx_stream *S = &m->s[si];
-    const bool v = si == ST_VIDEO;
-    const char *a = v ? "" : "audio_";
-    char stem[96];
-    S->name = v ? "video" : "audio";
-    S->tp = a;
-    S->dim = v ? c->dim : c->audio_dim;
-    S->heads = v ? c->heads : c->audio_heads;
-    S->dh = v ? c->head_dim : c->audio_head_dim;
-    S->cin = v ? c->in_channels : c->audio_in_channels;
-    S->cout = v ? c->out_channels : c->audio_out_channels;
-    S->gated = v ? c->gated_attn : c->audio_gated_attn;
-    S->xmod = v ? c->cross_attn_mod : c->audio_cross_attn_mod;
-    S->ffb = v ? c->ff_bias : c->audio_ff_bias;
-    S->k = S->xmod ? 9 : 6;
-    CQ_TRY(cq_tt_bind_weight(b, &S->pin, "%s%sproj_in.weight", p, a));
-    CQ_TRY(cq_tt_bind_vector(b, &S->pinb, "%s%sproj_in.bias", p, a));
-    CQ_TRY(cq_tt_bind_weight(b, &S->pout, "%s%sproj_out.weight", p, a));
-    CQ_TRY(cq_tt_bind_vector(b, &S->poutb, "%s%sproj_out.bias", p, a));
-    char name[200];
-    snprintf(name, sizeof name, "%s%sscale_shift_table", p, a);
-    CQ_TRY(bind_table(b, &S->sst_out, 2, S->dim, name));
-    snprintf(stem, sizeof stem, "%stime_embed", a);
-    CQ_TRY(bind_adaln(b, p, stem, S->k, &S->time));
-    CQ_TRY(bind_adaln(b, p, v ? "av_cross_attn_video_scale_shift" : "av_cross_attn_audio_scale_shift", 4, &S->ca_ss));
-    CQ_TRY(bind_adaln(b, p, v ? "av_cross_attn_video_a2v_gate" : "av_cross_attn_audio_v2a_gate", 1, &S->ca_gate));
-    if (c->prompt_adaln) {
-        snprintf(stem, sizeof stem, "%sprompt_adaln", a);
-        CQ_TRY(bind_adaln(b, p, stem, 2, &S->prompt));
-    }
-    CQ_TRY(head_index(b, (int)S->dim, S->dh, &S->gidx));
-    for (int l = 0; l < c->n_layers; l++) {
-        lx_sblock *B = &S->blk[l];
-        snprintf(stem, sizeof stem, "%sattn1", a);
-        CQ_TRY(bind_attn(b, p, l, stem, S->gated, S->heads, S->dh, &B->self));
-        snprintf(stem, sizeof stem, "%sattn2", a);
-        CQ_TRY(bind_attn(b, p, l, stem, S->gated, S->heads, S->dh, &B->text));
-        /* both A<->V attentions are audio-shaped (audio heads x audio head dim); gated as their query stream */
-        CQ_TRY(bind_attn(b, p, l, v ? "audio_to_video_attn" : "video_to_audio_attn", S->gated, c->audio_heads,
-                         c->audio_head_dim, &B->cross));
-        const char *ff = v ? "ff" : "audio_ff";
-        CQ_TRY(cq_tt_bind_weight(b, &B->ff1, "%stransformer_blocks.%d.%s.net.0.proj.weight", p, l, ff));
-        CQ_TRY(cq_tt_bind_weight(b, &B->ff2, "%stransformer_blocks.%d.%s.net.2.weight", p, l, ff));
-        if (S->ffb) {
-            CQ_TRY(cq_tt_bind_vector(b, &B->ff1b, "%stransformer_blocks.%d.%s.net.0.proj.bias", p, l, ff));
-            CQ_TRY(cq_tt_bind_vector(b, &B->ff2b, "%stransformer_blocks.%d.%s.net.2.bias", p, l, ff));
-        }
-        snprintf(name, sizeof name, "%stransformer_blocks.%d.%sscale_shift_table", p, l, a);
-        CQ_TRY(bind_table(b, &B->sst, S->k, S->dim, name));
-        if (m->xattn) {
-            snprintf(name, sizeof name, "%stransformer_blocks.%d.%sprompt_scale_shift_table", p, l, a);
-            CQ_TRY(bind_table(b, &B->psst, 2, S->dim, name));
-        }
-        snprintf(name, sizeof name, "%stransformer_blocks.%d.%s_a2v_cross_attn_scale_shift_table", p, l, S->name);
-        CQ_TRY(bind_table(b, &B->csst, 5, S->dim, name));
-    }
-    return CQ_OK;
-}
-
-cq_status cq_ltx2_load(const cq_cmf *cmf, const char *prefix, cq_backend *be, cq_ltx2 **out) {
-    if (!out) return cq_fail(CQ_ERR_INVALID_ARG, "ltx2: load needs somewhere to put the model");
-    *out = NULL;
-    if (!cmf || !be) return cq_fail(CQ_ERR_INVALID_ARG, "ltx2: load needs a pack and a backend");
-    if (!prefix) prefix = "";
-    cq_ltx2 *m = cq_calloc(1, sizeof *m);
-    if (!m) return CQ_ERR_NOMEM;
-    m->be = be;
-    cq_status s = cq_ltx2_parse_config(cmf, prefix, &m->cfg);
-    const cq_ltx2_config *c = &m->cfg;
-    m->xattn = c->cross_attn_mod || c->audio_cross_attn_mod;
-    cq_tt_list table = {0};
-    if (s == CQ_OK) s = cq_ltx2_tensors(c, prefix, &table);
-    for (int si = 0; s == CQ_OK && si < ST_COUNT; si++)
-        if (!(m->s[si].blk = cq_calloc((size_t)c->n_layers, sizeof(lx_sblock)))) s = CQ_ERR_NOMEM;
-    const cq_tt_binder b = {"ltx2", &table, cmf, be, &m->held};
-    for (int si = 0; s == CQ_OK && si < ST_COUNT; si++) s = bind_stream(m, &b, prefix, si);
-    cq_tt_list_free(&table);
-    if (s != CQ_OK) {
-        cq_ltx2_free(m);
-        return s;
-    }
-    *out = m;
-    return CQ_OK;
-}
-
-void cq_ltx2_free(cq_ltx2 *m) {
-    if (!m) return;
-    cq_tt_held_free(&m->held); /* the fields are copies of these handles */
-    for (int si = 0; si < ST_COUNT; si++) cq_free(m->s[si].blk);
-    cq_free(m);
-}
-
-const cq_ltx2_config *cq_ltx2_get_config(const cq_ltx2 *m) { return &m->cfg; }
-
-void cq_ltx2_set_tap(cq_ltx2 *m, cq_ltx2_tap_fn fn, void *user) {
-    m->tap = fn;
-    m->tap_user = user;
-}
 
 /* ------------------------------------------------------------------------ */
 /* The forward                                                              */
@@ -404,11 +69,28 @@ typedef struct lx_srun {
     cq_tensor rc, rs, xc, xs;            /* RoPE: self [n, D/2], A<->V [n, audio_dim/2] */
 } lx_srun;
 
-typedef struct lx_fwd {
+#define LX_TABLES 4 /* adaLN-single tables per stream: main, A<->V scale-shift, A<->V gate, prompt */
+
+/* One prompt and latent grid: the token-sized buffers (prepare) and the run-sized ones (grown by a step). */
+struct cq_ltx2_cond {
+    cq_ltx2 *m;
+    int frames, height, width, audio_frames;
+    double fps;
     lx_srun r[ST_COUNT];
-    cq_tensor feat, hid, embs;                       /* adaLN-single scratch */
-    cq_tensor q, k, v, att, gl, ge, proj, ffh;       /* attention and FF scratch */
-} lx_fwd;
+    cq_tensor q, k, v, att, gl, ge, proj, ffh; /* attention and FF scratch */
+    int gcap;                  /* runs the run-sized buffers hold (0: none yet) */
+    cq_tensor feat, hid, embs; /* adaLN-single scratch: feat [ST_COUNT * LX_TABLES * gcap, 256] */
+    float *hfeat;              /* its host side */
+    /* this step's flags */
+    bool isolate;
+    bool *stg;                 /* [n_layers] */
+    /* the last step's op layout: a change drops the recording */
+    bool sig_valid, sig_isolate, *sig_stg;
+    int sig_G[ST_COUNT];
+    cq_dit_group sig_grp[ST_COUNT][CQ_LTX2_MAX_RUNS];
+    cq_dit_stepper stepper;
+};
+typedef cq_ltx2_cond lx_fwd;
 
 static void tapf(const cq_ltx2 *m, const cq_tensor *t, const char *fmt, ...) CQ_PRINTF(3, 4);
 static void tapf(const cq_ltx2 *m, const cq_tensor *t, const char *fmt, ...) {
@@ -457,56 +139,67 @@ static cq_status make_runs(const char *what, const float *t, int nt, int64_t n, 
     return CQ_OK;
 }
 
-/* One adaLN-single on the timesteps tv[0..G): mod [G, k D], emb [G, D]. */
-static cq_status adaln(cq_ltx2 *m, lx_fwd *f, const lx_adaln *A, int64_t D, const float *tv, int G, cq_tensor *mod,
+/* One adaLN-single on the features in slot `slot` of feat (G rows): mod [G, k D], emb [G, D] (the first G rows
+ * of each). */
+static cq_status adaln(cq_ltx2 *m, lx_fwd *f, const lx_adaln *A, int64_t D, int slot, int G, cq_tensor *mod,
                        cq_tensor *emb) {
     cq_backend *be = m->be;
-    float *feat = cq_mallocn((size_t)G * CQ_LTX2_TIMESTEP_CHANNELS, sizeof(float));
-    if (!feat) return CQ_ERR_NOMEM;
-    const cq_dit_tproj tp = {.dim = CQ_LTX2_TIMESTEP_CHANNELS, .flip_sin_to_cos = true, .scale = 1.0f,
-                             .max_period = 10000.0f};
-    cq_dit_timestep_features(&tp, tv, G, feat);
-    cq_tensor fe = v2(&f->feat, G, CQ_LTX2_TIMESTEP_CHANNELS);
-    cq_status s = cq_tensor_upload(&fe, feat, (size_t)G * CQ_LTX2_TIMESTEP_CHANNELS * sizeof(float));
-    cq_free(feat);
-    CQ_TRY(s);
+    cq_tensor fe = sub2(&f->feat, (int64_t)slot * f->gcap, G, CQ_LTX2_TIMESTEP_CHANNELS);
     cq_tensor hid = v2(&f->hid, G, D), es = v2(&f->embs, G, D);
+    cq_tensor mo = cq_tensor_rows_view(mod, 0, G), em = cq_tensor_rows_view(emb, 0, G);
     cq_matmul_args mm = {.y = &hid, .x = &fe, .w = &A->l1w, .bias = &A->l1b, .act = CQ_ACT_SILU};
     CQ_TRY(cq_op_matmul(be, &mm));
-    CQ_TRY(cq_op_linear(be, emb, &hid, &A->l2w, &A->l2b));
-    CQ_TRY(cq_op_unary(be, &es, emb, CQ_UNARY_SILU, 0.0f, 0.0f));
-    return cq_op_linear(be, mod, &es, &A->lw, &A->lb);
+    CQ_TRY(cq_op_linear(be, &em, &hid, &A->l2w, &A->l2b));
+    CQ_TRY(cq_op_unary(be, &es, &em, CQ_UNARY_SILU, 0.0f, 0.0f));
+    return cq_op_linear(be, &mo, &es, &A->lw, &A->lb);
+}
+
+/* The timestep each table reads per run, as sinusoid features into the host side of feat (slot s * LX_TABLES +
+ * table), then uploaded: main (the run's timestep), A<->V scale-shift (the other stream's sigma, or the run's
+ * timestep without use_cross_timestep), A<->V gate (the same times the multipliers' ratio), prompt (the
+ * stream's sigma). */
+static cq_status table_features(cq_ltx2 *m, lx_fwd *f, const cq_ltx2_inputs *in) {
+    const cq_dit_tproj tp = {.dim = CQ_LTX2_TIMESTEP_CHANNELS, .flip_sin_to_cos = true, .scale = 1.0f,
+                             .max_period = 10000.0f};
+    for (int si = 0; si < ST_COUNT; si++) {
+        const lx_srun *r = &f->r[si];
+        const float own = si == ST_VIDEO ? in->sigma : in->audio_sigma;
+        const float other = si == ST_VIDEO ? in->audio_sigma : in->sigma;
+        float tv[LX_TABLES][CQ_LTX2_MAX_RUNS];
+        for (int g = 0; g < r->G; g++) {
+            tv[0][g] = r->tval[g];
+            tv[1][g] = in->use_cross_timestep ? other : r->tval[g];
+            tv[2][g] = tv[1][g] * m->cfg.gate_factor;
+            tv[3][g] = own;
+        }
+        for (int j = 0; j < LX_TABLES; j++)
+            cq_dit_timestep_features(&tp, tv[j], r->G,
+                                     f->hfeat + (size_t)(si * LX_TABLES + j) * (size_t)f->gcap *
+                                                    CQ_LTX2_TIMESTEP_CHANNELS);
+    }
+    return cq_tensor_upload(&f->feat, f->hfeat,
+                            (size_t)ST_COUNT * LX_TABLES * (size_t)f->gcap * CQ_LTX2_TIMESTEP_CHANNELS * sizeof(float));
 }
 
 /* The eight adaLN-single tables, each stream's per run. */
-static cq_status tables(cq_ltx2 *m, lx_fwd *f, const cq_ltx2_inputs *in) {
-    static const char *const tn[ST_COUNT][4] = {{"time_embed", "av_video_ss", "av_video_gate", "prompt_adaln"},
-                                                {"audio_time_embed", "av_audio_ss", "av_audio_gate",
-                                                 "audio_prompt_adaln"}};
+static cq_status table_ops(cq_ltx2 *m, lx_fwd *f) {
+    static const char *const tn[ST_COUNT][LX_TABLES] = {
+        {"time_embed", "av_video_ss", "av_video_gate", "prompt_adaln"},
+        {"audio_time_embed", "av_audio_ss", "av_audio_gate", "audio_prompt_adaln"}};
     for (int si = 0; si < ST_COUNT; si++) {
         const lx_stream *S = &m->s[si];
         lx_srun *r = &f->r[si];
-        const float own = si == ST_VIDEO ? in->sigma : in->audio_sigma;
-        const float other = si == ST_VIDEO ? in->audio_sigma : in->sigma;
-        float ca[CQ_LTX2_MAX_RUNS], cg[CQ_LTX2_MAX_RUNS], pr[CQ_LTX2_MAX_RUNS];
-        for (int g = 0; g < r->G; g++) {
-            ca[g] = in->use_cross_timestep ? other : r->tval[g];
-            cg[g] = ca[g] * m->cfg.gate_factor;
-            pr[g] = own;
-        }
-        CQ_TRY(adaln(m, f, &S->time, S->dim, r->tval, r->G, &r->t_mod, &r->t_emb));
-        CQ_TRY(adaln(m, f, &S->ca_ss, S->dim, ca, r->G, &r->ss_mod, &r->ss_emb));
-        CQ_TRY(adaln(m, f, &S->ca_gate, S->dim, cg, r->G, &r->g_mod, &r->g_emb));
-        if (m->cfg.prompt_adaln) CQ_TRY(adaln(m, f, &S->prompt, S->dim, pr, r->G, &r->p_mod, &r->p_emb));
-        tapf(m, &r->t_mod, "%s_mod", tn[si][0]);
-        tapf(m, &r->t_emb, "%s_emb", tn[si][0]);
-        tapf(m, &r->ss_mod, "%s_mod", tn[si][1]);
-        tapf(m, &r->ss_emb, "%s_emb", tn[si][1]);
-        tapf(m, &r->g_mod, "%s_mod", tn[si][2]);
-        tapf(m, &r->g_emb, "%s_emb", tn[si][2]);
-        if (m->cfg.prompt_adaln) {
-            tapf(m, &r->p_mod, "%s_mod", tn[si][3]);
-            tapf(m, &r->p_emb, "%s_emb", tn[si][3]);
+        const lx_adaln *A[LX_TABLES] = {&S->time, &S->ca_ss, &S->ca_gate, &S->prompt};
+        cq_tensor *mods[LX_TABLES] = {&r->t_mod, &r->ss_mod, &r->g_mod, &r->p_mod};
+        cq_tensor *embs[LX_TABLES] = {&r->t_emb, &r->ss_emb, &r->g_emb, &r->p_emb};
+        for (int j = 0; j < LX_TABLES; j++) {
+            if (j == 3 && !m->cfg.prompt_adaln) continue;
+            CQ_TRY(adaln(m, f, A[j], S->dim, si * LX_TABLES + j, r->G, mods[j], embs[j]));
+            if (m->tap) {
+                cq_tensor mo = cq_tensor_rows_view(mods[j], 0, r->G), em = cq_tensor_rows_view(embs[j], 0, r->G);
+                tapf(m, &mo, "%s_mod", tn[si][j]);
+                tapf(m, &em, "%s_emb", tn[si][j]);
+            }
         }
     }
     return CQ_OK;
@@ -621,7 +314,7 @@ static cq_status attend(cq_ltx2 *m, lx_fwd *f, const lx_attn *A, const cq_tensor
 }
 
 /* The RoPE tables of both streams: self (video 3 axes, audio 1) and the time-only A<->V ones. */
-static cq_status ropes(cq_ltx2 *m, lx_fwd *f, const cq_ltx2_inputs *in) {
+static cq_status ropes(cq_ltx2 *m, lx_fwd *f) {
     const cq_ltx2_config *c = &m->cfg;
     const int64_t nv = f->r[ST_VIDEO].n, na = f->r[ST_AUDIO].n, wmax = c->dim > c->audio_dim ? c->dim : c->audio_dim;
     float *pv = cq_mallocn((size_t)nv * 4 + (size_t)na, sizeof(float));
@@ -629,7 +322,7 @@ static cq_status ropes(cq_ltx2 *m, lx_fwd *f, const cq_ltx2_inputs *in) {
     cq_status s = pv && tab ? CQ_OK : CQ_ERR_NOMEM;
     float *pt = pv ? pv + nv * 3 : NULL, *pa = pv ? pt + nv : NULL;
     if (s == CQ_OK)
-        s = cq_ltx2_video_positions(in->frames, in->height, in->width, c->vae_scale, c->causal_offset, in->fps, pv);
+        s = cq_ltx2_video_positions(f->frames, f->height, f->width, c->vae_scale, c->causal_offset, f->fps, pv);
     if (s == CQ_OK)
         s = cq_ltx2_audio_positions((int)na, 0, c->audio_scale, c->causal_offset, c->audio_hop, c->audio_rate, pa);
     for (int64_t t = 0; s == CQ_OK && t < nv; t++) pt[t] = pv[t * 3]; /* the A<->V tables read the time alone */
@@ -665,28 +358,49 @@ static cq_status ropes(cq_ltx2 *m, lx_fwd *f, const cq_ltx2_inputs *in) {
     return s;
 }
 
-static void fwd_free(lx_fwd *f) {
+static void free_runs(lx_fwd *f) {
     for (int si = 0; si < ST_COUNT; si++) {
         lx_srun *r = &f->r[si];
-        cq_tensor *t[] = {&r->lat, &r->x, &r->hn, &r->nrm, &r->mc, &r->ctx, &r->ctxm, &r->y, &r->mods, &r->outm,
-                          &r->t_mod, &r->t_emb, &r->ss_mod, &r->ss_emb, &r->g_mod, &r->g_emb, &r->p_mod, &r->p_emb,
+        cq_tensor *t[] = {&r->mods, &r->outm, &r->t_mod, &r->t_emb, &r->ss_mod, &r->ss_emb, &r->g_mod, &r->g_emb,
+                          &r->p_mod, &r->p_emb};
+        for (size_t i = 0; i < CQ_ARRAY_LEN(t); i++) cq_tensor_free(t[i]);
+    }
+    cq_tensor_free(&f->feat);
+    cq_tensor_free(&f->hid);
+    cq_tensor_free(&f->embs);
+    cq_free(f->hfeat);
+    f->hfeat = NULL;
+    f->gcap = 0;
+}
+
+void cq_ltx2_cond_free(cq_ltx2_cond *f) {
+    if (!f) return;
+    cq_dit_stepper_free(&f->stepper);
+    free_runs(f);
+    for (int si = 0; si < ST_COUNT; si++) {
+        lx_srun *r = &f->r[si];
+        cq_tensor *t[] = {&r->lat, &r->x, &r->hn, &r->nrm, &r->mc, &r->ctx, &r->ctxm, &r->y,
                           &r->rc, &r->rs, &r->xc, &r->xs};
         for (size_t i = 0; i < CQ_ARRAY_LEN(t); i++) cq_tensor_free(t[i]);
     }
-    cq_tensor *t[] = {&f->feat, &f->hid, &f->embs, &f->q, &f->k, &f->v, &f->att, &f->gl, &f->ge, &f->proj, &f->ffh};
+    cq_tensor *t[] = {&f->q, &f->k, &f->v, &f->att, &f->gl, &f->ge, &f->proj, &f->ffh};
     for (size_t i = 0; i < CQ_ARRAY_LEN(t); i++) cq_tensor_free(t[i]);
+    cq_free(f->stg);
+    cq_free(f->sig_stg);
+    cq_free(f);
 }
 
 static int64_t max2(int64_t a, int64_t b) { return a > b ? a : b; }
 
-static cq_status fwd_alloc(cq_ltx2 *m, lx_fwd *f) {
+/* The buffers of the token rows and prompt rows (prepare). */
+static cq_status alloc_tokens(cq_ltx2 *m, lx_fwd *f) {
     cq_backend *be = m->be;
     const cq_dtype F = CQ_DTYPE_F32;
-    int64_t rq = 0, rk = 0, w = 0, h = 0, gmax = 0;
+    int64_t rq = 0, rk = 0, w = 0, h = 0;
     for (int si = 0; si < ST_COUNT; si++) {
         const lx_stream *S = &m->s[si];
         lx_srun *r = &f->r[si];
-        const int64_t D = S->dim, n = r->n, G = r->G, xd = m->cfg.audio_dim;
+        const int64_t D = S->dim, n = r->n, xd = m->cfg.audio_dim;
 #define A(t, rows, cols) CQ_TRY(cq_tensor_alloc_2d(be, F, rows, cols, &r->t))
         A(lat, n, S->cin);
         A(x, n, D);
@@ -696,18 +410,6 @@ static cq_status fwd_alloc(cq_ltx2 *m, lx_fwd *f) {
         A(ctx, r->L, D);
         if (m->xattn) A(ctxm, r->L, D);
         A(y, n, S->cout);
-        A(mods, G * M_COUNT, D);
-        A(outm, G * 2, D);
-        A(t_mod, G, S->k * D);
-        A(t_emb, G, D);
-        A(ss_mod, G, 4 * D);
-        A(ss_emb, G, D);
-        A(g_mod, G, D);
-        A(g_emb, G, D);
-        if (m->cfg.prompt_adaln) {
-            A(p_mod, G, 2 * D);
-            A(p_emb, G, D);
-        }
         A(rc, n, D / 2);
         A(rs, n, D / 2);
         A(xc, n, xd / 2);
@@ -717,13 +419,9 @@ static cq_status fwd_alloc(cq_ltx2 *m, lx_fwd *f) {
         rk = max2(rk, max2(n, r->L));
         w = max2(w, D);
         h = max2(h, S->heads);
-        gmax = max2(gmax, G);
     }
     h = max2(h, m->cfg.audio_heads);
 #define A(t, rows, cols) CQ_TRY(cq_tensor_alloc_2d(be, F, rows, cols, &f->t))
-    A(feat, gmax, CQ_LTX2_TIMESTEP_CHANNELS);
-    A(hid, gmax, w);
-    A(embs, gmax, w);
     A(q, rq, w);
     A(k, rk, w);
     A(v, rk, w);
@@ -736,13 +434,46 @@ static cq_status fwd_alloc(cq_ltx2 *m, lx_fwd *f) {
     return CQ_OK;
 }
 
-/* Inputs must be what the reference takes: sizes in range, counts that match, finite values. */
-static cq_status check_inputs(const cq_ltx2 *m, const cq_ltx2_inputs *in, const float *vo, const float *ao) {
+/* The buffers sized by the runs of timesteps, for up to gcap runs per stream (a step, when they grow). */
+static cq_status alloc_runs(cq_ltx2 *m, lx_fwd *f, int gcap) {
+    cq_backend *be = m->be;
+    const cq_dtype F = CQ_DTYPE_F32;
+    free_runs(f);
+    int64_t w = 0;
+    for (int si = 0; si < ST_COUNT; si++) {
+        const lx_stream *S = &m->s[si];
+        lx_srun *r = &f->r[si];
+        const int64_t D = S->dim, G = gcap;
+#define A(t, rows, cols) CQ_TRY(cq_tensor_alloc_2d(be, F, rows, cols, &r->t))
+        A(mods, G * M_COUNT, D);
+        A(outm, G * 2, D);
+        A(t_mod, G, S->k * D);
+        A(t_emb, G, D);
+        A(ss_mod, G, 4 * D);
+        A(ss_emb, G, D);
+        A(g_mod, G, D);
+        A(g_emb, G, D);
+        if (m->cfg.prompt_adaln) {
+            A(p_mod, G, 2 * D);
+            A(p_emb, G, D);
+        }
+#undef A
+        w = max2(w, D);
+    }
+    const int64_t slots = (int64_t)ST_COUNT * LX_TABLES * gcap;
+    CQ_TRY(cq_tensor_alloc_2d(be, F, slots, CQ_LTX2_TIMESTEP_CHANNELS, &f->feat));
+    CQ_TRY(cq_tensor_alloc_2d(be, F, gcap, w, &f->hid));
+    CQ_TRY(cq_tensor_alloc_2d(be, F, gcap, w, &f->embs));
+    if (!(f->hfeat = cq_calloc((size_t)slots * CQ_LTX2_TIMESTEP_CHANNELS, sizeof(float)))) return CQ_ERR_NOMEM;
+    f->gcap = gcap;
+    return CQ_OK;
+}
+
+/* The grid and the prompts must be what the reference takes: sizes in range, finite rows. */
+static cq_status check_grid(const cq_ltx2 *m, const cq_ltx2_inputs *in) {
     const cq_ltx2_config *c = &m->cfg;
-    if (!in || !vo || !ao) return cq_fail(CQ_ERR_INVALID_ARG, "ltx2: forward needs inputs and two outputs");
-    if (!in->video || !in->audio || !in->ctx || !in->audio_ctx || !in->timestep || !in->audio_timestep)
-        return cq_fail(CQ_ERR_INVALID_ARG, "ltx2: forward needs the video and audio tokens, both prompts and both "
-                       "timesteps");
+    if (!in) return cq_fail(CQ_ERR_INVALID_ARG, "ltx2: prepare needs inputs");
+    if (!in->ctx || !in->audio_ctx) return cq_fail(CQ_ERR_INVALID_ARG, "ltx2: prepare needs both prompts");
     if (in->frames < 1 || in->height < 1 || in->width < 1 || in->frames > CQ_LTX2_MAX_SIDE ||
         in->height > CQ_LTX2_MAX_SIDE || in->width > CQ_LTX2_MAX_SIDE ||
         (int64_t)in->frames * in->height * in->width > LX_MAX_TOKENS)
@@ -754,7 +485,22 @@ static cq_status check_inputs(const cq_ltx2 *m, const cq_ltx2_inputs *in, const 
         return cq_fail(CQ_ERR_SHAPE, "ltx2: prompts of %d video and %d audio rows (1 .. %d each)", in->n_ctx,
                        in->n_audio_ctx, LX_MAX_CTX);
     if (!(in->fps > 0.0) || !isfinite(in->fps)) return cq_fail(CQ_ERR_INVALID_ARG, "ltx2: fps %g", in->fps);
-    const int64_t nv = (int64_t)in->frames * in->height * in->width;
+    CQ_TRY(cq_dit_check_finite("ltx2", "video prompt", in->ctx, (size_t)in->n_ctx, (size_t)c->dim));
+    return cq_dit_check_finite("ltx2", "audio prompt", in->audio_ctx, (size_t)in->n_audio_ctx, (size_t)c->audio_dim);
+}
+
+/* A step's inputs: the prepared grid, counts that match, finite values, STG blocks of the model. */
+static cq_status check_step(const lx_fwd *f, const cq_ltx2_inputs *in, const float *vo, const float *ao) {
+    const cq_ltx2_config *c = &f->m->cfg;
+    if (!in || !vo || !ao) return cq_fail(CQ_ERR_INVALID_ARG, "ltx2: a step needs inputs and two outputs");
+    if (!in->video || !in->audio || !in->timestep || !in->audio_timestep)
+        return cq_fail(CQ_ERR_INVALID_ARG, "ltx2: a step needs the video and audio tokens and both timesteps");
+    if (in->frames != f->frames || in->height != f->height || in->width != f->width ||
+        in->audio_frames != f->audio_frames)
+        return cq_fail(CQ_ERR_SHAPE, "ltx2: a step on a %d x %d x %d grid with %d audio frames; the state was "
+                       "prepared for %d x %d x %d with %d", in->frames, in->height, in->width, in->audio_frames,
+                       f->frames, f->height, f->width, f->audio_frames);
+    const int64_t nv = f->r[ST_VIDEO].n;
     if (in->n_timestep != 1 && in->n_timestep != nv)
         return cq_fail(CQ_ERR_SHAPE, "ltx2: %d video timesteps for %lld tokens (1 or one per token)", in->n_timestep,
                        (long long)nv);
@@ -772,23 +518,14 @@ static cq_status check_inputs(const cq_ltx2 *m, const cq_ltx2_inputs *in, const 
     CQ_TRY(cq_dit_check_finite("ltx2", "video timesteps", in->timestep, 1, (size_t)in->n_timestep));
     CQ_TRY(cq_dit_check_finite("ltx2", "audio timesteps", in->audio_timestep, 1, (size_t)in->n_audio_timestep));
     CQ_TRY(cq_dit_check_finite("ltx2", "video tokens", in->video, (size_t)nv, (size_t)c->in_channels));
-    CQ_TRY(cq_dit_check_finite("ltx2", "audio tokens", in->audio, (size_t)in->audio_frames,
-                               (size_t)c->audio_in_channels));
-    CQ_TRY(cq_dit_check_finite("ltx2", "video prompt", in->ctx, (size_t)in->n_ctx, (size_t)c->dim));
-    return cq_dit_check_finite("ltx2", "audio prompt", in->audio_ctx, (size_t)in->n_audio_ctx, (size_t)c->audio_dim);
-}
-
-static bool stg_block(const cq_ltx2 *m, const cq_ltx2_inputs *in, int l) {
-    if (!m->cfg.perturbed_attn) return false; /* the reference's processors ignore STG without it */
-    for (int i = 0; i < in->n_stg_blocks; i++)
-        if (in->stg_blocks[i] == l) return true;
-    return false;
+    return cq_dit_check_finite("ltx2", "audio tokens", in->audio, (size_t)in->audio_frames,
+                               (size_t)c->audio_in_channels);
 }
 
 /* Block l on both streams. */
-static cq_status block(cq_ltx2 *m, lx_fwd *f, const cq_ltx2_inputs *in, int l) {
+static cq_status block(cq_ltx2 *m, lx_fwd *f, int l) {
     cq_backend *be = m->be;
-    const bool pert = stg_block(m, in, l);
+    const bool pert = f->stg[l];
     const float eps = m->cfg.norm_eps;
     cq_tensor out;
     for (int si = 0; si < ST_COUNT; si++) {
@@ -828,7 +565,7 @@ static cq_status block(cq_ltx2 *m, lx_fwd *f, const cq_ltx2_inputs *in, int l) {
         CQ_TRY(gated_res(m, r, S->dim, &r->x, &out, S->xmod ? M_G_Q : -1));
     }
     /* 3. audio <-> video, both directions reading the norms of the streams as they are now */
-    if (!in->isolate_modalities) {
+    if (!f->isolate) {
         lx_srun *rv = &f->r[ST_VIDEO], *ra = &f->r[ST_AUDIO];
         const lx_stream *Sv = &m->s[ST_VIDEO], *Sa = &m->s[ST_AUDIO];
         CQ_TRY(cq_op_rmsnorm(be, &rv->nrm, &rv->x, NULL, NULL, false, eps));
@@ -888,41 +625,119 @@ static cq_status head(cq_ltx2 *m, lx_srun *r, const lx_stream *S) {
     return cq_op_linear(be, &r->y, &r->hn, &S->pout, &S->poutb);
 }
 
-cq_status cq_ltx2_forward(cq_ltx2 *m, const cq_ltx2_inputs *in, float *video_out, float *audio_out) {
-    if (!m) return cq_fail(CQ_ERR_INVALID_ARG, "ltx2: forward needs a model");
-    CQ_TRY(check_inputs(m, in, video_out, audio_out));
-    lx_fwd *f = cq_calloc(1, sizeof *f);
-    if (!f) return CQ_ERR_NOMEM;
-    const cq_ltx2_config *c = &m->cfg;
-    lx_srun *rv = &f->r[ST_VIDEO], *ra = &f->r[ST_AUDIO];
-    rv->n = (int64_t)in->frames * in->height * in->width;
-    ra->n = in->audio_frames;
-    rv->L = in->n_ctx;
-    ra->L = in->n_audio_ctx;
-    cq_status s = make_runs("video", in->timestep, in->n_timestep, rv->n, rv);
-    if (s == CQ_OK) s = make_runs("audio", in->audio_timestep, in->n_audio_timestep, ra->n, ra);
-    if (s == CQ_OK) s = fwd_alloc(m, f);
-    const float *lat[ST_COUNT] = {in->video, in->audio}, *ctx[ST_COUNT] = {in->ctx, in->audio_ctx};
-    float *outs[ST_COUNT] = {video_out, audio_out};
-    for (int si = 0; s == CQ_OK && si < ST_COUNT; si++) {
+/* Every device op of a step (the inputs and the features already uploaded): run directly or recorded. */
+static cq_status step_ops(lx_fwd *f) {
+    cq_ltx2 *m = f->m;
+    for (int si = 0; si < ST_COUNT; si++) {
         const lx_stream *S = &m->s[si];
         lx_srun *r = &f->r[si];
-        s = cq_tensor_upload(&r->lat, lat[si], (size_t)(r->n * S->cin) * sizeof(float));
-        if (s == CQ_OK) s = cq_tensor_upload(&r->ctx, ctx[si], (size_t)(r->L * S->dim) * sizeof(float));
-        if (s == CQ_OK) s = cq_op_linear(m->be, &r->x, &r->lat, &S->pin, &S->pinb);
-        if (s == CQ_OK) tapf(m, &r->x, "%sproj_in", S->tp);
+        CQ_TRY(cq_op_linear(m->be, &r->x, &r->lat, &S->pin, &S->pinb));
+        tapf(m, &r->x, "%sproj_in", S->tp);
     }
-    if (s == CQ_OK) s = ropes(m, f, in);
-    if (s == CQ_OK) s = tables(m, f, in);
-    for (int l = 0; s == CQ_OK && l < c->n_layers; l++) s = block(m, f, in, l);
-    for (int si = 0; s == CQ_OK && si < ST_COUNT; si++) {
+    CQ_TRY(table_ops(m, f));
+    for (int l = 0; l < m->cfg.n_layers; l++) CQ_TRY(block(m, f, l));
+    for (int si = 0; si < ST_COUNT; si++) {
         lx_srun *r = &f->r[si];
-        s = head(m, r, &m->s[si]);
-        if (s == CQ_OK) tapf(m, &r->y, si == ST_VIDEO ? "sample" : "audio_sample");
-        if (s == CQ_OK) s = cq_tensor_download(&r->y, outs[si], (size_t)(r->n * m->s[si].cout) * sizeof(float));
+        CQ_TRY(head(m, r, &m->s[si]));
+        tapf(m, &r->y, si == ST_VIDEO ? "sample" : "audio_sample");
     }
+    return CQ_OK;
+}
+
+static cq_status step_ops_cb(void *user) { return step_ops(user); }
+
+cq_status cq_ltx2_prepare(cq_ltx2 *m, const cq_ltx2_inputs *in, cq_ltx2_cond **out) {
+    if (!out) return cq_fail(CQ_ERR_INVALID_ARG, "ltx2: prepare needs somewhere to put the state");
+    *out = NULL;
+    if (!m) return cq_fail(CQ_ERR_INVALID_ARG, "ltx2: prepare needs a model");
+    CQ_TRY(check_grid(m, in));
+    lx_fwd *f = cq_calloc(1, sizeof *f);
+    if (!f) return CQ_ERR_NOMEM;
+    f->m = m;
+    f->frames = in->frames;
+    f->height = in->height;
+    f->width = in->width;
+    f->fps = in->fps;
+    f->audio_frames = in->audio_frames;
+    f->r[ST_VIDEO].n = (int64_t)in->frames * in->height * in->width;
+    f->r[ST_AUDIO].n = in->audio_frames;
+    f->r[ST_VIDEO].L = in->n_ctx;
+    f->r[ST_AUDIO].L = in->n_audio_ctx;
+    const size_t nl = (size_t)m->cfg.n_layers;
+    cq_status s = (f->stg = cq_calloc(nl, sizeof(bool))) && (f->sig_stg = cq_calloc(nl, sizeof(bool))) ? CQ_OK
+                                                                                                    : CQ_ERR_NOMEM;
+    if (s == CQ_OK) s = alloc_tokens(m, f);
+    const float *ctx[ST_COUNT] = {in->ctx, in->audio_ctx};
+    for (int si = 0; s == CQ_OK && si < ST_COUNT; si++)
+        s = cq_tensor_upload(&f->r[si].ctx, ctx[si], (size_t)(f->r[si].L * m->s[si].dim) * sizeof(float));
+    if (s == CQ_OK) s = ropes(m, f);
     if (s == CQ_OK) s = cq_backend_sync(m->be);
-    fwd_free(f);
-    cq_free(f);
+    if (s != CQ_OK) {
+        cq_ltx2_cond_free(f);
+        return s;
+    }
+    *out = f;
+    return CQ_OK;
+}
+
+/* Whether this step's op layout (runs, flags) is the last step's; records it for the next. */
+static bool same_layout(lx_fwd *f) {
+    const int nl = f->m->cfg.n_layers;
+    bool same = f->sig_valid && f->sig_isolate == f->isolate && memcmp(f->sig_stg, f->stg, (size_t)nl) == 0;
+    for (int si = 0; si < ST_COUNT; si++) {
+        const lx_srun *r = &f->r[si];
+        same = same && f->sig_G[si] == r->G;
+        for (int g = 0; g < r->G; g++) {
+            same = same && f->sig_grp[si][g].r0 == r->grp[g].r0 && f->sig_grp[si][g].n == r->grp[g].n;
+            f->sig_grp[si][g] = r->grp[g];
+        }
+        f->sig_G[si] = r->G;
+    }
+    f->sig_isolate = f->isolate;
+    memcpy(f->sig_stg, f->stg, (size_t)nl);
+    f->sig_valid = true;
+    return same;
+}
+
+cq_status cq_ltx2_step(cq_ltx2_cond *f, const cq_ltx2_inputs *in, float *video_out, float *audio_out) {
+    if (!f) return cq_fail(CQ_ERR_INVALID_ARG, "ltx2: a step needs a prepared state");
+    CQ_TRY(check_step(f, in, video_out, audio_out));
+    cq_ltx2 *m = f->m;
+    lx_srun *rv = &f->r[ST_VIDEO], *ra = &f->r[ST_AUDIO];
+    CQ_TRY(make_runs("video", in->timestep, in->n_timestep, rv->n, rv));
+    CQ_TRY(make_runs("audio", in->audio_timestep, in->n_audio_timestep, ra->n, ra));
+    const int need = rv->G > ra->G ? rv->G : ra->G;
+    if (need > f->gcap) {
+        cq_dit_stepper_free(&f->stepper); /* a recording refers to the buffers replaced here */
+        cq_status s = alloc_runs(m, f, need);
+        if (s != CQ_OK) {
+            free_runs(f);
+            return s;
+        }
+    }
+    f->isolate = in->isolate_modalities;
+    memset(f->stg, 0, (size_t)m->cfg.n_layers);
+    if (m->cfg.perturbed_attn) /* the reference's processors ignore STG without it */
+        for (int i = 0; i < in->n_stg_blocks; i++) f->stg[in->stg_blocks[i]] = true;
+    if (!same_layout(f)) cq_dit_stepper_free(&f->stepper); /* another op sequence: record it anew */
+    CQ_TRY(table_features(m, f, in));
+    const float *lat[ST_COUNT] = {in->video, in->audio};
+    for (int si = 0; si < ST_COUNT; si++)
+        CQ_TRY(cq_tensor_upload(&f->r[si].lat, lat[si], (size_t)(f->r[si].n * m->s[si].cin) * sizeof(float)));
+    if (m->tap) CQ_TRY(step_ops(f)); /* taps download between ops: never recorded */
+    else CQ_TRY(cq_dit_stepper_run(&f->stepper, m->be, step_ops_cb, f, "ltx2"));
+    float *outs[ST_COUNT] = {video_out, audio_out};
+    for (int si = 0; si < ST_COUNT; si++)
+        CQ_TRY(cq_tensor_download(&f->r[si].y, outs[si], (size_t)(f->r[si].n * m->s[si].cout) * sizeof(float)));
+    return cq_backend_sync(m->be);
+}
+
+cq_status cq_ltx2_forward(cq_ltx2 *m, const cq_ltx2_inputs *in, float *video_out, float *audio_out) {
+    if (!m || !in || !video_out || !audio_out)
+        return cq_fail(CQ_ERR_INVALID_ARG, "ltx2: forward needs a model, inputs and two outputs");
+    cq_ltx2_cond *c = NULL;
+    CQ_TRY(cq_ltx2_prepare(m, in, &c));
+    cq_status s = cq_ltx2_step(c, in, video_out, audio_out);
+    cq_ltx2_cond_free(c);
     return s;
 }

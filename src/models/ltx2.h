@@ -101,9 +101,27 @@ typedef struct cq_ltx2_inputs {
     int n_stg_blocks;
 } cq_ltx2_inputs;
 
-/* One forward: video_out [T][out_channels], audio_out [Ta][audio_out_channels].
- * Sizes, counts and values are checked (CQ_ERR_SHAPE, CQ_ERR_INVALID_ARG,
- * CQ_ERR_NUMERIC naming the input). The scratch is sized per call. */
+
+/* The state of one prompt and latent grid, for the steps of a sampler.
+ * Several may live at once (the conditional and unconditional passes of
+ * guidance). A model, its backend and its states are used by one thread at
+ * a time. */
+typedef struct cq_ltx2_cond cq_ltx2_cond;
+/* Reads the grid (frames, height, width, fps, audio_frames) and both prompts
+ * of `in`: the prompt rows are uploaded, the RoPE tables made and the token
+ * buffers sized once. Sizes and values are checked (CQ_ERR_SHAPE,
+ * CQ_ERR_INVALID_ARG, CQ_ERR_NUMERIC naming the input). */
+cq_status cq_ltx2_prepare(cq_ltx2 *m, const cq_ltx2_inputs *in, cq_ltx2_cond **out);
+/* One step: reads the tokens, timesteps, sigmas and flags of `in`, whose
+ * grid must be the prepared one (its prompts are not read again):
+ * video_out [T][out_channels], audio_out [Ta][audio_out_channels]. The
+ * buffers sized by the runs of timesteps grow at the first step (and when
+ * the runs outgrow them); other steps allocate nothing. A device backend
+ * records the second step of an unchanged layout (runs, isolation, STG
+ * blocks) and replays it from then on. */
+cq_status cq_ltx2_step(cq_ltx2_cond *c, const cq_ltx2_inputs *in, float *video_out, float *audio_out);
+void cq_ltx2_cond_free(cq_ltx2_cond *c);
+/* One forward: prepare, one step, free. */
 cq_status cq_ltx2_forward(cq_ltx2 *m, const cq_ltx2_inputs *in, float *video_out, float *audio_out);
 
 /* Tests: called with each intermediate tensor as it is made (device
@@ -118,7 +136,9 @@ cq_status cq_ltx2_forward(cq_ltx2 *m, const cq_ltx2_inputs *in, float *video_out
  *   value input of cross attentions) and "b<i>_<a>_out" (after to_out) for
  *   a in attn1, audio_attn1, attn2, audio_attn2, a2v, v2a; "b<i>_ff_in",
  *   "b<i>_ff_out", "b<i>_audio_ff_in", "b<i>_audio_ff_out";
- *   "sample", "audio_sample". NULL clears it. */
+ *   "sample", "audio_sample". The RoPE tables come from prepare, the rest
+ *   from each step; while a tap is set, steps run op by op (never
+ *   recorded). NULL clears it. */
 typedef void (*cq_ltx2_tap_fn)(void *user, const char *name, const cq_tensor *t);
 void cq_ltx2_set_tap(cq_ltx2 *m, cq_ltx2_tap_fn fn, void *user);
 

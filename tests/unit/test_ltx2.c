@@ -17,6 +17,9 @@
  *    and a quarter of the case's bf16 error (the reference's own) on a
  *    device; the RoPE tables within 1e-6 absolute.
  *  - A q8_2f pack (the modulation tables quantized too) within 8e-2.
+ *  - Steps on one prepared state equal fresh forwards bit for bit while the
+ *    sigmas, STG, isolation and per-token timesteps change between them, a
+ *    second state alive; steady steps allocate nothing (host or device).
  *  - Bad packs (a missing tensor, configs this implementation refuses) and
  *    bad inputs (counts, sizes, non-finite values, STG blocks out of range)
  *    fail with messages naming what is wrong; every allocation of a load
@@ -35,6 +38,7 @@
 #include "format/safetensors.h"
 #include "models/ltx2.h"
 #include "models/tables.h"
+#include "ops/backend.h"
 
 #define LG_DIR CQ_SOURCE_DIR "/tests/golden/ltx2_dit"
 #define F32_BOUND 1e-4
@@ -347,6 +351,74 @@ static void test_golden_q8(void **state) {
     cq_cmf_close(cmf);
 }
 
+/* ---- steps on a prepared state ------------------------------------------------------------------ */
+static const lcase *find_case(const char *name) {
+    for (int i = 0; i < g_n; i++)
+        if (strcmp(g_cases[i].name, name) == 0) return &g_cases[i];
+    fail_msg("no golden case '%s'", name);
+    return NULL;
+}
+
+/* Steps on one state give what fresh forwards give, bit for bit, whatever changes between them (sigmas, STG,
+ * isolation, per-token timesteps: the cases share one grid and prompt rows' count), with a second state alive;
+ * after the first steps (two where the backend records) a step allocates nothing, on the host or the device. */
+static void test_steps(void **state) {
+    (void)state;
+    static const char *const order[] = {"t2v", "sigmas", "sigmas", "stg", "isolate", "pertoken", "pertoken",
+                                        "legacy", "t2v", "t2v", "t2v"};
+    const lcase *first = find_case("t2v");
+    cq_ltx2_cond *c = NULL, *other = NULL;
+    assert_int_equal(cq_ltx2_prepare(g_m, &first->in, &c), CQ_OK);
+    assert_int_equal(cq_ltx2_prepare(g_m, &find_case("f1a1")->in, &other), CQ_OK);
+    float *v = malloc(first->n_v * sizeof(float)), *a = malloc(first->n_a * sizeof(float));
+    float *vf = malloc(first->n_v * sizeof(float)), *af = malloc(first->n_a * sizeof(float));
+    assert_true(v && a && vf && af);
+    for (size_t i = 0; i < CQ_ARRAY_LEN(order); i++) {
+        const lcase *g = find_case(order[i]);
+        assert_int_equal(g->n_v, first->n_v);
+        assert_int_equal(g->n_a, first->n_a);
+        cq_ltx2_inputs in = g->in;
+        in.ctx = first->in.ctx; /* the state's prompts: what the step runs with */
+        in.audio_ctx = first->in.audio_ctx;
+        in.n_ctx = first->in.n_ctx;
+        in.n_audio_ctx = first->in.n_audio_ctx;
+        if (cq_ltx2_step(c, &in, v, a) != CQ_OK) fail_msg("step %zu (%s): %s", i, g->name, cq_last_error());
+        assert_int_equal(cq_ltx2_forward(g_m, &in, vf, af), CQ_OK);
+        assert_memory_equal(v, vf, g->n_v * sizeof(float));
+        assert_memory_equal(a, af, g->n_a * sizeof(float));
+    }
+    /* the steady state: the same layout over and over */
+    cq_backend_stats s0, s1;
+    assert_int_equal(cq_backend_get_stats(g_be, &s0, false), CQ_OK);
+    const int warm = cq_backend_can_record(g_be) ? 2 : 1;
+    for (int i = 0; i < 5; i++) {
+        cq_ltx2_inputs in = find_case(i % 2 ? "sigmas" : "t2v")->in;
+        cq_alloc_fail_at(0);
+        assert_int_equal(cq_ltx2_step(c, &in, v, a), CQ_OK);
+        const long allocs = cq_alloc_fail_at(0);
+        if (i >= warm && allocs != 0 && !g_be->fallback_logged) fail_msg("step %d made %ld host allocations", i, allocs);
+    }
+    assert_int_equal(cq_backend_get_stats(g_be, &s1, false), CQ_OK);
+    if (s1.device_allocs != s0.device_allocs || s1.mem_in_use != s0.mem_in_use)
+        fail_msg("steps allocated device memory");
+    /* the other state still gives its own case */
+    const lcase *g1 = find_case("f1a1");
+    float *v1 = malloc(g1->n_v * sizeof(float)), *a1 = malloc(g1->n_a * sizeof(float));
+    assert_true(v1 && a1);
+    assert_int_equal(cq_ltx2_step(other, &g1->in, v1, a1), CQ_OK);
+    assert_true(tu_max_rel(v1, g1->ref_v, g1->n_v, tu_rms(g1->ref_v, g1->n_v)) <= bound_v(g1));
+    /* a step on another grid than the prepared one */
+    tu_expect_err(cq_ltx2_step(other, &first->in, v, a), CQ_ERR_SHAPE, "prepared for");
+    free(v1);
+    free(a1);
+    free(v);
+    free(a);
+    free(vf);
+    free(af);
+    cq_ltx2_cond_free(c);
+    cq_ltx2_cond_free(other);
+}
+
 /* STG and isolated modalities change the output (the cases are not trivially the plain one). */
 static void test_variants_differ(void **state) {
     (void)state;
@@ -556,13 +628,15 @@ int main(int argc, char **argv) {
         return TU_SKIP;
     }
     const struct CMUnitTest host[] = {
-        cmocka_unit_test(test_golden),   cmocka_unit_test(test_golden_q8), cmocka_unit_test(test_variants_differ),
+        cmocka_unit_test(test_golden),   cmocka_unit_test(test_golden_q8), cmocka_unit_test(test_steps),
+        cmocka_unit_test(test_variants_differ),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_bad_pack), cmocka_unit_test(test_table), cmocka_unit_test(test_alloc_faults),
     };
     const struct CMUnitTest device[] = {
         cmocka_unit_test(test_golden),
         cmocka_unit_test(test_golden_q8),
+        cmocka_unit_test(test_steps),
         cmocka_unit_test(test_bad_input),
     };
     if (g_arg.device) return cmocka_run_group_tests_name("test_ltx2 (device)", device, setup, teardown);
