@@ -227,7 +227,8 @@ static double check_table(const tap_check *k, const char *name, const float *got
     const cq_ltx2_inputs *in = &g->in;
     int64_t r0[CQ_LTX2_MAX_RUNS];
     const int64_t n = audio ? in->audio_frames : (int64_t)in->frames * in->height * in->width;
-    const int G = audio ? runs(in->audio_timestep, in->n_audio_timestep, n, r0) : runs(in->timestep, in->n_timestep, n, r0);
+    const int G = audio ? runs(in->audio_timestep, in->n_audio_timestep, n, r0)
+                        : runs(in->timestep, in->n_timestep, n, r0);
     if (rows != G) fail_msg("%s: table %s has %lld rows, the timesteps %d runs", g->name, name, (long long)rows, G);
     const size_t ref_rows = nref / (size_t)cols;
     if (ref_rows * (size_t)cols != nref || (ref_rows != 1 && ref_rows != (size_t)n))
@@ -396,7 +397,8 @@ static void test_steps(void **state) {
         cq_alloc_fail_at(0);
         assert_int_equal(cq_ltx2_step(c, &in, v, a), CQ_OK);
         const long allocs = cq_alloc_fail_at(0);
-        if (i >= warm && allocs != 0 && !g_be->fallback_logged) fail_msg("step %d made %ld host allocations", i, allocs);
+        if (i >= warm && allocs != 0 && !g_be->fallback_logged)
+            fail_msg("step %d made %ld host allocations", i, allocs);
     }
     assert_int_equal(cq_backend_get_stats(g_be, &s1, false), CQ_OK);
     if (s1.device_allocs != s0.device_allocs || s1.mem_in_use != s0.mem_in_use)
