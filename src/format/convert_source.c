@@ -103,6 +103,7 @@ static const struct {
     {"QwenImageEditPlusPipeline", "qwen_image_edit_plus"},
     {"ZImagePipeline", "z_image"},
     {"ZImageTransformer2DModel", "z_image"},
+    {"LTX2VideoTransformer3DModel", "ltx2"},
     {"AutoencoderKL", "flux_vae"}, /* a lone VAE folder; a pipeline names its own arch */
     {"AutoencoderKLQwenImage", "qwen_image_vae"},
 };

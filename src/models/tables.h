@@ -11,6 +11,7 @@
 
 #include "models/flux_vae.h"
 #include "models/kit/tensors.h"
+#include "models/ltx2.h"
 #include "models/qi21.h"
 #include "models/qi21_vae.h"
 #include "models/qimage.h"
@@ -29,6 +30,9 @@ cq_status cq_qimage_tensors(const cq_qimage_config *c, const char *prefix, cq_tt
 
 /* The Z-Image denoiser's tensors, names under `prefix` ("dit."). */
 cq_status cq_zimage_tensors(const cq_zimage_config *c, const char *prefix, cq_tt_list *out);
+
+/* LTX-2's audio-video denoiser's tensors, names under `prefix` ("dit."). */
+cq_status cq_ltx2_tensors(const cq_ltx2_config *c, const char *prefix, cq_tt_list *out);
 
 /* The Qwen3 text tower's tensors: the stack under prefix + stack ("te." +
  * "model." or "model.language_model."), the head at prefix + "lm_head.weight"

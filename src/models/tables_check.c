@@ -82,6 +82,7 @@ cq_status cq_tables_check_pack(const cq_cmf *cmf, cq_tt_note_fn note, void *user
         cq_qi21_config c;
         cq_zimage_config z;
         cq_qimage_config qi;
+        cq_ltx2_config lx;
         cq_tt_list t = {0};
         if (usable(cq_qi21_parse_config(cmf, "dit.", &c), "qi21", note, user))
             CQ_TRY(check_list("qi21", &t, cq_qi21_tensors(&c, "dit.", &t), cmf, "dit.", note, user, rep, n_checked));
@@ -91,6 +92,8 @@ cq_status cq_tables_check_pack(const cq_cmf *cmf, cq_tt_note_fn note, void *user
         else if (usable(cq_qimage_parse_config(cmf, "dit.", &qi), "qimage", note, user))
             CQ_TRY(check_list("qimage", &t, cq_qimage_tensors(&qi, "dit.", &t), cmf, "dit.", note, user, rep,
                               n_checked));
+        else if (usable(cq_ltx2_parse_config(cmf, "dit.", &lx), "ltx2", note, user))
+            CQ_TRY(check_list("ltx2", &t, cq_ltx2_tensors(&lx, "dit.", &t), cmf, "dit.", note, user, rep, n_checked));
     }
     if (cq_cmf_find(cmf, "vae.config_json")) {
         cq_qi21_vae_geometry g;

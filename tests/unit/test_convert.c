@@ -629,6 +629,7 @@ static void test_arch_names(void **state) {
         {"SD3Transformer2DModel", "sd3"},               {"FluxPipeline", "flux"},
         {"WanTransformer3DModel", "wan"},               {"StableDiffusion3Pipeline", "stable_diffusion3"},
         {"AutoencoderKLWan", "autoencoder_kl_wan"},     {"AutoencoderKLQwenImage", "qwen_image_vae"},
+        {"LTX2VideoTransformer3DModel", "ltx2"},
     };
     for (size_t i = 0; i < CQ_ARRAY_LEN(cases); i++) {
         char out[64];

@@ -3,8 +3,8 @@
  * and the kit that reads them: the expanded lists, packs generated from them
  * load, and a pack with a missing tensor, a wrong shape or a wrong codec fails
  * with a message naming the tensor and both shapes; the pack check counts
- * missing and unexpected tensors (Qwen-Image-2.1, Qwen-Image, Z-Image, Qwen3,
- * the VAEs).
+ * missing and unexpected tensors (Qwen-Image-2.1, Qwen-Image, Z-Image, LTX-2,
+ * Qwen3, the VAEs).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,6 +20,7 @@
 #include "base/gz.h"
 #include "codec/codec.h"
 #include "format/convert.h"
+#include "models/ltx2.h"
 #include "models/qi21_vae.h"
 #include "models/tables.h"
 #include "testutil.h"
@@ -612,13 +613,118 @@ static void expect_clean(const cq_cmf *cmf, const char *what, int components) {
 
 /* The golden folders hold the reference implementations' own state dicts (diffusers' save_pretrained,
  * transformers' save_pretrained): converted, each matches its table exactly. */
+/* ---- LTX-2's audio-video denoiser ------------------------------------------------------------- */
+/* The flags the golden model does not take: video 2 x 8 without gates or query modulation and with FF biases;
+ * audio 2 x 4 with gates, the 9-row adaLN and no FF biases; the prompt tables and the prompt adaLN-single. */
+static const char k_lx_cfg[] =
+    "{\"_class_name\":\"LTX2VideoTransformer3DModel\",\"in_channels\":4,\"out_channels\":3,"
+    "\"num_attention_heads\":2,\"attention_head_dim\":8,\"cross_attention_dim\":16,\"audio_in_channels\":6,"
+    "\"audio_out_channels\":5,\"audio_num_attention_heads\":2,\"audio_attention_head_dim\":4,"
+    "\"audio_cross_attention_dim\":8,\"num_layers\":2,\"gated_attn\":false,\"cross_attn_mod\":false,"
+    "\"audio_gated_attn\":true,\"audio_cross_attn_mod\":true,\"ff_bias\":true,\"audio_ff_bias\":false,"
+    "\"rope_type\":\"split\",\"use_prompt_embeddings\":false,\"perturbed_attn\":true}";
+
+static cq_cmf *ltx2_pack(const char *leaf, const change *ch, cq_ltx2_config *c) {
+    const char *names[] = {"dit.config_json"}, *cfgs[] = {k_lx_cfg};
+    cq_tt_list none = {0};
+    cq_cmf *cfg_only = write_pack("lx_cfg.cmf", &none, false, names, cfgs, 1, NULL);
+    assert_int_equal(cq_ltx2_parse_config(cfg_only, "dit.", c), CQ_OK);
+    cq_cmf_close(cfg_only);
+    cq_tt_list t = {0};
+    assert_int_equal(cq_ltx2_tensors(c, "dit.", &t), CQ_OK);
+    cq_cmf *cmf = write_pack(leaf, &t, false, names, cfgs, 1, ch);
+    cq_tt_list_free(&t);
+    return cmf;
+}
+
+static cq_status load_ltx2(cq_cmf *cmf, bool run) {
+    cq_backend *be;
+    assert_int_equal(cq_backend_create("cpu", 1, &be), CQ_OK);
+    cq_ltx2 *m = NULL;
+    cq_status s = cq_ltx2_load(cmf, "dit.", be, &m);
+    assert_true((s == CQ_OK) == (m != NULL));
+    if (s == CQ_OK && run) {
+        /* 2 latent frames of 1 x 2 with the first frame at timestep 0, 3 audio frames, STG in block 1 */
+        float vid[4 * 4], aud[3 * 6], ctx[2 * 16], actx[3 * 8], vo[4 * 3], ao[3 * 5];
+        for (int i = 0; i < 16; i++) vid[i] = 0.1f * (float)(i % 7) - 0.3f;
+        for (int i = 0; i < 18; i++) aud[i] = 0.07f * (float)(i % 5) - 0.1f;
+        for (int i = 0; i < 32; i++) ctx[i] = 0.05f * (float)(i % 5);
+        for (int i = 0; i < 24; i++) actx[i] = 0.03f * (float)(i % 4);
+        const float ts[4] = {0.0f, 0.0f, 600.0f, 600.0f}, ats[1] = {400.0f};
+        const int stg[1] = {1};
+        const cq_ltx2_inputs in = {.video = vid, .frames = 2, .height = 1, .width = 2, .fps = 24.0, .audio = aud,
+                                   .audio_frames = 3, .ctx = ctx, .n_ctx = 2, .audio_ctx = actx, .n_audio_ctx = 3,
+                                   .timestep = ts, .n_timestep = 4, .audio_timestep = ats, .n_audio_timestep = 1,
+                                   .sigma = 600.0f, .audio_sigma = 400.0f, .use_cross_timestep = true,
+                                   .stg_blocks = stg, .n_stg_blocks = 1};
+        assert_int_equal(cq_ltx2_forward(m, &in, vo, ao), CQ_OK);
+        for (int i = 0; i < 12; i++) assert_true(isfinite(vo[i]));
+        for (int i = 0; i < 15; i++) assert_true(isfinite(ao[i]));
+    }
+    cq_ltx2_free(m);
+    cq_backend_free(be);
+    return s;
+}
+
+static void test_ltx2_table(void **st) {
+    (void)st;
+    cq_ltx2_config c;
+    cq_cmf *cmf = ltx2_pack("lx.cmf", NULL, &c);
+    assert_int_equal(c.dim, 16);
+    assert_int_equal(c.audio_dim, 8);
+    assert_true(c.prompt_adaln);
+    cq_tt_list t = {0};
+    assert_int_equal(cq_ltx2_tensors(&c, "dit.", &t), CQ_OK);
+    /* top level: 4 projections in, 4 A<->V adaLN-singles, 2 tables, 4 projections out, 2 main and 2 prompt
+     * adaLN-singles (6 each); per layer: 6 attentions, 4 FF matrices, 4 tables, the audio gates, the video FF
+     * biases, the prompt tables */
+    assert_int_equal(t.n, 4 + 24 + 2 + 4 + 24 + 2 * (60 + 4 + 4 + 6 + 2 + 2));
+    const cq_tt_entry *e = cq_tt_find(&t, "dit.transformer_blocks.1.audio_to_video_attn.to_out.0.weight");
+    assert_non_null(e);
+    assert_int_equal(e->shape[0], 16);
+    assert_int_equal(e->shape[1], 8);
+    e = cq_tt_find(&t, "dit.transformer_blocks.0.video_to_audio_attn.to_gate_logits.weight");
+    assert_non_null(e);
+    assert_int_equal(e->shape[0], 2);
+    assert_int_equal(e->shape[1], 8);
+    assert_null(cq_tt_find(&t, "dit.transformer_blocks.0.audio_to_video_attn.to_gate_logits.weight"));
+    e = cq_tt_find(&t, "dit.transformer_blocks.0.scale_shift_table");
+    assert_int_equal(e->shape[0], 6);
+    e = cq_tt_find(&t, "dit.transformer_blocks.0.audio_scale_shift_table");
+    assert_int_equal(e->shape[0], 9);
+    e = cq_tt_find(&t, "dit.time_embed.linear.weight");
+    assert_int_equal(e->shape[0], 6 * 16);
+    assert_non_null(cq_tt_find(&t, "dit.transformer_blocks.1.ff.net.2.bias"));
+    assert_null(cq_tt_find(&t, "dit.transformer_blocks.1.audio_ff.net.2.bias"));
+    cq_tt_list_free(&t);
+    assert_int_equal(load_ltx2(cmf, true), CQ_OK);
+    cq_tt_report rep;
+    int n = -1;
+    assert_int_equal(cq_tables_check_pack(cmf, NULL, NULL, &rep, &n), CQ_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(rep.missing + rep.unexpected + rep.mismatched, 0);
+    cq_cmf_close(cmf);
+    cq_ltx2_config c2;
+    change missing = {"dit.transformer_blocks.1.audio_prompt_scale_shift_table", 0, NULL};
+    cmf = ltx2_pack("lx_missing.cmf", &missing, &c2);
+    expect_error(load_ltx2(cmf, false), CQ_ERR_MISSING,
+                 (const char *[]){"ltx2: tensor 'dit.transformer_blocks.1.audio_prompt_scale_shift_table' [2 x 8] is "
+                                  "missing", NULL});
+    cq_cmf_close(cmf);
+    change shape = {"dit.audio_proj_in.weight", 1, NULL};
+    cmf = ltx2_pack("lx_shape.cmf", &shape, &c2);
+    expect_error(load_ltx2(cmf, false), CQ_ERR_SHAPE,
+                 (const char *[]){"'dit.audio_proj_in.weight' has shape [8 x 7], the config implies [8 x 6]", NULL});
+    cq_cmf_close(cmf);
+}
+
 static void test_golden_folders_match_tables(void **st) {
     (void)st;
     static const char *const dirs[] = {"qi21/tiny_a",    "qi21/tiny_b",   "vae/vae_a",     "vae/vae_b",
                                        "qwen3/qwen3_a",  "qwen3/qwen3_b", "qwen3/qwen3vl_a", "qwen3/qwen25vl_a",
                                        "zimage/dit_a",   "zimage/dit_b",  "zimage/vae_a",  "zimage/vae_b",
                                        "zimage/pipeline", "qimage/dit",   "qimage_vae/vae", "qwen25vl_vision/model",
-                                       "qwen3vl_vision/model"};
+                                       "qwen3vl_vision/model", "ltx2_dit/model"};
     int done = 0;
     for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
         char src[1024];
@@ -672,6 +778,7 @@ int main(void) {
         cmocka_unit_test(test_zimage_bad_packs),
         cmocka_unit_test(test_qimage_table),
         cmocka_unit_test(test_qimage_bad_packs),
+        cmocka_unit_test(test_ltx2_table),
         cmocka_unit_test(test_qwen3_pack),
         cmocka_unit_test(test_vae_pack),
         cmocka_unit_test(test_golden_folders_match_tables),
