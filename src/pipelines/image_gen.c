@@ -57,6 +57,14 @@ static cq_status check_job(const cq_image_job *j) {
     return CQ_OK;
 }
 
+bool cq_true_cfg_wanted(double guidance, const char *negative) {
+    if (guidance > 1.0 && !negative)
+        CQ_WARN("guidance %g needs a negative prompt (--negative, \" \" for an empty one); running without "
+                "classifier-free guidance", guidance);
+    if (guidance <= 1.0 && negative) CQ_WARN("a negative prompt is used only when guidance > 1; ignoring it");
+    return guidance > 1.0 && negative != NULL;
+}
+
 cq_status cq_image_job_run(const cq_image_job *j, cq_image_result *res) {
     memset(res, 0, sizeof *res);
     CQ_TRY(check_job(j));

@@ -16,6 +16,7 @@
 #ifndef CQ_PIPELINES_IMAGE_GEN_H
 #define CQ_PIPELINES_IMAGE_GEN_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "cortiq.h"
@@ -81,5 +82,10 @@ typedef struct cq_image_job {
 } cq_image_job;
 
 cq_status cq_image_job_run(const cq_image_job *j, cq_image_result *res);
+
+/* Whether a request of a model whose guidance is true CFG (1 = off) runs it: guidance above 1 with a negative
+ * prompt. Warns, once per request, about a guidance without a negative prompt and a negative prompt that a
+ * guidance of 1 or less leaves unused. */
+bool cq_true_cfg_wanted(double guidance, const char *negative);
 
 #endif /* CQ_PIPELINES_IMAGE_GEN_H */

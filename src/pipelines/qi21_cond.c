@@ -533,11 +533,7 @@ cq_status cq_qi21_cond_generate(cq_qi21_pipe *p, const cq_qi21_gen_opts *o, cq_i
     cq_qi21_cond_inputs in;
     int total = 0;
     CQ_TRY(check_request(p, o, &in, &total));
-    const bool cfg = o->guidance > 1.0 && o->negative != NULL;
-    if (o->guidance > 1.0 && !o->negative)
-        CQ_WARN("guidance %g needs a negative prompt (--negative, \" \" for an empty one); running without "
-                "classifier-free guidance", o->guidance);
-    if (o->guidance <= 1.0 && o->negative) CQ_WARN("a negative prompt is used only when guidance > 1; ignoring it");
+    const bool cfg = cq_true_cfg_wanted(o->guidance, o->negative);
     cond_run run = {.p = p, .in = &in, .prompt = o->prompt};
     float *cond = NULL;
     cq_status s = cq_check_cancel("image generation");
@@ -551,32 +547,8 @@ cq_status cq_qi21_cond_generate(cq_qi21_pipe *p, const cq_qi21_gen_opts *o, cq_i
         const cq_text_encoder te = {.self = &run, .width = p->tcfg.hidden, .count = te_count, .encode = te_encode};
         const cq_denoiser dn = {.self = &run, .channels = p->dcfg.in_channels, .prepare = dn_prepare,
                                 .step = dn_step, .cond_free = dn_cond_free};
-        int lat_w = 0, lat_h = 0;
-        s = cq_qi21_latent_grid(in.width, in.height, &lat_w, &lat_h);
-        const cq_image_job j = {
-            .te = &te,
-            .dn = &dn,
-            .codec = &p->codec,
-            .sched = &p->sched,
-            .timestep = {.kind = CQ_FLOW_T_SIGMA},
-            .guidance = {.kind = cfg ? CQ_GUIDANCE_CFG : CQ_GUIDANCE_NONE, .scale = o->guidance},
-            .prompt = o->prompt,
-            .negative = o->negative,
-            .width = in.width,
-            .height = in.height,
-            .lat_w = lat_w,
-            .lat_h = lat_h,
-            .tokens = lat_h * lat_w,
-            .steps = o->steps,
-            .seed = o->seed,
-            .noise_dtype = o->noise_bf16 ? CQ_TORCH_BF16 : CQ_TORCH_F32,
-            .on_step = o->on_step,
-            .on_latents = o->on_latents,
-            .on_phase = o->on_phase,
-            .user = o->user,
-            .stage = cq_resid_gen_stage,
-            .stage_user = &p->resid,
-        };
+        s = cq_qi21_latent_grid(in.width, in.height, NULL, NULL);
+        const cq_image_job j = cq_qi21_job(p, o, &te, &dn, in.width, in.height, cfg);
         if (s == CQ_OK) s = cq_image_job_run(&j, res);
     }
     cq_free(run.vision);

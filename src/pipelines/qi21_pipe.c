@@ -352,41 +352,20 @@ cq_status cq_qi21_pipe_check(cq_qi21_pipe *p, const cq_qi21_gen_opts *o) {
 
 void cq_qi21_result_free(cq_qi21_result *r) { cq_image_result_free(r); }
 
-cq_status cq_qi21_pipe_generate(cq_qi21_pipe *p, const cq_qi21_gen_opts *o, cq_qi21_result *res) {
-    memset(res, 0, sizeof *res);
-    if (!p || !p->be) return cq_fail(CQ_ERR_INVALID_ARG, "qi21 pipeline: the weights are not loaded");
-    if (o->n_images != 0) return cq_qi21_cond_generate(p, o, res);
-    CQ_TRY(cq_qi21_pipe_check(p, o));
-    CQ_TRY(cq_check_cancel("image generation"));
-    int lat_w, lat_h;
-    CQ_TRY(cq_qi21_latent_grid(o->width, o->height, &lat_w, &lat_h));
-    const bool cfg = o->guidance > 1.0 && o->negative != NULL;
-    if (o->guidance > 1.0 && !o->negative)
-        CQ_WARN("guidance %g needs a negative prompt (--negative); running without classifier-free guidance", o->guidance);
-    if (o->guidance <= 1.0 && o->negative)
-        CQ_WARN("a negative prompt is used only when guidance > 1; ignoring it");
-    /* the plan for this request: the longer prompt's rows and the image's tokens */
-    int total = 0, rows = 0, nt = 0, nr = 0;
-    CQ_TRY(cq_qi21_pipe_prompt_tokens(p, o->prompt, &total, &rows));
-    if (cfg) CQ_TRY(cq_qi21_pipe_prompt_tokens(p, o->negative, &nt, &nr));
-    CQ_TRY(cq_qi21_plan_request(p, o->width, o->height, 0, total > nt ? total : nt, rows > nr ? rows : nr));
-    /* the codec is bound in every phase; the denoiser's entries are read after the PREFILL stage binds it */
-    CQ_TRY(cq_resid_stage(&p->resid, CQ_RESID_TEXT));
-    const cq_text_encoder te = cq_qwen3_text_encoder(&p->text);
-    p->dn.channels = p->dcfg.in_channels;
-    /* the schedule's defaults are the reference's: timestep / 1000 in float32 on the CPU, true CFG
-     * without renormalisation or truncation, float32 noise unless asked otherwise */
-    const cq_image_job j = {
-        .te = &te,
-        .dn = &p->dn,
+cq_image_job cq_qi21_job(cq_qi21_pipe *p, const cq_qi21_gen_opts *o, const cq_text_encoder *te,
+                         const cq_denoiser *dn, int width, int height, bool cfg) {
+    const int lat_w = width / 16, lat_h = height / 16; /* cq_qi21_latent_grid, checked by the caller */
+    return (cq_image_job){
+        .te = te,
+        .dn = dn,
         .codec = &p->codec,
         .sched = &p->sched,
         .timestep = {.kind = CQ_FLOW_T_SIGMA},
         .guidance = {.kind = cfg ? CQ_GUIDANCE_CFG : CQ_GUIDANCE_NONE, .scale = o->guidance},
         .prompt = o->prompt,
         .negative = o->negative,
-        .width = o->width,
-        .height = o->height,
+        .width = width,
+        .height = height,
         .lat_w = lat_w,
         .lat_h = lat_h,
         .tokens = lat_h * lat_w,
@@ -400,5 +379,26 @@ cq_status cq_qi21_pipe_generate(cq_qi21_pipe *p, const cq_qi21_gen_opts *o, cq_q
         .stage = cq_resid_gen_stage,
         .stage_user = &p->resid,
     };
+}
+
+cq_status cq_qi21_pipe_generate(cq_qi21_pipe *p, const cq_qi21_gen_opts *o, cq_qi21_result *res) {
+    memset(res, 0, sizeof *res);
+    if (!p || !p->be) return cq_fail(CQ_ERR_INVALID_ARG, "qi21 pipeline: the weights are not loaded");
+    if (o->n_images != 0) return cq_qi21_cond_generate(p, o, res);
+    CQ_TRY(cq_qi21_pipe_check(p, o));
+    CQ_TRY(cq_check_cancel("image generation"));
+    const bool cfg = cq_true_cfg_wanted(o->guidance, o->negative);
+    /* the plan for this request: the longer prompt's rows and the image's tokens */
+    int total = 0, rows = 0, nt = 0, nr = 0;
+    CQ_TRY(cq_qi21_pipe_prompt_tokens(p, o->prompt, &total, &rows));
+    if (cfg) CQ_TRY(cq_qi21_pipe_prompt_tokens(p, o->negative, &nt, &nr));
+    CQ_TRY(cq_qi21_plan_request(p, o->width, o->height, 0, total > nt ? total : nt, rows > nr ? rows : nr));
+    /* the codec is bound in every phase; the denoiser's entries are read after the PREFILL stage binds it */
+    CQ_TRY(cq_resid_stage(&p->resid, CQ_RESID_TEXT));
+    const cq_text_encoder te = cq_qwen3_text_encoder(&p->text);
+    p->dn.channels = p->dcfg.in_channels;
+    /* the schedule's defaults are the reference's: timestep / 1000 in float32 on the CPU, true CFG
+     * without renormalisation or truncation, float32 noise unless asked otherwise */
+    const cq_image_job j = cq_qi21_job(p, o, &te, &p->dn, o->width, o->height, cfg);
     return cq_image_job_run(&j, res);
 }

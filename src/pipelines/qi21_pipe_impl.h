@@ -54,6 +54,9 @@ extern const char cq_qi21_head[], cq_qi21_tail[];
 cq_status cq_qi21_plan_request(cq_qi21_pipe *p, int width, int height, int cond_tokens, int total, int rows);
 /* The checks every request shares: size, steps, guidance, the schedule (qi21_pipe.c). */
 cq_status cq_qi21_check_common(cq_qi21_pipe *p, const cq_qi21_gen_opts *o);
+/* The generic generation's job for a width x height request (already checked) over these components. */
+cq_image_job cq_qi21_job(cq_qi21_pipe *p, const cq_qi21_gen_opts *o, const cq_text_encoder *te,
+                         const cq_denoiser *dn, int width, int height, bool cfg);
 /* Whether the RoPE table has room for `rows` text rows beside images whose longer sides (in latent tokens) sum
  * to `sides`: CQ_ERR_INVALID_ARG naming `what` otherwise. */
 cq_status cq_qi21_check_positions(const char *what, int rows, int sides, int width, int height);

@@ -512,11 +512,7 @@ cq_status cq_qimage_edit_generate(cq_qimage_pipe *p, const cq_qimage_gen_opts *o
     cq_qimage_edit_inputs in;
     int total = 0;
     CQ_TRY(check_request(p, o, &in, &total));
-    const bool cfg = o->guidance > 1.0 && o->negative != NULL;
-    if (o->guidance > 1.0 && !o->negative)
-        CQ_WARN("guidance %g needs a negative prompt (--negative, \" \" for an empty one); running without "
-                "classifier-free guidance", o->guidance);
-    if (o->guidance <= 1.0 && o->negative) CQ_WARN("a negative prompt is used only when guidance > 1; ignoring it");
+    const bool cfg = cq_true_cfg_wanted(o->guidance, o->negative);
     edit_run run = {.p = p, .in = &in};
     float *cond = NULL;
     cq_status s = cq_check_cancel("image generation");

@@ -271,12 +271,7 @@ cq_status cq_qimage_pipe_generate(cq_qimage_pipe *p, const cq_qimage_gen_opts *o
     if (p->kind != CQ_QIMAGE_T2I) return cq_qimage_edit_generate(p, o, res);
     CQ_TRY(cq_qimage_pipe_check(p, o));
     CQ_TRY(cq_check_cancel("image generation"));
-    const bool cfg = o->guidance > 1.0 && o->negative != NULL;
-    if (o->guidance > 1.0 && !o->negative)
-        CQ_WARN("guidance %g needs a negative prompt (--negative, \" \" for an empty one); running without "
-                "classifier-free guidance", o->guidance);
-    if (o->guidance <= 1.0 && o->negative)
-        CQ_WARN("a negative prompt is used only when guidance > 1; ignoring it");
+    const bool cfg = cq_true_cfg_wanted(o->guidance, o->negative);
     /* the plan for this request: the longer prompt and the image's tokens */
     int total = 0, rows = 0, nt = 0, nr = 0;
     CQ_TRY(cq_qimage_pipe_prompt_tokens(p, o->prompt, &total, &rows));
