@@ -49,7 +49,12 @@ Writes (under --out, normally tests/golden/pipeline_qi21_cond):
 Usage, from the repository root (torch, transformers 5.x, torchvision, safetensors, Pillow; diffusers' source at
 commit 58eb52c0 and the Qwen-Image-2.1 overlay, see tools/qi21_ref.py):
     PYTHONPATH=$DSRC:tools QI21_REF=<overlay> python3 tools/golden_pipeline_qi21_cond.py \
-        --out tests/golden/pipeline_qi21_cond
+        --out tests/golden/pipeline_qi21_cond [--remake-t2i DIR]
+With --remake-t2i the text-to-image golden is written again first, from the same reference files (DIR/pipeline,
+DIR/expected.safetensors, DIR/cases.json; convert DIR/pipeline with
+`cortiq convert DIR/pipeline -o tiny_pipeline.cmf --quant f32 --quant-rule 'te.model.language_model.embed_tokens.weight=q8_row'`
+and gzip -9 it into tests/golden/pipeline_qi21/), the old one's differences printed tensor by tensor, and the
+condition cases checked against the new one.
 """
 import argparse
 import dataclasses
