@@ -5,8 +5,10 @@
  * device's largest storage buffer is refused with that limit named; a matmul
  * output that overflows is a deferred CQ_ERR_NUMERIC; a device number past
  * the last is refused; the device description names what cortiq gpu shows;
- * a q4 weight (a codec no shader decodes yet) is kept in the pack's mapping
- * and its matmul falls back to the CPU with the CPU's result. Exits 77 (skipped) where the backend is not built or
+ * every quantized weight codec (q8_row, q8_2f, q4_block, q4_tiled, q4tp) is
+ * uploaded as stored and decoded by get_rows, matmul and conv2d to the bits
+ * src/codec decodes, and with bf16 activations its matmul falls back to the
+ * CPU with the CPU's result. Exits 77 (skipped) where the backend is not built or
  * no Vulkan device is present (lavapipe is one).
  */
 #include <stdio.h>
@@ -149,59 +151,125 @@ static void test_devices(void **state) {
     expect(cq_vulkan_describe(n, line, sizeof line), CQ_ERR_UNSUPPORTED, "does not exist");
 }
 
-/* A q4_block weight: nothing on the device; its matmul runs on the host backend, with the CPU's result. */
-static void test_quantized_weight_falls_back(void **state) {
-    (void)state;
-    enum { M = 5, K = 64, N = 7 };
-    uint64_t shape[2] = {N, K};
+/* One weight codec on the device: the payload uploaded as stored, decoded by the shaders to the bits src/codec
+ * decodes. get_rows of every row, a matmul with the identity (y = Wᵀ, each output one product 1 * w plus zeros)
+ * and a 1x1 convolution of the identity give the decoded weights themselves, so all three are held to the
+ * codec's decode bit for bit. A matmul with bf16 activations still falls back (the host backend reads the
+ * pack's payload) and gives the CPU's result bit for bit. */
+static void check_codec_decoded(cq_dtype dt, int N, int K, cq_backend *cpu) {
+    uint64_t shape[2] = {(uint64_t)N, (uint64_t)K};
     uint64_t nb = 0;
-    assert_int_equal(cq_codec_nbytes(CQ_DTYPE_Q4_BLOCK, 2, shape, &nb), CQ_OK);
-    float wv[N * K], xv[M * K], on_vk[M * N], on_cpu[M * N];
-    tu_rng rng;
-    tu_rng_seed(&rng, 7);
-    tu_fill_normal(&rng, wv, N * K, 1.0f);
-    tu_fill_normal(&rng, xv, M * K, 1.0f);
+    assert_int_equal(cq_codec_nbytes(dt, 2, shape, &nb), CQ_OK);
+    float *wv = malloc(sizeof(float) * N * K), *dec = malloc(sizeof(float) * N * K);
+    float *eye = calloc((size_t)K * K, sizeof(float)), *got = malloc(sizeof(float) * N * K);
     uint8_t *payload = malloc(nb);
-    assert_int_equal(cq_codec_quantize(CQ_DTYPE_Q4_BLOCK, 2, shape, wv, payload, nb), CQ_OK);
+    int32_t *ids = malloc(sizeof(int32_t) * N);
+    tu_rng rng;
+    tu_rng_seed(&rng, 11 + (uint64_t)dt);
+    tu_fill_normal(&rng, wv, N * K, 1.0f);
+    for (int i = 0; i < N * K; i += 7) wv[i] *= 40.0f; /* spread the group scales */
+    for (int k = 0; k < K; k++) eye[k * K + k] = 1.0f;
+    for (int n = 0; n < N; n++) ids[n] = n;
+    assert_int_equal(cq_codec_quantize(dt, 2, shape, wv, payload, nb), CQ_OK);
+    assert_int_equal(cq_codec_dequant_rows(dt, 2, shape, payload, nb, 0, (uint64_t)N, dec), CQ_OK);
     cq_tensor_view v;
     memset(&v, 0, sizeof v);
     v.name = "w";
-    v.dtype = CQ_DTYPE_Q4_BLOCK;
+    v.dtype = dt;
     v.ndim = 2;
-    v.shape[0] = N;
-    v.shape[1] = K;
-    v.nelem = N * K;
+    v.shape[0] = (uint64_t)N;
+    v.shape[1] = (uint64_t)K;
+    v.nelem = (uint64_t)N * K;
     v.data = payload;
     v.nbytes = nb;
-    assert_false(cq_backend_supports(g_vk, CQ_OP_MATMUL, CQ_DTYPE_Q4_BLOCK, CQ_DTYPE_F32));
-    assert_true(cq_backend_supports(g_vk, CQ_OP_MATMUL, CQ_DTYPE_Q8_ROW, CQ_DTYPE_F32)); /* decoded in the shader */
-    assert_true(cq_backend_runs(g_vk, CQ_OP_MATMUL, CQ_DTYPE_Q4_BLOCK, CQ_DTYPE_F32));
+    assert_true(cq_backend_supports(g_vk, CQ_OP_MATMUL, dt, CQ_DTYPE_F32));
+    assert_true(cq_backend_supports(g_vk, CQ_OP_GET_ROWS, dt, CQ_DTYPE_F32));
+    assert_true(cq_backend_supports(g_vk, CQ_OP_CONV2D, dt, CQ_DTYPE_F32));
+    assert_false(cq_backend_supports(g_vk, CQ_OP_MATMUL, dt, CQ_DTYPE_BF16));
+    cq_tensor w, x, y, id, yr, yc;
+    cq_backend_stats s0, s1;
+    assert_int_equal(cq_backend_get_stats(g_vk, &s0, false), CQ_OK);
+    assert_int_equal(cq_tensor_bind_weight(g_vk, &v, &w), CQ_OK);
+    assert_int_equal(cq_backend_get_stats(g_vk, &s1, false), CQ_OK);
+    assert_true(s1.weight_bytes - s0.weight_bytes == ((nb + 15) & ~(uint64_t)15)); /* the payload as stored */
+    /* get_rows: every row */
+    const int64_t nid = N;
+    assert_int_equal(cq_tensor_alloc(g_vk, CQ_DTYPE_I32, 1, &nid, &id), CQ_OK);
+    assert_int_equal(cq_tensor_alloc_2d(g_vk, CQ_DTYPE_F32, N, K, &yr), CQ_OK);
+    assert_int_equal(cq_tensor_upload(&id, ids, sizeof(int32_t) * N), CQ_OK);
+    assert_int_equal(cq_op_get_rows(g_vk, &yr, &w, &id), CQ_OK);
+    assert_int_equal(cq_tensor_download(&yr, got, sizeof(float) * N * K), CQ_OK);
+    assert_memory_equal(got, dec, sizeof(float) * N * K);
+    /* matmul and 1x1 conv2d of the identity: y [K, N] = Wᵀ */
+    assert_int_equal(cq_tensor_alloc_2d(g_vk, CQ_DTYPE_F32, K, K, &x), CQ_OK);
+    assert_int_equal(cq_tensor_alloc_2d(g_vk, CQ_DTYPE_F32, K, N, &y), CQ_OK);
+    assert_int_equal(cq_tensor_alloc_2d(g_vk, CQ_DTYPE_F32, K, N, &yc), CQ_OK);
+    assert_int_equal(cq_tensor_upload(&x, eye, sizeof(float) * K * K), CQ_OK);
+    assert_int_equal(cq_op_linear(g_vk, &y, &x, &w, NULL), CQ_OK);
+    cq_conv2d_args ca = {.y = &yc, .x = &x, .w = &w, .H = K, .W = 1, .kh = 1, .kw = 1, .stride_y = 1, .stride_x = 1};
+    assert_int_equal(cq_op_conv2d(g_vk, &ca), CQ_OK);
+    cq_tensor *outs[2] = {&y, &yc};
+    for (int o = 0; o < 2; o++) {
+        assert_int_equal(cq_tensor_download(outs[o], got, sizeof(float) * N * K), CQ_OK);
+        for (int k = 0; k < K; k++)
+            for (int n = 0; n < N; n++)
+                if (memcmp(&got[k * N + n], &dec[n * K + k], sizeof(float)))
+                    fail_msg("%s %s: W[%d, %d] = %.9g on vulkan, %.9g decoded by src/codec", cq_dtype_name(dt),
+                             o ? "conv2d" : "matmul", n, k, got[k * N + n], dec[n * K + k]);
+    }
+    cq_tensor_free(&id);
+    cq_tensor_free(&yr);
+    cq_tensor_free(&yc);
+    cq_tensor_free(&x);
+    cq_tensor_free(&y);
+    /* bf16 activations: the host backend runs it from the pack's payload */
+    enum { M = 5 };
+    float *xv = malloc(sizeof(float) * M * K), *r[2] = {malloc(sizeof(float) * M * N), malloc(sizeof(float) * M * N)};
+    tu_fill_normal(&rng, xv, M * K, 1.0f);
+    uint16_t *xb = malloc(sizeof(uint16_t) * M * K);
+    for (int i = 0; i < M * K; i++) xb[i] = cq_f32_to_bf16(xv[i]);
+    cq_backend *bes[2] = {g_vk, cpu};
+    for (int b = 0; b < 2; b++) {
+        cq_tensor wb, xt, yt;
+        if (b == 0)
+            wb = w;
+        else
+            assert_int_equal(cq_tensor_bind_weight(cpu, &v, &wb), CQ_OK);
+        assert_int_equal(cq_tensor_alloc_2d(bes[b], CQ_DTYPE_BF16, M, K, &xt), CQ_OK);
+        assert_int_equal(cq_tensor_alloc_2d(bes[b], CQ_DTYPE_F32, M, N, &yt), CQ_OK);
+        assert_int_equal(cq_tensor_upload(&xt, xb, sizeof(uint16_t) * M * K), CQ_OK);
+        assert_int_equal(cq_op_linear(bes[b], &yt, &xt, &wb, NULL), CQ_OK);
+        assert_int_equal(cq_tensor_download(&yt, r[b], sizeof(float) * M * N), CQ_OK);
+        if (b == 1) cq_tensor_free(&wb);
+        cq_tensor_free(&xt);
+        cq_tensor_free(&yt);
+    }
+    assert_memory_equal(r[0], r[1], sizeof(float) * M * N);
+    cq_tensor_free(&w);
+    free(xv);
+    free(xb);
+    free(r[0]);
+    free(r[1]);
+    free(wv);
+    free(dec);
+    free(eye);
+    free(got);
+    free(payload);
+    free(ids);
+}
+
+static void test_quantized_weights_decoded(void **state) {
+    (void)state;
     cq_backend *cpu = NULL;
     assert_int_equal(cq_backend_cpu_create(1, CQ_CPU_AUTO, &cpu), CQ_OK);
-    cq_backend *bes[2] = {g_vk, cpu};
-    float *outs[2] = {on_vk, on_cpu};
-    for (int b = 0; b < 2; b++) {
-        cq_tensor w, x, y;
-        cq_backend_stats s0, s1;
-        assert_int_equal(cq_backend_get_stats(bes[b], &s0, false), CQ_OK);
-        assert_int_equal(cq_tensor_bind_weight(bes[b], &v, &w), CQ_OK);
-        assert_int_equal(cq_backend_get_stats(bes[b], &s1, false), CQ_OK);
-        assert_true(s1.weight_bytes == s0.weight_bytes); /* not uploaded */
-        assert_int_equal(cq_tensor_alloc_2d(bes[b], CQ_DTYPE_F32, M, K, &x), CQ_OK);
-        assert_int_equal(cq_tensor_alloc_2d(bes[b], CQ_DTYPE_F32, M, N, &y), CQ_OK);
-        assert_int_equal(cq_tensor_upload(&x, xv, sizeof xv), CQ_OK);
-        assert_int_equal(cq_op_linear(bes[b], &y, &x, &w, NULL), CQ_OK);
-        assert_int_equal(cq_tensor_download(&y, outs[b], sizeof on_vk), CQ_OK);
-        cq_tensor_free(&w);
-        cq_tensor_free(&x);
-        cq_tensor_free(&y);
-    }
-    assert_memory_equal(on_vk, on_cpu, sizeof on_vk);
-    double mag = 0;
-    for (int i = 0; i < M * N; i++) mag += on_cpu[i] * on_cpu[i];
-    assert_true(mag > 1.0); /* a real product, not zeros */
+    /* K = 48: the flattened 32-groups of q4_block and q4_tiled straddle rows and the last one is partial;
+     * q4tp needs K % 32 == 0 and 3 groups a row spill a 5-bit code across a byte */
+    check_codec_decoded(CQ_DTYPE_Q8_ROW, 7, 48, cpu);
+    check_codec_decoded(CQ_DTYPE_Q8_2F, 7, 48, cpu);
+    check_codec_decoded(CQ_DTYPE_Q4_BLOCK, 7, 47, cpu);
+    check_codec_decoded(CQ_DTYPE_Q4_TILED, 7, 47, cpu);
+    check_codec_decoded(CQ_DTYPE_Q4TP, 7, 96, cpu);
     cq_backend_free(cpu);
-    free(payload);
 }
 
 int main(void) {
@@ -217,7 +285,7 @@ int main(void) {
         cmocka_unit_test(test_nonfinite_output),
         cmocka_unit_test(test_buffer_limit),
         cmocka_unit_test(test_devices),
-        cmocka_unit_test(test_quantized_weight_falls_back),
+        cmocka_unit_test(test_quantized_weights_decoded),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

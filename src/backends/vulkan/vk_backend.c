@@ -11,16 +11,22 @@
  * A buffer larger than the device's maxStorageBufferRange is refused with
  * that limit in the message (shaders bind whole buffers).
  *
- * Weights: f32, f16 and bf16 payloads are uploaded as they are (the shaders
- * decode 16-bit words). Quantized payloads are not uploaded: the ops that
- * read them say supports() false and run on the host backend, which reads
- * the pack's mapping (fallback.c), so no host-side copy is made either.
+ * Weights: f32, f16, bf16, q8_row, q8_2f, q4_block, q4_tiled and q4tp
+ * payloads are uploaded as they are stored (the shaders decode them,
+ * wdec.glsl; no f32 copy is made anywhere). q4tp's ladder is defined through
+ * exp2f, so the first q4tp weight also uploads exp2f of every f16 bit
+ * pattern as this host's libm computes it (256 KiB, once per backend), as
+ * the CUDA backend does. Other codecs are not uploaded: the ops that read
+ * them say supports() false and run on the host backend, which reads the
+ * pack's mapping (fallback.c), so no host-side copy is made either.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backends/vulkan/vk_impl.h"
+#include "codec/codec.h"
 
 enum { LIVE_OPS_MAX = 1024 }; /* the live stream is submitted when it holds this many dispatches */
 
@@ -417,8 +423,36 @@ static cq_status vk_buf_zero(cq_backend *be, void *base, size_t offset, size_t n
 /* ---- weights ------------------------------------------------------------------------------------------------ */
 /* The codecs the shaders decode (vk_ops.c's supports() says which op reads which). */
 static bool plain_codec(cq_dtype dt) {
-    return dt == CQ_DTYPE_F32 || dt == CQ_DTYPE_F16 || dt == CQ_DTYPE_BF16 || dt == CQ_DTYPE_Q8_ROW ||
-           dt == CQ_DTYPE_Q8_2F;
+    switch ((int)dt) {
+    case CQ_DTYPE_F32:
+    case CQ_DTYPE_F16:
+    case CQ_DTYPE_BF16:
+    case CQ_DTYPE_Q8_ROW:
+    case CQ_DTYPE_Q8_2F:
+    case CQ_DTYPE_Q4_BLOCK:
+    case CQ_DTYPE_Q4_TILED:
+    case CQ_DTYPE_Q4TP: return true;
+    default: return false;
+    }
+}
+
+/* exp2f of every f16 bit pattern, the table the q4tp decode reads its ladder's first rung and ratio from. */
+static cq_status exp2_table(cq_vk *c) {
+    if (c->exp2) return CQ_OK;
+    float *h = cq_mallocn(65536, sizeof *h);
+    if (!h) return CQ_ERR_NOMEM;
+    for (uint32_t i = 0; i < 65536; i++) h[i] = exp2f(cq_f16_to_f32((uint16_t)i));
+    cq_vk_buf *b;
+    cq_status s = cq_vk_buf_create(c, 65536 * sizeof *h, false, &b);
+    if (s == CQ_OK) {
+        s = vk_buf_upload(&c->base, b, 0, h, 65536 * sizeof *h);
+        if (s == CQ_OK)
+            c->exp2 = b;
+        else
+            buf_release(c, b, true);
+    }
+    cq_free(h);
+    return s;
 }
 
 static cq_status vk_bind_weight(cq_backend *be, const cq_tensor_view *v, cq_tensor *t) {
@@ -429,6 +463,7 @@ static cq_status vk_bind_weight(cq_backend *be, const cq_tensor_view *v, cq_tens
         t->base = &k_host_only;
         return CQ_OK;
     }
+    if (v->dtype == CQ_DTYPE_Q4TP) CQ_TRY(exp2_table(c));
     cq_vk_buf *b;
     CQ_TRY(cq_vk_buf_create(c, v->nbytes, false, &b));
     cq_status s = vk_buf_upload(be, b, 0, v->data, (size_t)v->nbytes);
@@ -558,6 +593,7 @@ static void vk_destroy(cq_backend *be) {
         cq_vk_pipelines_destroy(c);
         if (c->dummy) buf_release(c, c->dummy, true);
         if (c->status) cq_vk_buf_destroy(c, c->status);
+        if (c->exp2) buf_release(c, c->exp2, true);
         if (c->layout) c->f.vkDestroyPipelineLayout(c->dev, c->layout, NULL);
         if (c->dsl) c->f.vkDestroyDescriptorSetLayout(c->dev, c->dsl, NULL);
         if (c->fence) c->f.vkDestroyFence(c->dev, c->fence, NULL);
@@ -599,6 +635,7 @@ static const cq_backend_vtbl k_vk_vtbl = {
     .pixel_unshuffle = cq_vk_pixel_unshuffle,
     .gather_cols = cq_vk_gather_cols,
     .groupnorm = cq_vk_groupnorm,
+    .group_moments = cq_vk_group_moments,
     .conv2d = cq_vk_conv2d,
     .op_precision = vk_op_precision,
     .stats = vk_stats,

@@ -103,7 +103,17 @@ const char *cq_vk_result_str(VkResult r);
 uint32_t cq_vk_ranked_devices(const cq_vk_fns *f, VkInstance inst, VkPhysicalDevice *out, uint32_t cap);
 
 /* ---- the backend ------------------------------------------------------------------------------------------- */
-typedef enum { VK_DT_F32 = 0, VK_DT_F16 = 1, VK_DT_BF16 = 2, VK_DT_Q8_ROW = 3, VK_DT_Q8_2F = 4 } cq_vk_dt;
+/* The weight codes of the shaders (wdec.glsl). */
+typedef enum {
+    VK_DT_F32 = 0,
+    VK_DT_F16 = 1,
+    VK_DT_BF16 = 2,
+    VK_DT_Q8_ROW = 3,
+    VK_DT_Q8_2F = 4,
+    VK_DT_Q4_BLOCK = 5,
+    VK_DT_Q4_TILED = 6,
+    VK_DT_Q4TP = 7
+} cq_vk_dt;
 
 /* One allocation: the `base` handle of tensors. */
 typedef struct cq_vk_buf {
@@ -118,6 +128,7 @@ typedef struct cq_vk_buf {
 #define CQ_VK_POOL_SETS 256 /* descriptor sets per pool */
 #define CQ_VK_PUSH_BYTES 128
 #define CQ_VK_STATUS_BINDING 7 /* every dispatch binds the status words here */
+#define CQ_VK_EXP2_BINDING 8   /* the q4tp exp2 table, for the shaders that decode weights (wdec.glsl) */
 
 /* A command stream: the live one, or a recording's. */
 typedef struct cq_vk_stream {
@@ -144,6 +155,7 @@ typedef struct cq_vk_stream {
     X(qk_norm_rope)                                                                                                    \
     X(move)                                                                                                            \
     X(groupnorm)                                                                                                       \
+    X(group_moments)                                                                                                   \
     X(conv2d)
 
 typedef enum {
@@ -174,6 +186,7 @@ typedef struct cq_vk {
     VkPipeline pipe[CQ_VK_SH_COUNT];
     cq_vk_buf *dummy;  /* bound to the bindings a dispatch does not use */
     cq_vk_buf *status; /* host-visible status words the shaders report failures in (bound at CQ_VK_STATUS_BINDING) */
+    cq_vk_buf *exp2;   /* exp2f of every f16 bit pattern (65536 floats), made when the first q4tp weight is bound */
     unsigned seq;      /* dispatches since the last sync, for the error messages */
     cq_vk_stream live;
     struct cq_vk_rec *rec;   /* the recording in progress, or NULL */
@@ -238,6 +251,7 @@ cq_status cq_vk_gather_cols(cq_backend *be, cq_tensor *y, const cq_tensor *x, co
                             float scale);
 cq_status cq_vk_groupnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, int groups, const cq_tensor *gamma,
                           const cq_tensor *beta, float eps);
+cq_status cq_vk_group_moments(cq_backend *be, cq_tensor *m, const cq_tensor *x, int groups, int block);
 cq_status cq_vk_conv2d(cq_backend *be, const cq_conv2d_args *a);
 cq_status cq_vk_attention(cq_backend *be, const cq_attn_args *a);
 cq_status cq_vk_get_rows(cq_backend *be, cq_tensor *y, const cq_tensor *w, const cq_tensor *ids);

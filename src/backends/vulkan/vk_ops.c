@@ -13,6 +13,12 @@
 
 static bool is_fl(cq_dtype dt) { return dt == CQ_DTYPE_F32 || dt == CQ_DTYPE_F16 || dt == CQ_DTYPE_BF16; }
 
+/* The weight codecs wdec.glsl decodes (what vk_backend.c uploads). */
+static bool decoded(cq_dtype dt) {
+    return is_fl(dt) || dt == CQ_DTYPE_Q8_ROW || dt == CQ_DTYPE_Q8_2F || dt == CQ_DTYPE_Q4_BLOCK ||
+           dt == CQ_DTYPE_Q4_TILED || dt == CQ_DTYPE_Q4TP;
+}
+
 bool cq_vk_supports(const cq_backend *be, cq_op op, cq_dtype wdt, cq_dtype xdt) {
     (void)be;
     switch (op) {
@@ -32,21 +38,44 @@ bool cq_vk_supports(const cq_backend *be, cq_op op, cq_dtype wdt, cq_dtype xdt) 
     case CQ_OP_PIXEL_SHUFFLE:
     case CQ_OP_PIXEL_UNSHUFFLE:
     case CQ_OP_GATHER_COLS:
-    case CQ_OP_GROUPNORM: return xdt == CQ_DTYPE_F32;
-    case CQ_OP_MATMUL: return xdt == CQ_DTYPE_F32 && (is_fl(wdt) || wdt == CQ_DTYPE_Q8_ROW || wdt == CQ_DTYPE_Q8_2F);
+    case CQ_OP_GROUPNORM:
+    case CQ_OP_GROUP_MOMENTS: return xdt == CQ_DTYPE_F32;
+    case CQ_OP_MATMUL:
     case CQ_OP_CONV2D:
-    case CQ_OP_GET_ROWS: return xdt == CQ_DTYPE_F32 && is_fl(wdt);
+    case CQ_OP_GET_ROWS: return xdt == CQ_DTYPE_F32 && decoded(wdt);
     default: return false;
     }
 }
 
 static cq_vk_buf *B(const cq_tensor *t) { return t ? (cq_vk_buf *)t->base : NULL; }
 
-/* Element offset of a tensor in its buffer (in units of its dtype). */
+static bool quantized(cq_dtype dt) {
+    return dt == CQ_DTYPE_Q8_ROW || dt == CQ_DTYPE_Q8_2F || dt == CQ_DTYPE_Q4_BLOCK || dt == CQ_DTYPE_Q4_TILED ||
+           dt == CQ_DTYPE_Q4TP;
+}
+
+/* Offset of a tensor in its buffer: in units of its dtype, in bytes for the quantized codecs (wdec.glsl). */
 static uint32_t eo(const cq_tensor *t) {
     if (!t) return 0;
-    size_t es = t->dtype == CQ_DTYPE_F16 || t->dtype == CQ_DTYPE_BF16 ? 2 : 4;
+    size_t es = quantized(t->dtype) ? 1 : t->dtype == CQ_DTYPE_F16 || t->dtype == CQ_DTYPE_BF16 ? 2 : 4;
     return (uint32_t)(t->offset / es);
+}
+
+/* The shaders index a weight's elements with 32-bit words: a q4 payload within maxStorageBufferRange may still
+ * hold more elements than that (4 GiB of nibbles). */
+static cq_status weight_ok(const cq_vk *c, const char *op, const cq_tensor *w) {
+    if ((uint64_t)cq_tensor_nelem(w) > UINT32_MAX)
+        return cq_fail(CQ_ERR_UNSUPPORTED, "vulkan %s: a weight of %lld elements is more than the shaders index",
+                       op, (long long)cq_tensor_nelem(w));
+    if (w->dtype == CQ_DTYPE_Q4TP && !c->exp2)
+        return cq_fail(CQ_ERR_INTERNAL, "vulkan %s: a q4tp weight without the exp2 table (not bound as a weight?)",
+                       op);
+    return CQ_OK;
+}
+
+/* The table bound at CQ_VK_EXP2_BINDING for a weight (q4tp only; vk_backend.c made it when binding one). */
+static cq_vk_buf *exp2_for(const cq_vk *c, const cq_tensor *w) {
+    return w && w->dtype == CQ_DTYPE_Q4TP ? c->exp2 : NULL;
 }
 
 static uint32_t vdt(cq_dtype dt) {
@@ -55,6 +84,9 @@ static uint32_t vdt(cq_dtype dt) {
     case CQ_DTYPE_BF16: return VK_DT_BF16;
     case CQ_DTYPE_Q8_ROW: return VK_DT_Q8_ROW;
     case CQ_DTYPE_Q8_2F: return VK_DT_Q8_2F;
+    case CQ_DTYPE_Q4_BLOCK: return VK_DT_Q4_BLOCK;
+    case CQ_DTYPE_Q4_TILED: return VK_DT_Q4_TILED;
+    case CQ_DTYPE_Q4TP: return VK_DT_Q4TP;
     default: return VK_DT_F32;
     }
 }
@@ -203,9 +235,14 @@ cq_status cq_vk_matmul(cq_backend *be, const cq_matmul_args *a) {
            a->w2 ? (uint32_t)a->w2->shape[0] : 0};
     _Static_assert(CQ_ACT_NONE == 0 && CQ_ACT_GELU_TANH == 1 && CQ_ACT_SILU == 2 && CQ_ACT_SWIGLU == 3,
                    "matmul.comp numbers the activations as ops.h");
-    cq_vk_buf *b[] = {B(a->x), B(a->y), B(a->w), B(a->w2), B(a->bias), B(a->bias2), B(a->gate)};
+    CQ_TRY(weight_ok(c, "matmul", a->w));
+    if (a->w2) CQ_TRY(weight_ok(c, "matmul", a->w2));
+    cq_vk_buf *e2 = exp2_for(c, a->w) ? c->exp2 : exp2_for(c, a->w2);
+    /* binding 7 is the status words' (CQ_VK_STATUS_BINDING), 8 the exp2 table's */
+    cq_vk_buf *b[] = {B(a->x), B(a->y), B(a->w), B(a->w2), B(a->bias), B(a->bias2), B(a->gate), NULL, e2};
+    _Static_assert(CQ_VK_EXP2_BINDING == 8, "the exp2 table is the last binding");
     uint32_t gx = (N + 15) / 16, gy = (M + 15) / 16;
-    return cq_vk_dispatch(c, CQ_OP_MATMUL, CQ_VK_SH_matmul, b, 7, &p, sizeof p, gx, gy);
+    return cq_vk_dispatch(c, CQ_OP_MATMUL, CQ_VK_SH_matmul, b, 9, &p, sizeof p, gx, gy);
 }
 
 cq_status cq_vk_get_rows(cq_backend *be, cq_tensor *y, const cq_tensor *w, const cq_tensor *ids) {
@@ -214,8 +251,9 @@ cq_status cq_vk_get_rows(cq_backend *be, cq_tensor *y, const cq_tensor *w, const
     struct {
         uint32_t n, C, V, wo, io, yo, wdt, op, seq;
     } p = {n, C, (uint32_t)w->shape[0], eo(w), eo(ids), eo(y), vdt(w->dtype), CQ_OP_GET_ROWS, c->seq + 1};
-    cq_vk_buf *b[] = {B(w), B(ids), B(y)};
-    return elementwise(c, CQ_OP_GET_ROWS, CQ_VK_SH_get_rows, b, 3, &p, sizeof p, (uint64_t)n * C);
+    CQ_TRY(weight_ok(c, "get_rows", w));
+    cq_vk_buf *b[] = {B(w), B(ids), B(y), NULL, NULL, NULL, NULL, NULL, exp2_for(c, w)};
+    return elementwise(c, CQ_OP_GET_ROWS, CQ_VK_SH_get_rows, b, 9, &p, sizeof p, (uint64_t)n * C);
 }
 
 cq_status cq_vk_attention(cq_backend *be, const cq_attn_args *a) {
@@ -349,6 +387,16 @@ cq_status cq_vk_groupnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, int 
     return per_row(c, CQ_OP_GROUPNORM, CQ_VK_SH_groupnorm, b, 4, &p, sizeof p, (uint64_t)groups);
 }
 
+cq_status cq_vk_group_moments(cq_backend *be, cq_tensor *m, const cq_tensor *x, int groups, int block) {
+    cq_vk *c = cq_vk_of(be);
+    const uint64_t nb = (uint64_t)cq_tensor_rows(x) / (uint64_t)block;
+    struct {
+        uint32_t C, groups, block, nb, xo, mo;
+    } p = {(uint32_t)cq_tensor_cols(x), (uint32_t)groups, (uint32_t)block, (uint32_t)nb, eo(x), eo(m)};
+    cq_vk_buf *b[] = {B(x), B(m)};
+    return elementwise(c, CQ_OP_GROUP_MOMENTS, CQ_VK_SH_group_moments, b, 2, &p, sizeof p, nb * (uint64_t)groups);
+}
+
 cq_status cq_vk_conv2d(cq_backend *be, const cq_conv2d_args *a) {
     cq_vk *c = cq_vk_of(be);
     _Static_assert(CQ_PAD_ZERO == 0 && CQ_PAD_REPLICATE == 1 && CQ_PAD_REFLECT == 2,
@@ -376,6 +424,7 @@ cq_status cq_vk_conv2d(cq_backend *be, const cq_conv2d_args *a) {
            eo(a->bias),
            a->bias != NULL,
            vdt(a->w->dtype)};
-    cq_vk_buf *b[] = {B(a->x), B(a->w), B(a->bias), B(a->y)};
-    return elementwise(c, CQ_OP_CONV2D, CQ_VK_SH_conv2d, b, 4, &p, sizeof p, (uint64_t)Ho * Wo * p.Cout);
+    CQ_TRY(weight_ok(c, "conv2d", a->w));
+    cq_vk_buf *b[] = {B(a->x), B(a->w), B(a->bias), B(a->y), NULL, NULL, NULL, NULL, exp2_for(c, a->w)};
+    return elementwise(c, CQ_OP_CONV2D, CQ_VK_SH_conv2d, b, 9, &p, sizeof p, (uint64_t)Ho * Wo * p.Cout);
 }

@@ -47,6 +47,9 @@ static const uint32_t k_spv_move[] =
 static const uint32_t k_spv_groupnorm[] =
 #include "groupnorm.spv.h"
     ;
+static const uint32_t k_spv_group_moments[] =
+#include "group_moments.spv.h"
+    ;
 static const uint32_t k_spv_conv2d[] =
 #include "conv2d.spv.h"
     ;

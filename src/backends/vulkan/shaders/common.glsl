@@ -52,3 +52,9 @@ float cq_load_word(uint w, uint e, uint dt) {
     uint h = cq_half_of(w, e);
     return dt == 1u ? cq_f16_to_f32(h) : cq_bf16_to_f32(h);
 }
+
+// a * b rounded once: never fused with a later add (the codecs' decodes are defined as single products)
+float cq_mul(float a, float b) {
+    precise float r = a * b;
+    return r;
+}

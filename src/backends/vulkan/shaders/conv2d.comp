@@ -1,6 +1,7 @@
 #version 450
 // conv2d.comp — direct 2-D convolution of channels-last f32 images: y [Ho*Wo, Cout] from x [H*W, Cin] and a
-// PyTorch-layout kernel [Cout, Cin, kh, kw] in f32, f16 or bf16, bias optional, strides, padding in zero,
+// PyTorch-layout kernel [Cout, Cin, kh, kw] (or [Cout, Cin*kh*kw] for the per-row codecs) in any codec
+// wdec.glsl decodes, as src/codec does, bias optional, strides, padding in zero,
 // replicate or reflect mode (reflect mirrors without repeating the edge). One invocation per output value,
 // accumulating in f32.
 layout(local_size_x = 128) in; // before common.glsl, whose cq_gid reads gl_WorkGroupSize
@@ -10,9 +11,17 @@ layout(std430, binding = 1) readonly buffer WF { float wf[]; };
 layout(std430, binding = 1) readonly buffer WW { uint ww[]; };
 layout(std430, binding = 2) readonly buffer B { float bias[]; };
 layout(std430, binding = 3) writeonly buffer Y { float y[]; };
+layout(std430, binding = 8) readonly buffer E2 { float cq_exp2[]; }; // q4tp kernels only
 layout(push_constant) uniform P {
     uint H, W, Cin, Cout, kh, kw, sy, sx, pl, pt, Ho, Wo, mode, xo, yo, wo, bo, has_b, wdt;
 } p;
+
+#define WDEC_FN w_dec
+#define WDEC_WORDS ww
+#define WDEC_FLOATS wf
+#define WDEC_BYTE w_byte
+#define WDEC_H16 w_h16
+#include "wdec.glsl"
 
 int pad_index(int i, int n) {
     if (i >= 0 && i < n) return i;
@@ -33,10 +42,9 @@ void main() {
         for (uint kx = 0u; kx < p.kw; kx++) {
             int ix = pad_index(int(ox * p.sx + kx) - int(p.pl), int(p.W));
             if (ix < 0) continue;
-            uint xb = p.xo + (uint(iy) * p.W + uint(ix)) * p.Cin, wb = p.wo + co * K + ky * p.kw + kx;
+            uint xb = p.xo + (uint(iy) * p.W + uint(ix)) * p.Cin, wc = ky * p.kw + kx;
             for (uint ci = 0u; ci < p.Cin; ci++) {
-                uint e = wb + ci * p.kh * p.kw;
-                float wv = p.wdt == 0u ? wf[e] : cq_load_word(ww[e >> 1], e, p.wdt);
+                float wv = w_dec(p.wdt, p.wo, p.Cout, K, co, wc + ci * p.kh * p.kw);
                 acc += wv * x[xb + ci];
             }
         }

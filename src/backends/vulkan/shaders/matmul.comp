@@ -3,8 +3,8 @@
 //   v = act(scale * (x · Wᵀ) + bias), or silu(scale*(x·Wᵀ)+bias) ⊙ (scale*(x·W2ᵀ)+bias2),
 //   y = v, or y += v, or y += gate ⊙ v.
 // x [M, K] and y [M, N] f32; W, W2 [N, K] (fused SwiGLU: W [2N, K], gate rows
-// first) in f32, f16, bf16, q8_row or q8_2f, decoded from their words exactly as src/codec does
-// (q8_row: int8 * the row's f16 scale; q8_2f: that times the column's f16 scale). A workgroup of 128
+// first) in f32, f16, bf16, q8_row, q8_2f, q4_block, q4_tiled or q4tp, decoded from the stored words
+// exactly as src/codec does (wdec.glsl), so the products are those of the CPU's decoded weights. A workgroup of 128
 // computes a 16 x 16 output tile, two rows per invocation, through 16-wide
 // K slices in shared memory; accumulation is f32. A non-finite output is reported in the status words
 // (CQ_ERR_NUMERIC at sync, as the CUDA backend scans its matmul outputs).
@@ -21,45 +21,39 @@ layout(std430, binding = 4) readonly buffer B1 { float bias[]; };
 layout(std430, binding = 5) readonly buffer B2 { float bias2[]; };
 layout(std430, binding = 6) readonly buffer G { float gate[]; };
 layout(std430, binding = 7) buffer S { uint st[]; }; // code, op, seq, where, value: a non-finite output is code 2
+layout(std430, binding = 8) readonly buffer E2 { float cq_exp2[]; }; // q4tp weights only (wdec.glsl)
 layout(push_constant) uniform P {
     uint M, N, K, xo, yo, wo, w2o, bo, b2o, go;
     uint wdt, w2dt, act, flags; // flags: 1 bias, 2 bias2, 4 gate, 8 accumulate, 16 w2 given (else fused)
     float scale;
     uint op, seq;
-    uint wrows, w2rows; // the weights' row counts (where the q8 codecs keep their scales)
+    uint wrows, w2rows; // the weights' row counts (where the quantized codecs keep their scales and codes)
 } p;
 
 shared float xs[16][17];
 shared float ws[16][17];
 shared float ws2[16][17];
 
-uint b1(uint b) { return (ww[b >> 2] >> ((b & 3u) * 8u)) & 0xffu; }
-uint b2(uint b) { return (w2w[b >> 2] >> ((b & 3u) * 8u)) & 0xffu; }
+#define WDEC_FN w1_dec
+#define WDEC_WORDS ww
+#define WDEC_FLOATS wf
+#define WDEC_BYTE w1_byte
+#define WDEC_H16 w1_h16
+#include "wdec.glsl"
+#undef WDEC_FN
+#undef WDEC_WORDS
+#undef WDEC_FLOATS
+#undef WDEC_BYTE
+#undef WDEC_H16
+#define WDEC_FN w2_dec
+#define WDEC_WORDS w2w
+#define WDEC_FLOATS w2f
+#define WDEC_BYTE w2_byte
+#define WDEC_H16 w2_h16
+#include "wdec.glsl"
 
-// dt 3 q8_row, 4 q8_2f: [int8 q: rows*K][f16 row scale: rows][f16 column scale: K (q8_2f)]
-float w1_at(uint row, uint k) {
-    uint i = p.wo + row * p.K + k;
-    if (p.wdt <= 2u) return p.wdt == 0u ? wf[i] : cq_load_word(ww[i >> 1], i, p.wdt);
-    uint q = b1(i), sb = p.wrows * p.K + 2u * row;
-    float v = float(int(q) - (q >= 128u ? 256 : 0)) * cq_f16_to_f32(b1(sb) | (b1(sb + 1u) << 8));
-    if (p.wdt == 4u) {
-        uint cb = p.wrows * p.K + 2u * p.wrows + 2u * k;
-        v *= cq_f16_to_f32(b1(cb) | (b1(cb + 1u) << 8));
-    }
-    return v;
-}
-
-float w2_at(uint row, uint k) {
-    uint i = p.w2o + row * p.K + k;
-    if (p.w2dt <= 2u) return p.w2dt == 0u ? w2f[i] : cq_load_word(w2w[i >> 1], i, p.w2dt);
-    uint q = b2(i), sb = p.w2rows * p.K + 2u * row;
-    float v = float(int(q) - (q >= 128u ? 256 : 0)) * cq_f16_to_f32(b2(sb) | (b2(sb + 1u) << 8));
-    if (p.w2dt == 4u) {
-        uint cb = p.w2rows * p.K + 2u * p.w2rows + 2u * k;
-        v *= cq_f16_to_f32(b2(cb) | (b2(cb + 1u) << 8));
-    }
-    return v;
-}
+float w1_at(uint row, uint k) { return w1_dec(p.wdt, p.wo, p.wrows, p.K, row, k); }
+float w2_at(uint row, uint k) { return w2_dec(p.w2dt, p.w2o, p.w2rows, p.K, row, k); }
 
 void main() {
     uint t = gl_LocalInvocationID.x, tx = t & 15u, ty = t >> 4;
