@@ -99,7 +99,7 @@ def main():
 
     def put(name, **kv):
         for k, v in kv.items():
-            tensors[f"{k}_{name}"] = v.to(torch.float32).contiguous()
+            tensors[f"{k}_{name}"] = v.detach().to(torch.float32).contiguous().clone()
 
     # ---- conv3d: LTX2VideoCausalConv3d ----
     conv3d = [
