@@ -1275,6 +1275,7 @@ static const int k_convt[][8] = {
     {5, 6, 9, 3, 1, 3, 0, 0},   /* groups 3, stride 1 */
     {4, 3, 2, 2, 3, 1, 0, 1},   /* stride > kernel: gaps */
     {1, 2, 3, 5, 2, 1, 0, 0},   /* one sample */
+    {1500, 4, 128, 64, 32, 1, 16, 16}, /* long enough for the CPU's GEMM path to go in two chunks */
 };
 
 static void test_conv1d(void **state) {

@@ -1,9 +1,11 @@
 /*
  * signal_generic.c — the CPU backend's ops for video and audio decoders on
  * channels-last tensors: conv3d and conv1d (groups 1) as GEMMs whose im2col
- * rows are generated panel by panel (no im2col matrix exists), grouped conv1d
- * and conv_transpose1d as direct loops over output samples, 3-D
- * depth-to-space and the Snake activation.
+ * rows are generated panel by panel (no im2col matrix exists),
+ * conv_transpose1d (groups 1) as a GEMM whose rows are gathered into the
+ * output, grouped conv1d and conv_transpose1d (the depthwise anti-aliasing
+ * filters) as direct loops over output samples, 3-D depth-to-space and the
+ * Snake activation.
  */
 #include <math.h>
 #include <string.h>
@@ -47,8 +49,19 @@ static void apack_conv3(const cq_cpu_asrc *a, int64_t m0, int64_t mr, int64_t k0
             continue;
         }
         int64_t m = m0 + i;
-        if (table)
-            for (int64_t t = 0; t < taps; t++) pix[t] = conv3_src(a, m, t);
+        if (table) {
+            /* per-axis source indices once per row, then the tap table from them */
+            int64_t ox = m % a->Wo, oy = (m / a->Wo) % a->Ho, ot = m / (a->Wo * a->Ho), it[TAPS_MAX], iy[TAPS_MAX],
+                    ix[TAPS_MAX];
+            for (int64_t q = 0; q < cv->kt; q++) it[q] = clamp_at(ot * cv->stride_t + q - cv->pad_front, cv->T);
+            for (int64_t q = 0; q < cv->kh; q++) iy[q] = pad_at(oy * cv->stride_y + q - cv->pad_t, cv->H, cv->mode);
+            for (int64_t q = 0; q < cv->kw; q++) ix[q] = pad_at(ox * cv->stride_x + q - cv->pad_l, cv->W, cv->mode);
+            int64_t t = 0;
+            for (int64_t u = 0; u < cv->kt; u++)
+                for (int64_t e = 0; e < cv->kh; e++)
+                    for (int64_t f = 0; f < cv->kw; f++, t++)
+                        pix[t] = (iy[e] < 0 || ix[f] < 0) ? -1 : ((it[u] * cv->H + iy[e]) * cv->W + ix[f]) * a->Cin;
+        }
         int64_t ci = k0 / taps, t = k0 % taps;
         for (int64_t k = 0; k < kc; k++) {
             int64_t p = table ? pix[t] : conv3_src(a, m, t);
@@ -263,6 +276,90 @@ static void convt_rows(void *vc, int slot, int64_t o0, int64_t o1) {
     }
 }
 
+/* groups 1: Z = x · Wᵀ with Wᵀ's rows (j, co) (the kernel transposed once), so Z[i, j*Cout + co] is input sample i's
+ * contribution to output sample i*stride + j - pad_l; the output rows then gather those contiguous runs. The input
+ * goes through in chunks so Z stays bounded. */
+typedef struct ctg_ctx {
+    const cq_conv1d_args *a;
+    const float *z, *bias;
+    float *y;
+    int64_t i0, i1, Cout, k, o_base;
+    bool first;
+} ctg_ctx;
+
+static void convt_gather_rows(void *vc, int slot, int64_t o0, int64_t o1) {
+    (void)slot;
+    const ctg_ctx *c = vc;
+    int64_t s = c->a->stride, ldz = c->k * c->Cout;
+    for (int64_t o = c->o_base + o0; o < c->o_base + o1; o++) {
+        float *yr = c->y + o * c->Cout;
+        if (c->first)
+            for (int64_t co = 0; co < c->Cout; co++) yr[co] = c->bias ? c->bias[co] : 0.0f;
+        int64_t full = o + c->a->pad_l;
+        for (int64_t j = full % s; j < c->k; j += s) {
+            int64_t i = (full - j) / s;
+            if (i < c->i0) break; /* j only grows */
+            if (i >= c->i1) continue;
+            const float *zr = c->z + (i - c->i0) * ldz + j * c->Cout;
+            for (int64_t co = 0; co < c->Cout; co++) yr[co] += zr[co];
+        }
+    }
+}
+
+static cq_status convt_gemm(cq_backend *be, const cq_conv1d_args *a, const float *w) {
+    cq_cpu_backend *cb = cq_cpu_of(be);
+    int64_t L = cq_tensor_rows(a->x), Cin = cq_tensor_cols(a->x), Cout = cq_tensor_cols(a->y), k = a->k;
+    int64_t N = k * Cout, Lo = cq_tensor_rows(a->y);
+    int64_t chunk = CQ_MAX((int64_t)1, CQ_MIN(L, ((int64_t)1 << 23) / N)); /* Z at most ~32 MiB */
+    cq_tensor wt, z;
+    CQ_TRY(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, N, Cin, &wt));
+    cq_status st = cq_tensor_alloc_2d(be, CQ_DTYPE_F32, chunk, N, &z);
+    if (st != CQ_OK) {
+        cq_tensor_free(&wt);
+        return st;
+    }
+    float *wtp = cq_host_ptr(&wt);
+    for (int64_t ci = 0; ci < Cin; ci++)
+        for (int64_t co = 0; co < Cout; co++)
+            for (int64_t j = 0; j < k; j++) wtp[(j * Cout + co) * Cin + ci] = w[(ci * Cout + co) * k + j];
+    cq_cpu_wmat wm;
+    st = cq_cpu_wmat_init(&wm, &wt, cb, CQ_CPU_SCRATCH_W1);
+    if (st != CQ_OK) {
+        cq_tensor_free(&wt);
+        cq_tensor_free(&z);
+        return st;
+    }
+    for (int64_t i0 = 0; i0 < L; i0 += chunk) {
+        int64_t n = CQ_MIN(chunk, L - i0);
+        cq_cpu_gemm g = {
+            .M = n,
+            .N = N,
+            .K = Cin,
+            .w1 = &wm,
+            .scale = 1.0f,
+            .y = cq_host_ptr(&z),
+            .ydt = CQ_DTYPE_F32,
+            .a = {.pack = cq_cpu_apack_matrix, .x = (const float *)cq_host_ptr(a->x) + i0 * Cin, .dt = CQ_DTYPE_F32,
+                  .ld = Cin},
+        };
+        st = cq_cpu_gemm_run(cb, &g);
+        if (st != CQ_OK) break;
+        /* the first chunk initialises every output row; later ones touch only the rows they reach */
+        bool first = i0 == 0;
+        int64_t lo = first ? 0 : CQ_MAX((int64_t)0, i0 * a->stride - a->pad_l);
+        int64_t hi = first ? Lo : CQ_MIN(Lo, (i0 + n - 1) * a->stride + k - a->pad_l);
+        ctg_ctx c = {.a = a, .z = cq_host_ptr(&z), .bias = a->bias ? cq_host_ptr(a->bias) : NULL,
+                     .y = cq_host_ptr(a->y), .i0 = i0, .i1 = i0 + n, .Cout = Cout, .k = k, .o_base = lo,
+                     .first = first};
+        if (hi > lo)
+            cq_cpu_parallel(cb, hi - lo, cq_cpu_grain(cb, hi - lo, Cout * (k / a->stride + 1)), convt_gather_rows, &c);
+    }
+    cq_cpu_wmat_free(&wm);
+    cq_tensor_free(&wt);
+    cq_tensor_free(&z);
+    return st;
+}
+
 cq_status cq_cpu_conv_transpose1d(cq_backend *be, const cq_conv1d_args *a) {
     cq_cpu_backend *cb = cq_cpu_of(be);
     int64_t L = cq_tensor_rows(a->x), Cin = cq_tensor_cols(a->x), Cout = cq_tensor_cols(a->y), Lo = cq_tensor_rows(a->y);
@@ -270,6 +367,11 @@ cq_status cq_cpu_conv_transpose1d(cq_backend *be, const cq_conv1d_args *a) {
     cq_status st;
     float *w = decode_all(cb, a->w, &st); /* [Cin][cog*k] */
     if (!w) return st;
+    if (a->groups == 1) {
+        st = convt_gemm(be, a, w);
+        cq_free(w);
+        return st;
+    }
     float *wt = cq_mallocn((size_t)(Cin * cog * k), sizeof(float));
     if (!wt) {
         cq_free(w);
