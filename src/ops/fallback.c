@@ -310,3 +310,47 @@ cq_status cq_fallback_gather_cols(cq_backend *be, cq_tensor *y, const cq_tensor 
     const cq_tensor *hx = in(&f, x), *hi = in(&f, idx);
     return FB_RUN(f, gather_cols, hy, hx, hi, group, scale);
 }
+
+cq_status cq_fallback_conv3d(cq_backend *be, const cq_conv3d_args *a) {
+    fb f;
+    fb_begin(&f, be);
+    cq_conv3d_args h = *a;
+    h.y = out(&f, a->y);
+    h.x = in(&f, a->x);
+    h.w = in(&f, a->w);
+    h.bias = in(&f, a->bias);
+    return FB_RUN(f, conv3d, &h);
+}
+
+cq_status cq_fallback_depth_to_space3d(cq_backend *be, cq_tensor *y, const cq_tensor *x, int T, int H, int W, int pt,
+                                       int ph, int pw) {
+    fb f;
+    fb_begin(&f, be);
+    cq_tensor *hy = out(&f, y);
+    const cq_tensor *hx = in(&f, x);
+    return FB_RUN(f, depth_to_space3d, hy, hx, T, H, W, pt, ph, pw);
+}
+
+static cq_status fb_conv1d(cq_backend *be, const cq_conv1d_args *a, bool transposed) {
+    fb f;
+    fb_begin(&f, be);
+    cq_conv1d_args h = *a;
+    h.y = out(&f, a->y);
+    h.x = in(&f, a->x);
+    h.w = in(&f, a->w);
+    h.bias = in(&f, a->bias);
+    return transposed ? FB_RUN(f, conv_transpose1d, &h) : FB_RUN(f, conv1d, &h);
+}
+
+cq_status cq_fallback_conv1d(cq_backend *be, const cq_conv1d_args *a) { return fb_conv1d(be, a, false); }
+
+cq_status cq_fallback_conv_transpose1d(cq_backend *be, const cq_conv1d_args *a) { return fb_conv1d(be, a, true); }
+
+cq_status cq_fallback_snake(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *alpha,
+                            const cq_tensor *beta, bool logscale, float eps) {
+    fb f;
+    fb_begin(&f, be);
+    cq_tensor *hy = out(&f, y);
+    const cq_tensor *hx = in(&f, x), *ha = in(&f, alpha), *hb = in(&f, beta);
+    return FB_RUN(f, snake, hy, hx, ha, hb, logscale, eps);
+}

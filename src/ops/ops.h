@@ -571,4 +571,62 @@ cq_status cq_op_pixel_shuffle(cq_backend *be, cq_tensor *y, const cq_tensor *x, 
  * (H, W are the OUTPUT grid). */
 cq_status cq_op_pixel_unshuffle(cq_backend *be, cq_tensor *y, const cq_tensor *x, int H, int W, int r);
 
+/* 3-D convolution of channels-last video: y [To*Ho*Wo, Cout] from x [T*H*W, Cin]
+ * (frame-major, then row, then column), weight [Cout, Cin*kt*kh*kw] or
+ * [Cout, Cin, kt*kh*kw] (any codec; PyTorch's [Cout, Cin, kt, kh, kw] flattened), bias [Cout] optional. Time is
+ * padded by replicating the first frame pad_front times and the last frame
+ * pad_back times (causal: pad_front = kt-1, pad_back = 0; the non-causal mode
+ * of LTX's decoder: (kt-1)/2 each); space by (left, right, top, bottom) in
+ * `mode`. To = (T + pad_front + pad_back - kt) / stride_t + 1, and so on. */
+typedef struct cq_conv3d_args {
+    cq_tensor *y;
+    const cq_tensor *x;
+    const cq_tensor *w;
+    const cq_tensor *bias;
+    int T, H, W;
+    int kt, kh, kw;
+    int stride_t, stride_y, stride_x;
+    int pad_front, pad_back;
+    int pad_l, pad_r, pad_t, pad_b;
+    cq_pad_mode mode;
+} cq_conv3d_args;
+cq_status cq_op_conv3d(cq_backend *be, const cq_conv3d_args *a);
+/* 3-D depth-to-space: x [T*H*W, C*pt*ph*pw] -> y [(pt*T)*(ph*H)*(pw*W), C].
+ * Input channel ((c*pt + a)*ph + b)*pw + d of voxel (f, h, w) goes to output
+ * voxel (pt*f + a, ph*h + b, pw*w + d), channel c (LTX's upsampler; with
+ * pt = 1 it is pixel_shuffle's order for ph = pw). Dropping the first output
+ * frame is a row view of y. */
+cq_status cq_op_depth_to_space3d(cq_backend *be, cq_tensor *y, const cq_tensor *x, int T, int H, int W, int pt, int ph,
+                                 int pw);
+/* 1-D convolutions of channels-last signals x [L, Cin] -> y [Lo, Cout].
+ * conv1d: weight [Cout, Cin/groups, k] (or [Cout, Cin/groups*k]), padding
+ * pad_l/pad_r in `mode`, then stride and dilation:
+ *   y[o, co] = bias[co] + sum_{ci in co's group, j} w[co, ci', j] x[o*stride + j*dilation - pad_l, ci],
+ *   Lo = (L + pad_l + pad_r - dilation*(k-1) - 1) / stride + 1.
+ * conv_transpose1d: weight [Cin, Cout/groups, k] (PyTorch's ConvTranspose1d
+ * layout), dilation 1, mode ignored; pad_l/pad_r are the samples cropped from
+ * each end of the full result (PyTorch's padding p with output_padding q is
+ * pad_l = p, pad_r = p - q; both must be >= 0):
+ *   y[o, co] = bias[co] + sum_{i*stride + j = o + pad_l} w[ci, co', j] x[i, ci],
+ *   Lo = (L-1)*stride + k - pad_l - pad_r.
+ * groups divides Cin and Cout; groups = Cin = Cout is a depthwise filter. */
+typedef struct cq_conv1d_args {
+    cq_tensor *y;
+    const cq_tensor *x;
+    const cq_tensor *w;
+    const cq_tensor *bias;
+    int k;
+    int stride, dilation, groups;
+    int pad_l, pad_r;
+    cq_pad_mode mode;
+} cq_conv1d_args;
+cq_status cq_op_conv1d(cq_backend *be, const cq_conv1d_args *a);
+cq_status cq_op_conv_transpose1d(cq_backend *be, const cq_conv1d_args *a);
+/* Snake activations over x [R, C] with per-channel alpha [C] and beta [C]:
+ *   y = x + sin^2(a*x) / (b + eps), a = alpha, b = beta (beta NULL: b = alpha,
+ *   plain Snake); with logscale a = exp(alpha), b = exp(beta) (BigVGAN-v2's
+ *   SnakeBeta stores logs; eps 1e-9 there). y may be x itself. */
+cq_status cq_op_snake(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *alpha, const cq_tensor *beta,
+                      bool logscale, float eps);
+
 #endif /* CQ_OPS_H */

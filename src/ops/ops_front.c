@@ -660,3 +660,166 @@ cq_status cq_op_pixel_unshuffle(cq_backend *be, cq_tensor *y, const cq_tensor *x
     CQ_TRY(need_resample(&c, y, x, H, W, r, hw * rr, C, hw, C * rr));
     DISPATCH(&c, PIXEL_UNSHUFFLE, pixel_unshuffle, CQ_DTYPE_COUNT, x->dtype, CQ_DTYPE_COUNT, y, x, H, W, r);
 }
+
+/* ---- LTX video VAE and vocoder ops ------------------------------------------------------------------------ */
+/* A padded axis of n samples (pads lo, hi) under a kernel of k taps spaced d apart, stride s: the output length,
+ * or a clear error. Every value is an int from the caller, so the sums fit an int64. */
+static cq_status need_axis(const chk *c, const char *axis, int64_t n, int64_t lo, int64_t hi, int64_t k, int64_t d,
+                           int64_t s, int64_t *out) {
+    if (n < 1 || k < 1 || d < 1 || s < 1)
+        return cq_fail(CQ_ERR_SHAPE, "%s: %s has %lld samples, kernel %lld, dilation %lld, stride %lld (all must be >= 1)",
+                       c->op, axis, (long long)n, (long long)k, (long long)d, (long long)s);
+    if (lo < 0 || hi < 0) return cq_fail(CQ_ERR_SHAPE, "%s: negative %s padding (%lld, %lld)", c->op, axis, (long long)lo,
+                                         (long long)hi);
+    int64_t span = d * (k - 1) + 1, padded = n + lo + hi;
+    if (padded < span)
+        return cq_fail(CQ_ERR_SHAPE, "%s: the %s kernel spans %lld samples, more than the %lld padded ones", c->op, axis,
+                       (long long)span, (long long)padded);
+    *out = (padded - span) / s + 1;
+    return CQ_OK;
+}
+
+static cq_status need_pad_mode(const chk *c, cq_pad_mode mode, int64_t n, int64_t lo, int64_t hi) {
+    if ((unsigned)mode > CQ_PAD_REFLECT) return cq_fail(CQ_ERR_INVALID_ARG, "%s: unknown padding mode %d", c->op, mode);
+    if (mode == CQ_PAD_REFLECT && (lo >= n || hi >= n))
+        return cq_fail(CQ_ERR_SHAPE, "%s: reflect padding (%lld, %lld) must be smaller than the %lld samples it mirrors",
+                       c->op, (long long)lo, (long long)hi, (long long)n);
+    return CQ_OK;
+}
+
+/* A convolution weight of rows x (k0*k1) values, shaped [rows, k0, k1] or [rows, k0*k1]. */
+static cq_status need_conv_weight(const chk *c, const cq_tensor *w, int64_t rows, int64_t k0, int64_t k1) {
+    int64_t r, cols, K;
+    CQ_TRY(need_matrix(c, "w", w, &r, &cols));
+    CQ_TRY(need_prod(c, "weight columns", k0, k1, &K));
+    char b[64];
+    if (r != rows || cols != K || (w->ndim == 3 && (w->shape[1] != k0 || w->shape[2] != k1)) || w->ndim > 3)
+        return cq_fail(CQ_ERR_SHAPE, "%s: weight %s is not [%lld, %lld, %lld] (or [%lld, %lld])", c->op,
+                       shape_str(w, b, sizeof b), (long long)rows, (long long)k0, (long long)k1, (long long)rows,
+                       (long long)K);
+    return CQ_OK;
+}
+
+cq_status cq_op_conv3d(cq_backend *be, const cq_conv3d_args *a) {
+    chk c = {be, "conv3d"};
+    CQ_TRY(need_be(&c));
+    if (!a) return cq_fail(CQ_ERR_INVALID_ARG, "conv3d: args is NULL");
+    CQ_TRY(need_act(&c, "x", a->x));
+    CQ_TRY(need_out(&c, "y", a->y));
+    CQ_TRY(need_dtype(&c, "y", a->y, a->x->dtype));
+    int64_t To, Ho, Wo;
+    CQ_TRY(need_axis(&c, "time", a->T, a->pad_front, a->pad_back, a->kt, 1, a->stride_t, &To));
+    CQ_TRY(need_axis(&c, "height", a->H, a->pad_t, a->pad_b, a->kh, 1, a->stride_y, &Ho));
+    CQ_TRY(need_axis(&c, "width", a->W, a->pad_l, a->pad_r, a->kw, 1, a->stride_x, &Wo));
+    CQ_TRY(need_pad_mode(&c, a->mode, a->H, a->pad_t, a->pad_b));
+    CQ_TRY(need_pad_mode(&c, a->mode, a->W, a->pad_l, a->pad_r));
+    int64_t HW, THW, Cin = cq_tensor_cols(a->x), taps, tt, ohw, othw;
+    CQ_TRY(need_prod(&c, "H*W", a->H, a->W, &HW));
+    CQ_TRY(need_prod(&c, "T*H*W", HW, a->T, &THW));
+    CQ_TRY(need_rc(&c, "x", a->x, THW, Cin));
+    CQ_TRY(need_prod(&c, "kh*kw", a->kh, a->kw, &tt));
+    CQ_TRY(need_prod(&c, "kt*kh*kw", tt, a->kt, &taps));
+    CQ_TRY(need_prod(&c, "Ho*Wo", Ho, Wo, &ohw));
+    CQ_TRY(need_prod(&c, "To*Ho*Wo", ohw, To, &othw));
+    CQ_TRY(need(&c, "w", a->w));
+    int64_t Cout = a->w->shape[0];
+    CQ_TRY(need_conv_weight(&c, a->w, Cout, Cin, taps));
+    CQ_TRY(need_vec(&c, "bias", a->bias, Cout));
+    CQ_TRY(need_rc(&c, "y", a->y, othw, Cout));
+    CQ_TRY(no_alias(&c, "y", a->y, "x", a->x));
+    CQ_TRY(no_alias(&c, "y", a->y, "w", a->w));
+    CQ_TRY(no_alias(&c, "y", a->y, "bias", a->bias));
+    DISPATCH(&c, CONV3D, conv3d, a->w->dtype, a->x->dtype, a->w->dtype, a);
+}
+
+cq_status cq_op_depth_to_space3d(cq_backend *be, cq_tensor *y, const cq_tensor *x, int T, int H, int W, int pt, int ph,
+                                 int pw) {
+    chk c = {be, "depth_to_space3d"};
+    CQ_TRY(need_be(&c));
+    if (T < 1 || H < 1 || W < 1 || pt < 1 || ph < 1 || pw < 1)
+        return cq_fail(CQ_ERR_SHAPE, "depth_to_space3d: grid %dx%dx%d, factors (%d, %d, %d) (all must be >= 1)", T, H, W,
+                       pt, ph, pw);
+    CQ_TRY(need_act(&c, "x", x));
+    int64_t hw, thw, pp, ppp, rows;
+    CQ_TRY(need_prod(&c, "H*W", H, W, &hw));
+    CQ_TRY(need_prod(&c, "T*H*W", hw, T, &thw));
+    CQ_TRY(need_prod(&c, "ph*pw", ph, pw, &pp));
+    CQ_TRY(need_prod(&c, "pt*ph*pw", pp, pt, &ppp));
+    CQ_TRY(need_prod(&c, "output rows", thw, ppp, &rows));
+    int64_t C = cq_tensor_cols(x);
+    if (C % ppp)
+        return cq_fail(CQ_ERR_SHAPE, "depth_to_space3d: %lld channels are not a multiple of pt*ph*pw = %lld",
+                       (long long)C, (long long)ppp);
+    CQ_TRY(need_out(&c, "y", y));
+    CQ_TRY(need_dtype(&c, "y", y, x->dtype));
+    CQ_TRY(need_rc(&c, "x", x, thw, C));
+    CQ_TRY(need_rc(&c, "y", y, rows, C / ppp));
+    CQ_TRY(no_alias(&c, "y", y, "x", x));
+    DISPATCH(&c, DEPTH_TO_SPACE3D, depth_to_space3d, CQ_DTYPE_COUNT, x->dtype, CQ_DTYPE_COUNT, y, x, T, H, W, pt, ph,
+             pw);
+}
+
+/* The checks conv1d and conv_transpose1d share; *Lo is the output length. */
+static cq_status need_conv1d(const chk *c, const cq_conv1d_args *a, bool transposed, int64_t *Lo) {
+    CQ_TRY(need_be(c));
+    if (!a) return cq_fail(CQ_ERR_INVALID_ARG, "%s: args is NULL", c->op);
+    CQ_TRY(need_act(c, "x", a->x));
+    CQ_TRY(need_out(c, "y", a->y));
+    CQ_TRY(need_dtype(c, "y", a->y, a->x->dtype));
+    CQ_TRY(need(c, "w", a->w));
+    int64_t L = cq_tensor_rows(a->x), Cin = cq_tensor_cols(a->x), Cout = cq_tensor_cols(a->y);
+    if (a->groups < 1 || Cin % a->groups || Cout % a->groups)
+        return cq_fail(CQ_ERR_SHAPE, "%s: %d groups do not divide %lld input and %lld output channels", c->op, a->groups,
+                       (long long)Cin, (long long)Cout);
+    if (transposed) {
+        if (a->k < 1 || a->stride < 1 || a->dilation != 1)
+            return cq_fail(CQ_ERR_SHAPE, "%s: kernel %d, stride %d, dilation %d (kernel and stride >= 1, dilation 1)",
+                           c->op, a->k, a->stride, a->dilation);
+        if (a->pad_l < 0 || a->pad_r < 0) return cq_fail(CQ_ERR_SHAPE, "%s: negative crop (%d, %d)", c->op, a->pad_l, a->pad_r);
+        int64_t full = (L - 1) * a->stride + a->k; /* L < 2^50, stride < 2^31 */
+        if (L > ((int64_t)1 << 31) || full - a->pad_l - a->pad_r < 1)
+            return cq_fail(CQ_ERR_SHAPE, "%s: cropping (%d, %d) from %lld samples leaves none", c->op, a->pad_l, a->pad_r,
+                           (long long)full);
+        *Lo = full - a->pad_l - a->pad_r;
+        CQ_TRY(need_conv_weight(c, a->w, Cin, Cout / a->groups, a->k));
+    } else {
+        CQ_TRY(need_axis(c, "length", L, a->pad_l, a->pad_r, a->k, a->dilation, a->stride, Lo));
+        CQ_TRY(need_pad_mode(c, a->mode, L, a->pad_l, a->pad_r));
+        CQ_TRY(need_conv_weight(c, a->w, Cout, Cin / a->groups, a->k));
+    }
+    CQ_TRY(need_vec(c, "bias", a->bias, Cout));
+    CQ_TRY(need_rc(c, "y", a->y, *Lo, Cout));
+    CQ_TRY(no_alias(c, "y", a->y, "x", a->x));
+    CQ_TRY(no_alias(c, "y", a->y, "w", a->w));
+    return no_alias(c, "y", a->y, "bias", a->bias);
+}
+
+cq_status cq_op_conv1d(cq_backend *be, const cq_conv1d_args *a) {
+    chk c = {be, "conv1d"};
+    int64_t Lo;
+    CQ_TRY(need_conv1d(&c, a, false, &Lo));
+    DISPATCH(&c, CONV1D, conv1d, a->w->dtype, a->x->dtype, a->w->dtype, a);
+}
+
+cq_status cq_op_conv_transpose1d(cq_backend *be, const cq_conv1d_args *a) {
+    chk c = {be, "conv_transpose1d"};
+    int64_t Lo;
+    CQ_TRY(need_conv1d(&c, a, true, &Lo));
+    DISPATCH(&c, CONV_TRANSPOSE1D, conv_transpose1d, a->w->dtype, a->x->dtype, a->w->dtype, a);
+}
+
+cq_status cq_op_snake(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *alpha, const cq_tensor *beta,
+                      bool logscale, float eps) {
+    chk c = {be, "snake"};
+    CQ_TRY(need_be(&c));
+    CQ_TRY(need_finite(&c, "eps", eps));
+    if (eps < 0) return cq_fail(CQ_ERR_INVALID_ARG, "snake: eps %g is negative", (double)eps);
+    CQ_TRY(need_unary_pair(&c, y, x));
+    int64_t C = cq_tensor_cols(x);
+    if (!alpha) return cq_fail(CQ_ERR_INVALID_ARG, "snake: alpha is NULL");
+    CQ_TRY(need_vec(&c, "alpha", alpha, C));
+    CQ_TRY(need_vec(&c, "beta", beta, C));
+    CQ_TRY(no_alias(&c, "y", y, "alpha", alpha));
+    CQ_TRY(no_alias(&c, "y", y, "beta", beta));
+    DISPATCH(&c, SNAKE, snake, CQ_DTYPE_COUNT, x->dtype, CQ_DTYPE_COUNT, y, x, alpha, beta, logscale, eps);
+}

@@ -58,7 +58,15 @@
     X(PIXEL_UNSHUFFLE, pixel_unshuffle, (cq_tensor *y, const cq_tensor *x, int H, int W, int r), (y, x, H, W, r), u)   \
     X(GATHER_COLS, gather_cols, (cq_tensor *y, const cq_tensor *x, const cq_tensor *idx, int group, float scale),      \
       (y, x, idx, group, scale), u)                                                                                    \
-    X(GROUP_MOMENTS, group_moments, (cq_tensor *m, const cq_tensor *x, int groups, int block), (m, x, groups, block), u)
+    X(GROUP_MOMENTS, group_moments, (cq_tensor *m, const cq_tensor *x, int groups, int block), (m, x, groups, block), u)        \
+    X(CONV3D, conv3d, (const cq_conv3d_args *a), (a), u)                                                               \
+    X(DEPTH_TO_SPACE3D, depth_to_space3d,                                                                              \
+      (cq_tensor *y, const cq_tensor *x, int T, int H, int W, int pt, int ph, int pw), (y, x, T, H, W, pt, ph, pw), u)  \
+    X(CONV1D, conv1d, (const cq_conv1d_args *a), (a), u)                                                               \
+    X(CONV_TRANSPOSE1D, conv_transpose1d, (const cq_conv1d_args *a), (a), u)                                           \
+    X(SNAKE, snake,                                                                                                    \
+      (cq_tensor *y, const cq_tensor *x, const cq_tensor *alpha, const cq_tensor *beta, bool logscale, float eps),     \
+      (y, x, alpha, beta, logscale, eps), u)
 
 /* An op's parameter list with the backend in front: CQ_OP_PARAMS_BE P. */
 #define CQ_OP_PARAMS_BE(...) (cq_backend * be, __VA_ARGS__)

@@ -15,7 +15,8 @@ static bool ref_supports(const cq_backend *be, cq_op op, cq_dtype wdt, cq_dtype 
     bool fl = xdt == CQ_DTYPE_F32 || xdt == CQ_DTYPE_F16 || xdt == CQ_DTYPE_BF16;
     if (op == CQ_OP_COPY) return fl || xdt == CQ_DTYPE_I32;
     if (!fl) return false;
-    if (op == CQ_OP_MATMUL || op == CQ_OP_GET_ROWS || op == CQ_OP_CONV2D)
+    if (op == CQ_OP_MATMUL || op == CQ_OP_GET_ROWS || op == CQ_OP_CONV2D || op == CQ_OP_CONV3D || op == CQ_OP_CONV1D ||
+        op == CQ_OP_CONV_TRANSPOSE1D)
         return (unsigned)wdt < CQ_DTYPE_COUNT && cq_codec_can_decode(wdt);
     return true;
 }

@@ -208,3 +208,123 @@ cq_status cq_ref_pixel_unshuffle(cq_tensor *y, const cq_tensor *x, int H, int W,
                                      cq_ref_load(x, ((r * h + i) * Wi + r * w + j) * C + c));
     return CQ_OK;
 }
+
+/* ---- LTX video VAE and vocoder ops ------------------------------------------------------------------------ */
+/* The padded time index: replicate the first and last frames (LTX's causal conv). */
+static int64_t clamp_index(int64_t i, int64_t n) { return i < 0 ? 0 : i >= n ? n - 1 : i; }
+
+cq_status cq_ref_conv3d(const cq_conv3d_args *a) {
+    int64_t T = a->T, H = a->H, W = a->W, Cin = cq_tensor_cols(a->x), Cout = a->w->shape[0];
+    int64_t kt = a->kt, kh = a->kh, kw = a->kw, taps = kt * kh * kw, K = Cin * taps;
+    int64_t To = (T + a->pad_front + a->pad_back - kt) / a->stride_t + 1;
+    int64_t Ho = (H + a->pad_t + a->pad_b - kh) / a->stride_y + 1, Wo = (W + a->pad_l + a->pad_r - kw) / a->stride_x + 1;
+    float *w = cq_mallocn((size_t)(Cout * K), sizeof(float));
+    if (!w) return CQ_ERR_NOMEM;
+    cq_status st = cq_ref_matrix_rows(a->w, 0, Cout, w);
+    for (int64_t ot = 0; ot < To && st == CQ_OK; ot++)
+        for (int64_t oy = 0; oy < Ho; oy++)
+            for (int64_t ox = 0; ox < Wo; ox++)
+                for (int64_t co = 0; co < Cout; co++) {
+                    double acc = a->bias ? cq_ref_load(a->bias, co) : 0.0;
+                    for (int64_t dt = 0; dt < kt; dt++) {
+                        int64_t it = clamp_index(ot * a->stride_t + dt - a->pad_front, T);
+                        for (int64_t ky = 0; ky < kh; ky++) {
+                            int64_t iy = pad_index(oy * a->stride_y + ky - a->pad_t, H, a->mode);
+                            if (iy < 0) continue;
+                            for (int64_t kx = 0; kx < kw; kx++) {
+                                int64_t ix = pad_index(ox * a->stride_x + kx - a->pad_l, W, a->mode);
+                                if (ix < 0) continue;
+                                /* PyTorch [Cout, Cin, kt, kh, kw] */
+                                const float *wr = w + co * K + (dt * kh + ky) * kw + kx;
+                                int64_t xo = ((it * H + iy) * W + ix) * Cin;
+                                for (int64_t ci = 0; ci < Cin; ci++)
+                                    acc += (double)wr[ci * taps] * cq_ref_load(a->x, xo + ci);
+                            }
+                        }
+                    }
+                    cq_ref_store(a->y, ((ot * Ho + oy) * Wo + ox) * Cout + co, (float)acc);
+                }
+    cq_free(w);
+    return st;
+}
+
+cq_status cq_ref_depth_to_space3d(cq_tensor *y, const cq_tensor *x, int T, int H, int W, int pt, int ph, int pw) {
+    int64_t Cin = cq_tensor_cols(x), P = (int64_t)pt * ph * pw, C = Cin / P;
+    int64_t Ho = (int64_t)H * ph, Wo = (int64_t)W * pw;
+    for (int64_t f = 0; f < T; f++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t w = 0; w < W; w++)
+                for (int64_t c = 0; c < C; c++)
+                    for (int64_t i = 0; i < pt; i++)
+                        for (int64_t j = 0; j < ph; j++)
+                            for (int64_t d = 0; d < pw; d++) {
+                                int64_t src = ((f * H + h) * W + w) * Cin + ((c * pt + i) * ph + j) * pw + d;
+                                int64_t dst = (((pt * f + i) * Ho + ph * h + j) * Wo + pw * w + d) * C + c;
+                                cq_ref_store(y, dst, cq_ref_load(x, src));
+                            }
+    return CQ_OK;
+}
+
+cq_status cq_ref_conv1d(const cq_conv1d_args *a) {
+    int64_t L = cq_tensor_rows(a->x), Cin = cq_tensor_cols(a->x), Cout = cq_tensor_cols(a->y), G = a->groups;
+    int64_t cig = Cin / G, cog = Cout / G, k = a->k, K = cig * k;
+    int64_t Lo = cq_tensor_rows(a->y);
+    float *w = cq_mallocn((size_t)(Cout * K), sizeof(float));
+    if (!w) return CQ_ERR_NOMEM;
+    cq_status st = cq_ref_matrix_rows(a->w, 0, Cout, w);
+    for (int64_t o = 0; o < Lo && st == CQ_OK; o++)
+        for (int64_t co = 0; co < Cout; co++) {
+            double acc = a->bias ? cq_ref_load(a->bias, co) : 0.0;
+            int64_t c0 = (co / cog) * cig;
+            for (int64_t j = 0; j < k; j++) {
+                int64_t i = pad_index(o * a->stride + j * a->dilation - a->pad_l, L, a->mode);
+                if (i < 0) continue;
+                for (int64_t ci = 0; ci < cig; ci++)
+                    acc += (double)w[co * K + ci * k + j] * cq_ref_load(a->x, i * Cin + c0 + ci); /* [Cout, Cin/G, k] */
+            }
+            cq_ref_store(a->y, o * Cout + co, (float)acc);
+        }
+    cq_free(w);
+    return st;
+}
+
+cq_status cq_ref_conv_transpose1d(const cq_conv1d_args *a) {
+    int64_t L = cq_tensor_rows(a->x), Cin = cq_tensor_cols(a->x), Cout = cq_tensor_cols(a->y), G = a->groups;
+    int64_t cig = Cin / G, cog = Cout / G, k = a->k, s = a->stride, Lo = cq_tensor_rows(a->y);
+    float *w = cq_mallocn((size_t)(Cin * cog * k), sizeof(float));
+    if (!w) return CQ_ERR_NOMEM;
+    cq_status st = cq_ref_matrix_rows(a->w, 0, Cin, w);
+    for (int64_t o = 0; o < Lo && st == CQ_OK; o++)
+        for (int64_t co = 0; co < Cout; co++) {
+            double acc = a->bias ? cq_ref_load(a->bias, co) : 0.0;
+            int64_t g = co / cog, col = co % cog, full = o + a->pad_l;
+            /* every (i, j) with i*s + j = full: j = full - i*s in [0, k) */
+            for (int64_t j = full % s; j < k; j += s) {
+                int64_t i = (full - j) / s;
+                if (i < 0 || i >= L) continue;
+                for (int64_t ci = g * cig; ci < (g + 1) * cig; ci++)
+                    acc += (double)w[(ci * cog + col) * k + j] * cq_ref_load(a->x, i * Cin + ci); /* [Cin, Cout/G, k] */
+            }
+            cq_ref_store(a->y, o * Cout + co, (float)acc);
+        }
+    cq_free(w);
+    return st;
+}
+
+cq_status cq_ref_snake(cq_tensor *y, const cq_tensor *x, const cq_tensor *alpha, const cq_tensor *beta, bool logscale,
+                       float eps) {
+    int64_t R = cq_tensor_rows(x), C = cq_tensor_cols(x);
+    for (int64_t c = 0; c < C; c++) {
+        double al = cq_ref_load(alpha, c), be = beta ? cq_ref_load(beta, c) : al;
+        if (logscale) {
+            al = exp(al);
+            be = beta ? exp(be) : al;
+        }
+        double inv = 1.0 / (be + (double)eps);
+        for (int64_t r = 0; r < R; r++) {
+            double v = cq_ref_load(x, r * C + c), sn = sin(al * v);
+            cq_ref_store(y, r * C + c, (float)(v + inv * sn * sn));
+        }
+    }
+    return CQ_OK;
+}

@@ -86,7 +86,7 @@ typedef struct tcase {
     double tol_abs, tol_rel;
     run_fn run;
     /* op parameters */
-    int ip[12];
+    int ip[20];
     float fp[4];
 } tcase;
 
@@ -1050,6 +1050,376 @@ static void test_data_movement(void **state) {
     gather_cols_cases();
 }
 
+/* ---- video VAE and vocoder ops ---------------------------------------------------------------------------- */
+static const char *const k_pad_names[] = {"zero", "replicate", "reflect"};
+
+/* ip: T H W kt kh kw st sy sx pf pb pl pr pt pb mode */
+static cq_status run_conv3d(cq_backend *be, cq_tensor *out, cq_tensor **in, const tcase *c) {
+    cq_conv3d_args a = {.y = out, .x = IN(in, c, 0), .w = IN(in, c, 1), .bias = IN(in, c, 2), .T = c->ip[0],
+                        .H = c->ip[1], .W = c->ip[2], .kt = c->ip[3], .kh = c->ip[4], .kw = c->ip[5],
+                        .stride_t = c->ip[6], .stride_y = c->ip[7], .stride_x = c->ip[8], .pad_front = c->ip[9],
+                        .pad_back = c->ip[10], .pad_l = c->ip[11], .pad_r = c->ip[12], .pad_t = c->ip[13],
+                        .pad_b = c->ip[14], .mode = (cq_pad_mode)c->ip[15]};
+    return cq_op_conv3d(be, &a);
+}
+
+/* T H W Cin Cout kt kh kw st sy sx pf pb pl pr pt pb mode */
+static const int k_conv3d[][18] = {
+    {3, 5, 7, 4, 6, 3, 3, 3, 1, 1, 1, 2, 0, 1, 1, 1, 1, CQ_PAD_ZERO},       /* causal (the encoder) */
+    {4, 6, 5, 5, 7, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, CQ_PAD_ZERO},       /* non-causal (the decoder) */
+    {5, 4, 4, 3, 9, 3, 3, 3, 1, 1, 1, 2, 0, 1, 1, 1, 1, CQ_PAD_REFLECT},    /* LTX-2.0's reflect */
+    {1, 7, 3, 6, 5, 3, 3, 3, 1, 1, 1, 2, 0, 1, 1, 1, 1, CQ_PAD_REPLICATE},  /* one frame, all replicas */
+    {6, 5, 6, 8, 4, 3, 1, 3, 2, 1, 2, 1, 1, 1, 1, 0, 0, CQ_PAD_ZERO},       /* strides, asymmetric kernel */
+    {2, 3, 4, 16, 33, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, CQ_PAD_ZERO},     /* pointwise (1x1x1 shortcut) */
+    {3, 4, 5, 2, 3, 2, 2, 2, 1, 2, 1, 1, 0, 0, 1, 1, 0, CQ_PAD_REPLICATE},  /* even kernel, odd pads */
+    {2, 6, 6, 4, 5, 5, 5, 5, 1, 1, 1, 4, 0, 2, 2, 2, 2, CQ_PAD_ZERO},       /* 125 taps: no tap table */
+    {9, 8, 8, 32, 32, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, CQ_PAD_ZERO},     /* bigger */
+};
+
+static void test_conv3d(void **state) {
+    (void)state;
+    for (size_t ci = 0; ci < CQ_ARRAY_LEN(k_codecs); ci++)
+        for (size_t i = 0; i < CQ_ARRAY_LEN(k_conv3d); i++) {
+            if (!g.big && ci > 2 && (ci + i) % 3) continue; /* f32/f16/bf16 always, the quantised codecs sampled */
+            const int *p = k_conv3d[i];
+            int64_t To = (p[0] + p[11] + p[12] - p[5]) / p[8] + 1, Ho = (p[1] + p[15] + p[16] - p[6]) / p[9] + 1,
+                    Wo = (p[2] + p[13] + p[14] - p[7]) / p[10] + 1;
+            tcase c;
+            tc_init(&c, CQ_OP_CONV3D, CQ_DTYPE_F32, run_conv3d,
+                    "conv3d w=%s %dx%dx%dx%d->%d k%dx%dx%d s%dx%dx%d time(%d,%d) pad(%d,%d,%d,%d) %s",
+                    cq_dtype_name(k_codecs[ci]), p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10],
+                    p[11], p[12], p[13], p[14], p[15], p[16], k_pad_names[p[17]]);
+            c.wdt = k_codecs[ci];
+            c.tol_abs = TOL_MATMUL_ABS;
+            c.tol_rel = TOL_MATMUL_REL;
+            c.ip[0] = p[0];
+            c.ip[1] = p[1];
+            c.ip[2] = p[2];
+            for (int j = 3; j < 16; j++) c.ip[j] = p[j + 2];
+            tc_act(&c, 0, CQ_DTYPE_F32, (int64_t)p[0] * p[1] * p[2], p[3], 1.0f);
+            int64_t taps = (int64_t)p[5] * p[6] * p[7], K = p[3] * taps;
+            int64_t w3[3] = {p[4], p[3], taps}, w2[2] = {p[4], K};
+            bool ok = per_row_codec(k_codecs[ci]) || i % 2
+                          ? tc_weight(&c, 1, k_codecs[ci], 2, w2, 1.0f / sqrtf((float)K))
+                          : tc_weight(&c, 1, k_codecs[ci], 3, w3, 1.0f / sqrtf((float)K));
+            if (!ok) {
+                tc_free(&c);
+                continue;
+            }
+            if (i % 3 != 1) tc_vec(&c, 2, p[4], 0.5f, 0.0f);
+            c.nin = 3;
+            tc_out(&c, CQ_DTYPE_F32, To * Ho * Wo, p[4]);
+            run_case(&c);
+        }
+}
+
+/* The definition written out independently of every implementation: pad the clip explicitly (frames replicated
+ * in time, then the spatial mode), then a plain strided correlation over the padded clip. f32 weights. */
+static void naive_conv3d(const int *p, const float *x, const float *w, const float *bias, double *y) {
+    int T = p[0], H = p[1], W = p[2], Cin = p[3], Cout = p[4], kt = p[5], kh = p[6], kw = p[7];
+    int Tp = T + p[11] + p[12], Hp = H + p[15] + p[16], Wp = W + p[13] + p[14];
+    float *xp = calloc((size_t)Tp * Hp * Wp * Cin, sizeof(float));
+    for (int t = 0; t < Tp; t++) {
+        int st = t - p[11] < 0 ? 0 : t - p[11] >= T ? T - 1 : t - p[11];
+        for (int yy = 0; yy < Hp; yy++)
+            for (int xx = 0; xx < Wp; xx++) {
+                int sy = yy - p[15], sx = xx - p[13];
+                bool zero = false;
+                int *v[2] = {&sy, &sx}, n[2] = {H, W};
+                for (int d = 0; d < 2; d++) {
+                    if (*v[d] >= 0 && *v[d] < n[d]) continue;
+                    if (p[17] == CQ_PAD_ZERO) zero = true;
+                    else if (p[17] == CQ_PAD_REPLICATE) *v[d] = *v[d] < 0 ? 0 : n[d] - 1;
+                    else *v[d] = *v[d] < 0 ? -*v[d] : 2 * (n[d] - 1) - *v[d];
+                }
+                if (zero) continue;
+                for (int ci = 0; ci < Cin; ci++)
+                    xp[(((size_t)t * Hp + yy) * Wp + xx) * Cin + ci] = x[(((size_t)st * H + sy) * W + sx) * Cin + ci];
+            }
+    }
+    int To = (Tp - kt) / p[8] + 1, Ho = (Hp - kh) / p[9] + 1, Wo = (Wp - kw) / p[10] + 1;
+    for (int ot = 0; ot < To; ot++)
+        for (int oy = 0; oy < Ho; oy++)
+            for (int ox = 0; ox < Wo; ox++)
+                for (int co = 0; co < Cout; co++) {
+                    double acc = bias ? bias[co] : 0.0;
+                    for (int ci = 0; ci < Cin; ci++)
+                        for (int a = 0; a < kt; a++)
+                            for (int b = 0; b < kh; b++)
+                                for (int d = 0; d < kw; d++)
+                                    acc += (double)w[((((size_t)co * Cin + ci) * kt + a) * kh + b) * kw + d] *
+                                           xp[(((size_t)(ot * p[8] + a) * Hp + oy * p[9] + b) * Wp + ox * p[10] + d) *
+                                                  Cin + ci];
+                    y[(((size_t)ot * Ho + oy) * Wo + ox) * Cout + co] = acc;
+                }
+    free(xp);
+}
+
+/* Every backend (the reference too) against an output computed in the test; the weight is an f32 activation. */
+static void check_naive(tcase *c, const double *want, int64_t n) {
+    double scale = 0;
+    for (int64_t i = 0; i < n; i++) scale = fmax(scale, fabs(want[i]));
+    for (int b = -1; b < g.nbe; b++) {
+        cq_backend *be = b < 0 ? g.ref : g.be[b];
+        if (!cq_backend_supports(be, c->op, CQ_DTYPE_F32, CQ_DTYPE_F32)) continue;
+        float *got = NULL;
+        cq_status st = run_on(be, c, &got);
+        if (st != CQ_OK) fail_msg("%s on %s: %s: %s", c->label, cq_backend_name(be), cq_status_str(st), cq_last_error());
+        double worst = 0;
+        for (int64_t i = 0; i < n; i++) {
+            double d = fabs(got[i] - want[i]), lim = 2e-6 * scale + 1e-5 * fabs(want[i]);
+            if (!(d <= lim))
+                fail_msg("%s on %s: output %lld = %.9g, direct loop %.9g", c->label, cq_backend_name(be), (long long)i,
+                         got[i], want[i]);
+            worst = fmax(worst, d / scale);
+        }
+        if (getenv("CQ_TEST_OPS_VERBOSE"))
+            print_message("%s on %s: max |diff| / max|out| = %.2e vs the direct loop\n", c->label, cq_backend_name(be),
+                          worst);
+        free(got);
+    }
+    tc_free(c);
+}
+
+static void test_conv3d_naive(void **state) {
+    (void)state;
+    for (size_t i = 0; i < CQ_ARRAY_LEN(k_conv3d); i++) {
+        const int *p = k_conv3d[i];
+        int64_t To = (p[0] + p[11] + p[12] - p[5]) / p[8] + 1, Ho = (p[1] + p[15] + p[16] - p[6]) / p[9] + 1,
+                Wo = (p[2] + p[13] + p[14] - p[7]) / p[10] + 1;
+        int64_t K = (int64_t)p[3] * p[5] * p[6] * p[7];
+        tcase c;
+        tc_init(&c, CQ_OP_CONV3D, CQ_DTYPE_F32, run_conv3d, "conv3d case %zu vs direct loop", i);
+        c.ip[0] = p[0];
+        c.ip[1] = p[1];
+        c.ip[2] = p[2];
+        for (int j = 3; j < 16; j++) c.ip[j] = p[j + 2];
+        tc_act(&c, 0, CQ_DTYPE_F32, (int64_t)p[0] * p[1] * p[2], p[3], 1.0f);
+        tc_act(&c, 1, CQ_DTYPE_F32, p[4], K, 1.0f / sqrtf((float)K));
+        tc_vec(&c, 2, p[4], 0.5f, 0.0f);
+        tc_out(&c, CQ_DTYPE_F32, To * Ho * Wo, p[4]);
+        double *want = malloc(sizeof(double) * (size_t)(To * Ho * Wo * p[4]));
+        naive_conv3d(p, c.in[0].v, c.in[1].v, c.in[2].v, want);
+        check_naive(&c, want, To * Ho * Wo * p[4]);
+        free(want);
+    }
+}
+
+static cq_status run_d2s3(cq_backend *be, cq_tensor *out, cq_tensor **in, const tcase *c) {
+    return cq_op_depth_to_space3d(be, out, IN(in, c, 0), c->ip[0], c->ip[1], c->ip[2], c->ip[3], c->ip[4], c->ip[5]);
+}
+
+static void test_depth_to_space3d(void **state) {
+    (void)state;
+    /* T H W C pt ph pw: LTX's (2,2,2), (2,1,1), (1,2,2) and odd ones */
+    static const int k[][7] = {{2, 3, 4, 5, 2, 2, 2}, {3, 2, 2, 7, 2, 1, 1}, {1, 3, 5, 4, 1, 2, 2},
+                               {2, 1, 3, 3, 3, 1, 2}, {1, 1, 1, 1, 1, 1, 1}, {4, 5, 3, 16, 1, 3, 2}};
+    for (size_t i = 0; i < CQ_ARRAY_LEN(k); i++) {
+        const int *p = k[i];
+        int64_t P = (int64_t)p[4] * p[5] * p[6], vox = (int64_t)p[0] * p[1] * p[2];
+        tcase c;
+        tc_init(&c, CQ_OP_DEPTH_TO_SPACE3D, CQ_DTYPE_F32, run_d2s3, "depth_to_space3d %dx%dx%dx%d p(%d,%d,%d)", p[0],
+                p[1], p[2], p[3], p[4], p[5], p[6]);
+        c.tol_abs = TOL_EXACT;
+        for (int j = 0; j < 3; j++) c.ip[j] = p[j];
+        for (int j = 3; j < 6; j++) c.ip[j] = p[j + 1];
+        tc_act(&c, 0, CQ_DTYPE_F32, vox, p[3] * P, 1.0f);
+        tc_out(&c, CQ_DTYPE_F32, vox * P, p[3]);
+        run_case(&c);
+    }
+    /* The channel order spelled out once: LTX's upsampler reshapes channels as (c, pt, ph, pw), c slowest. */
+    cq_backend *be = g.ref;
+    int T = 2, H = 2, W = 3, C = 3, pt = 2, ph = 2, pw = 2, P = 8;
+    cq_tensor x, y;
+    assert_int_equal(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, T * H * W, C * P, &x), CQ_OK);
+    assert_int_equal(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, T * H * W * P, C, &y), CQ_OK);
+    float v[2 * 2 * 3 * 24], out[2 * 2 * 3 * 24];
+    for (int i = 0; i < T * H * W * C * P; i++) v[i] = (float)i;
+    assert_int_equal(cq_tensor_upload(&x, v, sizeof v), CQ_OK);
+    assert_int_equal(cq_op_depth_to_space3d(be, &y, &x, T, H, W, pt, ph, pw), CQ_OK);
+    assert_int_equal(cq_tensor_download(&y, out, sizeof out), CQ_OK);
+    int f = 1, h = 0, w = 2, ch = 2, a = 1, b = 0, d = 1;
+    assert_float_equal(out[(((pt * f + a) * H * ph + ph * h + b) * W * pw + pw * w + d) * C + ch],
+                       v[((f * H + h) * W + w) * C * P + ((ch * pt + a) * ph + b) * pw + d], 0.0f);
+    cq_tensor_free(&x);
+    cq_tensor_free(&y);
+}
+
+/* ip: k stride dilation groups pad_l pad_r mode transposed */
+static cq_status run_conv1d(cq_backend *be, cq_tensor *out, cq_tensor **in, const tcase *c) {
+    cq_conv1d_args a = {.y = out, .x = IN(in, c, 0), .w = IN(in, c, 1), .bias = IN(in, c, 2), .k = c->ip[0],
+                        .stride = c->ip[1], .dilation = c->ip[2], .groups = c->ip[3], .pad_l = c->ip[4],
+                        .pad_r = c->ip[5], .mode = (cq_pad_mode)c->ip[6]};
+    return c->ip[7] ? cq_op_conv_transpose1d(be, &a) : cq_op_conv1d(be, &a);
+}
+
+/* L Cin Cout k stride dilation groups pad_l pad_r mode */
+static const int k_conv1d[][10] = {
+    {17, 6, 5, 7, 1, 1, 1, 3, 3, CQ_PAD_ZERO},       /* the vocoder's conv_in / conv_out */
+    {23, 8, 8, 3, 1, 5, 1, 5, 5, CQ_PAD_ZERO},       /* AMP block, dilation 5 ("same") */
+    {20, 7, 7, 11, 1, 3, 1, 15, 15, CQ_PAD_ZERO},    /* kernel 11, dilation 3 */
+    {30, 6, 6, 12, 2, 1, 6, 5, 6, CQ_PAD_REPLICATE}, /* the anti-aliasing low-pass: depthwise, stride 2 */
+    {40, 1, 10, 16, 4, 1, 1, 12, 0, CQ_PAD_ZERO},    /* a causal STFT-like conv: one channel, stride = hop */
+    {13, 9, 6, 3, 2, 2, 3, 2, 1, CQ_PAD_REFLECT},    /* groups 3 */
+    {9, 4, 5, 5, 1, 1, 1, 4, 3, CQ_PAD_REFLECT},
+    {12, 16, 24, 1, 1, 1, 1, 0, 0, CQ_PAD_ZERO},     /* pointwise */
+    {6, 3, 4, 100, 1, 1, 1, 50, 49, CQ_PAD_ZERO},    /* a kernel longer than the signal */
+};
+
+/* L Cin Cout k stride groups crop_l crop_r */
+static const int k_convt[][8] = {
+    {9, 8, 4, 11, 5, 1, 3, 3},  /* the vocoder's first upsample: k 11, stride 5, padding 3 */
+    {7, 6, 3, 4, 2, 1, 1, 1},   /* k 4, stride 2, padding 1 */
+    {20, 5, 5, 12, 2, 5, 15, 15}, /* the anti-aliasing x2 upsample of 10 samples replicate-padded by 5 */
+    {22, 4, 4, 43, 3, 4, 42, 40}, /* the BWE's hann-sinc x3 skip upsample of 8 samples padded by 7 */
+    {5, 6, 9, 3, 1, 3, 0, 0},   /* groups 3, stride 1 */
+    {4, 3, 2, 2, 3, 1, 0, 1},   /* stride > kernel: gaps */
+    {1, 2, 3, 5, 2, 1, 0, 0},   /* one sample */
+    {1500, 4, 128, 64, 32, 1, 16, 16}, /* long enough for the CPU's GEMM path to go in two chunks */
+};
+
+static void test_conv1d(void **state) {
+    (void)state;
+    for (size_t ci = 0; ci < CQ_ARRAY_LEN(k_codecs); ci++)
+        for (size_t i = 0; i < CQ_ARRAY_LEN(k_conv1d) + CQ_ARRAY_LEN(k_convt); i++) {
+            if (!g.big && ci > 2 && (ci + i) % 3) continue;
+            bool tr = i >= CQ_ARRAY_LEN(k_conv1d);
+            int L, Cin, Cout, k, s, d = 1, G, pl, pr, mode = CQ_PAD_ZERO;
+            if (!tr) {
+                const int *p = k_conv1d[i];
+                L = p[0], Cin = p[1], Cout = p[2], k = p[3], s = p[4], d = p[5], G = p[6], pl = p[7], pr = p[8],
+                mode = p[9];
+            } else {
+                const int *p = k_convt[i - CQ_ARRAY_LEN(k_conv1d)];
+                L = p[0], Cin = p[1], Cout = p[2], k = p[3], s = p[4], G = p[5], pl = p[6], pr = p[7];
+            }
+            int64_t Lo = tr ? (int64_t)(L - 1) * s + k - pl - pr : (L + pl + pr - (int64_t)d * (k - 1) - 1) / s + 1;
+            tcase c;
+            tc_init(&c, tr ? CQ_OP_CONV_TRANSPOSE1D : CQ_OP_CONV1D, CQ_DTYPE_F32, run_conv1d,
+                    "%s w=%s L%d %d->%d k%d s%d d%d g%d pad(%d,%d) %s", tr ? "conv_transpose1d" : "conv1d",
+                    cq_dtype_name(k_codecs[ci]), L, Cin, Cout, k, s, d, G, pl, pr, k_pad_names[mode]);
+            c.wdt = k_codecs[ci];
+            c.tol_abs = TOL_MATMUL_ABS;
+            c.tol_rel = TOL_MATMUL_REL;
+            int ip[8] = {k, s, d, G, pl, pr, mode, tr};
+            memcpy(c.ip, ip, sizeof ip);
+            tc_act(&c, 0, CQ_DTYPE_F32, L, Cin, 1.0f);
+            int64_t rows = tr ? Cin : Cout, mid = tr ? Cout / G : Cin / G, K = mid * k;
+            int64_t w3[3] = {rows, mid, k}, w2[2] = {rows, K};
+            float ws = 1.0f / sqrtf((float)(tr ? (Cin / G) * (k / s + 1) : K));
+            bool ok = per_row_codec(k_codecs[ci]) || i % 2 ? tc_weight(&c, 1, k_codecs[ci], 2, w2, ws)
+                                                           : tc_weight(&c, 1, k_codecs[ci], 3, w3, ws);
+            if (!ok) {
+                tc_free(&c);
+                continue;
+            }
+            if (i % 3 != 2) tc_vec(&c, 2, Cout, 0.5f, 0.0f);
+            c.nin = 3;
+            tc_out(&c, CQ_DTYPE_F32, Lo, Cout);
+            run_case(&c);
+        }
+}
+
+static void test_conv1d_naive(void **state) {
+    (void)state;
+    for (size_t i = 0; i < CQ_ARRAY_LEN(k_conv1d) + CQ_ARRAY_LEN(k_convt); i++) {
+        bool tr = i >= CQ_ARRAY_LEN(k_conv1d);
+        int L, Cin, Cout, k, s, d = 1, G, pl, pr, mode = CQ_PAD_ZERO;
+        if (!tr) {
+            const int *p = k_conv1d[i];
+            L = p[0], Cin = p[1], Cout = p[2], k = p[3], s = p[4], d = p[5], G = p[6], pl = p[7], pr = p[8], mode = p[9];
+        } else {
+            const int *p = k_convt[i - CQ_ARRAY_LEN(k_conv1d)];
+            L = p[0], Cin = p[1], Cout = p[2], k = p[3], s = p[4], G = p[5], pl = p[6], pr = p[7];
+        }
+        int cig = Cin / G, cog = Cout / G;
+        tcase c;
+        tc_init(&c, tr ? CQ_OP_CONV_TRANSPOSE1D : CQ_OP_CONV1D, CQ_DTYPE_F32, run_conv1d, "%s case %zu vs direct loop",
+                tr ? "conv_transpose1d" : "conv1d", i);
+        int ip[8] = {k, s, d, G, pl, pr, mode, tr};
+        memcpy(c.ip, ip, sizeof ip);
+        tc_act(&c, 0, CQ_DTYPE_F32, L, Cin, 1.0f);
+        tc_act(&c, 1, CQ_DTYPE_F32, tr ? Cin : Cout, (int64_t)(tr ? cog : cig) * k, 0.3f);
+        tc_vec(&c, 2, Cout, 0.5f, 0.0f);
+        const float *x = c.in[0].v, *w = c.in[1].v, *bias = c.in[2].v;
+        int64_t Lo;
+        double *want;
+        if (!tr) {
+            /* pad explicitly, then correlate */
+            int Lp = L + pl + pr;
+            float *xp = calloc((size_t)Lp * Cin, sizeof(float));
+            for (int t = 0; t < Lp; t++) {
+                int src = t - pl;
+                if (src < 0 || src >= L) {
+                    if (mode == CQ_PAD_ZERO) continue;
+                    src = mode == CQ_PAD_REPLICATE ? (src < 0 ? 0 : L - 1) : (src < 0 ? -src : 2 * (L - 1) - src);
+                }
+                memcpy(xp + (size_t)t * Cin, x + (size_t)src * Cin, sizeof(float) * (size_t)Cin);
+            }
+            Lo = (Lp - (int64_t)d * (k - 1) - 1) / s + 1;
+            want = malloc(sizeof(double) * (size_t)(Lo * Cout));
+            for (int64_t o = 0; o < Lo; o++)
+                for (int co = 0; co < Cout; co++) {
+                    double acc = bias[co];
+                    for (int ci = 0; ci < cig; ci++)
+                        for (int j = 0; j < k; j++)
+                            acc += (double)w[((size_t)co * cig + ci) * k + j] *
+                                   xp[(size_t)(o * s + j * d) * Cin + (co / cog) * cig + ci];
+                    want[o * Cout + co] = acc;
+                }
+            free(xp);
+        } else {
+            /* scatter every input sample into the full result, then crop */
+            int64_t full = (int64_t)(L - 1) * s + k;
+            Lo = full - pl - pr;
+            double *acc = calloc((size_t)(full * Cout), sizeof(double));
+            for (int i2 = 0; i2 < L; i2++)
+                for (int ci = 0; ci < Cin; ci++)
+                    for (int col = 0; col < cog; col++)
+                        for (int j = 0; j < k; j++)
+                            acc[((int64_t)i2 * s + j) * Cout + (ci / cig) * cog + col] +=
+                                (double)x[(size_t)i2 * Cin + ci] * w[((size_t)ci * cog + col) * k + j];
+            want = malloc(sizeof(double) * (size_t)(Lo * Cout));
+            for (int64_t o = 0; o < Lo; o++)
+                for (int co = 0; co < Cout; co++) want[o * Cout + co] = acc[(o + pl) * Cout + co] + bias[co];
+            free(acc);
+        }
+        tc_out(&c, CQ_DTYPE_F32, Lo, Cout);
+        check_naive(&c, want, Lo * Cout);
+        free(want);
+    }
+}
+
+static cq_status run_snake(cq_backend *be, cq_tensor *out, cq_tensor **in, const tcase *c) {
+    return cq_op_snake(be, out, IN(in, c, 0), IN(in, c, 1), IN(in, c, 2), c->ip[0] != 0, c->fp[0]);
+}
+
+static void test_snake(void **state) {
+    (void)state;
+    static const int k[][2] = {{1, 1}, {7, 5}, {33, 24}, {64, 100}};
+    for (size_t i = 0; i < CQ_ARRAY_LEN(k); i++)
+        for (int v = 0; v < 4; v++) { /* logscale x beta */
+            bool logscale = v & 1, beta = v & 2;
+            tcase c;
+            tc_init(&c, CQ_OP_SNAKE, CQ_DTYPE_F32, run_snake, "snake %dx%d %s%s", k[i][0], k[i][1],
+                    beta ? "snakebeta" : "snake", logscale ? " logscale" : "");
+            /* sin of an f32 argument a*x of up to ~30: its one rounding (and exp's of the logs) moves sin^2 by
+             * about |a x| 2^-24 / (b + eps), a few 1e-6 of the output */
+            c.tol_abs = 2e-6;
+            c.tol_rel = 1e-5;
+            c.ip[0] = logscale;
+            c.fp[0] = 1e-9f;
+            tc_act(&c, 0, CQ_DTYPE_F32, k[i][0], k[i][1], 2.0f);
+            /* alpha, beta: logs around 0, or plain values in [0.5, 1.5) */
+            tc_vec(&c, 1, k[i][1], logscale ? 0.5f : 0.25f, logscale ? 0.0f : 1.0f);
+            if (beta) tc_vec(&c, 2, k[i][1], logscale ? 0.5f : 0.25f, logscale ? 0.0f : 1.0f);
+            c.nin = 3;
+            tc_out(&c, CQ_DTYPE_F32, k[i][0], k[i][1]);
+            run_case(&c);
+        }
+}
+
+
 /* Conversions at the edges of f16/bf16 (overflow to inf, subnormals, inf,
  * NaN) must match the reference bit for bit (NaN: any NaN). Exact ties in
  * the f16 subnormal range are left out: activations round them to even,
@@ -1379,6 +1749,9 @@ int main(void) {
         cmocka_unit_test(test_data_movement), cmocka_unit_test(test_conv2d),       cmocka_unit_test(test_resample),
         cmocka_unit_test(test_shuffle_roundtrip), cmocka_unit_test(test_copy_edges),
         cmocka_unit_test(test_recordings),
+        cmocka_unit_test(test_conv3d),         cmocka_unit_test(test_conv3d_naive),
+        cmocka_unit_test(test_depth_to_space3d), cmocka_unit_test(test_conv1d),
+        cmocka_unit_test(test_conv1d_naive),   cmocka_unit_test(test_snake),
     };
     const char *filter = getenv("CQ_TEST_OPS_FILTER"); /* e.g. "test_matmul" or "test_*norm*" */
     if (filter && *filter) cmocka_set_test_filter(filter);

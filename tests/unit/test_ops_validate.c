@@ -651,11 +651,107 @@ static void test_nested(void **state) {
     cq_tensor_free(&y);
 }
 
+/* The video VAE and vocoder ops: every bad geometry, weight, vector and eps is refused with its message. */
+static void test_ltx_op_args(void **state) {
+    (void)state;
+    cq_backend *be = cpu;
+    cq_tensor x, y, w, yb;
+    assert_int_equal(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, 2 * 3 * 4, 5, &x), CQ_OK);
+    assert_int_equal(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, 2 * 3 * 4, 6, &y), CQ_OK);
+    assert_int_equal(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, 6, 5 * 27, &w), CQ_OK);
+    assert_int_equal(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, 7, 6, &yb), CQ_OK);
+    cq_conv3d_args a = {.y = &y, .x = &x, .w = &w, .T = 2, .H = 3, .W = 4, .kt = 3, .kh = 3, .kw = 3, .stride_t = 1,
+                        .stride_y = 1, .stride_x = 1, .pad_front = 2, .pad_l = 1, .pad_r = 1, .pad_t = 1, .pad_b = 1};
+    assert_int_equal(cq_op_conv3d(be, &a), CQ_OK);
+    cq_conv3d_args b = a;
+    b.stride_t = 0;
+    EXPECT(CQ_ERR_SHAPE, cq_op_conv3d(be, &b), "stride");
+    b = a;
+    b.pad_front = 0; /* 2 frames under a 3-frame kernel */
+    EXPECT(CQ_ERR_SHAPE, cq_op_conv3d(be, &b), "spans 3 samples");
+    b = a;
+    b.mode = CQ_PAD_REFLECT;
+    b.pad_t = 3; /* reflect pad as large as the image */
+    b.pad_b = 0;
+    EXPECT(CQ_ERR_SHAPE, cq_op_conv3d(be, &b), "reflect");
+    b = a;
+    b.kw = 2; /* the weight no longer matches */
+    EXPECT(CQ_ERR_SHAPE, cq_op_conv3d(be, &b), "weight");
+    b = a;
+    b.mode = (cq_pad_mode)7;
+    EXPECT(CQ_ERR_INVALID_ARG, cq_op_conv3d(be, &b), "padding mode");
+    b = a;
+    b.y = &yb;
+    EXPECT(CQ_ERR_SHAPE, cq_op_conv3d(be, &b), "'y'");
+    b = a;
+    b.T = 1 << 30; /* x no longer holds T*H*W rows; no overflow on the way */
+    b.H = 1 << 30;
+    assert_int_not_equal(cq_op_conv3d(be, &b), CQ_OK);
+    EXPECT(CQ_ERR_INVALID_ARG, cq_op_conv3d(be, NULL), "args is NULL");
+
+    /* depth_to_space3d: channels not a multiple of the factors */
+    EXPECT(CQ_ERR_SHAPE, cq_op_depth_to_space3d(be, &y, &x, 2, 3, 4, 2, 1, 1), "not a multiple");
+    EXPECT(CQ_ERR_SHAPE, cq_op_depth_to_space3d(be, &y, &x, 2, 3, 4, 0, 1, 1), "factors");
+
+    /* conv1d / conv_transpose1d on x [24, 5] */
+    cq_tensor w1, y1;
+    assert_int_equal(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, 6, 5 * 3, &w1), CQ_OK);
+    assert_int_equal(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, 24, 6, &y1), CQ_OK);
+    cq_conv1d_args c1 = {.y = &y1, .x = &x, .w = &w1, .k = 3, .stride = 1, .dilation = 1, .groups = 1, .pad_l = 1,
+                         .pad_r = 1};
+    assert_int_equal(cq_op_conv1d(be, &c1), CQ_OK);
+    cq_conv1d_args d1 = c1;
+    d1.groups = 2; /* 5 input channels */
+    EXPECT(CQ_ERR_SHAPE, cq_op_conv1d(be, &d1), "groups");
+    d1 = c1;
+    d1.dilation = 20; /* the kernel spans 41 samples */
+    EXPECT(CQ_ERR_SHAPE, cq_op_conv1d(be, &d1), "spans 41");
+    d1 = c1;
+    d1.pad_l = -1;
+    EXPECT(CQ_ERR_SHAPE, cq_op_conv1d(be, &d1), "negative");
+    d1 = c1;
+    d1.mode = CQ_PAD_REFLECT;
+    d1.pad_l = 24;
+    EXPECT(CQ_ERR_SHAPE, cq_op_conv1d(be, &d1), "reflect");
+    /* transposed: weight [Cin=5, Cout, k], stride 2 -> (24-1)*2 + 3 = 49 samples */
+    cq_tensor wt, yt;
+    assert_int_equal(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, 5, 6 * 3, &wt), CQ_OK);
+    assert_int_equal(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, 47, 6, &yt), CQ_OK);
+    cq_conv1d_args t1 = {.y = &yt, .x = &x, .w = &wt, .k = 3, .stride = 2, .dilation = 1, .groups = 1, .pad_l = 1,
+                         .pad_r = 1};
+    assert_int_equal(cq_op_conv_transpose1d(be, &t1), CQ_OK);
+    cq_conv1d_args u1 = t1;
+    u1.dilation = 2;
+    EXPECT(CQ_ERR_SHAPE, cq_op_conv_transpose1d(be, &u1), "dilation");
+    u1 = t1;
+    u1.pad_l = 40; /* crops everything */
+    u1.pad_r = 40;
+    EXPECT(CQ_ERR_SHAPE, cq_op_conv_transpose1d(be, &u1), "leaves none");
+    u1 = t1;
+    u1.w = &w1; /* a conv1d weight [6, 15] */
+    EXPECT(CQ_ERR_SHAPE, cq_op_conv_transpose1d(be, &u1), "weight");
+
+    /* snake: per-channel vectors of the right length, finite non-negative eps */
+    cq_tensor al, bt;
+    assert_int_equal(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, 1, 5, &al), CQ_OK);
+    assert_int_equal(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, 1, 4, &bt), CQ_OK);
+    float ones[5] = {1, 1, 1, 1, 1};
+    assert_int_equal(cq_tensor_upload(&al, ones, sizeof ones), CQ_OK);
+    assert_int_equal(cq_op_snake(be, &x, &x, &al, NULL, false, 1e-9f), CQ_OK); /* in place */
+    EXPECT(CQ_ERR_SHAPE, cq_op_snake(be, &x, &x, &al, &bt, true, 1e-9f), "'beta'");
+    EXPECT(CQ_ERR_INVALID_ARG, cq_op_snake(be, &x, &x, NULL, NULL, true, 1e-9f), "alpha is NULL");
+    EXPECT(CQ_ERR_INVALID_ARG, cq_op_snake(be, &x, &x, &al, NULL, true, NAN), "eps is not finite");
+    EXPECT(CQ_ERR_INVALID_ARG, cq_op_snake(be, &x, &x, &al, NULL, true, -1.0f), "negative");
+    cq_clear_error();
+    cq_tensor *ts[] = {&x, &y, &w, &yb, &w1, &y1, &wt, &yt, &al, &bt};
+    for (size_t i = 0; i < CQ_ARRAY_LEN(ts); i++) cq_tensor_free(ts[i]);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_backends),       cmocka_unit_test(test_registry),     cmocka_unit_test(test_env_mapping),       cmocka_unit_test(test_tensors),      cmocka_unit_test(test_weights),
         cmocka_unit_test(test_matmul_args),    cmocka_unit_test(test_attention_args), cmocka_unit_test(test_row_op_args),
-        cmocka_unit_test(test_get_rows_ids),   cmocka_unit_test(test_gather_cols_args), cmocka_unit_test(test_image_args),   cmocka_unit_test(test_nested),
+        cmocka_unit_test(test_get_rows_ids),   cmocka_unit_test(test_gather_cols_args), cmocka_unit_test(test_image_args),   cmocka_unit_test(test_ltx_op_args),   cmocka_unit_test(test_nested),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

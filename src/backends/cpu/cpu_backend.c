@@ -125,7 +125,10 @@ static bool cpu_supports(const cq_backend *be, cq_op op, cq_dtype wdt, cq_dtype 
     switch (op) {
     case CQ_OP_MATMUL:
     case CQ_OP_GET_ROWS: return fl && cq_cpu_wcodec_supported(wdt);
-    case CQ_OP_CONV2D: return xdt == CQ_DTYPE_F32 && cq_cpu_wcodec_supported(wdt);
+    case CQ_OP_CONV2D:
+    case CQ_OP_CONV3D:
+    case CQ_OP_CONV1D: return xdt == CQ_DTYPE_F32 && cq_cpu_wcodec_supported(wdt);
+    case CQ_OP_CONV_TRANSPOSE1D: return xdt == CQ_DTYPE_F32 && cq_cpu_wcodec_supported(wdt);
     case CQ_OP_COPY: return fl || xdt == CQ_DTYPE_I32;
     default: return xdt == CQ_DTYPE_F32;
     }

@@ -252,7 +252,9 @@ struct cq_cpu_asrc {
     cq_dtype dt;
     int64_t ld;         /* elements per row */
     const cq_conv2d_args *conv; /* conv im2col source */
-    int64_t Wo, Cin;
+    const cq_conv3d_args *conv3;
+    const cq_conv1d_args *conv1;
+    int64_t Ho, Wo, Cin, L;
 };
 void cq_cpu_apack_matrix(const cq_cpu_asrc *a, int64_t m0, int64_t mr, int64_t k0, int64_t kc, int MR, float *dst);
 

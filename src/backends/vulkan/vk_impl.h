@@ -156,7 +156,11 @@ typedef struct cq_vk_stream {
     X(move)                                                                                                            \
     X(groupnorm)                                                                                                       \
     X(group_moments)                                                                                                   \
-    X(conv2d)
+    X(conv2d)                                                                                                          \
+    X(conv3d)                                                                                                          \
+    X(conv1d)                                                                                                          \
+    X(snake)                                                                                                           \
+    X(d2s3)
 
 typedef enum {
 #define CQ_VK_SHADER_ENUM_(n) CQ_VK_SH_##n,
@@ -253,6 +257,13 @@ cq_status cq_vk_groupnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, int 
                           const cq_tensor *beta, float eps);
 cq_status cq_vk_group_moments(cq_backend *be, cq_tensor *m, const cq_tensor *x, int groups, int block);
 cq_status cq_vk_conv2d(cq_backend *be, const cq_conv2d_args *a);
+cq_status cq_vk_conv3d(cq_backend *be, const cq_conv3d_args *a);
+cq_status cq_vk_depth_to_space3d(cq_backend *be, cq_tensor *y, const cq_tensor *x, int T, int H, int W, int pt, int ph,
+                                 int pw);
+cq_status cq_vk_conv1d(cq_backend *be, const cq_conv1d_args *a);
+cq_status cq_vk_conv_transpose1d(cq_backend *be, const cq_conv1d_args *a);
+cq_status cq_vk_snake(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *alpha, const cq_tensor *beta,
+                      bool logscale, float eps);
 cq_status cq_vk_attention(cq_backend *be, const cq_attn_args *a);
 cq_status cq_vk_get_rows(cq_backend *be, cq_tensor *y, const cq_tensor *w, const cq_tensor *ids);
 

@@ -39,10 +39,15 @@ bool cq_vk_supports(const cq_backend *be, cq_op op, cq_dtype wdt, cq_dtype xdt) 
     case CQ_OP_PIXEL_UNSHUFFLE:
     case CQ_OP_GATHER_COLS:
     case CQ_OP_GROUPNORM:
-    case CQ_OP_GROUP_MOMENTS: return xdt == CQ_DTYPE_F32;
+    case CQ_OP_GROUP_MOMENTS:
+    case CQ_OP_DEPTH_TO_SPACE3D:
+    case CQ_OP_SNAKE: return xdt == CQ_DTYPE_F32;
     case CQ_OP_MATMUL:
     case CQ_OP_CONV2D:
     case CQ_OP_GET_ROWS: return xdt == CQ_DTYPE_F32 && decoded(wdt);
+    case CQ_OP_CONV3D:
+    case CQ_OP_CONV1D:
+    case CQ_OP_CONV_TRANSPOSE1D: return xdt == CQ_DTYPE_F32 && is_fl(wdt);
     default: return false;
     }
 }
@@ -427,4 +432,65 @@ cq_status cq_vk_conv2d(cq_backend *be, const cq_conv2d_args *a) {
     CQ_TRY(weight_ok(c, "conv2d", a->w));
     cq_vk_buf *b[] = {B(a->x), B(a->w), B(a->bias), B(a->y), NULL, NULL, NULL, NULL, exp2_for(c, a->w)};
     return elementwise(c, CQ_OP_CONV2D, CQ_VK_SH_conv2d, b, 9, &p, sizeof p, (uint64_t)Ho * Wo * p.Cout);
+}
+
+cq_status cq_vk_conv3d(cq_backend *be, const cq_conv3d_args *a) {
+    cq_vk *c = cq_vk_of(be);
+    const uint32_t To = (uint32_t)((a->T + a->pad_front + a->pad_back - a->kt) / a->stride_t + 1);
+    const uint32_t Ho = (uint32_t)((a->H + a->pad_t + a->pad_b - a->kh) / a->stride_y + 1);
+    const uint32_t Wo = (uint32_t)((a->W + a->pad_l + a->pad_r - a->kw) / a->stride_x + 1);
+    struct {
+        uint32_t T, H, W, Cin, Cout, kt, kh, kw, st, sy, sx, pf, pl, pt, To, Ho, Wo, mode, xo, yo, wo, bo, has_b, wdt;
+    } p = {(uint32_t)a->T,        (uint32_t)a->H,        (uint32_t)a->W,
+           (uint32_t)cq_tensor_cols(a->x), (uint32_t)a->w->shape[0], (uint32_t)a->kt,
+           (uint32_t)a->kh,       (uint32_t)a->kw,       (uint32_t)a->stride_t,
+           (uint32_t)a->stride_y, (uint32_t)a->stride_x, (uint32_t)a->pad_front,
+           (uint32_t)a->pad_l,    (uint32_t)a->pad_t,    To,
+           Ho,                    Wo,                    (uint32_t)a->mode,
+           eo(a->x),              eo(a->y),              eo(a->w),
+           eo(a->bias),           a->bias != NULL,       vdt(a->w->dtype)};
+    _Static_assert(sizeof p <= CQ_VK_PUSH_BYTES, "conv3d's push constants fit");
+    cq_vk_buf *b[] = {B(a->x), B(a->w), B(a->bias), B(a->y)};
+    return elementwise(c, CQ_OP_CONV3D, CQ_VK_SH_conv3d, b, 4, &p, sizeof p, (uint64_t)To * Ho * Wo * p.Cout);
+}
+
+cq_status cq_vk_depth_to_space3d(cq_backend *be, cq_tensor *y, const cq_tensor *x, int T, int H, int W, int pt, int ph,
+                                 int pw) {
+    cq_vk *c = cq_vk_of(be);
+    (void)T;
+    struct {
+        uint32_t n, H, W, C, pt, ph, pw, xo, yo;
+    } p = {(uint32_t)cq_tensor_nelem(y), (uint32_t)H, (uint32_t)W, (uint32_t)cq_tensor_cols(y), (uint32_t)pt,
+           (uint32_t)ph, (uint32_t)pw, eo(x), eo(y)};
+    cq_vk_buf *b[] = {B(x), B(y)};
+    return elementwise(c, CQ_OP_DEPTH_TO_SPACE3D, CQ_VK_SH_d2s3, b, 2, &p, sizeof p, p.n);
+}
+
+static cq_status vk_conv1(cq_backend *be, const cq_conv1d_args *a, bool tr) {
+    cq_vk *c = cq_vk_of(be);
+    struct {
+        uint32_t L, Cin, Cout, k, stride, dil, groups, pl, mode, Lo, tr, xo, yo, wo, bo, has_b, wdt;
+    } p = {(uint32_t)cq_tensor_rows(a->x), (uint32_t)cq_tensor_cols(a->x), (uint32_t)cq_tensor_cols(a->y),
+           (uint32_t)a->k, (uint32_t)a->stride, (uint32_t)a->dilation, (uint32_t)a->groups, (uint32_t)a->pad_l,
+           (uint32_t)a->mode, (uint32_t)cq_tensor_rows(a->y), tr, eo(a->x), eo(a->y), eo(a->w), eo(a->bias),
+           a->bias != NULL, vdt(a->w->dtype)};
+    cq_vk_buf *b[] = {B(a->x), B(a->w), B(a->bias), B(a->y)};
+    return elementwise(c, tr ? CQ_OP_CONV_TRANSPOSE1D : CQ_OP_CONV1D, CQ_VK_SH_conv1d, b, 4, &p, sizeof p,
+                       (uint64_t)p.Lo * p.Cout);
+}
+
+cq_status cq_vk_conv1d(cq_backend *be, const cq_conv1d_args *a) { return vk_conv1(be, a, false); }
+
+cq_status cq_vk_conv_transpose1d(cq_backend *be, const cq_conv1d_args *a) { return vk_conv1(be, a, true); }
+
+cq_status cq_vk_snake(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *alpha, const cq_tensor *beta,
+                      bool logscale, float eps) {
+    cq_vk *c = cq_vk_of(be);
+    struct {
+        uint32_t n, C, xo, yo, ao, bo, has_b, logscale;
+        float eps;
+    } p = {(uint32_t)cq_tensor_nelem(x), (uint32_t)cq_tensor_cols(x), eo(x), eo(y), eo(alpha), eo(beta),
+           beta != NULL, logscale, eps};
+    cq_vk_buf *b[] = {B(x), B(alpha), B(beta), B(y)};
+    return elementwise(c, CQ_OP_SNAKE, CQ_VK_SH_snake, b, 4, &p, sizeof p, p.n);
 }

@@ -53,6 +53,18 @@ static const uint32_t k_spv_group_moments[] =
 static const uint32_t k_spv_conv2d[] =
 #include "conv2d.spv.h"
     ;
+static const uint32_t k_spv_conv3d[] =
+#include "conv3d.spv.h"
+    ;
+static const uint32_t k_spv_conv1d[] =
+#include "conv1d.spv.h"
+    ;
+static const uint32_t k_spv_snake[] =
+#include "snake.spv.h"
+    ;
+static const uint32_t k_spv_d2s3[] =
+#include "d2s3.spv.h"
+    ;
 static const uint32_t k_spv_get_rows[] =
 #include "get_rows.spv.h"
     ;
