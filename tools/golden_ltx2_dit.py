@@ -22,7 +22,8 @@ use_cross_timestep True unless said):
     isolate   as sigmas with isolate_modalities (no audio<->video attention)
     pertoken  as sigmas with a per-token video timestep (the first latent frame at 0)
     legacy    as sigmas with use_cross_timestep False (the A<->V tables read each stream's own timestep)
-Each case is also run with the reference in bfloat16 (the same folder, inputs cast to bf16), and its own bf16 error
+Each case is also run with the reference in bfloat16 (the same folder, inputs cast to bf16, the same taps recorded:
+index.json's tap_bf16_max_rel holds each tap's bf16 max |diff| / rms, the bound of a device path's tap), and its own bf16 error
 is stored per output (a GPU path must stay within a quarter of it):
     bf16_max_rel = max|ref_bf16 - ref_f32| / rms(ref_f32),   bf16_rms_rel = rms(ref_bf16 - ref_f32) / rms(ref_f32)
 
@@ -260,7 +261,16 @@ def main():
         video, audio = run(model, inp, geo, extra, torch.float32)
         for hk in hooks:
             hk.remove()
+        taps_b, hooks = add_taps(model_bf16, stg[0] if stg else None)
         vb, ab = run(model_bf16, inp, geo, extra, torch.bfloat16)
+        for hk in hooks:
+            hk.remove()
+        tap_bf16 = {}
+        for k, ref in taps.items():
+            b = taps_b.get(k)
+            if k.startswith("rope_") or b is None or b.shape != ref.shape or not ref.abs().max().item() > 0:
+                continue
+            tap_bf16[k] = rel_errs(ref, b)[0]
         vmx, vrm, vrms = rel_errs(video, vb.float())
         amx, arm, arms = rel_errs(audio, ab.float())
         tensors = {k: c32(v[0]) for k, v in inp.items() if k not in ("timestep", "audio_timestep", "sigma",
@@ -278,7 +288,7 @@ def main():
             stg_blocks=list(stg) if stg else [], isolate_modalities=bool(extra.get("isolate_modalities", False)),
             use_cross_timestep=bool(extra.get("use_cross_timestep", True)),
             sample_rms=vrms, audio_sample_rms=arms, bf16_max_rel=vmx, bf16_rms_rel=vrm, audio_bf16_max_rel=amx,
-            audio_bf16_rms_rel=arm, taps=sorted(taps))
+            audio_bf16_rms_rel=arm, taps=sorted(taps), tap_bf16_max_rel=tap_bf16)
         print(f"{name}: video rms {vrms:.4f} bf16 max {vmx:.3e} rms {vrm:.3e}; "
               f"audio rms {arms:.4f} bf16 max {amx:.3e} rms {arm:.3e}")
     with open(os.path.join(args.out, "index.json"), "w", encoding="utf-8") as fh:

@@ -54,6 +54,7 @@ typedef struct lcase {
     float *ref_v, *ref_a;
     size_t n_v, n_a;
     double bf16_v, bf16_a;
+    const cJSON *tap_bf16; /* the reference's own bf16 error per tap (max |diff| / rms), where recorded */
 } lcase;
 
 static tu_backend_arg g_arg;
@@ -107,6 +108,7 @@ static int load_case(lcase *g, const cJSON *c) {
     in->isolate_modalities = jbool(c, "isolate_modalities");
     g->bf16_v = jnum(c, "bf16_max_rel");
     g->bf16_a = jnum(c, "audio_bf16_max_rel");
+    g->tap_bf16 = cJSON_GetObjectItemCaseSensitive(c, "tap_bf16_max_rel");
     if (in->frames < 1 || in->height < 1 || in->width < 1 || in->audio_frames < 1 || in->n_ctx < 1 ||
         in->n_audio_ctx < 1 || !(g->bf16_v > 0) || !(g->bf16_a > 0))
         return -1;
@@ -209,7 +211,23 @@ typedef struct tap_check {
     double worst;
     char worst_name[48];
     int checked, tables, blocks;
+    char error[256]; /* the first failed check: the tap callback must not jump out of the forward */
 } tap_check;
+
+#define TAP_FAIL(k, ...)                                                                                            \
+    do {                                                                                                            \
+        if (!(k)->error[0]) snprintf((k)->error, sizeof (k)->error, __VA_ARGS__);                                   \
+    } while (0)
+
+/* A tap's bound: on the host F32_BOUND; on a device a quarter of the reference's own bf16 error on the case's
+ * outputs, or on that tap where the generator recorded it and it is larger (an intermediate the reference itself
+ * computes less exactly than its outputs, e.g. an attention output before its gated residual add). */
+static double tap_bound(const lcase *g, const char *name) {
+    double b = fmin(bound_v(g), bound_a(g));
+    const cJSON *t = g_arg.device && g->tap_bf16 ? cJSON_GetObjectItemCaseSensitive(g->tap_bf16, name) : NULL;
+    if (cJSON_IsNumber(t) && t->valuedouble / 4 > b) b = t->valuedouble / 4;
+    return b;
+}
 
 /* The runs of equal timesteps (as the model forms them): *G runs starting at r0[]. */
 static int runs(const float *t, int nt, int64_t n, int64_t *r0) {
@@ -220,7 +238,7 @@ static int runs(const float *t, int nt, int64_t n, int64_t *r0) {
 }
 
 /* A table tap [runs, w] against the golden [1 or tokens, w]. */
-static double check_table(const tap_check *k, const char *name, const float *got, int64_t rows, int64_t cols,
+static double check_table(tap_check *k, const char *name, const float *got, int64_t rows, int64_t cols,
                           const float *ref, size_t nref) {
     const lcase *g = k->g;
     const bool audio = strncmp(name, "audio_", 6) == 0 || strncmp(name, "av_audio", 8) == 0;
@@ -229,11 +247,16 @@ static double check_table(const tap_check *k, const char *name, const float *got
     const int64_t n = audio ? in->audio_frames : (int64_t)in->frames * in->height * in->width;
     const int G = audio ? runs(in->audio_timestep, in->n_audio_timestep, n, r0)
                         : runs(in->timestep, in->n_timestep, n, r0);
-    if (rows != G) fail_msg("%s: table %s has %lld rows, the timesteps %d runs", g->name, name, (long long)rows, G);
+    if (rows != G) {
+        TAP_FAIL(k, "%s: table %s has %lld rows, the timesteps %d runs", g->name, name, (long long)rows, G);
+        return INFINITY;
+    }
     const size_t ref_rows = nref / (size_t)cols;
-    if (ref_rows * (size_t)cols != nref || (ref_rows != 1 && ref_rows != (size_t)n))
-        fail_msg("%s: golden %s has %zu values, not a multiple of %lld for 1 or %lld rows", g->name, name, nref,
+    if (ref_rows * (size_t)cols != nref || (ref_rows != 1 && ref_rows != (size_t)n)) {
+        TAP_FAIL(k, "%s: golden %s has %zu values, not a multiple of %lld for 1 or %lld rows", g->name, name, nref,
                  (long long)cols, (long long)n);
+        return INFINITY;
+    }
     const double rms = tu_rms(ref, nref);
     double e = 0;
     for (int r = 0; r < G; r++) {
@@ -246,34 +269,36 @@ static double check_table(const tap_check *k, const char *name, const float *got
 static void on_tap(void *user, const char *name, const cq_tensor *t) {
     tap_check *k = user;
     const lcase *g = k->g;
+    if (k->error[0]) return;
     const size_t n = (size_t)cq_tensor_nelem(t);
     const cq_st_tensor *st = cq_st_find(g->st, name);
     if (!st) return; /* a tap the reference did not record (later blocks' internals) */
-    float *got = malloc(n * sizeof(float));
-    assert_non_null(got);
-    assert_int_equal(cq_tensor_download(t, got, n * sizeof(float)), CQ_OK);
-    size_t nr;
-    float *ref = tu_st_floats(g->st, name, &nr);
-    if (!ref) fail_msg("%s: golden %s is not f32", g->name, name);
+    size_t nr = 0;
+    float *got = malloc(n * sizeof(float)), *ref = tu_st_floats(g->st, name, &nr);
     const size_t len = strlen(name);
-    double e, bound;
-    if (strncmp(name, "rope_", 5) == 0) {
-        if (nr != n) fail_msg("%s: tap %s has %zu values, the reference %zu", g->name, name, n, nr);
+    double e = INFINITY, bound = 0;
+    if (!got || cq_tensor_download(t, got, n * sizeof(float)) != CQ_OK) {
+        TAP_FAIL(k, "%s: tap %s could not be read: %s", g->name, name, cq_last_error());
+    } else if (!ref) {
+        TAP_FAIL(k, "%s: golden %s is not f32", g->name, name);
+    } else if (strncmp(name, "rope_", 5) == 0) {
+        if (nr != n) TAP_FAIL(k, "%s: tap %s has %zu values, the reference %zu", g->name, name, n, nr);
         e = 0;
-        for (size_t i = 0; i < n; i++) e = fmax(e, fabs((double)got[i] - ref[i]));
+        for (size_t i = 0; i < n && i < nr; i++) e = fmax(e, fabs((double)got[i] - ref[i]));
         bound = ROPE_ABS;
     } else if (len > 4 && (strcmp(name + len - 4, "_mod") == 0 || strcmp(name + len - 4, "_emb") == 0)) {
         e = check_table(k, name, got, cq_tensor_rows(t), cq_tensor_cols(t), ref, nr);
-        bound = fmin(bound_v(g), bound_a(g));
+        bound = tap_bound(g, name);
         k->tables++;
+    } else if (nr != n) {
+        TAP_FAIL(k, "%s: tap %s has %zu values, the reference %zu", g->name, name, n, nr);
     } else {
-        if (nr != n) fail_msg("%s: tap %s has %zu values, the reference %zu", g->name, name, n, nr);
         e = tu_max_rel(got, ref, n, tu_rms(ref, n));
-        bound = fmin(bound_v(g), bound_a(g));
+        bound = tap_bound(g, name);
         if (strncmp(name, "block", 5) == 0) k->blocks++;
     }
-    if (!(e <= bound)) fail_msg("%s: tap %s differs by %.3e (bound %.1e)", g->name, name, e, bound);
-    if (strncmp(name, "rope_", 5) != 0 && !(e <= k->worst)) {
+    if (!(e <= bound)) TAP_FAIL(k, "%s: tap %s differs by %.3e (bound %.1e)", g->name, name, e, bound);
+    if (!k->error[0] && strncmp(name, "rope_", 5) != 0 && !(e <= k->worst)) {
         k->worst = e;
         snprintf(k->worst_name, sizeof k->worst_name, "%s", name);
     }
@@ -295,6 +320,7 @@ static void test_golden(void **state) {
         cq_status s = cq_ltx2_forward(g_m, &g->in, v, a);
         cq_ltx2_set_tap(g_m, NULL, NULL);
         if (s != CQ_OK) fail_msg("%s: %s", g->name, cq_last_error());
+        if (k.error[0]) fail_msg("%s", k.error);
         /* the eight tables (mod and emb each), both streams after each block */
         assert_int_equal(k.tables, 16);
         assert_int_equal(k.blocks, 2 * cf->n_layers);
