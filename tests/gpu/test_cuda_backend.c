@@ -16,9 +16,10 @@
  *  - a steady loop of the denoiser's ops makes no device allocation;
  *  - the debugging fallbacks (CORTIQ_CUDA_GEMM=simt, CORTIQ_CUDA_ATTN=generic)
  *    agree with the fast paths;
- *  - every head_dim-128 attention kernel choice (CORTIQ_CUDA_ATTN=flash128,
- *    flash64, flash128w4, wgmma, wmma) against the reference, and the flash block
- *    shapes against each other (test_ops_gpu covers only the default).
+ *  - every head_dim-128 and head_dim-80 attention kernel choice
+ *    (CORTIQ_CUDA_ATTN=flash128, flash64, flash128w4, wgmma, wmma) against the
+ *    reference, and the flash block shapes against each other (test_ops_gpu
+ *    covers only the default).
  * Exits 77 (skipped) when the backend is not built or no GPU is present.
  */
 #include <math.h>
@@ -795,8 +796,10 @@ static void test_fallbacks_agree(void **state) {
     free(fast);
 }
 
-/* ---- attention: every head_dim-128 kernel choice ----------------------------------------------- */
-enum { AV_ALL, AV_CAUSAL, AV_BLOCK, AV_RANDOM };
+/* ---- attention: every head_dim-128 and head_dim-80 kernel choice ---------------------------------- */
+/* AV_WINDOWS: block-diagonal windows of unequal lengths given by vis_lo and vis, as the vision towers' windowed
+ * blocks (the rows of a window see the keys of their share of all P + Nk) */
+enum { AV_ALL, AV_CAUSAL, AV_BLOCK, AV_RANDOM, AV_WINDOWS };
 typedef struct attn_case {
     cq_dtype dt;
     int64_t Nq, P, Nk;
@@ -819,12 +822,14 @@ static void act_upload(cq_backend *be, cq_dtype dt, int64_t rows, int64_t cols, 
     free(b);
 }
 
-/* in[0..4]: q, k, v, k_prefix, v_prefix as f32; out: [Nq, Hq * 128] as f32 */
-static void attn_on(cq_backend *be, const attn_case *c, float *const *in, const int32_t *vis, float *out) {
+/* in[0..4]: q, k, v, k_prefix, v_prefix as f32; vis, vis_lo: [Nq] or NULL; out: [Nq, Hq * D] as f32 */
+static void attn_on2(cq_backend *be, const attn_case *c, float *const *in, const int32_t *vis, const int32_t *vis_lo,
+                     float *out) {
     const int D = c->D ? c->D : 128;
-    cq_tensor t[5], tvis, to;
+    cq_tensor t[5], tvis, tlo, to;
     memset(t, 0, sizeof t);
     memset(&tvis, 0, sizeof tvis);
+    memset(&tlo, 0, sizeof tlo);
     act_upload(be, c->dt, c->Nq, (int64_t)c->Hq * D, in[0], &t[0]);
     for (int i = 1; i < 5; i++) {
         const int64_t rows = i < 3 ? c->Nk : c->P;
@@ -835,11 +840,16 @@ static void attn_on(cq_backend *be, const attn_case *c, float *const *in, const 
         assert_int_equal(cq_tensor_alloc(be, CQ_DTYPE_I32, 1, &n, &tvis), CQ_OK);
         assert_int_equal(cq_tensor_upload(&tvis, vis, sizeof(int32_t) * (size_t)n), CQ_OK);
     }
+    if (vis_lo) {
+        int64_t n = c->Nq;
+        assert_int_equal(cq_tensor_alloc(be, CQ_DTYPE_I32, 1, &n, &tlo), CQ_OK);
+        assert_int_equal(cq_tensor_upload(&tlo, vis_lo, sizeof(int32_t) * (size_t)n), CQ_OK);
+    }
     assert_int_equal(cq_tensor_alloc_2d(be, c->dt, c->Nq, (int64_t)c->Hq * D, &to), CQ_OK);
     cq_attn_args a = {.o = &to, .q = &t[0], .k = c->Nk ? &t[1] : NULL, .v = c->Nk ? &t[2] : NULL,
                       .k_prefix = c->P ? &t[3] : NULL, .v_prefix = c->P ? &t[4] : NULL, .vis = vis ? &tvis : NULL,
-                      .n_heads = c->Hq, .n_kv_heads = c->Hkv, .head_dim = D, .scale = c->scale,
-                      .causal = c->vis == AV_CAUSAL};
+                      .vis_lo = vis_lo ? &tlo : NULL, .n_heads = c->Hq, .n_kv_heads = c->Hkv, .head_dim = D,
+                      .scale = c->scale, .causal = c->vis == AV_CAUSAL};
     const size_t n = (size_t)(c->Nq * c->Hq * D), es = act_size(c->dt);
     uint8_t *b = malloc(n * es);
     cq_status s = cq_op_attention(be, &a);
@@ -852,14 +862,20 @@ static void attn_on(cq_backend *be, const attn_case *c, float *const *in, const 
     free(b);
     for (int i = 0; i < 5; i++) cq_tensor_free(&t[i]);
     cq_tensor_free(&tvis);
+    cq_tensor_free(&tlo);
     cq_tensor_free(&to);
+}
+
+static void attn_on(cq_backend *be, const attn_case *c, float *const *in, const int32_t *vis, float *out) {
+    attn_on2(be, c, in, vis, NULL, out);
 }
 
 /* Each kernel within the bf16 bound test_ops_gpu holds attention to (1.5e-2 of max|ref| plus 1/128 of
  * the value and the output's rounding); the flash shapes, which round the same operands the same way
  * and differ only in which warp does what, within 1e-4 of max|ref| plus the output's rounding of each
  * other; the wgmma kernel (128-key tiles) within 2^-8 of max|V| of flash128 (see the loop). Cases: Nq not a multiple of any block, prefix plus own keys (and prefix only), GQA, the three
- * masks (rows with no visible key among them), a negative scale, each activation dtype. */
+ * masks (rows with no visible key among them), a negative scale, each activation dtype; then the same at head_dim 80
+ * (the Qwen2.5-VL vision tower's: there `wgmma` means flash128w4) and its windowed blocks (vis_lo). */
 static void test_attention_kernels(void **state) {
     (void)state;
     static const attn_case cases[] = {
@@ -868,6 +884,13 @@ static void test_attention_kernels(void **state) {
         {CQ_DTYPE_BF16, 1, 5, 1, 1, 1, AV_ALL, 0.0f, 128},
         /* more key tiles than the wgmma kernel's ring holds, so stages are refilled */
         {CQ_DTYPE_F32, 700, 18, 700, 2, 2, AV_ALL, 0.0f, 128},     {CQ_DTYPE_BF16, 260, 30, 900, 2, 1, AV_RANDOM, 0.0f, 128},
+        {CQ_DTYPE_BF16, 333, 0, 333, 4, 2, AV_WINDOWS, 0.0f, 128},
+        /* head_dim 80 */
+        {CQ_DTYPE_F32, 300, 18, 300, 4, 2, AV_ALL, 0.0f, 80},      {CQ_DTYPE_BF16, 200, 0, 200, 2, 2, AV_RANDOM, 0.0f, 80},
+        {CQ_DTYPE_F16, 150, 40, 150, 3, 1, AV_CAUSAL, -0.07f, 80},  {CQ_DTYPE_F32, 129, 64, 0, 2, 1, AV_BLOCK, 0.05f, 80},
+        {CQ_DTYPE_BF16, 1, 5, 1, 1, 1, AV_ALL, 0.0f, 80},          {CQ_DTYPE_BF16, 260, 30, 900, 2, 1, AV_RANDOM, 0.0f, 80},
+        {CQ_DTYPE_BF16, 1029, 0, 1029, 16, 16, AV_WINDOWS, 0.0f, 80}, {CQ_DTYPE_F32, 1029, 0, 1029, 16, 16, AV_ALL, 0.0f, 80},
+        {CQ_DTYPE_F16, 333, 50, 333, 4, 2, AV_WINDOWS, 0.0f, 80},
     };
     static const char *const kinds[] = {"flash128", "flash64", "flash128w4", "wgmma", "wmma"};
     static const cq_cuda_attn modes[] = {CQ_CUDA_ATTN_FLASH128, CQ_CUDA_ATTN_FLASH64, CQ_CUDA_ATTN_FLASH128W4,
@@ -882,7 +905,7 @@ static void test_attention_kernels(void **state) {
     }
     for (size_t ci = 0; ci < CQ_ARRAY_LEN(cases); ci++) {
         const attn_case *c = &cases[ci];
-        const int D = 128;
+        const int D = c->D;
         const int64_t T = c->P + c->Nk, n = c->Nq * c->Hq * D;
         float *in[5];
         const int64_t rows[5] = {c->Nq, c->Nk, c->Nk, c->P, c->P};
@@ -891,15 +914,28 @@ static void test_attention_kernels(void **state) {
             in[i] = malloc(sizeof(float) * (size_t)(m ? m : 1));
             tu_fill_normal(&g_rng, in[i], (size_t)m, 1.0f);
         }
-        int32_t *vis = NULL;
+        int32_t *vis = NULL, *vis_lo = NULL;
         if (c->vis == AV_BLOCK || c->vis == AV_RANDOM) {
             vis = malloc(sizeof(int32_t) * (size_t)c->Nq);
             for (int64_t i = 0; i < c->Nq; i++)
                 vis[i] = c->vis == AV_BLOCK ? (int32_t)CQ_MIN(T, c->P + (i / 16 + 1) * 16)
                                             : (int32_t)(tu_rng_u64(&g_rng) % (uint64_t)(T + 4)) - 1; /* -1 .. T + 2 */
         }
+        if (c->vis == AV_WINDOWS) { /* windows of 64 rows (the vision tower's inner ones) and ragged ones */
+            static const int lens[] = {64, 7, 64, 23, 50, 64, 13, 41};
+            vis = malloc(sizeof(int32_t) * (size_t)c->Nq);
+            vis_lo = malloc(sizeof(int32_t) * (size_t)c->Nq);
+            for (int64_t i = 0, w = 0; i < c->Nq; w++) {
+                const int64_t e = CQ_MIN(c->Nq, i + lens[w % CQ_ARRAY_LEN(lens)]);
+                for (int64_t r = i; r < e; r++) {
+                    vis_lo[r] = (int32_t)(i * T / c->Nq);
+                    vis[r] = (int32_t)(e * T / c->Nq);
+                }
+                i = e;
+            }
+        }
         float *ref = malloc(sizeof(float) * (size_t)n), *got[NK];
-        attn_on(g_ref, c, in, vis, ref);
+        attn_on2(g_ref, c, in, vis, vis_lo, ref);
         double scale = 0, vmax = 0;
         for (int64_t i = 0; i < n; i++) scale = fmax(scale, fabs(ref[i]));
         for (int64_t i = 0; i < c->Nk * c->Hkv * D; i++) vmax = fmax(vmax, fabs(in[2][i]));
@@ -907,14 +943,15 @@ static void test_attention_kernels(void **state) {
         const double ulp = c->dt == CQ_DTYPE_BF16 ? 1.0 / 128 : c->dt == CQ_DTYPE_F16 ? 1.0 / 1024 : 0.0;
         for (int k = 0; k < NK; k++) {
             got[k] = malloc(sizeof(float) * (size_t)n);
-            attn_on(be[k], c, in, vis, got[k]);
+            attn_on2(be[k], c, in, vis, vis_lo, got[k]);
             double worst = 0, worst_flash = 0;
             for (int64_t i = 0; i < n; i++) {
                 const double d = fabs((double)got[k][i] - ref[i]);
                 const double lim = 1.5e-2 * scale + (1.0 / 128 + ulp) * fabs(ref[i]);
                 if (!(d <= lim))
-                    fail_msg("case %zu (%s, Nq %lld) on %s: output %lld = %.7g, reference %.7g (limit %.3g)", ci,
-                             cq_dtype_name(c->dt), (long long)c->Nq, kinds[k], (long long)i, got[k][i], ref[i], lim);
+                    fail_msg("case %zu (%s, Nq %lld, D %d) on %s: output %lld = %.7g, reference %.7g (limit %.3g)", ci,
+                             cq_dtype_name(c->dt), (long long)c->Nq, D, kinds[k], (long long)i, got[k][i], ref[i],
+                             lim);
                 worst = fmax(worst, d / lim);
                 if (k > 0 && k <= WGMMA) {
                     /* the wgmma kernel walks keys 128 at a time, flash128 64 at a time: each rounds P to bf16
@@ -923,14 +960,14 @@ static void test_attention_kernels(void **state) {
                     const double e = fabs((double)got[k][i] - got[0][i]),
                                  el = (k == WGMMA ? 0x1p-8 * vmax : 1e-4 * scale) + ulp * fabs(got[0][i]);
                     if (!(e <= el))
-                        fail_msg("case %zu (%s, Nq %lld): %s output %lld = %.7g, flash128 %.7g (limit %.3g)", ci,
-                                 cq_dtype_name(c->dt), (long long)c->Nq, kinds[k], (long long)i, got[k][i],
+                        fail_msg("case %zu (%s, Nq %lld, D %d): %s output %lld = %.7g, flash128 %.7g (limit %.3g)",
+                                 ci, cq_dtype_name(c->dt), (long long)c->Nq, D, kinds[k], (long long)i, got[k][i],
                                  got[0][i], el);
                     worst_flash = fmax(worst_flash, e / el);
                 }
             }
-            print_message("attention case %zu (%s, Nq %lld) on %s: worst error/limit %.3f vs the reference%s", ci,
-                          cq_dtype_name(c->dt), (long long)c->Nq, kinds[k], worst,
+            print_message("attention case %zu (%s, Nq %lld, D %d) on %s: worst error/limit %.3f vs the reference%s",
+                          ci, cq_dtype_name(c->dt), (long long)c->Nq, D, kinds[k], worst,
                           k > 0 && k <= WGMMA ? "" : "\n");
             if (k > 0 && k <= WGMMA) print_message(", %.3f vs flash128\n", worst_flash);
         }
@@ -938,6 +975,7 @@ static void test_attention_kernels(void **state) {
         for (int i = 0; i < 5; i++) free(in[i]);
         free(ref);
         free(vis);
+        free(vis_lo);
     }
     for (int k = 0; k < NK; k++) cq_backend_free(be[k]);
 }

@@ -647,6 +647,18 @@ static void test_attention(void **state) {
         attention_case(dt, 45, 20, 60, 3, 3, 80, VIS_RANGE, 0.0f);
         attention_case(dt, 140, 0, 300, 2, 1, 128, VIS_RANGE, 0.0f);
         attention_case(dt, 9, 3, 21, 2, 1, 300, VIS_RANGE, 0.0f); /* the wide-head paths */
+        /* head_dim 80, the Qwen2.5-VL vision tower's (16 heads x 80; GPU: the flash kernels' 80 instantiation):
+         * its full-attention blocks and windowed blocks (vis_lo + vis) over more than two 128-query blocks,
+         * then GQA with a prefix (causal, block masks, prefix only with a negative scale), sliding windows and
+         * random ranges; no count a multiple of a tile */
+        attention_case(dt, 197, 0, 197, 16, 16, 80, VIS_NONE, 0.0f);
+        attention_case(dt, 301, 0, 301, 4, 4, 80, VIS_WINDOWS, 0.0f);
+        attention_case(dt, 150, 40, 150, 4, 2, 80, VIS_CAUSAL, 0.0f);
+        attention_case(dt, 131, 63, 65, 3, 1, 80, VIS_BLOCK, 0.0f);
+        attention_case(dt, 129, 67, 0, 2, 1, 80, VIS_NONE, -0.07f);
+        attention_case(dt, 150, 50, 150, 2, 1, 80, VIS_WINDOWS, 0.0f); /* windows reach into the prefix */
+        attention_case(dt, 130, 0, 130, 4, 2, 80, VIS_SLIDING, 0.0f);
+        attention_case(dt, 140, 0, 300, 2, 1, 80, VIS_RANGE, 0.0f);
         if (g.big) {
             attention_case(dt, 257, 1000, 257, 4, 1, 128, VIS_CAUSAL, 0.0f);
             attention_case(dt, 1000, 0, 1000, 2, 2, 64, VIS_BLOCK, 0.0f);

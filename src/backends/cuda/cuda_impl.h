@@ -228,8 +228,9 @@ typedef struct cq_cuda {
                             every matmul on k_gemm90.cu on 9.0, 3 cublaslt: every matmul on cuBLASLt */
     bool gemm_tune;      /* CORTIQ_CUDA_GEMM_TUNE (default 0): a new plan times the heuristic's candidates */
     int attn_mode;       /* CORTIQ_CUDA_ATTN: 0 auto (6 on compute capability 9.0, else 5), 1 generic kernel
-                            only, 2 the WMMA kernel, 3 flash128, 4 flash64, 5 flash128w4 (head_dim 128 block
-                            shapes, k_flash.cu), 6 wgmma (k_flash90.cu; 5 where it cannot run) */
+                            only, 2 the WMMA kernel, 3 flash128, 4 flash64, 5 flash128w4 (block shapes of
+                            k_flash.cu, head_dim 128 and 80), 6 wgmma (k_flash90.cu, head_dim 128; 5 where it
+                            cannot run); head_dims none of these take go to the generic kernel */
     bool sync_each_op;   /* CORTIQ_CUDA_SYNC=1: wait after every op (pins a device fault on its op) */
     bool graphs;         /* CORTIQ_CUDA_GRAPH (default 1): recordings allowed (cuda_graph.c) */
     /* recordings */

@@ -186,16 +186,17 @@ typedef struct cqk_attn {
 /* Any head_dim up to CQK_ATTN_GENERIC_MAX_D, any dtype: one warp per (query, head), f32 online softmax. */
 #define CQK_ATTN_GENERIC_MAX_D 2048
 cudaError_t cqk_attention_generic(const cqk_ctx *c, const cqk_attn *a);
-/* head_dim 128 on tensor cores (bf16 WMMA, f32 accumulation): 64 queries x 64
- * keys per step, online softmax in shared memory. Needs
- * cqk_attention_d128_smem() bytes of dynamic shared memory per block. */
-cudaError_t cqk_attention_d128(const cqk_ctx *c, const cqk_attn *a);
-size_t cqk_attention_d128_smem(void);
-/* head_dim 128, FlashAttention-2 style (k_flash.cu): mma.sync bf16 with
+/* head_dim 128 or 80 on tensor cores (bf16 WMMA, f32 accumulation): 64
+ * queries x 64 keys per step, online softmax in shared memory. Needs
+ * cqk_attention_wmma_smem(D) bytes of dynamic shared memory per block; 0 for
+ * a head_dim it does not take. */
+cudaError_t cqk_attention_wmma(const cqk_ctx *c, const cqk_attn *a);
+size_t cqk_attention_wmma_smem(int D);
+/* head_dim 128 or 80, FlashAttention-2 style (k_flash.cu): mma.sync bf16 with
  * scores and output in registers. K and V are first packed into `scratch`
  * (cqk_attention_flash_scratch(a) bytes, bf16, padded); a block shape
- * (cqk_flash_shape) needs cqk_attention_flash_smem(shape) bytes of dynamic
- * shared memory per block. */
+ * (cqk_flash_shape) needs cqk_attention_flash_smem(shape, D) bytes of shared
+ * memory per block (0: a head_dim it does not take). */
 enum cqk_flash_shape {
     CQK_FLASH_128 = 0,   /* 128 queries per block: 8 warps x 16 rows, 3 stages */
     CQK_FLASH_64 = 1,    /* 64 queries: 4 warps x 16 rows, 2 stages */
@@ -203,7 +204,7 @@ enum cqk_flash_shape {
 };
 cudaError_t cqk_attention_flash(const cqk_ctx *c, const cqk_attn *a, void *scratch, int shape);
 size_t cqk_attention_flash_scratch(const cqk_attn *a);
-size_t cqk_attention_flash_smem(int shape);
+size_t cqk_attention_flash_smem(int shape, int D);
 /* head_dim 128 on Hopper (k_flash90.cu, compute capability 9.0 only): wgmma
  * products, K/V tiles moved by bulk copies from `scratch`
  * (cqk_attention_flash90_scratch(a) bytes, where they are first packed as

@@ -46,19 +46,22 @@ cq_status cq_cuda_attention(cq_backend *be, const cq_attn_args *a) {
         .causal = a->causal,
     };
     const bool d128 = a->head_dim == 128 && a->n_heads <= 65535;
+    /* head_dims the mma.sync flash and WMMA kernels take: 128, and 80 (the Qwen2.5-VL vision tower's heads; the
+     * wgmma kernel is 128 only, so 80 takes flash128w4 under auto and wgmma alike) */
+    const bool dflash = (a->head_dim == 128 || a->head_dim == 80) && a->n_heads <= 65535;
     /* Hopper: the wgmma kernel, 3 K/V stages where shared memory allows (auto and wgmma) */
     int stages90 = 0;
     if (d128 && (c->attn_mode == 0 || c->attn_mode == 6) && c->cc_major == 9 && c->cc_minor == 0)
         stages90 = c->smem_optin >= cqk_attention_flash90_smem(3) ? 3 : c->smem_optin >= cqk_attention_flash90_smem(2) ? 2 : 0;
     int shape = -1; /* cqk_flash_shape, or -1: no flash kernel */
-    if (!stages90 && d128 && (c->attn_mode == 0 || c->attn_mode >= 3))
+    if (!stages90 && dflash && (c->attn_mode == 0 || c->attn_mode >= 3))
         /* auto off Hopper: 4 warps x 32 rows, measured fastest of these on an H200 (docs/PERFORMANCE.md) */
         shape = c->attn_mode == 4 ? CQK_FLASH_64 : c->attn_mode == 3 ? CQK_FLASH_128 : CQK_FLASH_128W4;
     /* a GPU with less shared memory per block than the shape needs takes the 64-query one, then the generic kernel */
-    if (shape >= 0 && c->smem_optin < cqk_attention_flash_smem(shape)) shape = CQK_FLASH_64;
-    if (shape >= 0 && c->smem_optin < cqk_attention_flash_smem(shape)) shape = -1;
+    if (shape >= 0 && c->smem_optin < cqk_attention_flash_smem(shape, a->head_dim)) shape = CQK_FLASH_64;
+    if (shape >= 0 && c->smem_optin < cqk_attention_flash_smem(shape, a->head_dim)) shape = -1;
     const bool flash = shape >= 0;
-    const bool wmma = d128 && c->attn_mode == 2 && c->smem_optin >= cqk_attention_d128_smem();
+    const bool wmma = dflash && c->attn_mode == 2 && c->smem_optin >= cqk_attention_wmma_smem(a->head_dim);
     cudaError_t e;
     const char *what = stages90                  ? "the wgmma kernel"
                        : !flash                  ? (wmma ? "the WMMA kernel" : "the generic kernel")
@@ -84,7 +87,7 @@ cq_status cq_cuda_attention(cq_backend *be, const cq_attn_args *a) {
         cq_status s2 = cq_cuda_op_end(c, op_, e, "the non-finite check");
         return s != CQ_OK ? s : s2;
     } else {
-        e = wmma ? cqk_attention_d128(&k, &p) : cqk_attention_generic(&k, &p);
+        e = wmma ? cqk_attention_wmma(&k, &p) : cqk_attention_generic(&k, &p);
     }
     if (e == cudaSuccess && k.check) e = cqk_check_finite(&k, p.o, p.dt, p.Nq, (int64_t)p.Hq * p.D, (int64_t)p.Hq * p.D);
     OP_END(e, what);

@@ -12,15 +12,16 @@
  *    f32 online softmax, one key at a time. Simple and slow: the fallback and
  *    the oracle to compare the fast kernel with on the device
  *    (CORTIQ_CUDA_ATTN=generic).
- *  - d128: head_dim 128 on tensor cores through WMMA (bf16 operands, f32
- *    accumulation). A block of 4 warps owns 64 queries of one head and walks
- *    the visible keys 64 at a time: S = Q·Kᵀ (WMMA) into shared memory, the
- *    online-softmax update there (two lanes per query row), P in bf16, then
- *    O += P·V (WMMA) with O kept in shared memory so the per-row rescale is
- *    plain indexed code. Everything elementwise is explicit thread indexing
- *    on shared memory, so the only opaque layouts are WMMA's own fragments.
- *    A first version chosen for being checkable; the tuned kernel (wgmma,
- *    TMA, O in registers) replaces it once this one is verified.
+ *  - wmma: head_dim 128 or 80 (a template on the head_dim: any multiple of
+ *    16 up to 128 instantiates) on tensor cores through WMMA (bf16 operands,
+ *    f32 accumulation). A block of 4 warps owns 64 queries of one head and
+ *    walks the visible keys 64 at a time: S = Q·Kᵀ (WMMA) into shared memory,
+ *    the online-softmax update there (two lanes per query row), P in bf16,
+ *    then O += P·V (WMMA) with O kept in shared memory so the per-row rescale
+ *    is plain indexed code. Everything elementwise is explicit thread
+ *    indexing on shared memory, so the only opaque layouts are WMMA's own
+ *    fragments. A first version chosen for being checkable; the flash
+ *    kernels (k_flash.cu, k_flash90.cu) are the fast paths.
  */
 #include <mma.h>
 
@@ -102,47 +103,53 @@ extern "C" cudaError_t cqk_attention_generic(const cqk_ctx *c, const cqk_attn *a
     return cqk_launched();
 }
 
-/* ---- head_dim 128 on tensor cores -------------------------------------------------------------- */
+/* ---- head_dim 128 (and 80) on tensor cores ----------------------------------------------------- */
 namespace wm = nvcuda::wmma;
 
-enum {
-    BQ = 64, BK = 64, HD = 128,
-    LDQ = HD + 8, /* bf16 pitch of Q/K/V tiles (a multiple of 8, rows 32-byte aligned) */
-    LDS = BK + 4, /* f32 pitch of the score tile */
-    LDP = BK + 8, /* bf16 pitch of the probability tile */
-    LDO = HD + 4, /* f32 pitch of the output accumulator */
-};
-/* Shared memory carve-up in bytes; every offset is a multiple of 32 as WMMA needs. */
-enum {
-    OFF_Q = 0,
-    OFF_K = OFF_Q + BQ * LDQ * 2,
-    OFF_V = OFF_K + BK * LDQ * 2,
-    OFF_S = OFF_V + BK * LDQ * 2,
-    OFF_P = OFF_S + BQ * LDS * 4,
-    OFF_O = OFF_P + BQ * LDP * 2,
-    OFF_M = OFF_O + BQ * LDO * 4,
-    OFF_L = OFF_M + BQ * 4,
-    OFF_LIM = OFF_L + BQ * 4,
-    OFF_LO = OFF_LIM + BQ * 8,
-    OFF_MAX = OFF_LO + BQ * 8,
-    SMEM_D128 = OFF_MAX + 32,
+/* Tile sizes and the shared-memory carve-up of the kernel at head_dim HD (a multiple of 16 up to 128: the
+ * products are 16x16x16 WMMA tiles over the head's channels). Pitches derive from HD; every offset is a
+ * multiple of 32 bytes as WMMA needs (16 rows of a bf16 pitch HD + 8 or an f32 pitch HD + 4 are). */
+template <int HD> struct wdims {
+    static_assert(HD % 16 == 0 && HD >= 16 && HD <= 128, "head_dim");
+    static constexpr int BQ = 64, BK = 64;
+    static constexpr int LDQ = HD + 8; /* bf16 pitch of Q/K/V tiles (a multiple of 8, rows 32-byte aligned) */
+    static constexpr int LDS = BK + 4; /* f32 pitch of the score tile */
+    static constexpr int LDP = BK + 8; /* bf16 pitch of the probability tile */
+    static constexpr int LDO = HD + 4; /* f32 pitch of the output accumulator */
+    static constexpr int OFF_Q = 0;
+    static constexpr int OFF_K = OFF_Q + BQ * LDQ * 2;
+    static constexpr int OFF_V = OFF_K + BK * LDQ * 2;
+    static constexpr int OFF_S = OFF_V + BK * LDQ * 2;
+    static constexpr int OFF_P = OFF_S + BQ * LDS * 4;
+    static constexpr int OFF_O = OFF_P + BQ * LDP * 2;
+    static constexpr int OFF_M = OFF_O + BQ * LDO * 4;
+    static constexpr int OFF_L = OFF_M + BQ * 4;
+    static constexpr int OFF_LIM = OFF_L + BQ * 4;
+    static constexpr int OFF_LO = OFF_LIM + BQ * 8;
+    static constexpr int OFF_MAX = OFF_LO + BQ * 8;
+    static constexpr int SMEM = OFF_MAX + 32;
+    static_assert(OFF_K % 32 == 0 && OFF_V % 32 == 0 && OFF_S % 32 == 0 && OFF_P % 32 == 0 && OFF_O % 32 == 0 &&
+                      OFF_M % 32 == 0 && OFF_LIM % 8 == 0 && OFF_MAX % 8 == 0 && (16 * LDQ * 2) % 32 == 0 &&
+                      (16 * LDO * 4) % 32 == 0,
+                  "WMMA needs 32-byte aligned tiles");
 };
 
-template <typename T>
-__global__ void __launch_bounds__(128) k_attn_d128(cqk_attn a) {
+template <typename T, int HD>
+__global__ void __launch_bounds__(128) k_attn_wmma(cqk_attn a) {
+    using W = wdims<HD>;
+    constexpr int BQ = W::BQ, BK = W::BK, LDQ = W::LDQ, LDS = W::LDS, LDP = W::LDP, LDO = W::LDO;
     extern __shared__ __align__(128) unsigned char smem[];
-    __nv_bfloat16 *Qs = (__nv_bfloat16 *)(smem + OFF_Q);
-    __nv_bfloat16 *Ks = (__nv_bfloat16 *)(smem + OFF_K);
-    __nv_bfloat16 *Vs = (__nv_bfloat16 *)(smem + OFF_V);
-    float *Ss = (float *)(smem + OFF_S);
-    __nv_bfloat16 *Ps = (__nv_bfloat16 *)(smem + OFF_P);
-    float *Os = (float *)(smem + OFF_O);
-    float *Mrow = (float *)(smem + OFF_M);
-    float *Lrow = (float *)(smem + OFF_L);
-    long long *Lim = (long long *)(smem + OFF_LIM);
-    long long *Lo = (long long *)(smem + OFF_LO);
-    unsigned long long *MaxLim = (unsigned long long *)(smem + OFF_MAX); /* [0] max hi, [1] min lo */
-
+    __nv_bfloat16 *Qs = (__nv_bfloat16 *)(smem + W::OFF_Q);
+    __nv_bfloat16 *Ks = (__nv_bfloat16 *)(smem + W::OFF_K);
+    __nv_bfloat16 *Vs = (__nv_bfloat16 *)(smem + W::OFF_V);
+    float *Ss = (float *)(smem + W::OFF_S);
+    __nv_bfloat16 *Ps = (__nv_bfloat16 *)(smem + W::OFF_P);
+    float *Os = (float *)(smem + W::OFF_O);
+    float *Mrow = (float *)(smem + W::OFF_M);
+    float *Lrow = (float *)(smem + W::OFF_L);
+    long long *Lim = (long long *)(smem + W::OFF_LIM);
+    long long *Lo = (long long *)(smem + W::OFF_LO);
+    unsigned long long *MaxLim = (unsigned long long *)(smem + W::OFF_MAX); /* [0] max hi, [1] min lo */
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int64_t q0 = (int64_t)blockIdx.x * BQ;
     const int h = blockIdx.y, kh = h / (a.Hq / a.Hkv);
@@ -281,18 +288,31 @@ __global__ void __launch_bounds__(128) k_attn_d128(cqk_attn a) {
     }
 }
 
-extern "C" size_t cqk_attention_d128_smem(void) { return (size_t)SMEM_D128; }
-
-extern "C" cudaError_t cqk_attention_d128(const cqk_ctx *c, const cqk_attn *a) {
-    if (a->Nq <= 0 || a->Hq <= 0) return cudaSuccess;
-    if (a->D != HD || a->Hkv <= 0 || a->Hq % a->Hkv || a->Hq > 65535) return cudaErrorInvalidValue;
+template <int HD> cudaError_t wmma_run(const cqk_ctx *c, const cqk_attn *a) {
+    constexpr int BQ = wdims<HD>::BQ, SMEM = wdims<HD>::SMEM;
     const int64_t qt = (a->Nq + BQ - 1) / BQ;
     if (qt > 0x7fffffff) return cudaErrorInvalidValue;
     dim3 grid((unsigned)qt, (unsigned)a->Hq);
     CQK_DISPATCH(a->dt, T, {
-        cudaError_t e = cudaFuncSetAttribute(k_attn_d128<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_D128);
+        cudaError_t e = cudaFuncSetAttribute(k_attn_wmma<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
         if (e != cudaSuccess) return e;
-        k_attn_d128<T><<<grid, 128, SMEM_D128, c->stream>>>(*a);
+        k_attn_wmma<T, HD><<<grid, 128, SMEM, c->stream>>>(*a);
     });
+    return cudaSuccess;
+}
+
+extern "C" size_t cqk_attention_wmma_smem(int D) {
+    switch (D) {
+    case 128: return (size_t)wdims<128>::SMEM;
+    case 80: return (size_t)wdims<80>::SMEM;
+    default: return 0;
+    }
+}
+
+extern "C" cudaError_t cqk_attention_wmma(const cqk_ctx *c, const cqk_attn *a) {
+    if (a->Nq <= 0 || a->Hq <= 0) return cudaSuccess;
+    if (!cqk_attention_wmma_smem(a->D) || a->Hkv <= 0 || a->Hq % a->Hkv || a->Hq > 65535) return cudaErrorInvalidValue;
+    cudaError_t e = a->D == 80 ? wmma_run<80>(c, a) : wmma_run<128>(c, a);
+    if (e != cudaSuccess) return e;
     return cqk_launched();
 }

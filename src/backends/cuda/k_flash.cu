@@ -1,6 +1,11 @@
 /*
- * k_flash.cu — attention at head_dim 128 on tensor cores, FlashAttention-2
- * style: scores, probabilities and the output accumulator live in registers.
+ * k_flash.cu — attention at head_dim 128 or 80 on tensor cores,
+ * FlashAttention-2 style: scores, probabilities and the output accumulator
+ * live in registers. Everything is a template on the head_dim HD (any
+ * multiple of 16 up to 128); 128 (the denoisers) and 80 (the Qwen2.5-VL
+ * vision tower, 16 heads x 80) are instantiated. At 80 the products take 5
+ * rather than 8 k-steps (Q·Kᵀ) and 5 rather than 8 column pairs (P·V); the
+ * keys are still walked 64 at a time.
  *
  * Semantics are k_attention.cu's (ops.h): keys are the prefix rows then the
  * own rows, query i sees keys [lo_i, lim_i), a query with no visible key gets
@@ -8,7 +13,7 @@
  *
  * Two launches per call:
  *  1. pack: K and V (prefix and own rows, any activation dtype) into one bf16
- *     array per kv head, [Hkv][Tpad][128], rows padded with zeros to a
+ *     array per kv head, [Hkv][Tpad][HD], rows padded with zeros to a
  *     multiple of 64, so tiles load as aligned 16-byte copies with no bounds
  *     checks (the zeros matter: a masked probability of 0 times a garbage V
  *     could be NaN);
@@ -21,8 +26,8 @@
  *     per-lane partial row sums, reduced once at the end), P rounded to bf16
  *     straight into A-fragments (the m16n8 accumulator layout of two key
  *     tiles is the m16k16 operand layout), then O += P·V (V fragments by
- *     ldmatrix.trans). Rows pitch 136 bf16 (272 bytes) so ldmatrix's eight
- *     row addresses fall in distinct bank groups.
+ *     ldmatrix.trans). Rows pitch HD + 8 bf16 (272 bytes at 128, 176 at 80) so
+ *     ldmatrix's eight row addresses fall in distinct bank groups.
  *
  * Block shapes (cqk_flash_shape, chosen by CORTIQ_CUDA_ATTN):
  *  - 128 (default): 8 warps x 16 rows, 3 stages. Every K/V tile brought into
@@ -53,14 +58,23 @@
 
 namespace {
 
-constexpr int FBK = 64, FHD = 128, FPITCH = FHD + 8;
-constexpr int FTILE_B = FBK * FPITCH * 2; /* bytes of one K or V tile */
+constexpr int FBK = 64;
 
-/* One block shape: NW warps of MT x 16 query rows, ST pipeline stages. */
-template <int NW, int MT, int ST> struct fshape {
+/* Row geometry at head_dim HD (a multiple of 16 up to 128): HD / 8 copies of 16 bytes per row, rows pitched
+ * HD + 8 bf16 so that ldmatrix's eight row addresses (consecutive rows) fall in distinct bank groups: the
+ * pitch is an odd number of 16-byte units (17 at 128, 11 at 80). */
+template <int HD> struct fdims {
+    static_assert(HD % 16 == 0 && HD >= 16 && HD <= 128, "head_dim");
+    static constexpr int CH = HD / 8, PITCH = HD + 8;
+    static constexpr int TILE_B = FBK * PITCH * 2; /* bytes of one K or V tile */
+    static_assert((PITCH / 8) % 2 == 1, "ldmatrix rows must fall in distinct bank groups");
+};
+
+/* One block shape: NW warps of MT x 16 query rows, ST pipeline stages, head_dim HD. */
+template <int HD, int NW, int MT, int ST> struct fshape {
     static constexpr int NT = NW * 32, BQ = NW * MT * 16;
-    static constexpr int QBYTES = MT > 1 ? BQ * FPITCH * 2 : 0; /* Q in shared memory when MT > 1 */
-    static constexpr int SMEM = QBYTES + ST * 2 * FTILE_B; /* dynamic */
+    static constexpr int QBYTES = MT > 1 ? BQ * fdims<HD>::PITCH * 2 : 0; /* Q in shared memory when MT > 1 */
+    static constexpr int SMEM = QBYTES + ST * 2 * fdims<HD>::TILE_B; /* dynamic */
     /* static: per-row key limits (read only by tiles that need the mask); per warp the largest and
      * smallest of its rows' limits; with MT = 2 each thread's running max and partial sum per row
      * ([NT] apart: conflict-free) — values kept here rather than in registers, which O and S fill */
@@ -68,7 +82,7 @@ template <int NW, int MT, int ST> struct fshape {
         int blk_max, blk_lo, lim[BQ], lo[BQ], wmax[NW], wmin[NW], wlo_min[NW], wlo_max[NW];
         float ml[MT > 1 ? 2 * MT * 2 * NT : 1];
     };
-    static_assert(ST >= 2 && (MT == 1 || MT == 2) && (FBK * 16) % NT == 0 && (BQ * 16) % NT == 0, "shape");
+    static_assert(ST >= 2 && (MT == 1 || MT == 2), "shape");
 };
 
 __device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
@@ -97,26 +111,27 @@ __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_grou
 template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
 /* ---- 1. K and V into padded bf16 planes ------------------------------------------------------ */
-template <typename T>
+template <typename T, int HD>
 __global__ void k_flash_pack(cqk_attn a, uint16_t *kb, uint16_t *vb, int64_t Tpad) {
-    const int64_t n = (int64_t)a.Hkv * Tpad * (FHD / 8);
-    const int64_t kvw = (int64_t)a.Hkv * FHD;
+    constexpr int CH = fdims<HD>::CH;
+    const int64_t n = (int64_t)a.Hkv * Tpad * CH;
+    const int64_t kvw = (int64_t)a.Hkv * HD;
     for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < n;
          idx += (int64_t)gridDim.x * blockDim.x) {
-        const int c8 = (int)(idx % (FHD / 8));
-        const int64_t j = (idx / (FHD / 8)) % Tpad;
-        const int kh = (int)(idx / ((FHD / 8) * Tpad));
+        const int c8 = (int)(idx % CH);
+        const int64_t j = (idx / CH) % Tpad;
+        const int kh = (int)(idx / (CH * Tpad));
         uint32_t kw[4] = {0, 0, 0, 0}, vw[4] = {0, 0, 0, 0};
         if (j < a.P + a.Nk) {
             const void *ks = j < a.P ? a.kp : a.k, *vs = j < a.P ? a.vp : a.v;
-            const int64_t off = (j < a.P ? j : j - a.P) * kvw + (int64_t)kh * FHD + c8 * 8;
+            const int64_t off = (j < a.P ? j : j - a.P) * kvw + (int64_t)kh * HD + c8 * 8;
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 kw[e] = cqk_pack_bf16(cqk_ld<T>(ks, off + 2 * e), cqk_ld<T>(ks, off + 2 * e + 1));
                 vw[e] = cqk_pack_bf16(cqk_ld<T>(vs, off + 2 * e), cqk_ld<T>(vs, off + 2 * e + 1));
             }
         }
-        const int64_t dst = ((int64_t)kh * Tpad + j) * FHD + c8 * 8;
+        const int64_t dst = ((int64_t)kh * Tpad + j) * HD + c8 * 8;
         *(uint4 *)(kb + dst) = make_uint4(kw[0], kw[1], kw[2], kw[3]);
         *(uint4 *)(vb + dst) = make_uint4(vw[0], vw[1], vw[2], vw[3]);
     }
@@ -124,30 +139,37 @@ __global__ void k_flash_pack(cqk_attn a, uint16_t *kb, uint16_t *vb, int64_t Tpa
 
 /* ---- 2. the attention kernel ------------------------------------------------------------------- */
 /* Copy key rows [0, 64) at element offset `base` of the packed planes into one stage (K then V),
- * NT threads, 16 bytes per copy. */
-template <int NT>
+ * NT threads, 16 bytes per copy (64 x HD / 8 copies: the last round partial where NT does not divide them). */
+template <int NT, int HD>
 __device__ __forceinline__ void load_tile(uint32_t ks, const uint16_t *kb, const uint16_t *vb, int64_t base, int tid) {
+    using F = fdims<HD>;
+    constexpr int NC = FBK * F::CH;
     const uint16_t *kt = kb + base, *vt = vb + base;
 #pragma unroll
-    for (int i = 0; i < FBK * 16 / NT; i++) {
-        const int c = tid + NT * i, r = c >> 4, col = (c & 15) * 8;
-        const uint32_t s = (uint32_t)((r * FPITCH + col) * 2);
-        cp_async16(ks + s, kt + r * FHD + col);
-        cp_async16(ks + FTILE_B + s, vt + r * FHD + col);
+    for (int i = 0; i < (NC + NT - 1) / NT; i++) {
+        /* unsigned: at HD = 128 the division is the shift and mask it was before the template */
+        const unsigned c = (unsigned)tid + NT * i, r = c / F::CH, col = c % F::CH * 8;
+        if (NC % NT == 0 || c < (unsigned)NC) {
+            const uint32_t s = (uint32_t)((r * F::PITCH + col) * 2);
+            cp_async16(ks + s, kt + r * HD + col);
+            cp_async16(ks + F::TILE_B + s, vt + r * HD + col);
+        }
     }
 }
 
-template <typename T, int NW, int MT, int ST>
+template <typename T, int HD, int NW, int MT, int ST>
 __global__ void __launch_bounds__(NW * 32, NW >= 8 ? 1 : 2)
-    k_flash_d128(cqk_attn a, const uint16_t *kb, const uint16_t *vb, int64_t Tpad) {
-    using S = fshape<NW, MT, ST>;
+    k_flash(cqk_attn a, const uint16_t *kb, const uint16_t *vb, int64_t Tpad) {
+    using S = fshape<HD, NW, MT, ST>;
+    using F = fdims<HD>;
+    constexpr int FPITCH = F::PITCH, FTILE_B = F::TILE_B, KS = HD / 16, ND = HD / 8;
     extern __shared__ __align__(128) uint16_t fsm[];
     __shared__ typename S::stat ss;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
     const int h = blockIdx.y, kh = h / (a.Hq / a.Hkv);
-    const int64_t q0 = (int64_t)blockIdx.x * S::BQ, qw = (int64_t)a.Hq * FHD;
+    const int64_t q0 = (int64_t)blockIdx.x * S::BQ, qw = (int64_t)a.Hq * HD;
     const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(fsm), kvbase = sbase + S::QBYTES;
-    const int64_t head_base = (int64_t)kh * Tpad * FHD;
+    const int64_t head_base = (int64_t)kh * Tpad * HD;
 
     /* the first tiles' copies go out before anything else; tiles past this block's keys
      * (but inside the padded plane) may be fetched and never used */
@@ -166,7 +188,8 @@ __global__ void __launch_bounds__(NW * 32, NW >= 8 ? 1 : 2)
 #pragma unroll
     for (int s = 0; s < ST - 1; s++) {
         if (t0 + s < plane_tiles)
-            load_tile<S::NT>(kvbase + (uint32_t)(s * 2 * FTILE_B), kb, vb, head_base + (int64_t)(t0 + s) * FBK * FHD, tid);
+            load_tile<S::NT, HD>(kvbase + (uint32_t)(s * 2 * FTILE_B), kb, vb, head_base + (int64_t)(t0 + s) * FBK * HD,
+                                 tid);
         cp_commit();
     }
 
@@ -208,30 +231,32 @@ __global__ void __launch_bounds__(NW * 32, NW >= 8 ? 1 : 2)
      * A-fragments in registers (MT = 1) or a [BQ][FPITCH] tile in shared memory (MT = 2) */
     const uint32_t qsign = a.scale < 0.0f ? 0x80008000u : 0u;
     const float sl2 = fabsf(a.scale) * 1.4426950408889634f;
-    uint32_t qf[MT == 1 ? 8 : 1][4];
+    uint32_t qf[MT == 1 ? KS : 1][4];
     if constexpr (MT == 1) {
         const int64_t r0 = q0 + warp * 16 + g, r1 = r0 + 8;
 #pragma unroll
-        for (int kk = 0; kk < 8; kk++) {
+        for (int kk = 0; kk < KS; kk++) {
             const int c = kk * 16 + 2 * t4;
             float v[8];
 #pragma unroll
             for (int e = 0; e < 8; e++) {
                 const int64_t row = (e & 2) ? r1 : r0; /* e: 0,1 row0 c; 2,3 row1 c; 4,5 row0 c+8; 6,7 row1 c+8 */
                 const int col = c + ((e & 4) ? 8 : 0) + (e & 1);
-                v[e] = row < a.Nq ? cqk_ld<T>(a.q, row * qw + (int64_t)h * FHD + col) : 0.0f;
+                v[e] = row < a.Nq ? cqk_ld<T>(a.q, row * qw + (int64_t)h * HD + col) : 0.0f;
             }
 #pragma unroll
             for (int e = 0; e < 4; e++) qf[kk][e] = cqk_pack_bf16(v[2 * e], v[2 * e + 1]) ^ qsign;
         }
     } else {
+        constexpr int NC = S::BQ * F::CH; /* 16-byte groups of the Q tile */
 #pragma unroll 4
-        for (int i = 0; i < S::BQ * 16 / S::NT; i++) {
-            const int c = tid + S::NT * i, r = c >> 4, col = (c & 15) * 8;
+        for (int i = 0; i < (NC + S::NT - 1) / S::NT; i++) {
+            const unsigned c = (unsigned)tid + S::NT * i, r = c / F::CH, col = c % F::CH * 8;
+            if (NC % S::NT != 0 && c >= (unsigned)NC) break;
             const int64_t row = q0 + r;
             uint32_t w[4] = {0, 0, 0, 0};
             if (row < a.Nq) {
-                const int64_t off = row * qw + (int64_t)h * FHD + col;
+                const int64_t off = row * qw + (int64_t)h * HD + col;
 #pragma unroll
                 for (int e = 0; e < 4; e++)
                     w[e] = cqk_pack_bf16(cqk_ld<T>(a.q, off + 2 * e), cqk_ld<T>(a.q, off + 2 * e + 1)) ^ qsign;
@@ -244,7 +269,7 @@ __global__ void __launch_bounds__(NW * 32, NW >= 8 ? 1 : 2)
     __syncthreads(); /* also publishes the Q tile */
     const int ntiles = (ss.blk_max + FBK - 1) / FBK;
 
-    float o[MT][16][4];
+    float o[MT][ND][4];
     float mreg[MT][2], lreg[MT][2]; /* MT = 1 */
     auto M = [&](int mt, int r) -> float & {
         if constexpr (MT > 1) return ss.ml[(mt * 2 + r) * S::NT + tid];
@@ -257,7 +282,7 @@ __global__ void __launch_bounds__(NW * 32, NW >= 8 ? 1 : 2)
 #pragma unroll
     for (int mt = 0; mt < MT; mt++) {
 #pragma unroll
-        for (int i = 0; i < 16; i++) o[mt][i][0] = o[mt][i][1] = o[mt][i][2] = o[mt][i][3] = 0.0f;
+        for (int i = 0; i < ND; i++) o[mt][i][0] = o[mt][i][1] = o[mt][i][2] = o[mt][i][3] = 0.0f;
         M(mt, 0) = M(mt, 1) = -INFINITY;
         L(mt, 0) = L(mt, 1) = 0.0f;
     }
@@ -275,7 +300,8 @@ __global__ void __launch_bounds__(NW * 32, NW >= 8 ? 1 : 2)
             const int nx = kt + ST - 1; /* refill the stage of tile kt - 1 */
             if (nx < ntiles) {
                 const int sx = st == 0 ? ST - 1 : st - 1;
-                load_tile<S::NT>(kvbase + (uint32_t)(sx * 2 * FTILE_B), kb, vb, head_base + (int64_t)nx * FBK * FHD, tid);
+                load_tile<S::NT, HD>(kvbase + (uint32_t)(sx * 2 * FTILE_B), kb, vb, head_base + (int64_t)nx * FBK * HD,
+                                     tid);
             }
             cp_commit(); /* one group per iteration, empty or not, keeps the wait count exact */
         }
@@ -288,7 +314,7 @@ __global__ void __launch_bounds__(NW * 32, NW >= 8 ? 1 : 2)
 #pragma unroll
                 for (int i = 0; i < 8; i++) s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.0f;
 #pragma unroll
-            for (int kk = 0; kk < 8; kk++) {
+            for (int kk = 0; kk < KS; kk++) {
                 uint32_t qa[MT][4];
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++) {
@@ -367,7 +393,7 @@ __global__ void __launch_bounds__(NW * 32, NW >= 8 ? 1 : 2)
                     }
                     L(mt, r) = L(mt, r) * cr + ps;
 #pragma unroll
-                    for (int nd = 0; nd < 16; nd++) {
+                    for (int nd = 0; nd < ND; nd++) {
                         o[mt][nd][2 * r] *= cr;
                         o[mt][nd][2 * r + 1] *= cr;
                     }
@@ -376,7 +402,7 @@ __global__ void __launch_bounds__(NW * 32, NW >= 8 ? 1 : 2)
 #pragma unroll
             for (int kc = 0; kc < 4; kc++) {
 #pragma unroll
-                for (int ndp = 0; ndp < 8; ndp++) {
+                for (int ndp = 0; ndp < KS; ndp++) {
                     uint32_t b[4];
                     ldsm_x4_t(vs + v_off + (uint32_t)((kc * 16 * FPITCH + ndp * 16) * 2), b);
 #pragma unroll
@@ -401,9 +427,9 @@ __global__ void __launch_bounds__(NW * 32, NW >= 8 ? 1 : 2)
             const float inv = lr > 0.0f ? 1.0f / lr : 0.0f;
             const int64_t row = q0 + (warp * MT + mt) * 16 + g + 8 * r;
             if (row < a.Nq) {
-                const int64_t base = row * qw + (int64_t)h * FHD + 2 * t4;
+                const int64_t base = row * qw + (int64_t)h * HD + 2 * t4;
 #pragma unroll
-                for (int nd = 0; nd < 16; nd++) {
+                for (int nd = 0; nd < ND; nd++) {
                     cqk_st<T>(a.o, base + nd * 8, o[mt][nd][2 * r] * inv);
                     cqk_st<T>(a.o, base + nd * 8 + 1, o[mt][nd][2 * r + 1] * inv);
                 }
@@ -413,14 +439,14 @@ __global__ void __launch_bounds__(NW * 32, NW >= 8 ? 1 : 2)
 
 int64_t flash_tpad(const cqk_attn *a) { return (a->P + a->Nk + FBK - 1) / FBK * FBK; }
 
-template <int NW, int MT, int ST>
+template <int HD, int NW, int MT, int ST>
 cudaError_t flash_run(const cqk_ctx *c, const cqk_attn *a, const uint16_t *kb, const uint16_t *vb, int64_t Tpad) {
-    using S = fshape<NW, MT, ST>;
+    using S = fshape<HD, NW, MT, ST>;
     const int64_t qt = (a->Nq + S::BQ - 1) / S::BQ;
     if (qt > 0x7fffffff) return cudaErrorInvalidValue;
     dim3 grid((unsigned)qt, (unsigned)a->Hq);
     CQK_DISPATCH(a->dt, T, {
-        void (*kern)(cqk_attn, const uint16_t *, const uint16_t *, int64_t) = k_flash_d128<T, NW, MT, ST>;
+        void (*kern)(cqk_attn, const uint16_t *, const uint16_t *, int64_t) = k_flash<T, HD, NW, MT, ST>;
         cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, S::SMEM);
         /* all of the unified L1 to shared memory: the kernel reads global memory only through cp.async.cg
          * (L2) apart from Q once, and the shapes with two blocks per SM need 2 x 104 KB */
@@ -432,36 +458,50 @@ cudaError_t flash_run(const cqk_ctx *c, const cqk_attn *a, const uint16_t *kb, c
     return cudaSuccess;
 }
 
+template <int HD> cudaError_t flash_shape_run(const cqk_ctx *c, const cqk_attn *a, void *scratch, int shape) {
+    const int64_t Tpad = flash_tpad(a);
+    uint16_t *kb = (uint16_t *)scratch, *vb = kb + (int64_t)a->Hkv * Tpad * HD;
+    const int64_t n = (int64_t)a->Hkv * Tpad * fdims<HD>::CH;
+    const unsigned pb = (unsigned)(n + 255 < (int64_t)65535 * 256 ? (n + 255) / 256 : 65535);
+    if (n > 0) CQK_DISPATCH(a->dt, T, { k_flash_pack<T, HD><<<pb, 256, 0, c->stream>>>(*a, kb, vb, Tpad); });
+    switch (shape) {
+    case CQK_FLASH_64: return flash_run<HD, 4, 1, 2>(c, a, kb, vb, Tpad);
+    case CQK_FLASH_128W4: return flash_run<HD, 4, 2, 2>(c, a, kb, vb, Tpad);
+    default: return flash_run<HD, 8, 1, 3>(c, a, kb, vb, Tpad);
+    }
+}
+
+template <int HD> size_t flash_smem(int shape) {
+    switch (shape) {
+    case CQK_FLASH_64: return fshape<HD, 4, 1, 2>::SMEM + sizeof(typename fshape<HD, 4, 1, 2>::stat);
+    case CQK_FLASH_128W4: return fshape<HD, 4, 2, 2>::SMEM + sizeof(typename fshape<HD, 4, 2, 2>::stat);
+    default: return fshape<HD, 8, 1, 3>::SMEM + sizeof(typename fshape<HD, 8, 1, 3>::stat);
+    }
+}
+
 } // namespace
 
-/* dynamic plus static shared memory of a block: what must fit the device's per-block opt-in limit */
-extern "C" size_t cqk_attention_flash_smem(int shape) {
-    switch (shape) {
-    case CQK_FLASH_64: return fshape<4, 1, 2>::SMEM + sizeof(fshape<4, 1, 2>::stat);
-    case CQK_FLASH_128W4: return fshape<4, 2, 2>::SMEM + sizeof(fshape<4, 2, 2>::stat);
-    default: return fshape<8, 1, 3>::SMEM + sizeof(fshape<8, 1, 3>::stat);
+/* dynamic plus static shared memory of a block: what must fit the device's per-block opt-in limit; 0 for a
+ * head_dim without a kernel (128 and 80 are instantiated) */
+extern "C" size_t cqk_attention_flash_smem(int shape, int D) {
+    switch (D) {
+    case 128: return flash_smem<128>(shape);
+    case 80: return flash_smem<80>(shape);
+    default: return 0;
     }
 }
 
 extern "C" size_t cqk_attention_flash_scratch(const cqk_attn *a) {
-    return (size_t)(2 * (int64_t)a->Hkv * flash_tpad(a) * FHD * 2);
+    return (size_t)(2 * (int64_t)a->Hkv * flash_tpad(a) * a->D * 2);
 }
 
 extern "C" cudaError_t cqk_attention_flash(const cqk_ctx *c, const cqk_attn *a, void *scratch, int shape) {
     if (a->Nq <= 0 || a->Hq <= 0) return cudaSuccess;
-    if (a->D != FHD || a->Hkv <= 0 || a->Hq % a->Hkv || a->Hq > 65535 || a->P + a->Nk > 0x7fffffc0)
+    if (!cqk_attention_flash_smem(shape, a->D) || a->Hkv <= 0 || a->Hq % a->Hkv || a->Hq > 65535 ||
+        a->P + a->Nk > 0x7fffffc0)
         return cudaErrorInvalidValue;
-    const int64_t Tpad = flash_tpad(a);
-    uint16_t *kb = (uint16_t *)scratch, *vb = kb + (int64_t)a->Hkv * Tpad * FHD;
-    const int64_t n = (int64_t)a->Hkv * Tpad * (FHD / 8);
-    const unsigned pb = (unsigned)(n + 255 < (int64_t)65535 * 256 ? (n + 255) / 256 : 65535);
-    if (n > 0) CQK_DISPATCH(a->dt, T, { k_flash_pack<T><<<pb, 256, 0, c->stream>>>(*a, kb, vb, Tpad); });
-    cudaError_t e;
-    switch (shape) {
-    case CQK_FLASH_64: e = flash_run<4, 1, 2>(c, a, kb, vb, Tpad); break;
-    case CQK_FLASH_128W4: e = flash_run<4, 2, 2>(c, a, kb, vb, Tpad); break;
-    default: e = flash_run<8, 1, 3>(c, a, kb, vb, Tpad); break;
-    }
+    const cudaError_t e =
+        a->D == 80 ? flash_shape_run<80>(c, a, scratch, shape) : flash_shape_run<128>(c, a, scratch, shape);
     if (e != cudaSuccess) return e;
     return cqk_launched();
 }
