@@ -380,7 +380,11 @@ static void test_segment_attention(void **state) {
         assert_int_equal(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, N, W, &t[i]), CQ_OK);
         if (i < 3) assert_int_equal(cq_tensor_upload(&t[i], host[i], (size_t)N * W * sizeof(float)), CQ_OK);
     }
-    const double bound = g_arg.device ? 1e-3 : 1e-4;
+    /* f32 arithmetic: 1e-4 on the host, 1e-3 on a device; a backend whose attention rounds its inputs to bf16 (CUDA's
+     * tensor-core kernels, also at head_dim 80) is held to the op test's bf16 dot-product tolerance, 1.5e-2 of
+     * max|ref| plus 1/128 of each value, taken here over max|ref| / RMS */
+    const cq_dtype prec = cq_backend_op_precision(be, CQ_OP_ATTENTION, CQ_DTYPE_F32);
+    const bool bf16 = prec == CQ_DTYPE_BF16 || prec == CQ_DTYPE_F16;
     for (size_t c = 0; c < CQ_ARRAY_LEN(cases); c++) {
         cq_vision_segs segs;
         if (cq_vision_segs_make(be, "test", cases[c].cu, cases[c].n_seg, N, &segs) != CQ_OK)
@@ -391,6 +395,10 @@ static void test_segment_attention(void **state) {
         assert_int_equal(cq_backend_sync(be), CQ_OK);
         assert_int_equal(cq_tensor_download(&t[3], host[3], (size_t)N * W * sizeof(float)), CQ_OK);
         attend_ref(host[0], host[1], host[2], host[4], cases[c].cu, cases[c].n_seg, HEADS, HD);
+        double peak = 0;
+        for (size_t i = 0; i < (size_t)N * W; i++) peak = fmax(peak, fabs(host[4][i]));
+        const double bound = !g_arg.device ? 1e-4 : bf16 ? (1.5e-2 + 1.0 / 128) * peak / tu_rms(host[4], (size_t)N * W)
+                                                        : 1e-3;
         check(c ? "one" : "five", "segment attention", rel(host[3], host[4], (size_t)N * W), bound);
         cq_vision_segs_free(&segs);
     }
