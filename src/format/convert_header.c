@@ -105,8 +105,9 @@ static cq_status arch_llm(const cv_source *src, cJSON *arch) {
         return err != CQ_OK ? err : cq_fail(CQ_ERR_NOMEM, "header JSON");
     /* Optional keys, only when the config states them with the right type. */
     const char *mt = src->arch;
-    if (strncmp(mt, "gemma", 5) == 0 || strstr(mt, "_gemma") || strncmp(mt, "qwen3_5", 7) == 0 ||
-        strncmp(mt, "qwen3_next", 10) == 0) /* zero-centred norm weights, x*(1+w) */
+    /* zero-centred norm weights, x*(1+w); Gemma-4's RMSNorm multiplies by the plain weight */
+    if ((strncmp(mt, "gemma", 5) == 0 && strncmp(mt, "gemma4", 6) != 0) || strstr(mt, "_gemma") ||
+        strncmp(mt, "qwen3_5", 7) == 0 || strncmp(mt, "qwen3_next", 10) == 0)
         ok = ok && cJSON_AddStringToObject(arch, "norm_style", "gemma");
     const cJSON *rp = cJSON_GetObjectItemCaseSensitive(tc, "rope_parameters");
     double v;

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 
 #include "models/flux_vae.h"
+#include "models/gemma4.h"
 #include "models/kit/tensors.h"
 #include "models/ltx2.h"
 #include "models/qi21.h"
@@ -45,6 +46,13 @@ cq_status cq_qwen3_tensors_upto(const cq_qwen3_config *c, const char *prefix, co
 /* Where the stack lives after `prefix`: the first of "model.language_model.", "model.", "language_model.", ""
  * holding embed_tokens.weight, or NULL. */
 const char *cq_qwen3_stack_prefix(const cq_cmf *cmf, const char *prefix);
+
+/* The Gemma-4 text tower's tensors: the stack under prefix + stack ("" + "model."), per layer as its kind
+ * (sliding or full) shapes it, v_proj only where the layer has one; the head at prefix + "lm_head.weight" is
+ * optional (tied), a multimodal wrapper's vision and audio towers are subtrees nobody binds. */
+cq_status cq_gemma4_tensors(const cq_gemma4_config *c, const char *prefix, const char *stack, cq_tt_list *out);
+/* Where the Gemma-4 stack lives after `prefix` (as cq_qwen3_stack_prefix), or NULL. */
+const char *cq_gemma4_stack_prefix(const cq_cmf *cmf, const char *prefix);
 
 /* The Qwen2.5-VL vision tower's tensors under prefix + stem ("te." + "model.visual." or "visual."). */
 cq_status cq_qwen25vl_vision_tensors(const cq_qwen25vl_vision_config *c, const char *prefix, const char *stem,

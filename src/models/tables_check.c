@@ -50,6 +50,16 @@ static cq_status check_qwen3(const cq_cmf *cmf, const char *prefix, cq_tt_note_f
     return check_list("qwen3", &t, cq_qwen3_tensors(&c, prefix, stack, &t), cmf, prefix, note, user, rep, n);
 }
 
+static cq_status check_gemma4(const cq_cmf *cmf, const char *prefix, cq_tt_note_fn note, void *user,
+                              cq_tt_report *rep, int *n) {
+    cq_gemma4_config c;
+    if (!usable(cq_gemma4_parse_config(cmf, prefix, &c), "gemma4", note, user)) return CQ_OK;
+    const char *stack = cq_gemma4_stack_prefix(cmf, prefix);
+    cq_tt_list t = {0};
+    if (!stack) stack = "model.";
+    return check_list("gemma4", &t, cq_gemma4_tensors(&c, prefix, stack, &t), cmf, prefix, note, user, rep, n);
+}
+
 /* A Qwen2.5-VL or Qwen3-VL text encoder's vision tower, where the pack keeps it (a text-only pack may leave it
  * out). Qwen3-VL's is the one with a learned position table. */
 static cq_status check_vision(const cq_cmf *cmf, const char *prefix, cq_tt_note_fn note, void *user,
@@ -109,11 +119,13 @@ cq_status cq_tables_check_pack(const cq_cmf *cmf, cq_tt_note_fn note, void *user
     }
     if (cq_cmf_find(cmf, "te.config_json")) {
         CQ_TRY(check_qwen3(cmf, "te.", note, user, rep, n_checked));
+        CQ_TRY(check_gemma4(cmf, "te.", note, user, rep, n_checked));
         CQ_TRY(check_vision(cmf, "te.", note, user, rep, n_checked));
     }
     /* bare names: a language model, when it has a decoder stack (a bare config alone is no known architecture) */
     if (cq_cmf_find(cmf, "config_json") && cq_qwen3_stack_prefix(cmf, "")) {
         CQ_TRY(check_qwen3(cmf, "", note, user, rep, n_checked));
+        CQ_TRY(check_gemma4(cmf, "", note, user, rep, n_checked));
         CQ_TRY(check_vision(cmf, "", note, user, rep, n_checked));
     }
     return CQ_OK;
