@@ -148,7 +148,9 @@ static cq_status parse_json(const cJSON *root, void *out) {
         return cq_fail(CQ_ERR_UNSUPPORTED, WHO ": config %shidden_activation '%s' is not supported (gelu_pytorch_tanh)",
                        where, cJSON_IsString(act) ? act->valuestring : "?");
     int ple = 0, shared = 0;
-    CQ_TRY(cq_cfg_int(&g, "hidden_size_per_layer_input", 256, 0, 1 << 16, &ple));
+    /* transformers' default is 256 (on); null, like 0, turns the per-layer inputs off */
+    const cJSON *ple_it = cJSON_GetObjectItemCaseSensitive(tc, "hidden_size_per_layer_input");
+    if (!(ple_it && cJSON_IsNull(ple_it))) CQ_TRY(cq_cfg_int(&g, "hidden_size_per_layer_input", 256, 0, 1 << 16, &ple));
     if (ple > 0)
         return cq_fail(CQ_ERR_UNSUPPORTED, WHO ": config %shidden_size_per_layer_input is %d: per-layer input "
                        "embeddings are not supported (0 or null turns them off)", where, ple);
