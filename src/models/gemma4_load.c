@@ -59,37 +59,58 @@ static cq_status refuse_on(const cq_cfg *g, const char *key, const char *what) {
     return CQ_OK;
 }
 
-/* transformers 5.x's per_layer_config ({"5": {"head_dim": 512, "num_key_value_heads": 1}, ...}) must agree with
- * what the flat keys give. */
-static cq_status check_per_layer(const cq_cfg *g, const cq_gemma4_config *c) {
+/* transformers 5.x's per_layer_config ({"5": {"head_dim": 512, "num_key_value_heads": 1}, ...}, which newer
+ * versions save instead of global_head_dim / num_global_key_value_heads): the overrides of each listed layer.
+ * Every layer of one kind must end up with the same head dim and KV heads; those become the kind's. */
+static cq_status apply_per_layer(const cq_cfg *g, cq_gemma4_config *c, bool *kv_given) {
     const cJSON *plc = cq_cfg_get(g, "per_layer_config");
     if (!plc) return CQ_OK;
     if (!cJSON_IsObject(plc)) return cq_fail(CQ_ERR_PARSE, WHO ": config %sper_layer_config must be an object", g->where);
+    int hd[2] = {-1, -1}, kv[2] = {-1, -1};
+    for (int pass = 0; pass < 2; pass++) {
+        /* pass 0: the listed layers set their kind's values; pass 1: every layer must agree with them */
+        for (int l = 0; l < c->n_layers; l++) {
+            int kind = c->kind[l];
+            char key[16], where[64];
+            snprintf(key, sizeof key, "%d", l);
+            snprintf(where, sizeof where, "per_layer_config.%d.", l);
+            const cJSON *e = cJSON_GetObjectItemCaseSensitive(plc, key);
+            if (e && !cJSON_IsObject(e))
+                return cq_fail(CQ_ERR_PARSE, WHO ": config %s%s must be an object", g->where, where);
+            const cq_cfg h = {e, WHO, where};
+            int lh = 0, lk = 0;
+            int dh = pass ? hd[kind] : c->head_dim[kind], dk = pass ? kv[kind] : c->n_kv_heads[kind];
+            if (pass && !e) dh = c->head_dim[kind], dk = c->n_kv_heads[kind];
+            CQ_TRY(cq_cfg_int(&h, "head_dim", dh, 2, 4096, &lh));
+            CQ_TRY(cq_cfg_int(&h, "num_key_value_heads", dk, 1, 1024, &lk));
+            if (pass == 0) {
+                if (e && hd[kind] < 0) hd[kind] = lh, kv[kind] = lk;
+                continue;
+            }
+            if (lh != hd[kind] || lk != kv[kind])
+                return cq_fail(CQ_ERR_UNSUPPORTED, WHO ": config per_layer_config gives layer %d (%s) head_dim %d with "
+                               "%d KV heads, other %s layers %d with %d: per-layer overrides are not supported", l,
+                               k_kind_name[kind], lh, lk, k_kind_name[kind], hd[kind], kv[kind]);
+        }
+        for (int k = 0; pass == 0 && k < 2; k++)
+            if (hd[k] < 0) hd[k] = c->head_dim[k], kv[k] = c->n_kv_heads[k];
+    }
     const cJSON *e;
     cJSON_ArrayForEach(e, plc) {
         char *end = NULL;
         long l = e->string ? strtol(e->string, &end, 10) : -1;
-        if (!e->string || end == e->string || *end || l < 0 || l >= c->n_layers || !cJSON_IsObject(e))
-            return cq_fail(CQ_ERR_PARSE, WHO ": config per_layer_config key '%s' is not a layer index in [0, %d) with "
-                           "an object", e->string ? e->string : "?", c->n_layers);
-        int kind = c->kind[l];
-        char where[64];
-        snprintf(where, sizeof where, "per_layer_config.%ld.", l);
-        const cq_cfg h = {e, WHO, where};
-        int hd = 0, kv = 0;
-        CQ_TRY(cq_cfg_int(&h, "head_dim", c->head_dim[kind], 2, 4096, &hd));
-        CQ_TRY(cq_cfg_int(&h, "num_key_value_heads", c->n_kv_heads[kind], 1, 1024, &kv));
+        if (!e->string || end == e->string || *end || l < 0 || l >= c->n_layers)
+            return cq_fail(CQ_ERR_PARSE, WHO ": config per_layer_config key '%s' is not a layer index in [0, %d)",
+                           e->string ? e->string : "?", c->n_layers);
         const cJSON *it;
         cJSON_ArrayForEach(it, e) {
             if (strcmp(it->string, "head_dim") != 0 && strcmp(it->string, "num_key_value_heads") != 0)
-                return cq_fail(CQ_ERR_UNSUPPORTED, WHO ": config %s%s is not supported (only head_dim, "
-                               "num_key_value_heads)", where, it->string);
+                return cq_fail(CQ_ERR_UNSUPPORTED, WHO ": config per_layer_config.%ld.%s is not supported (only "
+                               "head_dim, num_key_value_heads)", l, it->string);
         }
-        if (hd != c->head_dim[kind] || kv != c->n_kv_heads[kind])
-            return cq_fail(CQ_ERR_UNSUPPORTED, WHO ": config %s gives layer %ld (%s) head_dim %d with %d KV heads, the "
-                           "flat keys %d with %d: per-layer overrides are not supported", "per_layer_config", l,
-                           k_kind_name[kind], hd, kv, c->head_dim[kind], c->n_kv_heads[kind]);
     }
+    for (int k = 0; k < 2; k++) c->head_dim[k] = hd[k], c->n_kv_heads[k] = kv[k];
+    *kv_given = true;
     return CQ_OK;
 }
 
@@ -125,13 +146,38 @@ static cq_status parse_json(const cJSON *root, void *out) {
     if (ghd && cJSON_IsNull(ghd)) c->head_dim[CQ_GEMMA4_FULL] = c->head_dim[CQ_GEMMA4_SLIDING];
     else CQ_TRY(cq_cfg_int(&g, "global_head_dim", 512, 2, 4096, &c->head_dim[CQ_GEMMA4_FULL]));
     bool ghd_given = !(ghd && cJSON_IsNull(ghd));
-    if (c->k_eq_v) CQ_TRY(cq_cfg_int(&g, "num_global_key_value_heads", -1, 1, 1024, &c->n_kv_heads[CQ_GEMMA4_FULL]));
-    else c->n_kv_heads[CQ_GEMMA4_FULL] = c->n_kv_heads[CQ_GEMMA4_SLIDING];
+    const bool plc = cq_cfg_get(&g, "per_layer_config") != NULL;
+    c->n_kv_heads[CQ_GEMMA4_FULL] = c->n_kv_heads[CQ_GEMMA4_SLIDING];
+    /* with attention_k_eq_v, full layers have num_global_key_value_heads (or per_layer_config's) */
+    if (c->k_eq_v)
+        CQ_TRY(cq_cfg_int(&g, "num_global_key_value_heads", plc ? c->n_kv_heads[CQ_GEMMA4_SLIDING] : -1, 1, 1024,
+                          &c->n_kv_heads[CQ_GEMMA4_FULL]));
     CQ_TRY(cq_cfg_int(&g, "sliding_window", 512, 1, 1 << 30, &c->sliding_window));
     CQ_TRY(cq_cfg_int(&g, "max_position_embeddings", 131072, 1, 1 << 30, &c->max_positions));
     double eps = 1e-6;
     CQ_TRY(cq_cfg_num(&g, "rms_norm_eps", 1e-6, 0.0, true, 1.0, &eps));
     c->eps = (float)eps;
+    /* layer types: the config's, else transformers' default 5:1 pattern; the last is forced to full attention */
+    const cJSON *lt = cq_cfg_get(&g, "layer_types");
+    if (lt && (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != c->n_layers))
+        return cq_fail(CQ_ERR_PARSE, WHO ": config %slayer_types must be an array of num_hidden_layers (%d) strings",
+                       where, c->n_layers);
+    for (int i = 0; i < c->n_layers; i++) {
+        if (!lt) {
+            c->kind[i] = (i + 1) % 6 ? CQ_GEMMA4_SLIDING : CQ_GEMMA4_FULL;
+            continue;
+        }
+        const cJSON *t = cJSON_GetArrayItem(lt, i);
+        if (cJSON_IsString(t) && strcmp(t->valuestring, k_kind_name[0]) == 0) c->kind[i] = CQ_GEMMA4_SLIDING;
+        else if (cJSON_IsString(t) && strcmp(t->valuestring, k_kind_name[1]) == 0) c->kind[i] = CQ_GEMMA4_FULL;
+        else
+            return cq_fail(CQ_ERR_UNSUPPORTED, WHO ": config %slayer_types[%d] is '%s' (sliding_attention or "
+                           "full_attention)", where, i, cJSON_IsString(t) ? t->valuestring : "?");
+    }
+    c->kind[c->n_layers - 1] = CQ_GEMMA4_FULL;
+    bool kv_from_plc = false;
+    CQ_TRY(apply_per_layer(&g, c, &kv_from_plc));
+    (void)kv_from_plc;
     for (int k = 0; k < 2; k++) {
         if (c->head_dim[k] % 2)
             return cq_fail(CQ_ERR_PARSE, WHO ": config %s head dim %d must be even (RoPE rotates pairs)",
@@ -165,24 +211,6 @@ static cq_status parse_json(const cJSON *root, void *out) {
     if (bidi)
         return cq_fail(CQ_ERR_UNSUPPORTED, WHO ": config %suse_bidirectional_attention is set: only causal attention "
                        "is supported", where);
-    /* layer types: the config's, else transformers' default 5:1 pattern; the last is forced to full attention */
-    const cJSON *lt = cq_cfg_get(&g, "layer_types");
-    if (lt && (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != c->n_layers))
-        return cq_fail(CQ_ERR_PARSE, WHO ": config %slayer_types must be an array of num_hidden_layers (%d) strings",
-                       where, c->n_layers);
-    for (int i = 0; i < c->n_layers; i++) {
-        if (!lt) {
-            c->kind[i] = (i + 1) % 6 ? CQ_GEMMA4_SLIDING : CQ_GEMMA4_FULL;
-            continue;
-        }
-        const cJSON *t = cJSON_GetArrayItem(lt, i);
-        if (cJSON_IsString(t) && strcmp(t->valuestring, k_kind_name[0]) == 0) c->kind[i] = CQ_GEMMA4_SLIDING;
-        else if (cJSON_IsString(t) && strcmp(t->valuestring, k_kind_name[1]) == 0) c->kind[i] = CQ_GEMMA4_FULL;
-        else
-            return cq_fail(CQ_ERR_UNSUPPORTED, WHO ": config %slayer_types[%d] is '%s' (sliding_attention or "
-                           "full_attention)", where, i, cJSON_IsString(t) ? t->valuestring : "?");
-    }
-    c->kind[c->n_layers - 1] = CQ_GEMMA4_FULL;
     const cJSON *rp = cq_cfg_get(&g, "rope_parameters");
     if (rp && !cJSON_IsObject(rp)) return cq_fail(CQ_ERR_PARSE, WHO ": config %srope_parameters must be an object", where);
     for (int k = 0; k < 2; k++) CQ_TRY(parse_rope(rp, k, c));
@@ -191,9 +219,9 @@ static cq_status parse_json(const cJSON *root, void *out) {
     if (!c->rope[CQ_GEMMA4_FULL].proportional && c->head_dim[CQ_GEMMA4_FULL] != c->head_dim[CQ_GEMMA4_SLIDING])
         return cq_fail(CQ_ERR_UNSUPPORTED, WHO ": default RoPE on full layers of head dim %d (sliding %d) is not "
                        "supported", c->head_dim[CQ_GEMMA4_FULL], c->head_dim[CQ_GEMMA4_SLIDING]);
-    if (c->rope[CQ_GEMMA4_FULL].proportional && !ghd_given)
+    if (c->rope[CQ_GEMMA4_FULL].proportional && !ghd_given && !plc)
         return cq_fail(CQ_ERR_UNSUPPORTED, WHO ": proportional RoPE with global_head_dim null is not supported");
-    return check_per_layer(&g, c);
+    return CQ_OK;
 }
 
 cq_status cq_gemma4_parse_config(const cq_cmf *cmf, const char *prefix, cq_gemma4_config *cfg) {

@@ -436,6 +436,16 @@ static void test_bad_config(void **st) {
     const char *at = strstr(k_config, "\"sliding_window\": 4");
     snprintf(buf, sizeof buf, "%.*s%s%s", (int)(at - k_config), k_config, agree, at + strlen("\"sliding_window\": 4"));
     if (cq_gemma4_parse_config_text(buf, &c) != CQ_OK) fail_msg("per_layer_config: %s", cq_last_error());
+    /* transformers 5.x saves per_layer_config instead of global_head_dim / num_global_key_value_heads */
+    const char *from = "\"global_head_dim\": 16, \"num_global_key_value_heads\": 1, ";
+    at = strstr(k_config, from);
+    snprintf(buf, sizeof buf, "%.*s\"per_layer_config\": {\"2\": {\"head_dim\": 16, \"num_key_value_heads\": 1}, "
+             "\"4\": {\"head_dim\": 16, \"num_key_value_heads\": 1}}, %s", (int)(at - k_config), k_config,
+             at + strlen(from));
+    if (cq_gemma4_parse_config_text(buf, &c) != CQ_OK) fail_msg("per_layer_config alone: %s", cq_last_error());
+    assert_int_equal(c.head_dim[CQ_GEMMA4_FULL], HD_F);
+    assert_int_equal(c.n_kv_heads[CQ_GEMMA4_FULL], KV_F);
+    assert_int_equal(c.head_dim[CQ_GEMMA4_SLIDING], HD_S);
     /* defaults: no layer_types gives the 5:1 pattern with the last layer full */
     if (cq_gemma4_parse_config_text("{\"model_type\": \"gemma4_text\", \"vocab_size\": 8, \"hidden_size\": 8, "
                                     "\"intermediate_size\": 8, \"num_hidden_layers\": 8, \"num_attention_heads\": 2, "
