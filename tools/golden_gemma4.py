@@ -146,6 +146,11 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     model.save_pretrained(os.path.join(args.out, "model"), safe_serialization=True)
     model16 = copy.deepcopy(model).to(torch.bfloat16)
+    # as a bf16 checkpoint loads: weights and activations in bf16, the RoPE frequencies still f32
+    for mod in model16.modules():
+        for bname, buf in list(mod.named_buffers(recurse=False)):
+            if "inv_freq" in bname:
+                setattr(mod, bname, buf.float())
 
     g = torch.Generator().manual_seed(args.seed + 1)
     V = CONFIG["vocab_size"]
