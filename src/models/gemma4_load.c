@@ -133,6 +133,9 @@ static cq_status parse_json(const cJSON *root, void *out) {
         return cq_fail(CQ_ERR_UNSUPPORTED, WHO ": model_type '%s' is not a Gemma-4 text model (gemma4_text, gemma4, "
                        "gemma4_unified)", cJSON_IsString(mt) ? mt->valuestring : "(none)");
     const cq_cfg g = {tc, WHO, where};
+    /* gemma4_unified (LTX-2.5's encoder) drops some keys its class fixes: no per-layer inputs, K = V on full
+     * layers, a 1024-key window */
+    const bool unified = strstr(mt->valuestring, "unified") != NULL;
     CQ_TRY(cq_cfg_int(&g, "vocab_size", -1, 1, 1 << 24, &c->vocab_size));
     CQ_TRY(cq_cfg_int(&g, "hidden_size", -1, 1, 1 << 16, &c->hidden));
     CQ_TRY(cq_cfg_int(&g, "intermediate_size", -1, 1, 1 << 20, &c->intermediate));
@@ -140,7 +143,7 @@ static cq_status parse_json(const cJSON *root, void *out) {
     CQ_TRY(cq_cfg_int(&g, "num_attention_heads", -1, 1, 1024, &c->n_heads));
     CQ_TRY(cq_cfg_int(&g, "num_key_value_heads", -1, 1, 1024, &c->n_kv_heads[CQ_GEMMA4_SLIDING]));
     CQ_TRY(cq_cfg_int(&g, "head_dim", 256, 2, 4096, &c->head_dim[CQ_GEMMA4_SLIDING]));
-    CQ_TRY(cq_cfg_bool(&g, "attention_k_eq_v", false, &c->k_eq_v));
+    CQ_TRY(cq_cfg_bool(&g, "attention_k_eq_v", unified, &c->k_eq_v));
     /* transformers: global_head_dim defaults to 512; null falls back to head_dim */
     const cJSON *ghd = cJSON_GetObjectItemCaseSensitive(tc, "global_head_dim");
     if (ghd && cJSON_IsNull(ghd)) c->head_dim[CQ_GEMMA4_FULL] = c->head_dim[CQ_GEMMA4_SLIDING];
@@ -152,7 +155,7 @@ static cq_status parse_json(const cJSON *root, void *out) {
     if (c->k_eq_v)
         CQ_TRY(cq_cfg_int(&g, "num_global_key_value_heads", plc ? c->n_kv_heads[CQ_GEMMA4_SLIDING] : -1, 1, 1024,
                           &c->n_kv_heads[CQ_GEMMA4_FULL]));
-    CQ_TRY(cq_cfg_int(&g, "sliding_window", 512, 1, 1 << 30, &c->sliding_window));
+    CQ_TRY(cq_cfg_int(&g, "sliding_window", unified ? 1024 : 512, 1, 1 << 30, &c->sliding_window));
     CQ_TRY(cq_cfg_int(&g, "max_position_embeddings", 131072, 1, 1 << 30, &c->max_positions));
     double eps = 1e-6;
     CQ_TRY(cq_cfg_num(&g, "rms_norm_eps", 1e-6, 0.0, true, 1.0, &eps));
@@ -194,9 +197,11 @@ static cq_status parse_json(const cJSON *root, void *out) {
         return cq_fail(CQ_ERR_UNSUPPORTED, WHO ": config %shidden_activation '%s' is not supported (gelu_pytorch_tanh)",
                        where, cJSON_IsString(act) ? act->valuestring : "?");
     int ple = 0, shared = 0;
-    /* transformers' default is 256 (on); null, like 0, turns the per-layer inputs off */
+    /* transformers' default is 256 (on) for gemma4; null, like 0, turns the per-layer inputs off; gemma4_unified has
+     * none (its config drops the key) */
     const cJSON *ple_it = cJSON_GetObjectItemCaseSensitive(tc, "hidden_size_per_layer_input");
-    if (!(ple_it && cJSON_IsNull(ple_it))) CQ_TRY(cq_cfg_int(&g, "hidden_size_per_layer_input", 256, 0, 1 << 16, &ple));
+    if (!(ple_it && cJSON_IsNull(ple_it)))
+        CQ_TRY(cq_cfg_int(&g, "hidden_size_per_layer_input", unified ? 0 : 256, 0, 1 << 16, &ple));
     if (ple > 0)
         return cq_fail(CQ_ERR_UNSUPPORTED, WHO ": config %shidden_size_per_layer_input is %d: per-layer input "
                        "embeddings are not supported (0 or null turns them off)", where, ple);
@@ -207,10 +212,12 @@ static cq_status parse_json(const cJSON *root, void *out) {
     CQ_TRY(refuse_on(&g, "enable_moe_block", "a mixture-of-experts block"));
     CQ_TRY(refuse_on(&g, "use_double_wide_mlp", "the double-wide MLP"));
     CQ_TRY(refuse_on(&g, "attention_bias", "attention with biases"));
+    /* "vision" (gemma4_unified's default) makes only image tokens bidirectional: text stays causal */
     const cJSON *bidi = cq_cfg_get(&g, "use_bidirectional_attention");
-    if (bidi)
-        return cq_fail(CQ_ERR_UNSUPPORTED, WHO ": config %suse_bidirectional_attention is set: only causal attention "
-                       "is supported", where);
+    if (bidi && !(cJSON_IsString(bidi) && strcmp(bidi->valuestring, "vision") == 0))
+        return cq_fail(CQ_ERR_UNSUPPORTED, WHO ": config %suse_bidirectional_attention is '%s': only causal attention "
+                       "(null or \"vision\" with text input) is supported", where,
+                       cJSON_IsString(bidi) ? bidi->valuestring : "?");
     const cJSON *rp = cq_cfg_get(&g, "rope_parameters");
     if (rp && !cJSON_IsObject(rp)) return cq_fail(CQ_ERR_PARSE, WHO ": config %srope_parameters must be an object", where);
     for (int k = 0; k < 2; k++) CQ_TRY(parse_rope(rp, k, c));

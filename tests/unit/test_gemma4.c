@@ -462,7 +462,7 @@ static void test_bad_config(void **st) {
     expect_bad("\"sliding_window\": 4", "\"sliding_window\": 4, \"enable_moe_block\": true", CQ_ERR_UNSUPPORTED,
                "mixture-of-experts");
     expect_bad("\"sliding_window\": 4", "\"sliding_window\": 4, \"use_bidirectional_attention\": \"all\"",
-               CQ_ERR_UNSUPPORTED, "only causal attention");
+               CQ_ERR_UNSUPPORTED, "use_bidirectional_attention is 'all'");
     expect_bad("\"sliding_window\": 4", "\"sliding_window\": 4, \"per_layer_config\": {\"2\": {\"head_dim\": 32}}",
                CQ_ERR_UNSUPPORTED, "per-layer overrides are not supported");
     /* a per_layer_config that agrees is fine; the wrapper layout reads text_config */
@@ -485,6 +485,19 @@ static void test_bad_config(void **st) {
     assert_int_equal(c.head_dim[CQ_GEMMA4_FULL], 16);
     assert_int_equal(c.n_kv_heads[CQ_GEMMA4_FULL], KV_F);
     assert_int_equal(c.head_dim[CQ_GEMMA4_SLIDING], 8);
+    /* gemma4_unified's text config: no per-layer inputs (the key is dropped), "vision" bidirectionality */
+    from = "\"hidden_size_per_layer_input\": 0, ";
+    at = strstr(k_config, from);
+    snprintf(buf, sizeof buf, "{\"model_type\": \"gemma4_unified\", \"text_config\": %.*s\"model_type\": "
+             "\"gemma4_unified_text\", \"use_bidirectional_attention\": \"vision\", %s}", (int)(at - k_config),
+             k_config, at + strlen(from));
+    {
+        char *mt = strstr(buf, "\"model_type\": \"gemma4_text\", ");
+        assert_non_null(mt);
+        memmove(mt, mt + strlen("\"model_type\": \"gemma4_text\", "), strlen(mt + strlen("\"model_type\": \"gemma4_text\", ")) + 1);
+    }
+    if (cq_gemma4_parse_config_text(buf, &c) != CQ_OK) fail_msg("gemma4_unified: %s", cq_last_error());
+    assert_int_equal(c.kind[4], CQ_GEMMA4_FULL);
     /* defaults: no layer_types gives the 5:1 pattern with the last layer full */
     if (cq_gemma4_parse_config_text("{\"model_type\": \"gemma4_text\", \"vocab_size\": 8, \"hidden_size\": 8, "
                                     "\"intermediate_size\": 8, \"num_hidden_layers\": 8, \"num_attention_heads\": 2, "
