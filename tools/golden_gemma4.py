@@ -28,6 +28,8 @@ The reference run is f32 on the CPU with TF32 off and eager attention. Pad rows 
 
 Usage (needs torch and a transformers with Gemma-4, models/gemma4):
     PYTHONPATH=tools python3 tools/golden_gemma4.py --out tests/golden/gemma4
+With --unified the same model is built as Gemma4UnifiedForCausalLM (models/gemma4_unified, the class of LTX-2.5's
+text encoder); the test reads either folder.
 """
 import argparse
 import copy
@@ -53,25 +55,32 @@ CONFIG = dict(vocab_size=128, hidden_size=64, intermediate_size=96, num_hidden_l
               pad_token_id=0, eos_token_id=1, bos_token_id=2, final_logit_softcapping=None)
 
 
-def need_gemma4():
+# keys gemma4_unified's text config does not have (its class fixes them)
+NOT_UNIFIED = ("hidden_size_per_layer_input", "num_kv_shared_layers", "enable_moe_block")
+
+
+def need_gemma4(unified):
     try:
         import transformers
     except ImportError as e:
         sys.exit(f"golden_gemma4: transformers is not installed ({e})")
+    names = ("Gemma4UnifiedTextConfig", "Gemma4UnifiedForCausalLM") if unified else ("Gemma4TextConfig",
+                                                                                      "Gemma4ForCausalLM")
     try:
-        from transformers import Gemma4ForCausalLM, Gemma4TextConfig
-    except ImportError as e:
-        sys.exit(f"golden_gemma4: the installed transformers {transformers.__version__} has no Gemma-4 "
-                 f"(Gemma4TextConfig / Gemma4ForCausalLM: {e}); install a release with models/gemma4")
-    return transformers, Gemma4TextConfig, Gemma4ForCausalLM
+        Config, Model = (getattr(transformers, n) for n in names)
+    except AttributeError as e:
+        sys.exit(f"golden_gemma4: the installed transformers {transformers.__version__} has no Gemma-4"
+                 f"{' unified' if unified else ''} ({' / '.join(names)}: {e}); install a release with "
+                 f"models/{'gemma4_unified' if unified else 'gemma4'}")
+    return transformers, Config, Model
 
 
 def bf16_exact(t):
     return t.to(torch.bfloat16).to(torch.float32)
 
 
-def make_model(Config, Model, seed):
-    config = Config(**CONFIG)
+def make_model(Config, Model, seed, unified):
+    config = Config(**{k: v for k, v in CONFIG.items() if not (unified and k in NOT_UNIFIED)})
     config._attn_implementation = "eager"
     torch.manual_seed(seed)
     model = Model(config).eval()
@@ -134,14 +143,17 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--unified", action="store_true",
+                    help="build Gemma4UnifiedForCausalLM (model_type gemma4_unified_text, LTX-2.5's encoder class) "
+                         "instead of Gemma4ForCausalLM")
     args = ap.parse_args()
-    transformers, Config, Model = need_gemma4()
+    transformers, Config, Model = need_gemma4(args.unified)
     from safetensors.torch import save_file
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.set_num_threads(max(1, min(8, os.cpu_count() or 1)))
-    model, config = make_model(Config, Model, args.seed)
+    model, config = make_model(Config, Model, args.seed, args.unified)
     check_model(model, config)
     os.makedirs(args.out, exist_ok=True)
     model.save_pretrained(os.path.join(args.out, "model"), safe_serialization=True)
@@ -171,7 +183,7 @@ def main():
         print(f"{name}: T {T}, {pads} pads, bf16 run max|d|/rms {worst:.3g}")
     save_file(tensors, os.path.join(args.out, "golden.safetensors"))
     meta = dict(generator="tools/golden_gemma4.py", transformers=transformers.__version__, torch=torch.__version__,
-                seed=args.seed, config=CONFIG,
+                seed=args.seed, unified=args.unified, model_class=Model.__name__, config=CONFIG,
                 hidden_states="0 = scaled embeddings, l = output of decoder layer l-1, L = final norm output",
                 cases=index)
     with open(os.path.join(args.out, "index.json"), "w") as f:

@@ -39,8 +39,11 @@
  *
  * Not supported (refused by the config check): per-layer input embeddings
  * (hidden_size_per_layer_input > 0), shared K/V layers, MoE blocks, the
- * double-wide MLP, bidirectional attention, attention biases, RoPE types
- * other than default / proportional.
+ * double-wide MLP, use_bidirectional_attention "all" ("vision", the
+ * gemma4_unified default, leaves text causal), attention biases, RoPE types
+ * other than default / proportional. gemma4_unified configs drop keys their
+ * class fixes; absent, they take that class's values (no per-layer inputs,
+ * attention_k_eq_v, a 1024-key window).
  */
 #ifndef CQ_MODELS_GEMMA4_H
 #define CQ_MODELS_GEMMA4_H
