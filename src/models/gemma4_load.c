@@ -62,7 +62,7 @@ static cq_status refuse_on(const cq_cfg *g, const char *key, const char *what) {
 /* transformers 5.x's per_layer_config ({"5": {"head_dim": 512, "num_key_value_heads": 1}, ...}, which newer
  * versions save instead of global_head_dim / num_global_key_value_heads): the overrides of each listed layer.
  * Every layer of one kind must end up with the same head dim and KV heads; those become the kind's. */
-static cq_status apply_per_layer(const cq_cfg *g, cq_gemma4_config *c, bool *kv_given) {
+static cq_status apply_per_layer(const cq_cfg *g, cq_gemma4_config *c) {
     const cJSON *plc = cq_cfg_get(g, "per_layer_config");
     if (!plc) return CQ_OK;
     if (!cJSON_IsObject(plc)) return cq_fail(CQ_ERR_PARSE, WHO ": config %sper_layer_config must be an object", g->where);
@@ -110,7 +110,6 @@ static cq_status apply_per_layer(const cq_cfg *g, cq_gemma4_config *c, bool *kv_
         }
     }
     for (int k = 0; k < 2; k++) c->head_dim[k] = hd[k], c->n_kv_heads[k] = kv[k];
-    *kv_given = true;
     return CQ_OK;
 }
 
@@ -178,9 +177,7 @@ static cq_status parse_json(const cJSON *root, void *out) {
                            "full_attention)", where, i, cJSON_IsString(t) ? t->valuestring : "?");
     }
     c->kind[c->n_layers - 1] = CQ_GEMMA4_FULL;
-    bool kv_from_plc = false;
-    CQ_TRY(apply_per_layer(&g, c, &kv_from_plc));
-    (void)kv_from_plc;
+    CQ_TRY(apply_per_layer(&g, c));
     for (int k = 0; k < 2; k++) {
         if (c->head_dim[k] % 2)
             return cq_fail(CQ_ERR_PARSE, WHO ": config %s head dim %d must be even (RoPE rotates pairs)",
