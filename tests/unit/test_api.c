@@ -60,11 +60,12 @@ static void test_defaults(void **state) {
     assert_null(o.arch_opts);
     cq_model *m = NULL;
     assert_int_equal(cq_model_open(SHAPES, NULL, &m), CQ_OK);
-    /* the pack's recommended size and steps (its header's generation_defaults), Qwen-Image-2.1's guidance */
+    /* the pack's recommended size, steps and guidance (its header's generation_defaults: converted from the
+     * pipeline folder, it carries Qwen-Image-2.1's recipe guidance besides the size and steps given) */
     cq_image_defaults d;
     assert_int_equal(cq_image_get_defaults(m, &d), CQ_OK);
     assert_true(d.width == 256 && d.height == 256 && d.steps == 20 && d.guidance == 1.0);
-    assert_true(d.size_from_pack && d.steps_from_pack && !d.guidance_from_pack);
+    assert_true(d.size_from_pack && d.steps_from_pack && d.guidance_from_pack);
     assert_null(d.negative);
     assert_true(d.shift == 0.0);
     assert_int_equal(d.size_multiple, 32);
