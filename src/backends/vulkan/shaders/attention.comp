@@ -27,8 +27,8 @@ layout(push_constant) uniform P {
 
 shared float ps[128];
 
-float key_at(uint j, uint base) { return j < p.P ? CQ_LD(kp, p.dt, p.kpo + j * p.Hkv * p.D + base) : CQ_LD(k, p.dt, p.ko + (j - p.P) * p.Hkv * p.D + base); }
-float val_at(uint j, uint base) { return j < p.P ? CQ_LD(vp, p.dt, p.vpo + j * p.Hkv * p.D + base) : CQ_LD(v, p.dt, p.vo + (j - p.P) * p.Hkv * p.D + base); }
+float key_at(uint j, uint base) { return j < p.P ? CQ_LD(kp, CQ_XDT, p.kpo + j * p.Hkv * p.D + base) : CQ_LD(k, CQ_XDT, p.ko + (j - p.P) * p.Hkv * p.D + base); }
+float val_at(uint j, uint base) { return j < p.P ? CQ_LD(vp, CQ_XDT, p.vpo + j * p.Hkv * p.D + base) : CQ_LD(v, CQ_XDT, p.vo + (j - p.P) * p.Hkv * p.D + base); }
 
 void main() {
     uint wg = cq_row();
@@ -48,7 +48,7 @@ void main() {
         float s = -3.402823466e38;
         if (j < nvis) {
             float dot = 0.0;
-            for (uint d = 0u; d < p.D; d++) dot += CQ_LD(q, p.dt, qb + d) * key_at(j, hk * p.D + d);
+            for (uint d = 0u; d < p.D; d++) dot += CQ_LD(q, CQ_XDT, qb + d) * key_at(j, hk * p.D + d);
             s = dot * p.scale;
         }
         float mn = max(m, cq_wg_max(s));
@@ -71,7 +71,7 @@ void main() {
     for (uint r = 0u; r < 8u; r++) {
         uint d = dc + t + 128u * r;
         if (d >= p.D) break;
-        CQ_ST(o, p.dt, ob + d, acc[r] * inv);
+        CQ_ST(o, CQ_XDT, ob + d, acc[r] * inv);
     }
     }
 }

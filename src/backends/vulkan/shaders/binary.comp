@@ -11,10 +11,10 @@ layout(push_constant) uniform P { uint n, ao, bo, yo, cols, bcast, fn, dt; } p;
 void main() {
     uint g = cq_gid();
     if (g >= p.n) return;
-    float u = CQ_LD(a, p.dt, p.ao + g), v = CQ_LD(b, p.dt, p.bo + (p.bcast != 0u ? g % p.cols : g)), r;
+    float u = CQ_LD(a, CQ_XDT, p.ao + g), v = CQ_LD(b, CQ_XDT, p.bo + (p.bcast != 0u ? g % p.cols : g)), r;
     if (p.fn == 0u) r = u + v;
     else if (p.fn == 1u) r = u - v;
     else if (p.fn == 2u) r = u * v;
     else r = u / v;
-    CQ_ST(y, p.dt, p.yo + g, r);
+    CQ_ST(y, CQ_XDT, p.yo + g, r);
 }

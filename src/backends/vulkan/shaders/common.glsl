@@ -60,6 +60,12 @@ float cq_mul(float a, float b) {
 }
 
 // ---- activations: f32, f16 or bf16 tensors in buffers declared as uint[] ----
+// The activations' dtype (and the output's where it may differ: matmul's y) are specialization constants,
+// set per pipeline variant (vk_impl.h CQ_VK_VARIANT), so the dtype tests below fold away when the driver
+// compiles the pipeline and the f32 variant is the plain f32 code. The push constants' dtype words repeat
+// them for the record.
+layout(constant_id = 0) const uint CQ_XDT = 0u;
+layout(constant_id = 1) const uint CQ_YDT = 0u;
 // Element e (in elements of its dtype from the buffer's start) of an activation of dtype dt (0 f32, 1 f16,
 // 2 bf16): f32 is the word's bits; a 16-bit element is one half of the 32-bit word e >> 1 (the low half for an
 // even e), so any element offset and count works without 16-bit storage (VK_KHR_16bit_storage is optional).

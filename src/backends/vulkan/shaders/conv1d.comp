@@ -36,7 +36,7 @@ void main() {
             int i = pad_index(int(o * p.stride + j * p.dil) - int(p.pl), int(p.L));
             if (i < 0) continue;
             uint xb = p.xo + uint(i) * p.Cin + c0;
-            for (uint ci = 0u; ci < cig; ci++) acc += wt(wb + ci * p.k + j) * CQ_LD(x, p.dt, xb + ci);
+            for (uint ci = 0u; ci < cig; ci++) acc += wt(wb + ci * p.k + j) * CQ_LD(x, CQ_XDT, xb + ci);
         }
     } else {
         // every (i, j) with i*stride + j = o + pl
@@ -45,8 +45,8 @@ void main() {
             uint i = (full - j) / p.stride;
             if (i >= p.L) continue;
             uint xb = p.xo + i * p.Cin;
-            for (uint ci = grp * cig; ci < (grp + 1u) * cig; ci++) acc += wt(p.wo + (ci * cog + col) * p.k + j) * CQ_LD(x, p.dt, xb + ci);
+            for (uint ci = grp * cig; ci < (grp + 1u) * cig; ci++) acc += wt(p.wo + (ci * cog + col) * p.k + j) * CQ_LD(x, CQ_XDT, xb + ci);
         }
     }
-    CQ_ST(y, p.dt, p.yo + g, acc);
+    CQ_ST(y, CQ_XDT, p.yo + g, acc);
 }

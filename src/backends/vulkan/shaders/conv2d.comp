@@ -45,9 +45,9 @@ void main() {
             uint xb = p.xo + (uint(iy) * p.W + uint(ix)) * p.Cin, wc = ky * p.kw + kx;
             for (uint ci = 0u; ci < p.Cin; ci++) {
                 float wv = w_dec(p.wdt, p.wo, p.Cout, K, co, wc + ci * p.kh * p.kw);
-                acc += wv * CQ_LD(x, p.dt, xb + ci);
+                acc += wv * CQ_LD(x, CQ_XDT, xb + ci);
             }
         }
     }
-    CQ_ST(y, p.dt, p.yo + g, acc);
+    CQ_ST(y, CQ_XDT, p.yo + g, acc);
 }

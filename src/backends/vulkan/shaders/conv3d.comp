@@ -40,10 +40,10 @@ void main() {
                 for (uint ci = 0u; ci < p.Cin; ci++) {
                     uint e = wb + ci * taps;
                     float wv = p.wdt == 0u ? wf[e] : cq_load_word(ww[e >> 1], e, p.wdt);
-                    acc += wv * CQ_LD(x, p.dt, xb + ci);
+                    acc += wv * CQ_LD(x, CQ_XDT, xb + ci);
                 }
             }
         }
     }
-    CQ_ST(y, p.dt, p.yo + g, acc);
+    CQ_ST(y, CQ_XDT, p.yo + g, acc);
 }

@@ -15,5 +15,5 @@ void main() {
     uint c = g % p.C, vox = g / p.C, X = vox % Wo, Yv = (vox / Wo) % Ho, F = vox / (Wo * Ho);
     uint src = ((F / p.pt * p.H + Yv / p.ph) * p.W + X / p.pw) * (p.C * P) +
                ((c * p.pt + F % p.pt) * p.ph + Yv % p.ph) * p.pw + X % p.pw;
-    CQ_ST(y, p.dt, p.yo + g, CQ_LD(x, p.dt, p.xo + src));
+    CQ_ST(y, CQ_XDT, p.yo + g, CQ_LD(x, CQ_XDT, p.xo + src));
 }

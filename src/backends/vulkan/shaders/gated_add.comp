@@ -12,5 +12,5 @@ void main() {
     uint g = cq_gid();
     if (g >= p.n) return;
     float w = p.has_gate != 0u ? gate[p.go + g % p.cols] : 1.0;
-    CQ_ST(y, p.dt, p.yo + g, CQ_LD(y, p.dt, p.yo + g) + w * CQ_LD(x, p.dt, p.xo + g));
+    CQ_ST(y, CQ_XDT, p.yo + g, CQ_LD(y, CQ_XDT, p.yo + g) + w * CQ_LD(x, CQ_XDT, p.xo + g));
 }

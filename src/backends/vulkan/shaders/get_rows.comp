@@ -32,8 +32,8 @@ void main() {
             st[3] = i;
             st[4] = uint(id);
         }
-        CQ_ST(y, p.ydt, p.yo + g, 0.0);
+        CQ_ST(y, CQ_XDT, p.yo + g, 0.0);
         return;
     }
-    CQ_ST(y, p.ydt, p.yo + g, w_dec(p.wdt, p.wo, p.V, p.C, uint(id), col));
+    CQ_ST(y, CQ_XDT, p.yo + g, w_dec(p.wdt, p.wo, p.V, p.C, uint(id), col));
 }

@@ -22,7 +22,7 @@ void main() {
     precise float s = 0.0, sc = 0.0;
     for (uint r = 0u; r < p.block; r++)
         for (uint c = 0u; c < cg; c++) {
-            precise float y = CQ_LD(x, p.dt, base + r * p.C + c) - sc;
+            precise float y = CQ_LD(x, CQ_XDT, base + r * p.C + c) - sc;
             precise float t = s + y;
             sc = (t - s) - y;
             s = t;
@@ -31,7 +31,7 @@ void main() {
     precise float d1 = 0.0, d1c = 0.0, d2 = 0.0, d2c = 0.0;
     for (uint r = 0u; r < p.block; r++)
         for (uint c = 0u; c < cg; c++) {
-            precise float d = CQ_LD(x, p.dt, base + r * p.C + c) - mean;
+            precise float d = CQ_LD(x, CQ_XDT, base + r * p.C + c) - mean;
             precise float y1 = d - d1c;
             precise float t1 = d1 + y1;
             d1c = (t1 - d1) - y1;

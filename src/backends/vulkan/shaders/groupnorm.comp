@@ -17,17 +17,17 @@ void main() {
     if (g >= p.groups) return;
     uint t = gl_LocalInvocationID.x, cg = p.C / p.groups, n = p.R * cg;
     float s = 0.0;
-    for (uint e = t; e < n; e += 128u) s += CQ_LD(x, p.dt, p.xo + (e / cg) * p.C + g * cg + e % cg);
+    for (uint e = t; e < n; e += 128u) s += CQ_LD(x, CQ_XDT, p.xo + (e / cg) * p.C + g * cg + e % cg);
     float mean = cq_wg_sum(s) / float(n);
     float v = 0.0;
     for (uint e = t; e < n; e += 128u) {
-        float d = CQ_LD(x, p.dt, p.xo + (e / cg) * p.C + g * cg + e % cg) - mean;
+        float d = CQ_LD(x, CQ_XDT, p.xo + (e / cg) * p.C + g * cg + e % cg) - mean;
         v += d * d;
     }
     float inv = 1.0 / sqrt(cq_wg_sum(v) / float(n) + p.eps);
     for (uint e = t; e < n; e += 128u) {
         uint c = g * cg + e % cg, o = (e / cg) * p.C + c;
         float a = p.has_g != 0u ? gamma[p.go + c] : 1.0, b = p.has_b != 0u ? beta[p.bo + c] : 0.0;
-        CQ_ST(y, p.dt, p.yo + o, (CQ_LD(x, p.dt, p.xo + o) - mean) * inv * a + b);
+        CQ_ST(y, CQ_XDT, p.yo + o, (CQ_LD(x, CQ_XDT, p.xo + o) - mean) * inv * a + b);
     }
 }

@@ -16,17 +16,17 @@ void main() {
     if (r >= p.rows) return;
     uint t = gl_LocalInvocationID.x, xb = p.xo + r * p.cols, yb = p.yo + r * p.cols;
     float s = 0.0;
-    for (uint c = t; c < p.cols; c += 128u) s += CQ_LD(x, p.dt, xb + c);
+    for (uint c = t; c < p.cols; c += 128u) s += CQ_LD(x, CQ_XDT, xb + c);
     float mean = cq_wg_sum(s) / float(p.cols);
     float v = 0.0;
     for (uint c = t; c < p.cols; c += 128u) {
-        float d = CQ_LD(x, p.dt, xb + c) - mean;
+        float d = CQ_LD(x, CQ_XDT, xb + c) - mean;
         v += d * d;
     }
     float inv = 1.0 / sqrt(cq_wg_sum(v) / float(p.cols) + p.eps);
     for (uint c = t; c < p.cols; c += 128u) {
         float a = p.has_s != 0u ? 1.0 + scale[p.so + c] : 1.0;
         float b = p.has_t != 0u ? shift[p.to + c] : 0.0;
-        CQ_ST(y, p.dt, yb + c, (CQ_LD(x, p.dt, xb + c) - mean) * inv * a + b);
+        CQ_ST(y, CQ_XDT, yb + c, (CQ_LD(x, CQ_XDT, xb + c) - mean) * inv * a + b);
     }
 }

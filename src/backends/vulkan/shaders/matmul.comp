@@ -65,7 +65,7 @@ void main() {
         for (uint i = t; i < 256u; i += 128u) {
             uint r = i >> 4, k = i & 15u, kk = k0 + k;
             uint m = m0 + r, n = n0 + r;
-            xs[r][k] = (m < p.M && kk < p.K) ? CQ_LD(x, p.xdt, p.xo + m * p.K + kk) : 0.0;
+            xs[r][k] = (m < p.M && kk < p.K) ? CQ_LD(x, CQ_XDT, p.xo + m * p.K + kk) : 0.0;
             bool wok = n < p.N && kk < p.K;
             ws[r][k] = wok ? w1_at(n, kk) : 0.0;
             if (swiglu) ws2[r][k] = !wok ? 0.0 : fused ? w1_at(p.N + n, kk) : w2_at(n, kk);
@@ -97,8 +97,8 @@ void main() {
         else if (p.act == 2u) v = cq_silu(v);
         else if (swiglu) v = cq_silu(v) * (s * (h == 0u ? c0 : c1) + b2);
         uint o = p.yo + m * p.N + n;
-        float r = (p.flags & 8u) != 0u ? CQ_LD(y, p.ydt, o) + g * v : v;
-        CQ_ST(y, p.ydt, o, r);
+        float r = (p.flags & 8u) != 0u ? CQ_LD(y, CQ_YDT, o) + g * v : v;
+        CQ_ST(y, CQ_YDT, o, r);
         if ((isinf(r) || isnan(r)) && atomicCompSwap(st[0], 0u, 2u) == 0u) {
             st[1] = p.op;
             st[2] = p.seq;

@@ -16,20 +16,20 @@ void main() {
     if (g >= p.n) return;
     float v;
     if (p.mode == 0u) { // x [a, b] -> y [b, a]
-        v = CQ_LD(x, p.dt, p.xo + (g % p.a) * p.b + g / p.a);
+        v = CQ_LD(x, CQ_XDT, p.xo + (g % p.a) * p.b + g / p.a);
     } else if (p.mode == 1u) { // [a rows] of b | c columns
         uint r = g / (p.b + p.c), col = g % (p.b + p.c);
-        v = col < p.b ? CQ_LD(x, p.dt, p.xo + r * p.b + col) : CQ_LD(x2, p.dt, p.x2o + r * p.c + col - p.b);
+        v = col < p.b ? CQ_LD(x, CQ_XDT, p.xo + r * p.b + col) : CQ_LD(x2, CQ_XDT, p.x2o + r * p.c + col - p.b);
     } else if (p.mode == 2u) { // H a, W b, factor c, channels d
         uint pix = g / p.d, ch = g % p.d, wo = p.b * p.c, oy = pix / wo, ox = pix % wo;
-        v = CQ_LD(x, p.dt, p.xo + ((oy / p.c) * p.b + ox / p.c) * p.d + ch);
+        v = CQ_LD(x, CQ_XDT, p.xo + ((oy / p.c) * p.b + ox / p.c) * p.d + ch);
     } else if (p.mode == 3u) { // H a, W b, r c, output channels d
         uint r = p.c, pix = g / p.d, ch = g % p.d, wo = p.b * r, oy = pix / wo, ox = pix % wo;
-        v = CQ_LD(x, p.dt, p.xo + ((oy / r) * p.b + ox / r) * (p.d * r * r) + ch * r * r + (oy % r) * r + ox % r);
+        v = CQ_LD(x, CQ_XDT, p.xo + ((oy / r) * p.b + ox / r) * (p.d * r * r) + ch * r * r + (oy % r) * r + ox % r);
     } else if (p.mode == 4u) { // output grid H a, W b, r c, input channels d
         uint r = p.c, co = p.d * r * r, pix = g / co, cc = g % co, h = pix / p.b, w = pix % p.b;
         uint ch = cc / (r * r), i = (cc / r) % r, j = cc % r;
-        v = CQ_LD(x, p.dt, p.xo + ((r * h + i) * (p.b * r) + r * w + j) * p.d + ch);
+        v = CQ_LD(x, CQ_XDT, p.xo + ((r * h + i) * (p.b * r) + r * w + j) * p.d + ch);
     } else { // gather_cols: x cols a, y cols b, group c
         uint row = g / p.b, col = g % p.b;
         v = 0.0;
@@ -46,9 +46,9 @@ void main() {
                 }
                 continue;
             }
-            v += CQ_LD(x, p.dt, p.xo + row * p.a + uint(id));
+            v += CQ_LD(x, CQ_XDT, p.xo + row * p.a + uint(id));
         }
         v *= p.scale;
     }
-    CQ_ST(y, p.dt, p.yo + g, v);
+    CQ_ST(y, CQ_XDT, p.yo + g, v);
 }

@@ -21,7 +21,7 @@ void main() {
     if (p.has_w != 0u) {
         float ss = 0.0;
         for (uint d = t; d < p.D; d += 128u) {
-            float xv = CQ_LD(x, p.dt, base + d);
+            float xv = CQ_LD(x, CQ_XDT, base + d);
             ss += xv * xv;
         }
         inv = 1.0 / sqrt(cq_wg_sum(ss) / float(p.D) + p.eps);
@@ -29,17 +29,17 @@ void main() {
     if (p.mode != 0u) {
         for (uint i = t; i < half_; i += 128u) {
             uint i0 = p.mode == 1u ? 2u * i : i, i1 = p.mode == 1u ? 2u * i + 1u : i + half_;
-            float x0 = CQ_LD(x, p.dt, base + i0), x1 = CQ_LD(x, p.dt, base + i1);
+            float x0 = CQ_LD(x, CQ_XDT, base + i0), x1 = CQ_LD(x, CQ_XDT, base + i1);
             if (p.has_w != 0u) {
                 x0 = x0 * inv * w[p.wo + i0];
                 x1 = x1 * inv * w[p.wo + i1];
             }
             float c = cs[p.co + n * half_ + i], s = sn[p.so + n * half_ + i];
-            CQ_ST(x, p.dt, base + i0, x0 * c - x1 * s);
-            CQ_ST(x, p.dt, base + i1, x0 * s + x1 * c);
+            CQ_ST(x, CQ_XDT, base + i0, x0 * c - x1 * s);
+            CQ_ST(x, CQ_XDT, base + i1, x0 * s + x1 * c);
         }
     }
     if (p.has_w != 0u)
         for (uint d = (p.mode != 0u ? 2u * half_ : 0u) + t; d < p.D; d += 128u)
-            CQ_ST(x, p.dt, base + d, CQ_LD(x, p.dt, base + d) * inv * w[p.wo + d]);
+            CQ_ST(x, CQ_XDT, base + d, CQ_LD(x, CQ_XDT, base + d) * inv * w[p.wo + d]);
 }

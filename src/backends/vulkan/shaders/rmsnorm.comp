@@ -17,7 +17,7 @@ void main() {
     uint t = gl_LocalInvocationID.x, xb = p.xo + r * p.cols, yb = p.yo + r * p.cols;
     float ss = 0.0;
     for (uint c = t; c < p.cols; c += 128u) {
-        float v = CQ_LD(x, p.dt, xb + c);
+        float v = CQ_LD(x, CQ_XDT, xb + c);
         ss += v * v;
     }
     ss = cq_wg_sum(ss);
@@ -25,6 +25,6 @@ void main() {
     for (uint c = t; c < p.cols; c += 128u) {
         float wc = p.has_w != 0u ? (p.zero_centered != 0u ? 1.0 + w[p.wo + c] : w[p.wo + c]) : 1.0;
         float b = p.has_b != 0u ? bias[p.bo + c] : 0.0;
-        CQ_ST(y, p.dt, yb + c, CQ_LD(x, p.dt, xb + c) * inv * wc + b);
+        CQ_ST(y, CQ_XDT, yb + c, CQ_LD(x, CQ_XDT, xb + c) * inv * wc + b);
     }
 }

@@ -28,6 +28,6 @@ void main() {
         a = exp(a);
         b = exp(b);
     }
-    float v = CQ_LD(x, p.dt, p.xo + g), s = sin_reduced(a * v);
-    CQ_ST(y, p.dt, p.yo + g, v + s * s / (b + p.eps));
+    float v = CQ_LD(x, CQ_XDT, p.xo + g), s = sin_reduced(a * v);
+    CQ_ST(y, CQ_XDT, p.yo + g, v + s * s / (b + p.eps));
 }

@@ -13,11 +13,11 @@ void main() {
     if (r >= p.rows) return;
     uint t = gl_LocalInvocationID.x, xb = p.xo + r * p.cols, yb = p.yo + r * p.cols;
     float m = -3.402823466e38;
-    for (uint c = t; c < p.cols; c += 128u) m = max(m, p.scale * CQ_LD(x, p.dt, xb + c));
+    for (uint c = t; c < p.cols; c += 128u) m = max(m, p.scale * CQ_LD(x, CQ_XDT, xb + c));
     m = cq_wg_max(m);
     float s = 0.0;
-    for (uint c = t; c < p.cols; c += 128u) s += exp(p.scale * CQ_LD(x, p.dt, xb + c) - m);
+    for (uint c = t; c < p.cols; c += 128u) s += exp(p.scale * CQ_LD(x, CQ_XDT, xb + c) - m);
     s = cq_wg_sum(s);
     float inv = 1.0 / s;
-    for (uint c = t; c < p.cols; c += 128u) CQ_ST(y, p.dt, yb + c, exp(p.scale * CQ_LD(x, p.dt, xb + c) - m) * inv);
+    for (uint c = t; c < p.cols; c += 128u) CQ_ST(y, CQ_XDT, yb + c, exp(p.scale * CQ_LD(x, CQ_XDT, xb + c) - m) * inv);
 }

@@ -14,11 +14,11 @@ void main() {
     float gv, uv;
     if (p.fused != 0u) {
         uint r = g / p.F, f = g % p.F;
-        gv = CQ_LD(a, p.dt, p.ao + r * 2u * p.F + f);
-        uv = CQ_LD(a, p.dt, p.ao + r * 2u * p.F + p.F + f);
+        gv = CQ_LD(a, CQ_XDT, p.ao + r * 2u * p.F + f);
+        uv = CQ_LD(a, CQ_XDT, p.ao + r * 2u * p.F + p.F + f);
     } else {
-        gv = CQ_LD(a, p.dt, p.ao + g);
-        uv = CQ_LD(b, p.dt, p.bo + g);
+        gv = CQ_LD(a, CQ_XDT, p.ao + g);
+        uv = CQ_LD(b, CQ_XDT, p.bo + g);
     }
-    CQ_ST(y, p.dt, p.yo + g, gv / (1.0 + exp(-gv)) * uv);
+    CQ_ST(y, CQ_XDT, p.yo + g, gv / (1.0 + exp(-gv)) * uv);
 }

@@ -25,5 +25,5 @@ float f(float v) {
 
 void main() {
     uint g = cq_gid();
-    if (g < p.n) CQ_ST(y, p.dt, p.yo + g, f(CQ_LD(x, p.dt, p.xo + g)));
+    if (g < p.n) CQ_ST(y, CQ_XDT, p.yo + g, f(CQ_LD(x, CQ_XDT, p.xo + g)));
 }
