@@ -13,6 +13,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 #include "backends/vulkan/vulkan.h"
@@ -185,7 +186,9 @@ static void check_codec_decoded(cq_dtype dt, int N, int K, cq_backend *cpu) {
     assert_true(cq_backend_supports(g_vk, CQ_OP_MATMUL, dt, CQ_DTYPE_F32));
     assert_true(cq_backend_supports(g_vk, CQ_OP_GET_ROWS, dt, CQ_DTYPE_F32));
     assert_true(cq_backend_supports(g_vk, CQ_OP_CONV2D, dt, CQ_DTYPE_F32));
-    assert_false(cq_backend_supports(g_vk, CQ_OP_MATMUL, dt, CQ_DTYPE_BF16));
+    /* 16-bit activations run natively too (common.glsl's CQ_LD / CQ_ST; test_ops compares them) */
+    assert_true(cq_backend_supports(g_vk, CQ_OP_MATMUL, dt, CQ_DTYPE_BF16));
+    assert_true(cq_backend_supports(g_vk, CQ_OP_MATMUL, dt, CQ_DTYPE_F16));
     cq_tensor w, x, y, id, yr, yc;
     cq_backend_stats s0, s1;
     assert_int_equal(cq_backend_get_stats(g_vk, &s0, false), CQ_OK);
@@ -222,7 +225,8 @@ static void check_codec_decoded(cq_dtype dt, int N, int K, cq_backend *cpu) {
     cq_tensor_free(&yc);
     cq_tensor_free(&x);
     cq_tensor_free(&y);
-    /* bf16 activations: the host backend runs it from the pack's payload */
+    /* bf16 activations: natively on Vulkan (the shader decodes x's 16-bit halves), against the host backend
+     * from the pack's payload; f32 sums in another order, so within f32 rounding of sum |x w| */
     enum { M = 5 };
     float *xv = malloc(sizeof(float) * M * K), *r[2] = {malloc(sizeof(float) * M * N), malloc(sizeof(float) * M * N)};
     tu_fill_normal(&rng, xv, M * K, 1.0f);
@@ -244,7 +248,15 @@ static void check_codec_decoded(cq_dtype dt, int N, int K, cq_backend *cpu) {
         cq_tensor_free(&xt);
         cq_tensor_free(&yt);
     }
-    assert_memory_equal(r[0], r[1], sizeof(float) * M * N);
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            double mag = 0;
+            for (int k = 0; k < K; k++) mag += fabs((double)cq_bf16_to_f32(xb[m * K + k]) * dec[n * K + k]);
+            double d = fabs((double)r[0][m * N + n] - r[1][m * N + n]);
+            if (d > 1e-5 * mag + 1e-30)
+                fail_msg("%s bf16 x: y[%d, %d] = %.9g on vulkan, %.9g on the host (|x w| sum %.3g)", cq_dtype_name(dt),
+                         m, n, r[0][m * N + n], r[1][m * N + n], mag);
+        }
     cq_tensor_free(&w);
     free(xv);
     free(xb);
@@ -272,6 +284,70 @@ static void test_quantized_weights_decoded(void **state) {
     cq_backend_free(cpu);
 }
 
+/* 16-bit activations on sub-views that start at odd elements, with odd row lengths, so 32-bit words are shared
+ * between a view and its neighbours and between rows that different workgroups write (common.glsl's CQ_ST):
+ * natively (supports() says so and the backend is opened without a fallback), the result right and every
+ * element outside the output view untouched. */
+static float h2f(cq_dtype dt, uint16_t h) { return dt == CQ_DTYPE_F16 ? cq_f16_to_f32(h) : cq_bf16_to_f32(h); }
+static uint16_t f2h(cq_dtype dt, float f) { return dt == CQ_DTYPE_F16 ? cq_f32_to_f16(f) : cq_f32_to_bf16(f); }
+
+static void test_half_subviews(void **state) {
+    (void)state;
+    cq_backend *vk = NULL;
+    cq_backend_opts o;
+    memset(&o, 0, sizeof o);
+    o.no_fallback = true;
+    assert_int_equal(cq_backend_open("vulkan", &o, &vk), CQ_OK);
+    static const cq_dtype dts[] = {CQ_DTYPE_F16, CQ_DTYPE_BF16};
+    enum { TOTAL = 64, XO = 3, YO = 5, R = 5, C = 7, N = R * C };
+    for (int di = 0; di < 2; di++) {
+        cq_dtype dt = dts[di];
+        assert_true(cq_backend_supports(vk, CQ_OP_BINARY, CQ_DTYPE_COUNT, dt));
+        assert_true(cq_backend_supports(vk, CQ_OP_RMSNORM, CQ_DTYPE_COUNT, dt));
+        uint16_t xh[TOTAL], yh[TOTAL], back[TOTAL];
+        for (int i = 0; i < TOTAL; i++) {
+            xh[i] = f2h(dt, (float)(i - 17) * 0.37f);
+            yh[i] = (uint16_t)(0x5a5a + i); /* sentinels */
+        }
+        cq_tensor xb, yb, x, y;
+        const int64_t total = TOTAL, shape[2] = {R, C};
+        assert_int_equal(cq_tensor_alloc(vk, dt, 1, &total, &xb), CQ_OK);
+        assert_int_equal(cq_tensor_alloc(vk, dt, 1, &total, &yb), CQ_OK);
+        assert_int_equal(cq_tensor_upload(&xb, xh, sizeof xh), CQ_OK);
+        assert_int_equal(cq_tensor_upload(&yb, yh, sizeof yh), CQ_OK);
+        assert_int_equal(cq_tensor_subview(&xb, XO, 2, shape, &x), CQ_OK);
+        assert_int_equal(cq_tensor_subview(&yb, YO, 2, shape, &y), CQ_OK);
+        /* y = x + x: exact, so bit for bit */
+        assert_int_equal(cq_op_binary(vk, &y, &x, &x, CQ_BINARY_ADD), CQ_OK);
+        assert_int_equal(cq_tensor_download(&yb, back, sizeof back), CQ_OK);
+        for (int i = 0; i < TOTAL; i++) {
+            uint16_t want = i >= YO && i < YO + N ? f2h(dt, 2.0f * h2f(dt, xh[XO + i - YO])) : yh[i];
+            if (back[i] != want)
+                fail_msg("%s add: element %d of the buffer is 0x%04x, want 0x%04x", cq_dtype_name(dt), i, back[i], want);
+        }
+        /* rmsnorm in place over rows of 7 (each row's first and last words shared with its neighbours) */
+        assert_int_equal(cq_op_rmsnorm(vk, &y, &y, NULL, NULL, false, 1e-6f), CQ_OK);
+        uint16_t after[TOTAL];
+        assert_int_equal(cq_tensor_download(&yb, after, sizeof after), CQ_OK);
+        for (int r = 0; r < R; r++) {
+            double ss = 0;
+            for (int c = 0; c < C; c++) ss += (double)h2f(dt, back[YO + r * C + c]) * h2f(dt, back[YO + r * C + c]);
+            double inv = 1.0 / sqrt(ss / C + 1e-6);
+            for (int c = 0; c < C; c++) {
+                double want = h2f(dt, back[YO + r * C + c]) * inv, got = h2f(dt, after[YO + r * C + c]);
+                if (fabs(got - want) > fabs(want) / (dt == CQ_DTYPE_F16 ? 1024.0 : 128.0) + 1e-6)
+                    fail_msg("%s rmsnorm: [%d, %d] = %.7g, want %.7g", cq_dtype_name(dt), r, c, got, want);
+            }
+        }
+        for (int i = 0; i < TOTAL; i++)
+            if ((i < YO || i >= YO + N) && after[i] != yh[i])
+                fail_msg("%s rmsnorm: wrote element %d outside the view", cq_dtype_name(dt), i);
+        cq_tensor_free(&xb);
+        cq_tensor_free(&yb);
+    }
+    cq_backend_free(vk);
+}
+
 int main(void) {
     cq_backend *probe = NULL;
     cq_status s = cq_backend_open("vulkan", NULL, &probe);
@@ -286,6 +362,7 @@ int main(void) {
         cmocka_unit_test(test_buffer_limit),
         cmocka_unit_test(test_devices),
         cmocka_unit_test(test_quantized_weights_decoded),
+        cmocka_unit_test(test_half_subviews),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

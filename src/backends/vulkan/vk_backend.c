@@ -275,13 +275,18 @@ cq_status cq_vk_grid(const cq_vk *c, uint64_t groups, uint32_t *gx, uint32_t *gy
 
 cq_status cq_vk_dispatch(cq_vk *c, cq_op op, cq_vk_shader sh, cq_vk_buf *const *bufs, int nbufs, const void *push,
                          uint32_t push_bytes, uint32_t gx, uint32_t gy) {
+    return cq_vk_dispatch_v(c, op, sh, 0, bufs, nbufs, push, push_bytes, gx, gy);
+}
+
+cq_status cq_vk_dispatch_v(cq_vk *c, cq_op op, cq_vk_shader sh, uint32_t variant, cq_vk_buf *const *bufs, int nbufs,
+                           const void *push, uint32_t push_bytes, uint32_t gx, uint32_t gy) {
     if (c->err) return CQ_OK; /* the backend failed earlier: sync reports it */
     if (c->rec && c->rec->failed) return CQ_ERR_INVALID_ARG;
     if (gy > c->limits.maxComputeWorkGroupCount[1] || gx > c->limits.maxComputeWorkGroupCount[0])
         return cq_fail(CQ_ERR_UNSUPPORTED, "vulkan %s: a grid of %u x %u workgroups exceeds the device's",
                        cq_op_name(op), gx, gy);
     VkPipeline pipe;
-    CQ_TRY(cq_vk_pipeline(c, sh, &pipe));
+    CQ_TRY(cq_vk_pipeline(c, sh, variant, &pipe));
     cq_vk_stream *s = cq_vk_cur(c);
     CQ_TRY(stream_begin(c, s, !c->rec));
     VkDescriptorSet set;

@@ -162,6 +162,12 @@ typedef struct cq_vk_stream {
     X(snake)                                                                                                           \
     X(d2s3)
 
+/* A pipeline variant: the shaders' specialization constants 0 (CQ_XDT, the activations' dtype) and 1 (CQ_YDT,
+ * the output's where it may differ: matmul's y), each VK_DT_F32, _F16 or _BF16, so the dtype branches of
+ * CQ_LD / CQ_ST fold away when the driver compiles the pipeline. Variant 0 is all f32. */
+#define CQ_VK_VARIANTS 9
+#define CQ_VK_VARIANT(xdt, ydt) ((uint32_t)(xdt) * 3u + (uint32_t)(ydt))
+
 typedef enum {
 #define CQ_VK_SHADER_ENUM_(n) CQ_VK_SH_##n,
     CQ_VK_SHADERS(CQ_VK_SHADER_ENUM_)
@@ -187,7 +193,7 @@ typedef struct cq_vk {
     VkFence fence;
     VkDescriptorSetLayout dsl;
     VkPipelineLayout layout;
-    VkPipeline pipe[CQ_VK_SH_COUNT];
+    VkPipeline pipe[CQ_VK_SH_COUNT][CQ_VK_VARIANTS]; /* per shader and activation-dtype variant */
     cq_vk_buf *dummy;  /* bound to the bindings a dispatch does not use */
     cq_vk_buf *status; /* host-visible status words the shaders report failures in (bound at CQ_VK_STATUS_BINDING) */
     cq_vk_buf *exp2;   /* exp2f of every f16 bit pattern (65536 floats), made when the first q4tp weight is bound */
@@ -221,10 +227,13 @@ cq_status cq_vk_flush(cq_vk *c);
  * constants), the push constants and a gx * gy grid of workgroups, followed by a barrier. */
 cq_status cq_vk_dispatch(cq_vk *c, cq_op op, cq_vk_shader sh, cq_vk_buf *const *bufs, int nbufs, const void *push,
                          uint32_t push_bytes, uint32_t gx, uint32_t gy);
+/* The same with the pipeline of one activation-dtype variant (CQ_VK_VARIANT). */
+cq_status cq_vk_dispatch_v(cq_vk *c, cq_op op, cq_vk_shader sh, uint32_t variant, cq_vk_buf *const *bufs, int nbufs,
+                           const void *push, uint32_t push_bytes, uint32_t gx, uint32_t gy);
 /* A grid of `groups` workgroups as gx * gy within the device's limits (shaders index it as y * gx + x). */
 cq_status cq_vk_grid(const cq_vk *c, uint64_t groups, uint32_t *gx, uint32_t *gy);
 /* The pipelines (vk_shaders.c): created at the first use of each shader. */
-cq_status cq_vk_pipeline(cq_vk *c, cq_vk_shader sh, VkPipeline *out);
+cq_status cq_vk_pipeline(cq_vk *c, cq_vk_shader sh, uint32_t variant, VkPipeline *out);
 void cq_vk_pipelines_destroy(cq_vk *c);
 
 /* memory (vk_backend.c) */

@@ -4,7 +4,9 @@
  * shaders/ with its tensors' element offsets in the push constants. The
  * structs below mirror the shaders' push-constant blocks word for word.
  * supports() answers for exactly these; every other op and combination runs
- * on the host backend (fallback.c).
+ * on the host backend (fallback.c). Activations are f32, f16 or bf16
+ * (common.glsl's CQ_LD / CQ_ST on packed words); the dtype selects the
+ * pipeline variant (CQ_VK_VARIANT) and is repeated in the push constants.
  */
 #include <math.h>
 #include <string.h>
@@ -23,7 +25,7 @@ bool cq_vk_supports(const cq_backend *be, cq_op op, cq_dtype wdt, cq_dtype xdt) 
     (void)be;
     switch (op) {
     case CQ_OP_COPY: return is_fl(xdt) || xdt == CQ_DTYPE_I32;
-    case CQ_OP_UNARY:
+    case CQ_OP_UNARY: /* every activation op: f32, f16 or bf16 (common.glsl's CQ_LD / CQ_ST), computed in f32 */
     case CQ_OP_BINARY:
     case CQ_OP_GATED_ADD:
     case CQ_OP_SWIGLU:
@@ -41,13 +43,13 @@ bool cq_vk_supports(const cq_backend *be, cq_op op, cq_dtype wdt, cq_dtype xdt) 
     case CQ_OP_GROUPNORM:
     case CQ_OP_GROUP_MOMENTS:
     case CQ_OP_DEPTH_TO_SPACE3D:
-    case CQ_OP_SNAKE: return xdt == CQ_DTYPE_F32;
+    case CQ_OP_SNAKE: return is_fl(xdt);
     case CQ_OP_MATMUL:
     case CQ_OP_CONV2D:
-    case CQ_OP_GET_ROWS: return xdt == CQ_DTYPE_F32 && decoded(wdt);
+    case CQ_OP_GET_ROWS: return is_fl(xdt) && decoded(wdt);
     case CQ_OP_CONV3D:
     case CQ_OP_CONV1D:
-    case CQ_OP_CONV_TRANSPOSE1D: return xdt == CQ_DTYPE_F32 && is_fl(wdt);
+    case CQ_OP_CONV_TRANSPOSE1D: return is_fl(xdt) && is_fl(wdt);
     default: return false;
     }
 }
@@ -97,18 +99,19 @@ static uint32_t vdt(cq_dtype dt) {
 }
 
 /* Element counts and offsets travel as 32-bit words: buffers are at most maxStorageBufferRange bytes. */
-static cq_status elementwise(cq_vk *c, cq_op op, cq_vk_shader sh, cq_vk_buf *const *bufs, int nb, const void *push,
-                             uint32_t bytes, uint64_t n) {
+/* `dt`: the activations' dtype code (VK_DT_F32/F16/BF16), the pipeline variant's CQ_XDT. */
+static cq_status elementwise(cq_vk *c, cq_op op, cq_vk_shader sh, uint32_t dt, cq_vk_buf *const *bufs, int nb,
+                             const void *push, uint32_t bytes, uint64_t n) {
     uint32_t gx, gy;
     CQ_TRY(cq_vk_grid(c, (n + 127) / 128, &gx, &gy));
-    return cq_vk_dispatch(c, op, sh, bufs, nb, push, bytes, gx, gy);
+    return cq_vk_dispatch_v(c, op, sh, CQ_VK_VARIANT(dt, 0), bufs, nb, push, bytes, gx, gy);
 }
 
-static cq_status per_row(cq_vk *c, cq_op op, cq_vk_shader sh, cq_vk_buf *const *bufs, int nb, const void *push,
-                         uint32_t bytes, uint64_t rows) {
+static cq_status per_row(cq_vk *c, cq_op op, cq_vk_shader sh, uint32_t dt, cq_vk_buf *const *bufs, int nb,
+                         const void *push, uint32_t bytes, uint64_t rows) {
     uint32_t gx, gy;
     CQ_TRY(cq_vk_grid(c, rows, &gx, &gy));
-    return cq_vk_dispatch(c, op, sh, bufs, nb, push, bytes, gx, gy);
+    return cq_vk_dispatch_v(c, op, sh, CQ_VK_VARIANT(dt, 0), bufs, nb, push, bytes, gx, gy);
 }
 
 cq_status cq_vk_copy(cq_backend *be, cq_tensor *y, const cq_tensor *x) {
@@ -119,7 +122,7 @@ cq_status cq_vk_copy(cq_backend *be, cq_tensor *y, const cq_tensor *x) {
     cq_vk_buf *b[] = {B(x), B(y)};
     /* a 16-bit output: one invocation per 32-bit word it touches */
     uint64_t work = p.ydt == VK_DT_F32 ? p.n : (uint64_t)(p.yo + p.n + 1) / 2 - p.yo / 2;
-    return elementwise(c, CQ_OP_COPY, CQ_VK_SH_copy, b, 2, &p, sizeof p, work);
+    return elementwise(c, CQ_OP_COPY, CQ_VK_SH_copy, 0, b, 2, &p, sizeof p, work);
 }
 
 cq_status cq_vk_unary(cq_backend *be, cq_tensor *y, const cq_tensor *x, cq_unary fn, float alpha, float beta) {
@@ -127,38 +130,41 @@ cq_status cq_vk_unary(cq_backend *be, cq_tensor *y, const cq_tensor *x, cq_unary
     struct {
         uint32_t n, xo, yo, fn;
         float alpha, beta;
-    } p = {(uint32_t)cq_tensor_nelem(x), eo(x), eo(y), (uint32_t)fn, alpha, beta};
+        uint32_t dt;
+    } p = {(uint32_t)cq_tensor_nelem(x), eo(x), eo(y), (uint32_t)fn, alpha, beta, vdt(x->dtype)};
     cq_vk_buf *b[] = {B(x), B(y)};
-    return elementwise(c, CQ_OP_UNARY, CQ_VK_SH_unary, b, 2, &p, sizeof p, p.n);
+    return elementwise(c, CQ_OP_UNARY, CQ_VK_SH_unary, p.dt, b, 2, &p, sizeof p, p.n);
 }
 
 cq_status cq_vk_binary(cq_backend *be, cq_tensor *y, const cq_tensor *a, const cq_tensor *bt, cq_binary fn) {
     cq_vk *c = cq_vk_of(be);
     uint64_t n = (uint64_t)cq_tensor_nelem(a);
     struct {
-        uint32_t n, ao, bo, yo, cols, bcast, fn;
+        uint32_t n, ao, bo, yo, cols, bcast, fn, dt;
     } p = {(uint32_t)n, eo(a), eo(bt), eo(y), (uint32_t)cq_tensor_cols(a), (uint64_t)cq_tensor_nelem(bt) != n,
-           (uint32_t)fn};
+           (uint32_t)fn, vdt(a->dtype)};
     cq_vk_buf *b[] = {B(a), B(bt), B(y)};
-    return elementwise(c, CQ_OP_BINARY, CQ_VK_SH_binary, b, 3, &p, sizeof p, n);
+    return elementwise(c, CQ_OP_BINARY, CQ_VK_SH_binary, p.dt, b, 3, &p, sizeof p, n);
 }
 
 cq_status cq_vk_gated_add(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *gate) {
     cq_vk *c = cq_vk_of(be);
     struct {
-        uint32_t n, xo, go, yo, cols, has_gate;
-    } p = {(uint32_t)cq_tensor_nelem(x), eo(x), eo(gate), eo(y), (uint32_t)cq_tensor_cols(x), gate != NULL};
+        uint32_t n, xo, go, yo, cols, has_gate, dt;
+    } p = {(uint32_t)cq_tensor_nelem(x), eo(x),          eo(gate),       eo(y), (uint32_t)cq_tensor_cols(x),
+           gate != NULL,                 vdt(x->dtype)};
     cq_vk_buf *b[] = {B(x), B(gate), B(y)};
-    return elementwise(c, CQ_OP_GATED_ADD, CQ_VK_SH_gated_add, b, 3, &p, sizeof p, p.n);
+    return elementwise(c, CQ_OP_GATED_ADD, CQ_VK_SH_gated_add, p.dt, b, 3, &p, sizeof p, p.n);
 }
 
 cq_status cq_vk_swiglu(cq_backend *be, cq_tensor *y, const cq_tensor *a, const cq_tensor *bt) {
     cq_vk *c = cq_vk_of(be);
     struct {
-        uint32_t n, ao, bo, yo, F, fused;
-    } p = {(uint32_t)cq_tensor_nelem(y), eo(a), eo(bt), eo(y), (uint32_t)cq_tensor_cols(y), bt == NULL};
+        uint32_t n, ao, bo, yo, F, fused, dt;
+    } p = {(uint32_t)cq_tensor_nelem(y), eo(a), eo(bt), eo(y), (uint32_t)cq_tensor_cols(y), bt == NULL,
+           vdt(a->dtype)};
     cq_vk_buf *b[] = {B(a), B(bt), B(y)};
-    return elementwise(c, CQ_OP_SWIGLU, CQ_VK_SH_swiglu, b, 3, &p, sizeof p, p.n);
+    return elementwise(c, CQ_OP_SWIGLU, CQ_VK_SH_swiglu, p.dt, b, 3, &p, sizeof p, p.n);
 }
 
 cq_status cq_vk_softmax(cq_backend *be, cq_tensor *y, const cq_tensor *x, float scale) {
@@ -166,9 +172,11 @@ cq_status cq_vk_softmax(cq_backend *be, cq_tensor *y, const cq_tensor *x, float 
     struct {
         uint32_t rows, cols, xo, yo;
         float scale;
-    } p = {(uint32_t)cq_tensor_rows(x), (uint32_t)cq_tensor_cols(x), eo(x), eo(y), scale != 0.0f ? scale : 1.0f};
+        uint32_t dt;
+    } p = {(uint32_t)cq_tensor_rows(x), (uint32_t)cq_tensor_cols(x), eo(x), eo(y), scale != 0.0f ? scale : 1.0f,
+           vdt(x->dtype)};
     cq_vk_buf *b[] = {B(x), B(y)};
-    return per_row(c, CQ_OP_SOFTMAX, CQ_VK_SH_softmax, b, 2, &p, sizeof p, p.rows);
+    return per_row(c, CQ_OP_SOFTMAX, CQ_VK_SH_softmax, p.dt, b, 2, &p, sizeof p, p.rows);
 }
 
 cq_status cq_vk_rmsnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *w, const cq_tensor *bias,
@@ -177,6 +185,7 @@ cq_status cq_vk_rmsnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, const 
     struct {
         uint32_t rows, cols, xo, yo, wo, bo, has_w, has_b, zc;
         float eps;
+        uint32_t dt;
     } p = {(uint32_t)cq_tensor_rows(x),
            (uint32_t)cq_tensor_cols(x),
            eo(x),
@@ -186,9 +195,10 @@ cq_status cq_vk_rmsnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, const 
            w != NULL,
            bias != NULL,
            zero_centered,
-           eps};
+           eps,
+           vdt(x->dtype)};
     cq_vk_buf *b[] = {B(x), B(w), B(bias), B(y)};
-    return per_row(c, CQ_OP_RMSNORM, CQ_VK_SH_rmsnorm, b, 4, &p, sizeof p, p.rows);
+    return per_row(c, CQ_OP_RMSNORM, CQ_VK_SH_rmsnorm, p.dt, b, 4, &p, sizeof p, p.rows);
 }
 
 cq_status cq_vk_layernorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq_tensor *scale,
@@ -197,6 +207,7 @@ cq_status cq_vk_layernorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, cons
     struct {
         uint32_t rows, cols, xo, yo, so, to, has_s, has_t;
         float eps;
+        uint32_t dt;
     } p = {(uint32_t)cq_tensor_rows(x),
            (uint32_t)cq_tensor_cols(x),
            eo(x),
@@ -205,9 +216,10 @@ cq_status cq_vk_layernorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, cons
            eo(shift),
            scale != NULL,
            shift != NULL,
-           eps};
+           eps,
+           vdt(x->dtype)};
     cq_vk_buf *b[] = {B(x), B(scale), B(shift), B(y)};
-    return per_row(c, CQ_OP_LAYERNORM, CQ_VK_SH_layernorm, b, 4, &p, sizeof p, p.rows);
+    return per_row(c, CQ_OP_LAYERNORM, CQ_VK_SH_layernorm, p.dt, b, 4, &p, sizeof p, p.rows);
 }
 
 cq_status cq_vk_matmul(cq_backend *be, const cq_matmul_args *a) {
@@ -217,7 +229,7 @@ cq_status cq_vk_matmul(cq_backend *be, const cq_matmul_args *a) {
     struct {
         uint32_t M, N, K, xo, yo, wo, w2o, bo, b2o, go, wdt, w2dt, act, flags;
         float scale;
-        uint32_t op, seq, wrows, w2rows;
+        uint32_t op, seq, wrows, w2rows, xdt, ydt;
     } p = {M,
            N,
            K,
@@ -237,7 +249,9 @@ cq_status cq_vk_matmul(cq_backend *be, const cq_matmul_args *a) {
            CQ_OP_MATMUL,
            c->seq + 1,
            (uint32_t)a->w->shape[0],
-           a->w2 ? (uint32_t)a->w2->shape[0] : 0};
+           a->w2 ? (uint32_t)a->w2->shape[0] : 0,
+           vdt(a->x->dtype),
+           vdt(a->y->dtype)};
     _Static_assert(CQ_ACT_NONE == 0 && CQ_ACT_GELU_TANH == 1 && CQ_ACT_SILU == 2 && CQ_ACT_SWIGLU == 3,
                    "matmul.comp numbers the activations as ops.h");
     CQ_TRY(weight_ok(c, "matmul", a->w));
@@ -247,18 +261,19 @@ cq_status cq_vk_matmul(cq_backend *be, const cq_matmul_args *a) {
     cq_vk_buf *b[] = {B(a->x), B(a->y), B(a->w), B(a->w2), B(a->bias), B(a->bias2), B(a->gate), NULL, e2};
     _Static_assert(CQ_VK_EXP2_BINDING == 8, "the exp2 table is the last binding");
     uint32_t gx = (N + 15) / 16, gy = (M + 15) / 16;
-    return cq_vk_dispatch(c, CQ_OP_MATMUL, CQ_VK_SH_matmul, b, 9, &p, sizeof p, gx, gy);
+    return cq_vk_dispatch_v(c, CQ_OP_MATMUL, CQ_VK_SH_matmul, CQ_VK_VARIANT(p.xdt, p.ydt), b, 9, &p, sizeof p, gx, gy);
 }
 
 cq_status cq_vk_get_rows(cq_backend *be, cq_tensor *y, const cq_tensor *w, const cq_tensor *ids) {
     cq_vk *c = cq_vk_of(be);
     const uint32_t n = (uint32_t)cq_tensor_nelem(ids), C = (uint32_t)cq_tensor_cols(y);
     struct {
-        uint32_t n, C, V, wo, io, yo, wdt, op, seq;
-    } p = {n, C, (uint32_t)w->shape[0], eo(w), eo(ids), eo(y), vdt(w->dtype), CQ_OP_GET_ROWS, c->seq + 1};
+        uint32_t n, C, V, wo, io, yo, wdt, op, seq, ydt;
+    } p = {n,   C, (uint32_t)w->shape[0], eo(w), eo(ids), eo(y), vdt(w->dtype), CQ_OP_GET_ROWS, c->seq + 1,
+           vdt(y->dtype)};
     CQ_TRY(weight_ok(c, "get_rows", w));
     cq_vk_buf *b[] = {B(w), B(ids), B(y), NULL, NULL, NULL, NULL, NULL, exp2_for(c, w)};
-    return elementwise(c, CQ_OP_GET_ROWS, CQ_VK_SH_get_rows, b, 9, &p, sizeof p, (uint64_t)n * C);
+    return elementwise(c, CQ_OP_GET_ROWS, CQ_VK_SH_get_rows, p.ydt, b, 9, &p, sizeof p, (uint64_t)n * C);
 }
 
 cq_status cq_vk_attention(cq_backend *be, const cq_attn_args *a) {
@@ -267,6 +282,7 @@ cq_status cq_vk_attention(cq_backend *be, const cq_attn_args *a) {
     struct {
         uint32_t Nq, Hq, Hkv, D, P, Nk, qo, kpo, vpo, ko, vo, viso, oo, has_vis, causal, visloo, has_vis_lo;
         float scale;
+        uint32_t dt;
     } p = {Nq,
            (uint32_t)a->n_heads,
            (uint32_t)a->n_kv_heads,
@@ -284,10 +300,12 @@ cq_status cq_vk_attention(cq_backend *be, const cq_attn_args *a) {
            a->causal,
            eo(a->vis_lo),
            a->vis_lo != NULL,
-           a->scale != 0.0f ? a->scale : (float)(1.0 / sqrt((double)a->head_dim))};
+           a->scale != 0.0f ? a->scale : (float)(1.0 / sqrt((double)a->head_dim)),
+           vdt(a->q->dtype)};
     cq_vk_buf *b[] = {B(a->q), B(a->k_prefix), B(a->v_prefix), B(a->k), B(a->v), B(a->vis), B(a->o), NULL, B(a->vis_lo)};
     /* binding 7 is the status words' (CQ_VK_STATUS_BINDING) */
-    return per_row(c, CQ_OP_ATTENTION, CQ_VK_SH_attention, b, 9, &p, sizeof p, (uint64_t)Nq * (uint64_t)a->n_heads);
+    return per_row(c, CQ_OP_ATTENTION, CQ_VK_SH_attention, p.dt, b, 9, &p, sizeof p,
+                   (uint64_t)Nq * (uint64_t)a->n_heads);
 }
 
 cq_status cq_vk_qk_norm_rope(cq_backend *be, cq_tensor *t, int n_heads, int head_dim, const cq_tensor *w, float eps,
@@ -299,6 +317,7 @@ cq_status cq_vk_qk_norm_rope(cq_backend *be, cq_tensor *t, int n_heads, int head
     struct {
         uint32_t N, H, D, rd, to, wo, co, so, has_w, mode;
         float eps;
+        uint32_t dt;
     } p = {N,
            (uint32_t)n_heads,
            (uint32_t)head_dim,
@@ -309,15 +328,18 @@ cq_status cq_vk_qk_norm_rope(cq_backend *be, cq_tensor *t, int n_heads, int head
            eo(sin_t),
            w != NULL,
            (uint32_t)mode,
-           eps};
+           eps,
+           vdt(t->dtype)};
     cq_vk_buf *b[] = {B(t), B(w), B(cos_t), B(sin_t)};
-    return per_row(c, CQ_OP_QK_NORM_ROPE, CQ_VK_SH_qk_norm_rope, b, 4, &p, sizeof p, (uint64_t)N * (uint64_t)n_heads);
+    return per_row(c, CQ_OP_QK_NORM_ROPE, CQ_VK_SH_qk_norm_rope, p.dt, b, 4, &p, sizeof p,
+                   (uint64_t)N * (uint64_t)n_heads);
 }
 
 /* move.comp: one invocation per output element; mode and shape words as the shader documents. */
 typedef struct move_push {
     uint32_t mode, n, xo, x2o, io, yo, a, b, c, d, op, seq;
     float scale;
+    uint32_t dt;
 } move_push;
 
 static cq_status move(cq_backend *be, cq_op op, move_push p, const cq_tensor *y, const cq_tensor *x,
@@ -330,8 +352,9 @@ static cq_status move(cq_backend *be, cq_op op, move_push p, const cq_tensor *y,
     p.yo = eo(y);
     p.op = (uint32_t)op;
     p.seq = c->seq + 1;
+    p.dt = vdt(x->dtype);
     cq_vk_buf *b[] = {B(x), B(x2), B(idx), B(y)};
-    return elementwise(c, op, CQ_VK_SH_move, b, 4, &p, sizeof p, p.n);
+    return elementwise(c, op, CQ_VK_SH_move, p.dt, b, 4, &p, sizeof p, p.n);
 }
 
 cq_status cq_vk_transpose(cq_backend *be, cq_tensor *y, const cq_tensor *x) {
@@ -378,6 +401,7 @@ cq_status cq_vk_groupnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, int 
     struct {
         uint32_t R, C, groups, xo, yo, go, bo, has_g, has_b;
         float eps;
+        uint32_t dt;
     } p = {(uint32_t)cq_tensor_rows(x),
            (uint32_t)cq_tensor_cols(x),
            (uint32_t)groups,
@@ -387,19 +411,21 @@ cq_status cq_vk_groupnorm(cq_backend *be, cq_tensor *y, const cq_tensor *x, int 
            eo(beta),
            gamma != NULL,
            beta != NULL,
-           eps};
+           eps,
+           vdt(x->dtype)};
     cq_vk_buf *b[] = {B(x), B(gamma), B(beta), B(y)};
-    return per_row(c, CQ_OP_GROUPNORM, CQ_VK_SH_groupnorm, b, 4, &p, sizeof p, (uint64_t)groups);
+    return per_row(c, CQ_OP_GROUPNORM, CQ_VK_SH_groupnorm, p.dt, b, 4, &p, sizeof p, (uint64_t)groups);
 }
 
 cq_status cq_vk_group_moments(cq_backend *be, cq_tensor *m, const cq_tensor *x, int groups, int block) {
     cq_vk *c = cq_vk_of(be);
     const uint64_t nb = (uint64_t)cq_tensor_rows(x) / (uint64_t)block;
     struct {
-        uint32_t C, groups, block, nb, xo, mo;
-    } p = {(uint32_t)cq_tensor_cols(x), (uint32_t)groups, (uint32_t)block, (uint32_t)nb, eo(x), eo(m)};
+        uint32_t C, groups, block, nb, xo, mo, dt;
+    } p = {(uint32_t)cq_tensor_cols(x), (uint32_t)groups, (uint32_t)block, (uint32_t)nb, eo(x), eo(m),
+           vdt(x->dtype)};
     cq_vk_buf *b[] = {B(x), B(m)};
-    return elementwise(c, CQ_OP_GROUP_MOMENTS, CQ_VK_SH_group_moments, b, 2, &p, sizeof p, nb * (uint64_t)groups);
+    return elementwise(c, CQ_OP_GROUP_MOMENTS, CQ_VK_SH_group_moments, p.dt, b, 2, &p, sizeof p, nb * (uint64_t)groups);
 }
 
 cq_status cq_vk_conv2d(cq_backend *be, const cq_conv2d_args *a) {
@@ -409,7 +435,7 @@ cq_status cq_vk_conv2d(cq_backend *be, const cq_conv2d_args *a) {
     const uint32_t Ho = (uint32_t)((a->H + a->pad_t + a->pad_b - a->kh) / a->stride_y + 1);
     const uint32_t Wo = (uint32_t)((a->W + a->pad_l + a->pad_r - a->kw) / a->stride_x + 1);
     struct {
-        uint32_t H, W, Cin, Cout, kh, kw, sy, sx, pl, pt, Ho, Wo, mode, xo, yo, wo, bo, has_b, wdt;
+        uint32_t H, W, Cin, Cout, kh, kw, sy, sx, pl, pt, Ho, Wo, mode, xo, yo, wo, bo, has_b, wdt, dt;
     } p = {(uint32_t)a->H,
            (uint32_t)a->W,
            (uint32_t)cq_tensor_cols(a->x),
@@ -428,10 +454,11 @@ cq_status cq_vk_conv2d(cq_backend *be, const cq_conv2d_args *a) {
            eo(a->w),
            eo(a->bias),
            a->bias != NULL,
-           vdt(a->w->dtype)};
+           vdt(a->w->dtype),
+           vdt(a->x->dtype)};
     CQ_TRY(weight_ok(c, "conv2d", a->w));
     cq_vk_buf *b[] = {B(a->x), B(a->w), B(a->bias), B(a->y), NULL, NULL, NULL, NULL, exp2_for(c, a->w)};
-    return elementwise(c, CQ_OP_CONV2D, CQ_VK_SH_conv2d, b, 9, &p, sizeof p, (uint64_t)Ho * Wo * p.Cout);
+    return elementwise(c, CQ_OP_CONV2D, CQ_VK_SH_conv2d, p.dt, b, 9, &p, sizeof p, (uint64_t)Ho * Wo * p.Cout);
 }
 
 cq_status cq_vk_conv3d(cq_backend *be, const cq_conv3d_args *a) {
@@ -440,7 +467,8 @@ cq_status cq_vk_conv3d(cq_backend *be, const cq_conv3d_args *a) {
     const uint32_t Ho = (uint32_t)((a->H + a->pad_t + a->pad_b - a->kh) / a->stride_y + 1);
     const uint32_t Wo = (uint32_t)((a->W + a->pad_l + a->pad_r - a->kw) / a->stride_x + 1);
     struct {
-        uint32_t T, H, W, Cin, Cout, kt, kh, kw, st, sy, sx, pf, pl, pt, To, Ho, Wo, mode, xo, yo, wo, bo, has_b, wdt;
+        uint32_t T, H, W, Cin, Cout, kt, kh, kw, st, sy, sx, pf, pl, pt, To, Ho, Wo, mode, xo, yo, wo, bo, has_b, wdt,
+            dt;
     } p = {(uint32_t)a->T,        (uint32_t)a->H,        (uint32_t)a->W,
            (uint32_t)cq_tensor_cols(a->x), (uint32_t)a->w->shape[0], (uint32_t)a->kt,
            (uint32_t)a->kh,       (uint32_t)a->kw,       (uint32_t)a->stride_t,
@@ -448,10 +476,11 @@ cq_status cq_vk_conv3d(cq_backend *be, const cq_conv3d_args *a) {
            (uint32_t)a->pad_l,    (uint32_t)a->pad_t,    To,
            Ho,                    Wo,                    (uint32_t)a->mode,
            eo(a->x),              eo(a->y),              eo(a->w),
-           eo(a->bias),           a->bias != NULL,       vdt(a->w->dtype)};
+           eo(a->bias),           a->bias != NULL,       vdt(a->w->dtype),
+           vdt(a->x->dtype)};
     _Static_assert(sizeof p <= CQ_VK_PUSH_BYTES, "conv3d's push constants fit");
     cq_vk_buf *b[] = {B(a->x), B(a->w), B(a->bias), B(a->y)};
-    return elementwise(c, CQ_OP_CONV3D, CQ_VK_SH_conv3d, b, 4, &p, sizeof p, (uint64_t)To * Ho * Wo * p.Cout);
+    return elementwise(c, CQ_OP_CONV3D, CQ_VK_SH_conv3d, p.dt, b, 4, &p, sizeof p, (uint64_t)To * Ho * Wo * p.Cout);
 }
 
 cq_status cq_vk_depth_to_space3d(cq_backend *be, cq_tensor *y, const cq_tensor *x, int T, int H, int W, int pt, int ph,
@@ -459,23 +488,23 @@ cq_status cq_vk_depth_to_space3d(cq_backend *be, cq_tensor *y, const cq_tensor *
     cq_vk *c = cq_vk_of(be);
     (void)T;
     struct {
-        uint32_t n, H, W, C, pt, ph, pw, xo, yo;
+        uint32_t n, H, W, C, pt, ph, pw, xo, yo, dt;
     } p = {(uint32_t)cq_tensor_nelem(y), (uint32_t)H, (uint32_t)W, (uint32_t)cq_tensor_cols(y), (uint32_t)pt,
-           (uint32_t)ph, (uint32_t)pw, eo(x), eo(y)};
+           (uint32_t)ph, (uint32_t)pw, eo(x), eo(y), vdt(x->dtype)};
     cq_vk_buf *b[] = {B(x), B(y)};
-    return elementwise(c, CQ_OP_DEPTH_TO_SPACE3D, CQ_VK_SH_d2s3, b, 2, &p, sizeof p, p.n);
+    return elementwise(c, CQ_OP_DEPTH_TO_SPACE3D, CQ_VK_SH_d2s3, p.dt, b, 2, &p, sizeof p, p.n);
 }
 
 static cq_status vk_conv1(cq_backend *be, const cq_conv1d_args *a, bool tr) {
     cq_vk *c = cq_vk_of(be);
     struct {
-        uint32_t L, Cin, Cout, k, stride, dil, groups, pl, mode, Lo, tr, xo, yo, wo, bo, has_b, wdt;
+        uint32_t L, Cin, Cout, k, stride, dil, groups, pl, mode, Lo, tr, xo, yo, wo, bo, has_b, wdt, dt;
     } p = {(uint32_t)cq_tensor_rows(a->x), (uint32_t)cq_tensor_cols(a->x), (uint32_t)cq_tensor_cols(a->y),
            (uint32_t)a->k, (uint32_t)a->stride, (uint32_t)a->dilation, (uint32_t)a->groups, (uint32_t)a->pad_l,
            (uint32_t)a->mode, (uint32_t)cq_tensor_rows(a->y), tr, eo(a->x), eo(a->y), eo(a->w), eo(a->bias),
-           a->bias != NULL, vdt(a->w->dtype)};
+           a->bias != NULL, vdt(a->w->dtype), vdt(a->x->dtype)};
     cq_vk_buf *b[] = {B(a->x), B(a->w), B(a->bias), B(a->y)};
-    return elementwise(c, tr ? CQ_OP_CONV_TRANSPOSE1D : CQ_OP_CONV1D, CQ_VK_SH_conv1d, b, 4, &p, sizeof p,
+    return elementwise(c, tr ? CQ_OP_CONV_TRANSPOSE1D : CQ_OP_CONV1D, CQ_VK_SH_conv1d, p.dt, b, 4, &p, sizeof p,
                        (uint64_t)p.Lo * p.Cout);
 }
 
@@ -489,8 +518,9 @@ cq_status cq_vk_snake(cq_backend *be, cq_tensor *y, const cq_tensor *x, const cq
     struct {
         uint32_t n, C, xo, yo, ao, bo, has_b, logscale;
         float eps;
+        uint32_t dt;
     } p = {(uint32_t)cq_tensor_nelem(x), (uint32_t)cq_tensor_cols(x), eo(x), eo(y), eo(alpha), eo(beta),
-           beta != NULL, logscale, eps};
+           beta != NULL, logscale, eps, vdt(x->dtype)};
     cq_vk_buf *b[] = {B(x), B(alpha), B(beta), B(y)};
-    return elementwise(c, CQ_OP_SNAKE, CQ_VK_SH_snake, b, 4, &p, sizeof p, p.n);
+    return elementwise(c, CQ_OP_SNAKE, CQ_VK_SH_snake, p.dt, b, 4, &p, sizeof p, p.n);
 }

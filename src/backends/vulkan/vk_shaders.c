@@ -1,8 +1,10 @@
 /*
  * vk_shaders.c — the compute shaders, compiled by glslc at build time
  * (shaders/<name>.comp -> <build>/vk_spv/<name>.spv.h, a C array initializer) and
- * embedded here, and their pipelines: one per shader, created at its first
- * use on a backend (the driver translates the SPIR-V then) and kept.
+ * embedded here, and their pipelines: one per shader and activation-dtype
+ * variant (CQ_VK_VARIANT: the specialization constants CQ_XDT, CQ_YDT),
+ * created at its first use on a backend (the driver translates the SPIR-V
+ * then) and kept.
  */
 #include <string.h>
 
@@ -79,9 +81,12 @@ static const struct {
 #undef CQ_VK_SHADER_ROW_
 };
 
-cq_status cq_vk_pipeline(cq_vk *c, cq_vk_shader sh, VkPipeline *out) {
-    if (c->pipe[sh]) {
-        *out = c->pipe[sh];
+cq_status cq_vk_pipeline(cq_vk *c, cq_vk_shader sh, uint32_t variant, VkPipeline *out) {
+    if (variant >= CQ_VK_VARIANTS)
+        return cq_fail(CQ_ERR_INTERNAL, "vulkan: shader %s: variant %u", k_shaders[sh].name, variant);
+    VkPipeline *slot = &c->pipe[sh][variant];
+    if (*slot) {
+        *out = *slot;
         return CQ_OK;
     }
     VkShaderModuleCreateInfo mi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
@@ -92,25 +97,31 @@ cq_status cq_vk_pipeline(cq_vk *c, cq_vk_shader sh, VkPipeline *out) {
     if (r != VK_SUCCESS)
         return cq_fail(CQ_ERR_INTERNAL, "vulkan: shader %s: vkCreateShaderModule failed: %s", k_shaders[sh].name,
                        cq_vk_result_str(r));
+    /* constant_id 0 CQ_XDT, 1 CQ_YDT (common.glsl); a shader that declares neither ignores them */
+    const uint32_t spec[2] = {variant / 3u, variant % 3u};
+    const VkSpecializationMapEntry map[2] = {{0, 0, sizeof(uint32_t)}, {1, sizeof(uint32_t), sizeof(uint32_t)}};
+    const VkSpecializationInfo si = {2, map, sizeof spec, spec};
     VkComputePipelineCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
                                       .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
                                                 .stage = VK_SHADER_STAGE_COMPUTE_BIT,
                                                 .module = mod,
-                                                .pName = "main"},
+                                                .pName = "main",
+                                                .pSpecializationInfo = &si},
                                       .layout = c->layout};
-    r = c->f.vkCreateComputePipelines(c->dev, VK_NULL_HANDLE, 1, &pi, NULL, &c->pipe[sh]);
+    r = c->f.vkCreateComputePipelines(c->dev, VK_NULL_HANDLE, 1, &pi, NULL, slot);
     c->f.vkDestroyShaderModule(c->dev, mod, NULL);
     if (r != VK_SUCCESS) {
-        c->pipe[sh] = VK_NULL_HANDLE;
+        *slot = VK_NULL_HANDLE;
         return cq_fail(CQ_ERR_INTERNAL, "vulkan: shader %s: vkCreateComputePipelines failed: %s", k_shaders[sh].name,
                        cq_vk_result_str(r));
     }
-    *out = c->pipe[sh];
+    *out = *slot;
     return CQ_OK;
 }
 
 void cq_vk_pipelines_destroy(cq_vk *c) {
     for (int i = 0; i < CQ_VK_SH_COUNT; i++)
-        if (c->pipe[i]) c->f.vkDestroyPipeline(c->dev, c->pipe[i], NULL);
+        for (int v = 0; v < CQ_VK_VARIANTS; v++)
+            if (c->pipe[i][v]) c->f.vkDestroyPipeline(c->dev, c->pipe[i][v], NULL);
     memset(c->pipe, 0, sizeof c->pipe);
 }

@@ -1,5 +1,6 @@
 #version 450
-// attention.comp — multi-head attention with an online softmax (ops.h cq_attn_args), f32. One workgroup per
+// attention.comp — multi-head attention with an online softmax (ops.h cq_attn_args) on f32, f16
+// or bf16 q/k/v/o (one dtype, dt), computed in f32. One workgroup per
 // (query row, head): keys in blocks of 128, one per invocation (its score over the whole head), the block's
 // max and sum through the workgroup; then each invocation updates the output dims it owns (d = t + 128 r,
 // r < 8) with the block's probabilities. A head wider than 1024 dims takes one such pass per 1024 dims
@@ -8,24 +9,26 @@
 // lo = vis_lo[i] (clamped) or 0. The key blocks start at lo, so keys outside the range cost nothing.
 #extension GL_GOOGLE_include_directive : enable
 layout(local_size_x = 128) in;
+#include "common.glsl"
 #include "rows.glsl"
-layout(std430, binding = 0) readonly buffer Q { float q[]; };
-layout(std430, binding = 1) readonly buffer KP { float kp[]; };
-layout(std430, binding = 2) readonly buffer VP { float vp[]; };
-layout(std430, binding = 3) readonly buffer K { float k[]; };
-layout(std430, binding = 4) readonly buffer V { float v[]; };
+layout(std430, binding = 0) readonly buffer Q { uint q[]; };
+layout(std430, binding = 1) readonly buffer KP { uint kp[]; };
+layout(std430, binding = 2) readonly buffer VP { uint vp[]; };
+layout(std430, binding = 3) readonly buffer K { uint k[]; };
+layout(std430, binding = 4) readonly buffer V { uint v[]; };
 layout(std430, binding = 5) readonly buffer VIS { int vis[]; };
-layout(std430, binding = 6) writeonly buffer O { float o[]; };
+layout(std430, binding = 6) buffer O { uint o[]; };
 layout(std430, binding = 8) readonly buffer VISLO { int vis_lo[]; };
 layout(push_constant) uniform P {
     uint Nq, Hq, Hkv, D, P, Nk, qo, kpo, vpo, ko, vo, viso, oo, has_vis, causal, visloo, has_vis_lo;
     float scale;
+    uint dt;
 } p;
 
 shared float ps[128];
 
-float key_at(uint j, uint base) { return j < p.P ? kp[p.kpo + j * p.Hkv * p.D + base] : k[p.ko + (j - p.P) * p.Hkv * p.D + base]; }
-float val_at(uint j, uint base) { return j < p.P ? vp[p.vpo + j * p.Hkv * p.D + base] : v[p.vo + (j - p.P) * p.Hkv * p.D + base]; }
+float key_at(uint j, uint base) { return j < p.P ? CQ_LD(kp, CQ_XDT, p.kpo + j * p.Hkv * p.D + base) : CQ_LD(k, CQ_XDT, p.ko + (j - p.P) * p.Hkv * p.D + base); }
+float val_at(uint j, uint base) { return j < p.P ? CQ_LD(vp, CQ_XDT, p.vpo + j * p.Hkv * p.D + base) : CQ_LD(v, CQ_XDT, p.vo + (j - p.P) * p.Hkv * p.D + base); }
 
 void main() {
     uint wg = cq_row();
@@ -45,7 +48,7 @@ void main() {
         float s = -3.402823466e38;
         if (j < nvis) {
             float dot = 0.0;
-            for (uint d = 0u; d < p.D; d++) dot += q[qb + d] * key_at(j, hk * p.D + d);
+            for (uint d = 0u; d < p.D; d++) dot += CQ_LD(q, CQ_XDT, qb + d) * key_at(j, hk * p.D + d);
             s = dot * p.scale;
         }
         float mn = max(m, cq_wg_max(s));
@@ -68,7 +71,7 @@ void main() {
     for (uint r = 0u; r < 8u; r++) {
         uint d = dc + t + 128u * r;
         if (d >= p.D) break;
-        o[ob + d] = acc[r] * inv;
+        CQ_ST(o, CQ_XDT, ob + d, acc[r] * inv);
     }
     }
 }

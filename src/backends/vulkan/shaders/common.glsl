@@ -58,3 +58,33 @@ float cq_mul(float a, float b) {
     precise float r = a * b;
     return r;
 }
+
+// ---- activations: f32, f16 or bf16 tensors in buffers declared as uint[] ----
+// The activations' dtype (and the output's where it may differ: matmul's y) are specialization constants,
+// set per pipeline variant (vk_impl.h CQ_VK_VARIANT), so the dtype tests below fold away when the driver
+// compiles the pipeline and the f32 variant is the plain f32 code. The push constants' dtype words repeat
+// them for the record.
+layout(constant_id = 0) const uint CQ_XDT = 0u;
+layout(constant_id = 1) const uint CQ_YDT = 0u;
+// Element e (in elements of its dtype from the buffer's start) of an activation of dtype dt (0 f32, 1 f16,
+// 2 bf16): f32 is the word's bits; a 16-bit element is one half of the 32-bit word e >> 1 (the low half for an
+// even e), so any element offset and count works without 16-bit storage (VK_KHR_16bit_storage is optional).
+float cq_act_word(uint w, uint e, uint dt) { return dt == 0u ? uintBitsToFloat(w) : cq_load_word(w, e, dt); }
+#define CQ_LD(buf, dt, e) cq_act_word(buf[(dt) == 0u ? (e) : ((e) >> 1)], (e), (dt))
+
+uint cq_to_half(float v, uint dt) { return dt == 1u ? cq_f32_to_f16(v) : cq_f32_to_bf16(v); }
+// Store v at element e. A 16-bit element shares its word with a neighbour that another invocation (or another
+// workgroup: a row's first and last words) may write in the same dispatch, so the half is replaced with two
+// atomics that touch only its own bits (clear, then set): no lost updates whatever the order. The buffer must
+// not be declared writeonly/readonly.
+#define CQ_ST(buf, dt, e, v)                                                                                   \
+    do {                                                                                                       \
+        uint e_ = (e);                                                                                         \
+        float v_ = (v);                                                                                        \
+        if ((dt) == 0u) buf[e_] = floatBitsToUint(v_);                                                         \
+        else {                                                                                                 \
+            uint sh_ = (e_ & 1u) * 16u;                                                                        \
+            atomicAnd(buf[e_ >> 1], ~(0xffffu << sh_));                                                        \
+            atomicOr(buf[e_ >> 1], cq_to_half(v_, (dt)) << sh_);                                               \
+        }                                                                                                      \
+    } while (false)

@@ -1,17 +1,18 @@
 #version 450
-// conv1d.comp — 1-D convolution (tr 0) and transposed convolution (tr 1) of channels-last f32 signals:
+// conv1d.comp — 1-D convolution (tr 0) and transposed convolution (tr 1) of channels-last f32, f16 or bf16
+// signals (dt, summed in f32):
 // y [Lo, Cout] from x [L, Cin], grouped. conv1d: kernel [Cout, Cin/G, k], stride, dilation, padding pl in zero,
 // replicate or reflect mode. Transposed: kernel [Cin, Cout/G, k], stride, pl samples cropped from the front of
 // the full result. Kernels in f32, f16 or bf16, bias optional; one invocation per output value, f32 sums.
 layout(local_size_x = 128) in; // before common.glsl, whose cq_gid reads gl_WorkGroupSize
 #include "common.glsl"
-layout(std430, binding = 0) readonly buffer X { float x[]; };
+layout(std430, binding = 0) readonly buffer X { uint x[]; };
 layout(std430, binding = 1) readonly buffer WF { float wf[]; };
 layout(std430, binding = 1) readonly buffer WW { uint ww[]; };
 layout(std430, binding = 2) readonly buffer B { float bias[]; };
-layout(std430, binding = 3) writeonly buffer Y { float y[]; };
+layout(std430, binding = 3) buffer Y { uint y[]; };
 layout(push_constant) uniform P {
-    uint L, Cin, Cout, k, stride, dil, groups, pl, mode, Lo, tr, xo, yo, wo, bo, has_b, wdt;
+    uint L, Cin, Cout, k, stride, dil, groups, pl, mode, Lo, tr, xo, yo, wo, bo, has_b, wdt, dt; // dt: x's and y's dtype (0 f32, 1 f16, 2 bf16)
 } p;
 
 int pad_index(int i, int n) {
@@ -35,7 +36,7 @@ void main() {
             int i = pad_index(int(o * p.stride + j * p.dil) - int(p.pl), int(p.L));
             if (i < 0) continue;
             uint xb = p.xo + uint(i) * p.Cin + c0;
-            for (uint ci = 0u; ci < cig; ci++) acc += wt(wb + ci * p.k + j) * x[xb + ci];
+            for (uint ci = 0u; ci < cig; ci++) acc += wt(wb + ci * p.k + j) * CQ_LD(x, CQ_XDT, xb + ci);
         }
     } else {
         // every (i, j) with i*stride + j = o + pl
@@ -44,8 +45,8 @@ void main() {
             uint i = (full - j) / p.stride;
             if (i >= p.L) continue;
             uint xb = p.xo + i * p.Cin;
-            for (uint ci = grp * cig; ci < (grp + 1u) * cig; ci++) acc += wt(p.wo + (ci * cog + col) * p.k + j) * x[xb + ci];
+            for (uint ci = grp * cig; ci < (grp + 1u) * cig; ci++) acc += wt(p.wo + (ci * cog + col) * p.k + j) * CQ_LD(x, CQ_XDT, xb + ci);
         }
     }
-    y[p.yo + g] = acc;
+    CQ_ST(y, CQ_XDT, p.yo + g, acc);
 }

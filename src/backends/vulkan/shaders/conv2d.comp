@@ -1,19 +1,19 @@
 #version 450
-// conv2d.comp — direct 2-D convolution of channels-last f32 images: y [Ho*Wo, Cout] from x [H*W, Cin] and a
+// conv2d.comp — direct 2-D convolution of channels-last f32, f16 or bf16 (dt, accumulated in f32) images: y [Ho*Wo, Cout] from x [H*W, Cin] and a
 // PyTorch-layout kernel [Cout, Cin, kh, kw] (or [Cout, Cin*kh*kw] for the per-row codecs) in any codec
 // wdec.glsl decodes, as src/codec does, bias optional, strides, padding in zero,
 // replicate or reflect mode (reflect mirrors without repeating the edge). One invocation per output value,
 // accumulating in f32.
 layout(local_size_x = 128) in; // before common.glsl, whose cq_gid reads gl_WorkGroupSize
 #include "common.glsl"
-layout(std430, binding = 0) readonly buffer X { float x[]; };
+layout(std430, binding = 0) readonly buffer X { uint x[]; };
 layout(std430, binding = 1) readonly buffer WF { float wf[]; };
 layout(std430, binding = 1) readonly buffer WW { uint ww[]; };
 layout(std430, binding = 2) readonly buffer B { float bias[]; };
-layout(std430, binding = 3) writeonly buffer Y { float y[]; };
+layout(std430, binding = 3) buffer Y { uint y[]; };
 layout(std430, binding = 8) readonly buffer E2 { float cq_exp2[]; }; // q4tp kernels only
 layout(push_constant) uniform P {
-    uint H, W, Cin, Cout, kh, kw, sy, sx, pl, pt, Ho, Wo, mode, xo, yo, wo, bo, has_b, wdt;
+    uint H, W, Cin, Cout, kh, kw, sy, sx, pl, pt, Ho, Wo, mode, xo, yo, wo, bo, has_b, wdt, dt; // dt: x's and y's dtype (0 f32, 1 f16, 2 bf16)
 } p;
 
 #define WDEC_FN w_dec
@@ -45,9 +45,9 @@ void main() {
             uint xb = p.xo + (uint(iy) * p.W + uint(ix)) * p.Cin, wc = ky * p.kw + kx;
             for (uint ci = 0u; ci < p.Cin; ci++) {
                 float wv = w_dec(p.wdt, p.wo, p.Cout, K, co, wc + ci * p.kh * p.kw);
-                acc += wv * x[xb + ci];
+                acc += wv * CQ_LD(x, CQ_XDT, xb + ci);
             }
         }
     }
-    y[p.yo + g] = acc;
+    CQ_ST(y, CQ_XDT, p.yo + g, acc);
 }

@@ -1,17 +1,17 @@
 #version 450
-// conv3d.comp — direct 3-D convolution of channels-last f32 video: y [To*Ho*Wo, Cout] from x [T*H*W, Cin] and a
+// conv3d.comp — direct 3-D convolution of channels-last f32, f16 or bf16 (dt, accumulated in f32) video: y [To*Ho*Wo, Cout] from x [T*H*W, Cin] and a
 // PyTorch-layout kernel [Cout, Cin, kt, kh, kw] in f32, f16 or bf16, bias optional, strides. Time is padded by
 // replicating the first and last frames (LTX's causal conv), space in zero, replicate or reflect mode. One
 // invocation per output value, accumulating in f32.
 layout(local_size_x = 128) in; // before common.glsl, whose cq_gid reads gl_WorkGroupSize
 #include "common.glsl"
-layout(std430, binding = 0) readonly buffer X { float x[]; };
+layout(std430, binding = 0) readonly buffer X { uint x[]; };
 layout(std430, binding = 1) readonly buffer WF { float wf[]; };
 layout(std430, binding = 1) readonly buffer WW { uint ww[]; };
 layout(std430, binding = 2) readonly buffer B { float bias[]; };
-layout(std430, binding = 3) writeonly buffer Y { float y[]; };
+layout(std430, binding = 3) buffer Y { uint y[]; };
 layout(push_constant) uniform P {
-    uint T, H, W, Cin, Cout, kt, kh, kw, st, sy, sx, pf, pl, pt, To, Ho, Wo, mode, xo, yo, wo, bo, has_b, wdt;
+    uint T, H, W, Cin, Cout, kt, kh, kw, st, sy, sx, pf, pl, pt, To, Ho, Wo, mode, xo, yo, wo, bo, has_b, wdt, dt; // dt: x's and y's dtype (0 f32, 1 f16, 2 bf16)
 } p;
 
 int pad_index(int i, int n) {
@@ -40,10 +40,10 @@ void main() {
                 for (uint ci = 0u; ci < p.Cin; ci++) {
                     uint e = wb + ci * taps;
                     float wv = p.wdt == 0u ? wf[e] : cq_load_word(ww[e >> 1], e, p.wdt);
-                    acc += wv * x[xb + ci];
+                    acc += wv * CQ_LD(x, CQ_XDT, xb + ci);
                 }
             }
         }
     }
-    y[p.yo + g] = acc;
+    CQ_ST(y, CQ_XDT, p.yo + g, acc);
 }

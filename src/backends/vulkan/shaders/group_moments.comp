@@ -1,6 +1,6 @@
 #version 450
 // group_moments.comp — the moments of ops.h's group_moments: for each block b of `block` consecutive rows of
-// channels-last f32 x [R, C] and each group g of C/groups channels, m[b, 2g] = the mean of the block's values
+// channels-last f32, f16 or bf16 x [R, C] (dt; m f32) and each group g of C/groups channels, m[b, 2g] = the mean of the block's values
 // of the group and m[b, 2g + 1] = the sum of their squared deviations from it.
 // One invocation per (block, group), neighbours taking neighbouring groups (their reads are adjacent), no
 // barriers: a workgroup-wide reduction per pair costs more than the sums themselves on CPU drivers (lavapipe).
@@ -10,9 +10,9 @@
 // is large next to the spread. `precise` keeps the compiler from folding the compensation away.
 layout(local_size_x = 128) in; // before common.glsl, whose cq_gid reads gl_WorkGroupSize
 #include "common.glsl"
-layout(std430, binding = 0) readonly buffer X { float x[]; };
+layout(std430, binding = 0) readonly buffer X { uint x[]; };
 layout(std430, binding = 1) writeonly buffer M { float m[]; };
-layout(push_constant) uniform P { uint C, groups, block, nb, xo, mo; } p;
+layout(push_constant) uniform P { uint C, groups, block, nb, xo, mo, dt; } p;
 
 void main() {
     uint i = cq_gid();
@@ -22,7 +22,7 @@ void main() {
     precise float s = 0.0, sc = 0.0;
     for (uint r = 0u; r < p.block; r++)
         for (uint c = 0u; c < cg; c++) {
-            precise float y = x[base + r * p.C + c] - sc;
+            precise float y = CQ_LD(x, CQ_XDT, base + r * p.C + c) - sc;
             precise float t = s + y;
             sc = (t - s) - y;
             s = t;
@@ -31,7 +31,7 @@ void main() {
     precise float d1 = 0.0, d1c = 0.0, d2 = 0.0, d2c = 0.0;
     for (uint r = 0u; r < p.block; r++)
         for (uint c = 0u; c < cg; c++) {
-            precise float d = x[base + r * p.C + c] - mean;
+            precise float d = CQ_LD(x, CQ_XDT, base + r * p.C + c) - mean;
             precise float y1 = d - d1c;
             precise float t1 = d1 + y1;
             d1c = (t1 - d1) - y1;

@@ -2,7 +2,7 @@
 // matmul.comp — the portable f32 matmul of ops.h:
 //   v = act(scale * (x · Wᵀ) + bias), or silu(scale*(x·Wᵀ)+bias) ⊙ (scale*(x·W2ᵀ)+bias2),
 //   y = v, or y += v, or y += gate ⊙ v.
-// x [M, K] and y [M, N] f32; W, W2 [N, K] (fused SwiGLU: W [2N, K], gate rows
+// x [M, K] f32, f16 or bf16 (xdt), y [M, N] f32 or x's dtype (ydt), computed in f32; W, W2 [N, K] (fused SwiGLU: W [2N, K], gate rows
 // first) in f32, f16, bf16, q8_row, q8_2f, q4_block, q4_tiled or q4tp, decoded from the stored words
 // exactly as src/codec does (wdec.glsl), so the products are those of the CPU's decoded weights. A workgroup of 128
 // computes a 16 x 16 output tile, two rows per invocation, through 16-wide
@@ -11,8 +11,8 @@
 layout(local_size_x = 128) in; // before common.glsl, whose cq_gid reads gl_WorkGroupSize
 #include "common.glsl"
 #include "act.glsl"
-layout(std430, binding = 0) readonly buffer X { float x[]; };
-layout(std430, binding = 1) buffer Y { float y[]; };
+layout(std430, binding = 0) readonly buffer X { uint x[]; };
+layout(std430, binding = 1) buffer Y { uint y[]; };
 layout(std430, binding = 2) readonly buffer WF { float wf[]; };
 layout(std430, binding = 2) readonly buffer WW { uint ww[]; };
 layout(std430, binding = 3) readonly buffer W2F { float w2f[]; };
@@ -28,6 +28,7 @@ layout(push_constant) uniform P {
     float scale;
     uint op, seq;
     uint wrows, w2rows; // the weights' row counts (where the quantized codecs keep their scales and codes)
+    uint xdt, ydt;      // the activations' dtypes: 0 f32, 1 f16, 2 bf16
 } p;
 
 shared float xs[16][17];
@@ -64,7 +65,7 @@ void main() {
         for (uint i = t; i < 256u; i += 128u) {
             uint r = i >> 4, k = i & 15u, kk = k0 + k;
             uint m = m0 + r, n = n0 + r;
-            xs[r][k] = (m < p.M && kk < p.K) ? x[p.xo + m * p.K + kk] : 0.0;
+            xs[r][k] = (m < p.M && kk < p.K) ? CQ_LD(x, CQ_XDT, p.xo + m * p.K + kk) : 0.0;
             bool wok = n < p.N && kk < p.K;
             ws[r][k] = wok ? w1_at(n, kk) : 0.0;
             if (swiglu) ws2[r][k] = !wok ? 0.0 : fused ? w1_at(p.N + n, kk) : w2_at(n, kk);
@@ -96,8 +97,8 @@ void main() {
         else if (p.act == 2u) v = cq_silu(v);
         else if (swiglu) v = cq_silu(v) * (s * (h == 0u ? c0 : c1) + b2);
         uint o = p.yo + m * p.N + n;
-        float r = (p.flags & 8u) != 0u ? y[o] + g * v : v;
-        y[o] = r;
+        float r = (p.flags & 8u) != 0u ? CQ_LD(y, CQ_YDT, o) + g * v : v;
+        CQ_ST(y, CQ_YDT, o, r);
         if ((isinf(r) || isnan(r)) && atomicCompSwap(st[0], 0u, 2u) == 0u) {
             st[1] = p.op;
             st[2] = p.seq;

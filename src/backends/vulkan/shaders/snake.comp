@@ -1,13 +1,13 @@
 #version 450
-// snake.comp — Snake / SnakeBeta on f32 [R, C]: y = x + sin^2(a x) / (b + eps) with per-channel a = alpha,
+// snake.comp — Snake / SnakeBeta on f32, f16 or bf16 [R, C] (dt; computed in f32): y = x + sin^2(a x) / (b + eps) with per-channel a = alpha,
 // b = beta (or alpha without beta), both exponentiated first when the parameters are stored as logs.
 layout(local_size_x = 128) in; // before common.glsl, whose cq_gid reads gl_WorkGroupSize
 #include "common.glsl"
-layout(std430, binding = 0) readonly buffer X { float x[]; };
+layout(std430, binding = 0) readonly buffer X { uint x[]; };
 layout(std430, binding = 1) readonly buffer A { float alpha[]; };
 layout(std430, binding = 2) readonly buffer Bt { float beta[]; };
-layout(std430, binding = 3) writeonly buffer Y { float y[]; };
-layout(push_constant) uniform P { uint n, C, xo, yo, ao, bo, has_b, logscale; float eps; } p;
+layout(std430, binding = 3) buffer Y { uint y[]; };
+layout(push_constant) uniform P { uint n, C, xo, yo, ao, bo, has_b, logscale; float eps; uint dt; } p;
 
 // sin(t) without trusting the driver's sin far from 0 (GLSL leaves its precision open): t reduced by multiples of
 // pi in two parts (k*3.140625 is exact for |k| < 2^13), then an odd Taylor polynomial on [-pi/2, pi/2] (truncation
@@ -28,6 +28,6 @@ void main() {
         a = exp(a);
         b = exp(b);
     }
-    float v = x[p.xo + g], s = sin_reduced(a * v);
-    y[p.yo + g] = v + s * s / (b + p.eps);
+    float v = CQ_LD(x, CQ_XDT, p.xo + g), s = sin_reduced(a * v);
+    CQ_ST(y, CQ_XDT, p.yo + g, v + s * s / (b + p.eps));
 }

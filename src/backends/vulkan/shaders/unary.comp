@@ -1,11 +1,12 @@
 #version 450
-// unary.comp — y = fn(x, alpha, beta) on f32 (ops.h cq_unary, same numbering).
+// unary.comp — y = fn(x, alpha, beta) on f32, f16 or bf16 activations computed in f32 (ops.h cq_unary, same
+// numbering).
 layout(local_size_x = 128) in; // before common.glsl, whose cq_gid reads gl_WorkGroupSize
 #include "common.glsl"
 #include "act.glsl"
-layout(std430, binding = 0) readonly buffer X { float x[]; };
-layout(std430, binding = 1) writeonly buffer Y { float y[]; };
-layout(push_constant) uniform P { uint n, xo, yo, fn; float alpha, beta; } p;
+layout(std430, binding = 0) readonly buffer X { uint x[]; };
+layout(std430, binding = 1) buffer Y { uint y[]; };
+layout(push_constant) uniform P { uint n, xo, yo, fn; float alpha, beta; uint dt; } p;
 
 float f(float v) {
     switch (p.fn) {
@@ -24,5 +25,5 @@ float f(float v) {
 
 void main() {
     uint g = cq_gid();
-    if (g < p.n) y[p.yo + g] = f(x[p.xo + g]);
+    if (g < p.n) CQ_ST(y, CQ_XDT, p.yo + g, f(CQ_LD(x, CQ_XDT, p.xo + g)));
 }
