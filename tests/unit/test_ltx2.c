@@ -165,11 +165,8 @@ static int setup(void **state) {
         fprintf(stderr, "%s: %s\n", g_pack, cq_last_error());
         return -1;
     }
-    size_t len;
-    uint8_t *idx = tu_read_file(LG_DIR "/index.json", &len);
-    if (!idx) return -1;
-    g_index = cJSON_ParseWithLength((const char *)idx, len);
-    free(idx);
+    g_index = tu_read_json(LG_DIR "/index.json");
+    if (!g_index) return -1;
     const cJSON *cases = cJSON_GetObjectItemCaseSensitive(g_index, "cases"), *c;
     cJSON_ArrayForEach(c, cases) {
         if (g_n == (int)CQ_ARRAY_LEN(g_cases) || load_case(&g_cases[g_n++], c) != 0) {

@@ -39,11 +39,7 @@ static cJSON *g_index;
 static int setup(void **state) {
     (void)state;
     if (cq_st_open(LR_DIR "/golden.safetensors", &g_st) != CQ_OK) return -1;
-    size_t len;
-    uint8_t *idx = tu_read_file(LR_DIR "/index.json", &len);
-    if (!idx) return -1;
-    g_index = cJSON_ParseWithLength((const char *)idx, len);
-    free(idx);
+    g_index = tu_read_json(LR_DIR "/index.json");
     return g_index ? 0 : -1;
 }
 

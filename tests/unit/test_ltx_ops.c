@@ -44,11 +44,7 @@ static int setup(void **state) {
     (void)state;
     if (tu_backend_create(&g_arg, 2, &g_be) != CQ_OK) return -1;
     if (cq_st_open(LO_DIR "/golden.safetensors", &g_st) != CQ_OK) return -1;
-    size_t len;
-    uint8_t *idx = tu_read_file(LO_DIR "/index.json", &len);
-    if (!idx) return -1;
-    g_index = cJSON_ParseWithLength((const char *)idx, len);
-    free(idx);
+    g_index = tu_read_json(LO_DIR "/index.json");
     return g_index ? 0 : -1;
 }
 

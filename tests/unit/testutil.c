@@ -2,6 +2,8 @@
 
 #include "pipelines/png_write.h"
 
+#include <cjson/cJSON.h>
+
 #include <errno.h>
 #include <stdbool.h>
 #include <math.h>
@@ -73,6 +75,15 @@ uint8_t *tu_read_file(const char *path, size_t *len) {
     fclose(f);
     if (d && len) *len = (size_t)n;
     return d;
+}
+
+cJSON *tu_read_json(const char *path) {
+    size_t len = 0;
+    uint8_t *text = tu_read_file(path, &len);
+    if (!text) return NULL;
+    cJSON *root = cJSON_ParseWithLength((const char *)text, len);
+    free(text);
+    return root;
 }
 
 int tu_write_file(const char *path, const void *data, size_t len) {

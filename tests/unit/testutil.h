@@ -30,6 +30,8 @@ const char *tu_tmpdir(const char *name);
 const char *tu_path(const char *dir, const char *leaf);
 /* Whole-file read (malloc'd, caller frees) / write. */
 uint8_t *tu_read_file(const char *path, size_t *len);
+/* A whole JSON file parsed (cJSON_Delete it); NULL when it is absent or not JSON. */
+struct cJSON *tu_read_json(const char *path);
 /* A caller-built weight view named "test.weight": dtype, shape (ndim dims), payload. */
 cq_tensor_view tu_view(cq_dtype dt, int ndim, const uint64_t *shape, const uint8_t *data, uint64_t nbytes);
 int tu_write_file(const char *path, const void *data, size_t len);
