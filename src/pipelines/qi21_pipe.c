@@ -354,7 +354,8 @@ void cq_qi21_result_free(cq_qi21_result *r) { cq_image_result_free(r); }
 
 cq_image_job cq_qi21_job(cq_qi21_pipe *p, const cq_qi21_gen_opts *o, const cq_text_encoder *te,
                          const cq_denoiser *dn, int width, int height, bool cfg) {
-    const int lat_w = width / 16, lat_h = height / 16; /* cq_qi21_latent_grid, checked by the caller */
+    int lat_w = 0, lat_h = 0;
+    (void)cq_qi21_latent_grid(width, height, &lat_w, &lat_h); /* the size was checked by the caller */
     return (cq_image_job){
         .te = te,
         .dn = dn,
