@@ -82,11 +82,8 @@ static int load_case(qg_case *g, const cJSON *c, const cq_qi21_config *const cfg
 
 int qg_load_cases(qg_set *s, const cq_qi21_config *const cfg[QG_MODELS]) {
     memset(s, 0, sizeof *s);
-    size_t len;
-    uint8_t *idx = tu_read_file(QG_DIR "/index.json", &len);
-    if (!idx) return -1;
-    cJSON *j = cJSON_ParseWithLength((const char *)idx, len);
-    free(idx);
+    cJSON *j = tu_read_json(QG_DIR "/index.json");
+    if (!j) return -1;
     const cJSON *cases = cJSON_GetObjectItemCaseSensitive(j, "cases"), *c;
     int rc = cJSON_IsObject(cases) ? 0 : -1;
     cJSON_ArrayForEach(c, cases) {

@@ -83,11 +83,8 @@ static cq_backend *g_be;
 static size_t nelem3(const uint64_t s[3]) { return (size_t)(s[0] * s[1] * s[2]); }
 
 static int load_cases(void) {
-    size_t len;
-    uint8_t *raw = tu_read_file(ZG_DIR "/index.json", &len);
-    if (!raw) return -1;
-    cJSON *j = cJSON_ParseWithLength((const char *)raw, len);
-    free(raw);
+    cJSON *j = tu_read_json(ZG_DIR "/index.json");
+    if (!j) return -1;
     const cJSON *vae = cJSON_GetObjectItemCaseSensitive(j, "vae"), *c;
     cJSON_ArrayForEach(c, vae) {
         if (g_n == N_CASES) break;

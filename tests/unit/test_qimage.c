@@ -175,11 +175,8 @@ static int setup(void **state) {
     for (int q = 0; q < Q_COUNT; q++)
         for (int m = 0; m < M_COUNT; m++)
             if (convert(q, m) != 0) return -1;
-    size_t len;
-    uint8_t *idx = tu_read_file(QG_DIR "/index.json", &len);
-    if (!idx) return -1;
-    cJSON *j = cJSON_ParseWithLength((const char *)idx, len);
-    free(idx);
+    cJSON *j = tu_read_json(QG_DIR "/index.json");
+    if (!j) return -1;
     const cJSON *cases = cJSON_GetObjectItemCaseSensitive(j, "cases"), *c;
     int rc = cJSON_IsObject(cases) ? 0 : -1;
     cJSON_ArrayForEach(c, cases) {

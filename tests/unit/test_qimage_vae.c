@@ -86,11 +86,7 @@ static bool have_golden(void) {
 }
 
 static void load_cases(void) {
-    size_t len;
-    uint8_t *raw = tu_read_file(QG_DIR "/index.json", &len);
-    assert_non_null(raw);
-    cJSON *j = cJSON_ParseWithLength((const char *)raw, len);
-    free(raw);
+    cJSON *j = tu_read_json(QG_DIR "/index.json");
     assert_non_null(j);
     const cJSON *cases = cJSON_GetObjectItemCaseSensitive(j, "cases"), *c;
     cJSON_ArrayForEach(c, cases) {

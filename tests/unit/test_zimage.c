@@ -156,11 +156,8 @@ static int setup(void **state) {
     for (int q = 0; q < Q_COUNT; q++)
         for (int m = 0; m < ZG_MODELS; m++)
             if (convert(q, m) != 0) return -1;
-    size_t len;
-    uint8_t *idx = tu_read_file(ZG_DIR "/index.json", &len);
-    if (!idx) return -1;
-    cJSON *j = cJSON_ParseWithLength((const char *)idx, len);
-    free(idx);
+    cJSON *j = tu_read_json(ZG_DIR "/index.json");
+    if (!j) return -1;
     const cJSON *dit = cJSON_GetObjectItemCaseSensitive(j, "dit"), *c;
     int rc = cJSON_IsObject(dit) ? 0 : -1;
     cJSON_ArrayForEach(c, dit) {
