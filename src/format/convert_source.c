@@ -104,6 +104,7 @@ static const struct {
     {"ZImagePipeline", "z_image"},
     {"ZImageTransformer2DModel", "z_image"},
     {"LTX2VideoTransformer3DModel", "ltx2"},
+    {"LTX2TextConnectors", "ltx2_connectors"}, /* a lone connectors folder, named as in the pipeline */
     {"AutoencoderKL", "flux_vae"}, /* a lone VAE folder; a pipeline names its own arch */
     {"AutoencoderKLQwenImage", "qwen_image_vae"},
 };
@@ -312,6 +313,8 @@ static cq_status open_single(cv_source *src, cJSON *cfg) {
         snprintf(src->class_name, sizeof src->class_name, "%s", c);
         bool vae = strstr(c, "Autoencoder") || strstr(c, "VAE") || strstr(c, "Vae");
         cv_arch_from_class(c, src->arch, sizeof src->arch);
+        /* LTX-2's text connectors keep the prefix their pipeline folder gives them (connectors/ -> "connectors.") */
+        if (strcmp(c, "LTX2TextConnectors") == 0) return add_comp(src, ".", src->root, CV_OTHER, "connectors");
         return add_comp(src, ".", src->root, vae ? CV_VAE : CV_DIT, vae ? "vae" : "dit");
     }
     /* A Hugging Face model: bare names, tokenizer beside the weights. */

@@ -117,6 +117,13 @@ cq_status cq_tables_check_pack(const cq_cmf *cmf, cq_tt_note_fn note, void *user
             CQ_TRY(check_list("flux_vae", &t, cq_flux_vae_tensors(&fc, "vae.", &t), cmf, "vae.", note, user, rep,
                               n_checked));
     }
+    if (cq_cmf_find(cmf, "connectors.config_json")) {
+        cq_ltx2_text_config lc;
+        cq_tt_list t = {0};
+        if (usable(cq_ltx2_text_parse_config(cmf, "connectors.", &lc), "ltx2_text", note, user))
+            CQ_TRY(check_list("ltx2_text", &t, cq_ltx2_text_tensors(&lc, "connectors.", &t), cmf, "connectors.", note,
+                              user, rep, n_checked));
+    }
     if (cq_cmf_find(cmf, "te.config_json")) {
         CQ_TRY(check_qwen3(cmf, "te.", note, user, rep, n_checked));
         CQ_TRY(check_gemma4(cmf, "te.", note, user, rep, n_checked));
