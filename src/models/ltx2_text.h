@@ -109,7 +109,7 @@ cq_status cq_ltx2_text_encode(cq_ltx2_text *m, const float *hidden, const uint8_
  *   "rope_<s>_cos" / "rope_<s>_sin" [T, dim / 2];
  *   "<s>_block<i>" [T, dim]: after block i;
  *   "<s>_out" [T, dim].
- * While a tap is set, every op runs as it is issued. NULL clears it. */
+ * The tensors are valid during the call only. NULL clears it. */
 typedef void (*cq_ltx2_text_tap_fn)(void *user, const char *name, const cq_tensor *t);
 void cq_ltx2_text_set_tap(cq_ltx2_text *m, cq_ltx2_text_tap_fn fn, void *user);
 
