@@ -1019,6 +1019,117 @@ static void test_attention_wide_bands(void **state) {
     cq_backend_free(gen);
 }
 
+/* ---- the video VAE and vocoder convolutions: weight modes and GEMM paths ---------------------------------- */
+/* One convolution on `be` with its kernel (codec wdt, host values w) bound in `mode` (or uploaded as an f32
+ * activation when mode < 0); which: 0 conv3d 3x3x3 causal, 1 conv1d one group (a GEMM), 2 conv1d depthwise,
+ * 3 conv_transpose1d. x and the output are f32. */
+enum { LC_CONV3D, LC_CONV1D, LC_DEPTHWISE, LC_CONVT, LC_COUNT };
+typedef struct ltx_conv {
+    int64_t xr, xc, wr, wc, yr, yc;
+} ltx_conv;
+static const ltx_conv k_lc[LC_COUNT] = {
+    {3 * 6 * 7, 32, 48, 32 * 27, 3 * 6 * 7, 48}, /* T 3, 6 x 7, 32 -> 48 channels */
+    {200, 64, 96, 64 * 5, 200, 96},              /* L 200, k 5, dilation 3, pad 6 */
+    {150, 32, 32, 12, 75, 32},                   /* k 12, stride 2, pad (5, 6) */
+    {30, 64, 32, 32 * 16, 30 * 8, 32},           /* k 16, stride 8, crop 4 */
+};
+
+static void ltx_conv_on(cq_backend *be, int which, int mode, cq_dtype wdt, const uint8_t *wp, uint64_t wn,
+                        const float *w, const float *x, const float *bias, float *out) {
+    const ltx_conv *q = &k_lc[which];
+    cq_tensor tx, tw, tb, ty;
+    assert_int_equal(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, q->xr, q->xc, &tx), CQ_OK);
+    assert_int_equal(cq_tensor_upload(&tx, x, sizeof(float) * (size_t)(q->xr * q->xc)), CQ_OK);
+    if (mode < 0) {
+        assert_int_equal(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, q->wr, q->wc, &tw), CQ_OK);
+        assert_int_equal(cq_tensor_upload(&tw, w, sizeof(float) * (size_t)(q->wr * q->wc)), CQ_OK);
+    } else {
+        assert_int_equal(cq_backend_set_weight_mode(be, (cq_weight_mode)mode), CQ_OK);
+        uint64_t shape[2] = {(uint64_t)q->wr, (uint64_t)q->wc};
+        cq_tensor_view v = view_of(wdt, 2, shape, wp, wn);
+        assert_int_equal(cq_tensor_bind_weight(be, &v, &tw), CQ_OK);
+    }
+    assert_int_equal(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, 1, q->yc, &tb), CQ_OK);
+    assert_int_equal(cq_tensor_upload(&tb, bias, sizeof(float) * (size_t)q->yc), CQ_OK);
+    assert_int_equal(cq_tensor_alloc_2d(be, CQ_DTYPE_F32, q->yr, q->yc, &ty), CQ_OK);
+    cq_status s;
+    if (which == LC_CONV3D) {
+        cq_conv3d_args a = {.y = &ty, .x = &tx, .w = &tw, .bias = &tb, .T = 3, .H = 6, .W = 7, .kt = 3, .kh = 3,
+                            .kw = 3, .stride_t = 1, .stride_y = 1, .stride_x = 1, .pad_front = 2, .pad_l = 1,
+                            .pad_r = 1, .pad_t = 1, .pad_b = 1};
+        s = cq_op_conv3d(be, &a);
+    } else {
+        cq_conv1d_args a = {.y = &ty, .x = &tx, .w = &tw, .bias = &tb, .k = 5, .stride = 1, .dilation = 3,
+                            .groups = 1, .pad_l = 6, .pad_r = 6};
+        if (which == LC_DEPTHWISE)
+            a.k = 12, a.stride = 2, a.dilation = 1, a.groups = 32, a.pad_l = 5, a.pad_r = 6, a.mode = CQ_PAD_REPLICATE;
+        if (which == LC_CONVT) a.k = 16, a.stride = 8, a.dilation = 1, a.pad_l = 4, a.pad_r = 4;
+        s = which == LC_CONVT ? cq_op_conv_transpose1d(be, &a) : cq_op_conv1d(be, &a);
+    }
+    if (s == CQ_OK) s = cq_tensor_download(&ty, out, sizeof(float) * (size_t)(q->yr * q->yc));
+    if (s != CQ_OK) fail_msg("ltx conv %d (mode %d) on %s: %s", which, mode, cq_backend_name(be), cq_last_error());
+    cq_tensor *ts[] = {&tx, &tw, &tb, &ty};
+    for (size_t i = 0; i < 4; i++) cq_tensor_free(ts[i]);
+    if (mode >= 0) assert_int_equal(cq_backend_set_weight_mode(be, CQ_WEIGHTS_DEFAULT), CQ_OK);
+}
+
+/* conv3d, conv1d and conv_transpose1d read a kernel kept COMPACT or STREAMED through the very plane PLANES binds,
+ * so their outputs are the PLANES ones bit for bit (q8_2f and q4tp kernels); each is within the f16 bound of the
+ * reference (test_ops' 2.5e-3 of max|ref| plus 1/1024 of the value), and the CUDA-core GEMM (CORTIQ_CUDA_GEMM=simt)
+ * gives the cuBLASLt result to the f32 summation order. */
+static void test_ltx_convs(void **state) {
+    (void)state;
+    static const cq_dtype codecs[] = {CQ_DTYPE_Q8_2F, CQ_DTYPE_Q4TP};
+    cq_cuda_opts so = env_opts();
+    so.gemm = CQ_CUDA_GEMM_SIMT;
+    cq_backend *simt = NULL;
+    assert_int_equal(cq_backend_cuda_open(-1, &so, &simt), CQ_OK);
+    for (int which = 0; which < LC_COUNT; which++)
+        for (size_t ci = 0; ci < CQ_ARRAY_LEN(codecs); ci++) {
+            const ltx_conv *q = &k_lc[which];
+            /* q4tp needs whole groups of 32 columns: the depthwise kernel takes bf16 instead */
+            const cq_dtype codec = codecs[ci] == CQ_DTYPE_Q4TP && q->wc % 32 ? CQ_DTYPE_BF16 : codecs[ci];
+            const size_t nx = (size_t)(q->xr * q->xc), nw = (size_t)(q->wr * q->wc), ny = (size_t)(q->yr * q->yc);
+            float *x = malloc(sizeof(float) * nx), *w = malloc(sizeof(float) * nw), *b = malloc(sizeof(float) * (size_t)q->yc);
+            tu_fill_normal(&g_rng, x, nx, 1.0f);
+            tu_fill_normal(&g_rng, b, (size_t)q->yc, 0.5f);
+            uint64_t shape[2] = {(uint64_t)q->wr, (uint64_t)q->wc}, nb;
+            uint8_t *wp = encode_random(codec, 2, shape, &nb, 1.0f / sqrtf((float)q->wc));
+            /* the values the codec holds, as an f32 activation for the reference */
+            assert_int_equal(cq_codec_dequant_rows(codec, 2, shape, wp, nb, 0, shape[0], w), CQ_OK);
+            float *ref = malloc(sizeof(float) * ny), *got[4];
+            ltx_conv_on(g_ref, which, -1, codec, wp, nb, w, x, b, ref);
+            for (int m = 0; m < 3; m++) {
+                got[m] = malloc(sizeof(float) * ny);
+                ltx_conv_on(g_be, which, m == 0 ? CQ_WEIGHTS_PLANES : m == 1 ? CQ_WEIGHTS_COMPACT : CQ_WEIGHTS_STREAMED,
+                            codec, wp, nb, w, x, b, got[m]);
+            }
+            got[3] = malloc(sizeof(float) * ny);
+            ltx_conv_on(simt, which, CQ_WEIGHTS_PLANES, codec, wp, nb, w, x, b, got[3]);
+            double scale = 0;
+            for (size_t i = 0; i < ny; i++) scale = fmax(scale, fabs(ref[i]));
+            for (size_t i = 0; i < ny; i++) {
+                if (memcmp(&got[1][i], &got[0][i], 4) || memcmp(&got[2][i], &got[0][i], 4))
+                    fail_msg("ltx conv %d %s output %zu: planes %.9g, compact %.9g, streamed %.9g", which,
+                             cq_dtype_name(codec), i, got[0][i], got[1][i], got[2][i]);
+                double lim = 2.5e-3 * scale + fabs(ref[i]) / 1024;
+                if (!(fabs(got[0][i] - ref[i]) <= lim))
+                    fail_msg("ltx conv %d %s output %zu: %.9g, reference %.9g", which, cq_dtype_name(codec), i,
+                             got[0][i], ref[i]);
+                if (!(fabs(got[3][i] - got[0][i]) <= 1e-5 * scale))
+                    fail_msg("ltx conv %d %s output %zu: CUDA-core GEMM %.9g, default %.9g", which,
+                             cq_dtype_name(codec), i, got[3][i], got[0][i]);
+            }
+            for (int m = 0; m < 4; m++) free(got[m]);
+            free(ref);
+            free(x);
+            free(w);
+            free(b);
+            free(wp);
+        }
+    cq_backend_free(simt);
+}
+
 static int setup(void **state) {
     (void)state;
     tu_rng_seed(&g_rng, 20261201);
@@ -1058,6 +1169,7 @@ int main(void) {
         cmocka_unit_test(test_fallbacks_agree),
         cmocka_unit_test(test_attention_kernels),
         cmocka_unit_test(test_attention_wide_bands),
+        cmocka_unit_test(test_ltx_convs),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -304,7 +304,8 @@ static cq_status run_on(cq_backend *be, const tcase *c, float **out) {
     if (c->oinit) encode(c->odt, c->oinit, n, host + GUARD * es);
     assert_int_equal(cq_tensor_alloc(be, c->odt, 1, &total, &buf), CQ_OK);
     assert_int_equal(cq_tensor_upload(&buf, host, (size_t)total * es), CQ_OK);
-    assert_int_equal(cq_tensor_subview(&buf, GUARD, c->ondim, c->oshape, &ov), CQ_OK);
+    if (cq_tensor_subview(&buf, GUARD, c->ondim, c->oshape, &ov) != CQ_OK)
+        fail_msg("%s: the output view: %s", c->label, cq_last_error());
     st = c->run(be, &ov, tp, c);
     if (st == CQ_OK) st = cq_backend_sync(be);
     if (st == CQ_OK) {
@@ -333,7 +334,8 @@ static void tolerances(const tcase *c, cq_backend *be, double *tabs, double *tre
     cq_dtype p = cq_backend_op_precision(be, c->op, c->wdt);
     if (p != CQ_DTYPE_BF16 && p != CQ_DTYPE_F16) return;
     bool bf = p == CQ_DTYPE_BF16;
-    if (c->op == CQ_OP_MATMUL || c->op == CQ_OP_ATTENTION || c->op == CQ_OP_CONV2D) {
+    if (c->op == CQ_OP_MATMUL || c->op == CQ_OP_ATTENTION || c->op == CQ_OP_CONV2D || c->op == CQ_OP_CONV3D ||
+        c->op == CQ_OP_CONV1D || c->op == CQ_OP_CONV_TRANSPOSE1D) {
         *tabs = fmax(*tabs, bf ? TOL_BF16_DOT_ABS : TOL_F16_DOT_ABS);
         *trel = fmax(*trel, bf ? TOL_BF16_DOT_REL : TOL_F16_DOT_REL);
     } else {
@@ -1181,19 +1183,24 @@ static void naive_conv3d(const int *p, const float *x, const float *w, const flo
     free(xp);
 }
 
-/* Every backend (the reference too) against an output computed in the test; the weight is an f32 activation. */
+/* Every backend (the reference too) against an output computed in the test; the weight is an f32 activation.
+ * f32 tolerances, widened for a backend that rounds the op's operands to f16/bf16 (tolerances()). */
 static void check_naive(tcase *c, const double *want, int64_t n) {
     double scale = 0;
     for (int64_t i = 0; i < n; i++) scale = fmax(scale, fabs(want[i]));
+    c->tol_abs = 2e-6;
+    c->tol_rel = 1e-5;
     for (int b = -1; b < g.nbe; b++) {
         cq_backend *be = b < 0 ? g.ref : g.be[b];
         if (!cq_backend_supports(be, c->op, CQ_DTYPE_F32, CQ_DTYPE_F32)) continue;
+        double tabs, trel;
+        tolerances(c, be, &tabs, &trel);
         float *got = NULL;
         cq_status st = run_on(be, c, &got);
         if (st != CQ_OK) fail_msg("%s on %s: %s: %s", c->label, cq_backend_name(be), cq_status_str(st), cq_last_error());
         double worst = 0;
         for (int64_t i = 0; i < n; i++) {
-            double d = fabs(got[i] - want[i]), lim = 2e-6 * scale + 1e-5 * fabs(want[i]);
+            double d = fabs(got[i] - want[i]), lim = tabs * scale + trel * fabs(want[i]);
             if (!(d <= lim))
                 fail_msg("%s on %s: output %lld = %.9g, direct loop %.9g", c->label, cq_backend_name(be), (long long)i,
                          got[i], want[i]);
@@ -1445,6 +1452,179 @@ static void test_snake(void **state) {
         }
 }
 
+
+/* ---- the video VAE and vocoder ops: activation dtypes and kernel edge paths -------------------------------- */
+/* One conv3d case (p as k_conv3d's rows) with x in xdt, y in ydt and the kernel in codec wdt, 3-D or 2-D. */
+static void conv3d_case(const int *p, cq_dtype wdt, cq_dtype xdt, cq_dtype ydt, bool w3d, bool bias) {
+    w3d = w3d && !per_row_codec(wdt); /* as test_conv3d: a per-row codec's rows are the weight's first dimension */
+    int64_t To = (p[0] + p[11] + p[12] - p[5]) / p[8] + 1, Ho = (p[1] + p[15] + p[16] - p[6]) / p[9] + 1,
+            Wo = (p[2] + p[13] + p[14] - p[7]) / p[10] + 1;
+    tcase c;
+    tc_init(&c, CQ_OP_CONV3D, xdt, run_conv3d,
+            "conv3d w=%s%s x=%s y=%s %dx%dx%dx%d->%d k%dx%dx%d s%dx%dx%d time(%d,%d) pad(%d,%d,%d,%d) %s",
+            cq_dtype_name(wdt), w3d ? "(3-D)" : "", cq_dtype_name(xdt), cq_dtype_name(ydt), p[0], p[1], p[2], p[3],
+            p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11], p[12], p[13], p[14], p[15], p[16], k_pad_names[p[17]]);
+    c.wdt = wdt;
+    c.tol_abs = TOL_MATMUL_ABS;
+    c.tol_rel = TOL_MATMUL_REL;
+    c.ip[0] = p[0];
+    c.ip[1] = p[1];
+    c.ip[2] = p[2];
+    for (int j = 3; j < 16; j++) c.ip[j] = p[j + 2];
+    tc_act(&c, 0, xdt, (int64_t)p[0] * p[1] * p[2], p[3], 1.0f);
+    int64_t taps = (int64_t)p[5] * p[6] * p[7], K = p[3] * taps;
+    int64_t w3[3] = {p[4], p[3], taps}, w2[2] = {p[4], K};
+    if (!(w3d ? tc_weight(&c, 1, wdt, 3, w3, 1.0f / sqrtf((float)K)) : tc_weight(&c, 1, wdt, 2, w2, 1.0f / sqrtf((float)K)))) {
+        tc_free(&c);
+        return;
+    }
+    if (bias) tc_vec(&c, 2, p[4], 0.5f, 0.0f);
+    c.nin = 3;
+    tc_out(&c, ydt, To * Ho * Wo, p[4]);
+    run_case(&c);
+}
+
+/* One conv1d / conv_transpose1d case: x in xdt, y in ydt, the kernel in codec wdt (3-D or 2-D). */
+static void conv1d_case(bool tr, int L, int Cin, int Cout, int k, int s, int d, int G, int pl, int pr, int mode,
+                        cq_dtype wdt, cq_dtype xdt, cq_dtype ydt, bool w3d, bool bias) {
+    w3d = w3d && !per_row_codec(wdt);
+    int64_t Lo = tr ? (int64_t)(L - 1) * s + k - pl - pr : (L + pl + pr - (int64_t)d * (k - 1) - 1) / s + 1;
+    tcase c;
+    tc_init(&c, tr ? CQ_OP_CONV_TRANSPOSE1D : CQ_OP_CONV1D, xdt, run_conv1d,
+            "%s w=%s%s x=%s y=%s L%d %d->%d k%d s%d d%d g%d pad(%d,%d) %s", tr ? "conv_transpose1d" : "conv1d",
+            cq_dtype_name(wdt), w3d ? "(3-D)" : "", cq_dtype_name(xdt), cq_dtype_name(ydt), L, Cin, Cout, k, s, d, G,
+            pl, pr, k_pad_names[mode]);
+    c.wdt = wdt;
+    c.tol_abs = TOL_MATMUL_ABS;
+    c.tol_rel = TOL_MATMUL_REL;
+    int ip[8] = {k, s, d, G, pl, pr, mode, tr};
+    memcpy(c.ip, ip, sizeof ip);
+    tc_act(&c, 0, xdt, L, Cin, 1.0f);
+    int64_t rows = tr ? Cin : Cout, mid = tr ? Cout / G : Cin / G, K = mid * k;
+    int64_t w3[3] = {rows, mid, k}, w2[2] = {rows, K};
+    float ws = 1.0f / sqrtf((float)(tr ? (Cin / G) * (k / s + 1) : K));
+    if (!(w3d ? tc_weight(&c, 1, wdt, 3, w3, ws) : tc_weight(&c, 1, wdt, 2, w2, ws))) {
+        tc_free(&c);
+        return;
+    }
+    if (bias) tc_vec(&c, 2, Cout, 0.5f, 0.0f);
+    c.nin = 3;
+    tc_out(&c, ydt, Lo, Cout);
+    run_case(&c);
+}
+
+/* What test_conv3d and test_conv1d leave out: 16-bit activations (x and y in f16 or bf16), every
+ * weight codec on a few shapes, and shapes at the edges of the device kernels: channel counts that are and are
+ * not multiples of the staging's four-channel groups and above one warp's 128-channel sweep, many output rows
+ * (several staging blocks), output lengths that are not multiples of the transposed convolution's four outputs
+ * per thread, strides larger than the kernel, the one-group conv1d (a GEMM on the CUDA backend) beside grouped and
+ * depthwise ones (direct kernels), and with CQ_TEST_OPS_BIG or on a device backend a conv3d whose implicit matrix
+ * is staged in two bands. */
+static void test_ltx_dtypes_and_edges(void **state) {
+    (void)state;
+    /* T H W Cin Cout kt kh kw st sy sx pf pb pl pr pt pb mode */
+    static const int c3[][18] = {
+        {3, 5, 7, 8, 12, 3, 3, 3, 1, 1, 1, 2, 0, 1, 1, 1, 1, CQ_PAD_ZERO},        /* causal, Cin % 4 == 0 */
+        {4, 6, 5, 132, 20, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, CQ_PAD_REPLICATE}, /* non-causal, > 128 channels */
+        {2, 9, 11, 7, 5, 3, 3, 3, 1, 2, 2, 2, 0, 1, 1, 1, 1, CQ_PAD_ZERO},        /* odd channels, spatial stride */
+        {5, 4, 6, 6, 9, 3, 3, 3, 2, 1, 1, 2, 0, 1, 1, 1, 1, CQ_PAD_REFLECT},      /* time stride */
+        {3, 3, 3, 160, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, CQ_PAD_ZERO},       /* pointwise, wide */
+        {2, 17, 19, 4, 6, 3, 3, 3, 1, 1, 1, 2, 0, 1, 1, 1, 1, CQ_PAD_ZERO},       /* 646 output rows */
+        {4, 3, 4, 12, 7, 3, 1, 1, 1, 1, 1, 2, 0, 0, 0, 0, 0, CQ_PAD_ZERO},        /* time-only kernel, causal */
+    };
+    for (size_t xi = 0; xi < CQ_ARRAY_LEN(k_acts); xi++)
+        for (size_t i = 0; i < CQ_ARRAY_LEN(c3); i++) {
+            cq_dtype xdt = k_acts[xi], ydt = xdt;
+            conv3d_case(c3[i], k_codecs[(i + xi) % CQ_ARRAY_LEN(k_codecs)], xdt, ydt, i % 3 == 0, i % 4 != 3);
+            if (xi == 0) conv3d_case(c3[i], CQ_DTYPE_F16, xdt, ydt, false, true);
+        }
+    /* every codec on one LTX-like block (3x3x3, causal, 64 channels) with bf16 activations */
+    static const int blk[18] = {3, 6, 5, 64, 32, 3, 3, 3, 1, 1, 1, 2, 0, 1, 1, 1, 1, CQ_PAD_ZERO};
+    for (size_t ci = 0; ci < CQ_ARRAY_LEN(k_codecs); ci++)
+        conv3d_case(blk, k_codecs[ci], CQ_DTYPE_BF16, CQ_DTYPE_BF16, ci % 2 == 0, true);
+    /* two staging bands on the CUDA backend (256 MiB of f16 rows: 4854 rows of 27 x 1024 columns) */
+    if (g.big || getenv("CQ_TEST_OPS_BACKEND")) {
+        static const int two_bands[18] = {2, 50, 50, 1024, 2, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, CQ_PAD_ZERO};
+        conv3d_case(two_bands, CQ_DTYPE_BF16, CQ_DTYPE_BF16, CQ_DTYPE_BF16, false, true);
+    }
+
+    /* conv1d: L Cin Cout k s d G pl pr mode */
+    static const int c1[][10] = {
+        {50, 12, 20, 7, 1, 1, 1, 3, 3, CQ_PAD_ZERO},         /* one group: the GEMM */
+        {41, 5, 3, 3, 2, 5, 1, 5, 4, CQ_PAD_REFLECT},        /* dilated, strided, reflect */
+        {300, 140, 8, 3, 1, 2, 1, 2, 2, CQ_PAD_REPLICATE},   /* > 128 channels */
+        {77, 16, 16, 12, 2, 1, 16, 5, 6, CQ_PAD_REPLICATE},  /* depthwise low-pass */
+        {33, 12, 18, 5, 3, 2, 6, 4, 4, CQ_PAD_ZERO},         /* groups 6, 2 -> 3 channels each */
+        {1, 4, 4, 1, 1, 1, 4, 0, 0, CQ_PAD_ZERO},            /* one sample, depthwise pointwise */
+    };
+    /* conv_transpose1d: L Cin Cout k s G crop_l crop_r */
+    static const int ct[][8] = {
+        {13, 24, 12, 16, 8, 1, 4, 4},   /* k 2s, one group */
+        {20, 8, 8, 12, 2, 8, 15, 15},   /* depthwise x2 */
+        {9, 140, 6, 3, 5, 1, 1, 0},     /* stride > kernel, > 128 channels, odd crop */
+        {6, 6, 9, 7, 3, 3, 0, 2},       /* groups 3 */
+        {1, 3, 5, 4, 4, 1, 0, 0},       /* one sample */
+        {31, 4, 4, 43, 3, 4, 42, 40},   /* many taps per phase */
+    };
+    for (size_t xi = 0; xi < CQ_ARRAY_LEN(k_acts); xi++) {
+        cq_dtype xdt = k_acts[xi];
+        for (size_t i = 0; i < CQ_ARRAY_LEN(c1); i++) {
+            const int *p = c1[i];
+            cq_dtype ydt = xdt;
+            conv1d_case(false, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9],
+                        k_codecs[(i + 2 * xi) % CQ_ARRAY_LEN(k_codecs)], xdt, ydt, i % 2 == 0, i % 3 != 2);
+        }
+        for (size_t i = 0; i < CQ_ARRAY_LEN(ct); i++) {
+            const int *p = ct[i];
+            cq_dtype ydt = xdt;
+            conv1d_case(true, p[0], p[1], p[2], p[3], p[4], 1, p[5], p[6], p[7], CQ_PAD_ZERO,
+                        k_codecs[(i + 3 * xi) % CQ_ARRAY_LEN(k_codecs)], xdt, ydt, i % 2 == 1, i % 3 != 1);
+        }
+    }
+    /* every codec on the vocoder's shapes: a one-group conv, a depthwise filter and an upsampler */
+    for (size_t ci = 0; ci < CQ_ARRAY_LEN(k_codecs); ci++) {
+        conv1d_case(false, 40, 32, 64, 7, 1, 3, 1, 9, 9, CQ_PAD_ZERO, k_codecs[ci], CQ_DTYPE_F32, CQ_DTYPE_F32,
+                    ci % 2 == 0, true);
+        conv1d_case(false, 40, 32, 32, 12, 2, 1, 32, 5, 6, CQ_PAD_REPLICATE, k_codecs[ci], CQ_DTYPE_BF16,
+                    CQ_DTYPE_BF16, ci % 2 == 1, false);
+        conv1d_case(true, 20, 64, 32, 10, 5, 1, 1, 3, 2, CQ_PAD_ZERO, k_codecs[ci], CQ_DTYPE_F16, CQ_DTYPE_F16,
+                    ci % 2 == 0, true);
+    }
+
+    /* snake and depth_to_space3d in 16-bit activations (in place for snake, as decoders run it) */
+    for (size_t xi = 1; xi < CQ_ARRAY_LEN(k_acts); xi++) {
+        for (int v = 0; v < 4; v++) {
+            bool logscale = v & 1, beta = v & 2;
+            tcase c;
+            tc_init(&c, CQ_OP_SNAKE, k_acts[xi], run_snake, "snake x=%s 37x45 %s%s", cq_dtype_name(k_acts[xi]),
+                    beta ? "snakebeta" : "snake", logscale ? " logscale" : "");
+            c.tol_abs = 2e-6;
+            c.tol_rel = 1e-5;
+            c.ip[0] = logscale;
+            c.fp[0] = 1e-9f;
+            tc_act(&c, 0, k_acts[xi], 37, 45, 2.0f);
+            tc_vec(&c, 1, 45, logscale ? 0.5f : 0.25f, logscale ? 0.0f : 1.0f);
+            if (beta) tc_vec(&c, 2, 45, logscale ? 0.5f : 0.25f, logscale ? 0.0f : 1.0f);
+            c.nin = 3;
+            tc_out(&c, k_acts[xi], 37, 45);
+            run_case(&c);
+        }
+        static const int k[][7] = {{2, 3, 4, 5, 2, 2, 2}, {3, 2, 5, 3, 1, 3, 2}, {2, 1, 1, 130, 2, 1, 1}};
+        for (size_t i = 0; i < CQ_ARRAY_LEN(k); i++) {
+            const int *p = k[i];
+            int64_t P = (int64_t)p[4] * p[5] * p[6], vox = (int64_t)p[0] * p[1] * p[2];
+            tcase c;
+            tc_init(&c, CQ_OP_DEPTH_TO_SPACE3D, k_acts[xi], run_d2s3, "depth_to_space3d x=%s %dx%dx%dx%d p(%d,%d,%d)",
+                    cq_dtype_name(k_acts[xi]), p[0], p[1], p[2], p[3], p[4], p[5], p[6]);
+            c.tol_abs = TOL_EXACT;
+            for (int j = 0; j < 3; j++) c.ip[j] = p[j];
+            for (int j = 3; j < 6; j++) c.ip[j] = p[j + 1];
+            tc_act(&c, 0, k_acts[xi], vox, p[3] * P, 1.0f);
+            tc_out(&c, k_acts[xi], vox * P, p[3]);
+            run_case(&c);
+        }
+    }
+}
 
 /* Conversions at the edges of f16/bf16 (overflow to inf, subnormals, inf,
  * NaN) must match the reference bit for bit (NaN: any NaN). Exact ties in
@@ -1780,6 +1960,7 @@ int main(void) {
         cmocka_unit_test(test_conv3d),         cmocka_unit_test(test_conv3d_naive),
         cmocka_unit_test(test_depth_to_space3d), cmocka_unit_test(test_conv1d),
         cmocka_unit_test(test_conv1d_naive),   cmocka_unit_test(test_snake),
+        cmocka_unit_test(test_ltx_dtypes_and_edges),
     };
     const char *filter = getenv("CQ_TEST_OPS_FILTER"); /* e.g. "test_matmul" or "test_*norm*" */
     if (filter && *filter) cmocka_set_test_filter(filter);

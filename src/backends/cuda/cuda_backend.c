@@ -169,7 +169,12 @@ static bool cuda_supports(const cq_backend *be, cq_op op, cq_dtype wdt, cq_dtype
     case CQ_OP_PIXEL_UNSHUFFLE: return is_fl(xdt);
     case CQ_OP_GROUPNORM:
     case CQ_OP_GROUP_MOMENTS: return is_fl(xdt);
-    case CQ_OP_CONV2D: return is_fl(xdt) && cq_cuda_codec_supported(wdt);
+    case CQ_OP_CONV2D:
+    case CQ_OP_CONV3D:
+    case CQ_OP_CONV1D:
+    case CQ_OP_CONV_TRANSPOSE1D: return is_fl(xdt) && cq_cuda_codec_supported(wdt);
+    case CQ_OP_DEPTH_TO_SPACE3D:
+    case CQ_OP_SNAKE: return is_fl(xdt);
     default: return false;
     }
 }
@@ -179,7 +184,10 @@ static cq_dtype cuda_op_precision(const cq_backend *be, cq_op op, cq_dtype wdt) 
     (void)wdt;
     switch (op) {
     case CQ_OP_MATMUL:
-    case CQ_OP_CONV2D: return CQ_DTYPE_F16; /* f16 operands with power-of-two row scales */
+    case CQ_OP_CONV2D:
+    case CQ_OP_CONV3D:
+    case CQ_OP_CONV1D: return CQ_DTYPE_F16; /* f16 operands with power-of-two row scales */
+    case CQ_OP_CONV_TRANSPOSE1D: return CQ_DTYPE_F16; /* f32 arithmetic, but a bound kernel is its f16 plane */
     case CQ_OP_ATTENTION: return CQ_DTYPE_BF16; /* bf16 Q/K/V/P on the tensor-core path */
     case CQ_OP_GET_ROWS: return CQ_DTYPE_F16;   /* weights are f16 planes (activation tables are exact) */
     default: return CQ_DTYPE_F32;

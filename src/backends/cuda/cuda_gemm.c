@@ -259,6 +259,47 @@ cq_status cq_cuda_conv2d(cq_backend *be, const cq_conv2d_args *a) {
     return s != CQ_OK ? s : e;
 }
 
+/* ---- conv3d and one-group conv1d: the same banded GEMM over a tap-major implicit matrix ------------------- */
+/* The kernel's plane comes in PyTorch's column order (a 2-D or 3-D weight, bound or an activation: operand_of);
+ * with several taps it is laid out tap-major into the W2 slot first (one pass over the kernel per call, small
+ * beside the convolution), so that the staging copies whole input voxels (cqk_stage_im2col_f16, taps_first). */
+cq_status cq_cuda_conv_gemm(cq_cuda *c, const cqk_ctx *k, const char *op, const cq_tensor *wt, const cq_tensor *bias,
+                            cq_tensor *y, const cqk_im2col *g, int64_t M, int64_t Cout, int taps) {
+    const int64_t K = g->Cin * taps;
+    operand w;
+    CQ_TRY(operand_of(c, k, wt, "w", Cout, K, CQ_CUDA_SLOT_W1, CQ_CUDA_SLOT_W1S, &w));
+    if (taps > 1) {
+        uint16_t *tp = NULL;
+        CQ_TRY(cq_cuda_scratch(c, CQ_CUDA_SLOT_W2, (size_t)Cout * (size_t)w.ld * 2, (void **)&tp));
+        cudaError_t e = cqk_plane_taps_first(k, tp, w.p, Cout, K, w.ld, taps);
+        if (e != cudaSuccess) return cq_cuda_fail(e, op, "laying the kernel out tap by tap");
+        w.p = tp;
+    }
+    const int64_t ld = pitch8(K), ldacc = (Cout + 3) / 4 * 4;
+    const size_t row_bytes = (size_t)CQ_MAX(ld * 2, ldacc * 4);
+    const int64_t band = CQ_MAX((int64_t)1, CQ_MIN(M, (int64_t)(CONV_BAND_BYTES / row_bytes)));
+    uint16_t *xs = NULL;
+    float *sc = NULL, *acc = NULL;
+    CQ_TRY(cq_cuda_scratch(c, CQ_CUDA_SLOT_X, (size_t)band * (size_t)ld * 2, (void **)&xs));
+    CQ_TRY(cq_cuda_scratch(c, CQ_CUDA_SLOT_XS, (size_t)band * 4, (void **)&sc));
+    CQ_TRY(cq_cuda_scratch(c, CQ_CUDA_SLOT_ACC, (size_t)band * (size_t)ldacc * 4, (void **)&acc));
+    const int ydt = cq_cuda_kdt(y->dtype);
+    const size_t yes = cq_act_dtype_size(y->dtype);
+    for (int64_t m0 = 0; m0 < M; m0 += band) {
+        const int64_t n = CQ_MIN(band, M - m0);
+        cudaError_t e = cqk_stage_im2col_f16(k, xs, ld, sc, g, m0, n, 1);
+        if (e != cudaSuccess) return cq_cuda_fail(e, op, "staging the receptive fields as scaled f16 rows");
+        CQ_TRY(gemm(c, k, w.p, w.ld, xs, ld, acc, CQK_F32, ldacc, n, Cout, K, 1.0f, 0.0f));
+        cqk_epilogue ep = {.acc1 = acc, .ld1 = ldacc, .xscale = sc, .wscale1 = w.scale, .scale = 1.0f,
+                           .act = CQ_ACT_NONE, .y = (uint8_t *)cq_cuda_ptr(y) + (size_t)m0 * (size_t)Cout * yes,
+                           .ydt = ydt, .ldy = Cout, .M = n, .N = Cout};
+        ep.bias = bias ? (const float *)cq_cuda_ptr(bias) : NULL;
+        e = cqk_matmul_epilogue(k, &ep);
+        if (e != cudaSuccess) return cq_cuda_fail(e, op, "the epilogue kernel");
+    }
+    return CQ_OK;
+}
+
 /* ---- attention through GEMMs: heads wider than the flash kernels take ---------------------------------- */
 /* Per head: K staged as scaled f16 rows [T, D] (prefix rows, then own), V transposed and staged [D, T]; then per
  * band of queries S = Q·Kᵀ (f32, through the epilogue), softmax(S · scale) in place, P staged as scaled f16 rows and

@@ -366,6 +366,11 @@ CQ_OPS_DECLARE(cq_cuda_)
  * timed, at the shape's first call); *done = false when cuBLASLt has no
  * algorithm for it and the caller must use the CUDA-core kernel. */
 cq_status cq_cuda_lt_gemm(cq_cuda *c, const cq_cuda_gemm_call *g, bool *done);
+/* A convolution as conv2d runs (cuda_gemm.c): y [M, Cout] = the implicit matrix g (M rows, Cin * taps columns)
+ * times the kernel wt [Cout, Cin * taps] (PyTorch's column order: a 2-D or 3-D weight of any codec, or an
+ * activation) plus bias, in bands of rows, on f16 operands with row scales. conv3d and one-group conv1d. */
+cq_status cq_cuda_conv_gemm(cq_cuda *c, const cqk_ctx *k, const char *op, const cq_tensor *wt, const cq_tensor *bias,
+                            cq_tensor *y, const cqk_im2col *g, int64_t M, int64_t Cout, int taps);
 void cq_cuda_plans_destroy(cq_cuda *c); /* and the timing events; after a stream sync */
 /* Attention as GEMMs (cuda_gemm.c): per head, the scores by cuBLASLt, softmax, the output by cuBLASLt, in bands of
  * queries; for heads wider than the flash kernels take (the VAE's single head over all its channels), without a

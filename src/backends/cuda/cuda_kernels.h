@@ -87,13 +87,20 @@ cudaError_t cqk_stage_f16_rows(const cqk_ctx *c, uint16_t *y, int64_t ldy, float
                                int64_t ldx, int64_t rows, int64_t cols);
 /* The same staging for a convolution's implicit matrix (im2col): row r is output pixel m = row0 + r of a
  * conv2d (ops.h: x [H*W, Cin] channels-last, padding by mode), its columns the receptive field: in the weight's
- * PyTorch order, column ci*kh*kw + t = x at tap t = ky*kw + kx, i.e. (oy*sy + ky - pad_t, ox*sx + kx - pad_l),
+ * PyTorch order, column ci*kh*kw + t = x at tap t = ky*kw + kx, i.e. (oy*sy + ky - pad_t, ox*sx + kx*dx - pad_l),
  * channel ci; or with taps_first, column t*Cin + ci (a kernel plane laid out by cqk_plane_taps_first; the input
- * pixels are then copied whole, which is much faster). */
+ * pixels are then copied whole, which is much faster).
+ * A conv3d's (kt >= 1; x [T*H*W, Cin]): row m is output voxel (ot, oy, ox) of a [To, Ho, Wo] grid, tap
+ * t = (a*kh + ky)*kw + kx (PyTorch's [Cout, Cin, kt, kh, kw] flattened), frame ot*st + a - pad_f clamped to
+ * [0, T) (the replicated first and last frames), space padded by mode as above. kt = 0 is a conv2d (T = 1).
+ * A conv1d is a conv3d of one frame and one row (H = 1, kh = 1), with the dilation dx along W. */
 typedef struct cqk_im2col {
     const void *x; int xdt;
     int64_t H, W, Cin, Wo;
     int kh, kw, sy, sx, pad_t, pad_l, mode; /* mode: 0 zeros, 1 replicate, 2 reflect (cq_pad_mode) */
+    int64_t T, Ho;                          /* conv3d: frames in, output rows per frame */
+    int kt, st, pad_f;                      /* conv3d: time taps, stride, front padding (replicated) */
+    int dx;                                 /* dilation along W (0 = 1) */
 } cqk_im2col;
 cudaError_t cqk_stage_im2col_f16(const cqk_ctx *c, uint16_t *y, int64_t ldy, float *rowscale, const cqk_im2col *g,
                                  int64_t row0, int64_t rows, int taps_first);
@@ -262,6 +269,29 @@ cudaError_t cqk_upsample_nearest(const cqk_ctx *c, void *y, const void *x, int d
 /* inverse 0: pixel_shuffle [H*W, C*r*r] -> [rH*rW, C]; 1: pixel_unshuffle back. C is the small channel count. */
 cudaError_t cqk_pixel_shuffle(const cqk_ctx *c, void *y, const void *x, int dt, int H, int W, int64_t C, int r,
                               int inverse);
+
+/* ---- the video VAE and vocoder (k_ltx.cu) ---------------------------------------------------------------- */
+/* ops.h's depth_to_space3d: x [T*H*W, C*pt*ph*pw] -> y [(pt*T)*(ph*H)*(pw*W), C], C the output channels. */
+cudaError_t cqk_depth_to_space3d(const cqk_ctx *c, void *y, const void *x, int dt, int T, int H, int W, int64_t C,
+                                 int pt, int ph, int pw);
+/* ops.h's snake over x [rows, cols] (alpha, beta f32 [cols]; beta NULL: alpha); y may be x. */
+cudaError_t cqk_snake(const cqk_ctx *c, void *y, const void *x, int dt, int64_t rows, int64_t cols, const float *alpha,
+                      const float *beta, int logscale, float eps);
+/* A 1-D convolution kernel w [R, M, k] as f32 out [k][R][M]: from a weight's f16 plane [R, ld] times rowscale
+ * (plane not NULL; columns in PyTorch's order), else from the activation src of dtype sdt. */
+cudaError_t cqk_conv1d_weight_f32(const cqk_ctx *c, float *out, const void *src, int sdt, const uint16_t *plane,
+                                  int64_t ld, const float *rowscale, int64_t R, int64_t M, int k);
+/* conv1d and conv_transpose1d (ops.h) on x [L, Cin] -> y [Lo, Cout] (same dtype) with the kernel made by
+ * cqk_conv1d_weight_f32 (conv1d: wt [k][Cout][Cin/G]; transposed: wt [k][Cin][Cout/G]), bias f32 or NULL.
+ * f32 accumulation. The transposed one ignores dilation and mode. */
+typedef struct cqk_conv1d {
+    int64_t L, Cin, Cout, Lo;
+    int k, stride, dilation, G, pad_l, mode;
+} cqk_conv1d;
+cudaError_t cqk_conv1d_direct(const cqk_ctx *c, void *y, const void *x, int dt, const float *wt, const float *bias,
+                              const cqk_conv1d *p);
+cudaError_t cqk_conv_transpose1d(const cqk_ctx *c, void *y, const void *x, int dt, const float *wt, const float *bias,
+                                 const cqk_conv1d *p);
 
 #ifdef __cplusplus
 }

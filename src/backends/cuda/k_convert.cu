@@ -311,11 +311,16 @@ __device__ __forceinline__ int64_t pad_src(int64_t i, int64_t n, int mode) {
     return -1;
 }
 
-/* x's element offset for tap t of output pixel (oy, ox), channel 0; -1 for a zero sample */
-__device__ __forceinline__ int64_t tap_base(const cqk_im2col &g, int64_t oy, int64_t ox, int t) {
-    const int ky = t / g.kw, kx = t - ky * g.kw;
-    const int64_t iy = pad_src(oy * g.sy + ky - g.pad_t, g.H, g.mode), ix = pad_src(ox * g.sx + kx - g.pad_l, g.W, g.mode);
-    return iy < 0 || ix < 0 ? -1 : (iy * g.W + ix) * g.Cin;
+/* x's element offset for tap t of output row m, channel 0; -1 for a zero sample. g is normalized by
+ * im2col_norm (kt, st, dx >= 1, Ho set), so the conv2d and conv3d cases are one formula. */
+__device__ __forceinline__ int64_t tap_base(const cqk_im2col &g, int64_t m, int t) {
+    const int khw = g.kh * g.kw, a = t / khw, r = t - a * khw, ky = r / g.kw, kx = r - ky * g.kw;
+    const int64_t hw = g.Ho * g.Wo, ot = m / hw, q = m - ot * hw, oy = q / g.Wo, ox = q - oy * g.Wo;
+    int64_t it = ot * g.st + a - g.pad_f;
+    it = it < 0 ? 0 : it >= g.T ? g.T - 1 : it;
+    const int64_t iy = pad_src(oy * g.sy + ky - g.pad_t, g.H, g.mode);
+    const int64_t ix = pad_src(ox * g.sx + (int64_t)kx * g.dx - g.pad_l, g.W, g.mode);
+    return iy < 0 || ix < 0 ? -1 : ((it * g.H + iy) * g.W + ix) * g.Cin;
 }
 
 /* One block per output pixel. SMEM: the row is gathered once into shared memory (K floats), reading x with
@@ -327,14 +332,14 @@ __global__ void __launch_bounds__(ROWS_THREADS) k_stage_im2col(uint16_t *y, int6
                                                                int64_t row0) {
     extern __shared__ float gath[];
     __shared__ float sh[32];
-    const int64_t r = blockIdx.x, m = row0 + r, oy = m / g.Wo, ox = m - oy * g.Wo;
-    const int khw = g.kh * g.kw;
+    const int64_t r = blockIdx.x, m = row0 + r;
+    const int khw = g.kt * g.kh * g.kw; /* taps */
     const int64_t K = g.Cin * khw;
     uint16_t *yr = y + r * ldy;
     float mx = 0.0f;
     if (SMEM) {
         for (int t = 0; t < khw; t++) {
-            const int64_t b = tap_base(g, oy, ox, t);
+            const int64_t b = tap_base(g, m, t);
             for (int64_t ci = threadIdx.x; ci < g.Cin; ci += blockDim.x) {
                 const float v = b < 0 ? 0.0f : cqk_ld<TX>(g.x, b + ci);
                 gath[ci * khw + t] = v;
@@ -343,7 +348,7 @@ __global__ void __launch_bounds__(ROWS_THREADS) k_stage_im2col(uint16_t *y, int6
         }
     } else {
         for (int64_t k = threadIdx.x; k < K; k += blockDim.x) {
-            const int64_t ci = k / khw, b = tap_base(g, oy, ox, (int)(k - ci * khw));
+            const int64_t ci = k / khw, b = tap_base(g, m, (int)(k - ci * khw));
             mx = fmaxf(mx, cqk_mag(b < 0 ? 0.0f : cqk_ld<TX>(g.x, b + ci)));
         }
     }
@@ -353,7 +358,7 @@ __global__ void __launch_bounds__(ROWS_THREADS) k_stage_im2col(uint16_t *y, int6
         if (k < K) {
             if (SMEM) v = gath[k];
             else {
-                const int64_t ci = k / khw, b = tap_base(g, oy, ox, (int)(k - ci * khw));
+                const int64_t ci = k / khw, b = tap_base(g, m, (int)(k - ci * khw));
                 v = b < 0 ? 0.0f : cqk_ld<TX>(g.x, b + ci);
             }
         }
@@ -372,13 +377,13 @@ __global__ void __launch_bounds__(ROWS_THREADS) k_stage_im2col_taps(uint16_t *y,
     const int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int lane = threadIdx.x & 31;
     if (r >= rows) return; /* whole warps */
-    const int64_t m = row0 + r, oy = m / g.Wo, ox = m - oy * g.Wo;
-    const int khw = g.kh * g.kw;
+    const int64_t m = row0 + r;
+    const int khw = g.kt * g.kh * g.kw; /* taps */
     const TX *x = (const TX *)g.x;
     uint16_t *yr = y + r * ldy;
     float mx = 0.0f;
     for (int t = 0; t < khw; t++) {
-        const int64_t b = tap_base(g, oy, ox, t);
+        const int64_t b = tap_base(g, m, t);
         if (b < 0) continue;
         if (VEC)
             for (int64_t ci = 4 * lane; ci < g.Cin; ci += 128) {
@@ -393,7 +398,7 @@ __global__ void __launch_bounds__(ROWS_THREADS) k_stage_im2col_taps(uint16_t *y,
     const float p = ldexpf(1.0f, e);
     if (lane == 0) rowscale[r] = ldexpf(1.0f, -e);
     for (int t = 0; t < khw; t++) {
-        const int64_t b = tap_base(g, oy, ox, t);
+        const int64_t b = tap_base(g, m, t);
         uint16_t *d = yr + (int64_t)t * g.Cin;
         if (VEC)
             for (int64_t ci = 4 * lane; ci < g.Cin; ci += 128) {
@@ -407,10 +412,16 @@ __global__ void __launch_bounds__(ROWS_THREADS) k_stage_im2col_taps(uint16_t *y,
 }
 
 extern "C" cudaError_t cqk_stage_im2col_f16(const cqk_ctx *c, uint16_t *y, int64_t ldy, float *rowscale,
-                                            const cqk_im2col *g, int64_t row0, int64_t rows, int taps_first) {
+                                            const cqk_im2col *g0, int64_t row0, int64_t rows, int taps_first) {
     if (rows <= 0) return cudaSuccess;
-    const int64_t K = g->Cin * g->kh * g->kw;
-    if (rows > 0x7fffffff || ldy < K || g->Wo < 1) return cudaErrorInvalidValue;
+    if (g0->Wo < 1) return cudaErrorInvalidValue;
+    cqk_im2col n = *g0; /* a conv2d's: one frame, every row of the band in it */
+    const cqk_im2col *g = &n;
+    if (n.kt < 1) n.kt = 1, n.st = 1, n.pad_f = 0, n.T = 1, n.Ho = (row0 + rows + n.Wo - 1) / n.Wo;
+    if (n.dx < 1) n.dx = 1;
+    if (n.st < 1 || n.Ho < 1 || n.T < 1) return cudaErrorInvalidValue;
+    const int64_t K = g->Cin * g->kt * g->kh * g->kw;
+    if (rows > 0x7fffffff || ldy < K) return cudaErrorInvalidValue;
     const unsigned b = (unsigned)rows;
     const size_t smem = (size_t)K * sizeof(float);
     CQK_DISPATCH(g->xdt, TX, {
