@@ -15,7 +15,8 @@
  *    operands to f16/bf16; the normalise wrapper around it;
  *  - a diffusers folder (5-D kernels in safetensors) converted as a user
  *    would: arch ltx2_upsampler, prefix "upsampler.", the table's tensors,
- *    the outputs of the pack written directly; by default f16 kernels;
+ *    the outputs of the pack written directly; by default f16 kernels; the
+ *    same folder as a pipeline's latent_upsampler/;
  *  - the VAE statistics reader, bad configs and bad inputs refused with
  *    messages that say why, the real config's table.
  * With tests/golden/ltx2_upsampler (tools/golden_ltx2_upsampler.py; skipped
@@ -595,6 +596,25 @@ static void test_convert(void **st) {
     const double e16 = tu_max_rel(yc, ya, n, tu_rms(ya, n));
     printf("  f16 kernels against f32: max|d|/rms %.3g (bound %g)\n", e16, TOL_F16W);
     if (!(e16 <= TOL_F16W)) fail_msg("f16 kernels off by %.3g x RMS", e16);
+    /* the same folder as a pipeline's latent_upsampler/: the prefix "upsampler." again */
+    char pipe[1200], sub[1300], pp[1200];
+    snprintf(pipe, sizeof pipe, "%s", tu_path(dir, "pipe"));
+    snprintf(sub, sizeof sub, "%s/latent_upsampler", pipe);
+    assert_int_equal(tu_system("mkdir -p '%s' && cp -r '%s/.' '%s'", sub, folder, sub), 0);
+    static const char mi[] = "{\"_class_name\": \"LTX2Pipeline\", \"latent_upsampler\": [\"diffusers\", "
+                             "\"LTX2LatentUpsamplerModel\"]}";
+    assert_int_equal(tu_write_file(tu_path(pipe, "model_index.json"), mi, strlen(mi)), 0);
+    snprintf(pp, sizeof pp, "%s", tu_path(dir, "pipe.cmf"));
+    s = cq_convert(pipe, pp, &opts, &rep);
+    if (s != CQ_OK) fail_msg("convert %s: %s", pipe, cq_last_error());
+    cq_convert_report_free(&rep);
+    cq_cmf *cp;
+    cq_ltx2_ups *mp;
+    open_pack(pp, &cp, &mp);
+    assert_int_equal(cq_ltx2_ups_forward(mp, x, F, H, W, yb), CQ_OK);
+    if (!g_arg.device) assert_memory_equal(ya, yb, n * sizeof(float));
+    cq_ltx2_ups_free(mp);
+    cq_cmf_close(cp);
     free(x), free(ya), free(yb), free(yc);
     cq_ltx2_ups_free(ma);
     cq_ltx2_ups_free(mb);
