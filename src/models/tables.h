@@ -14,6 +14,7 @@
 #include "models/kit/tensors.h"
 #include "models/ltx2.h"
 #include "models/ltx2_text.h"
+#include "models/ltx2_upsampler.h"
 #include "models/qi21.h"
 #include "models/qi21_vae.h"
 #include "models/qimage.h"
@@ -38,6 +39,9 @@ cq_status cq_ltx2_tensors(const cq_ltx2_config *c, const char *prefix, cq_tt_lis
 
 /* LTX-2.3 / 2.5's feature projections and embeddings connectors, names under `prefix` ("connectors."). */
 cq_status cq_ltx2_text_tensors(const cq_ltx2_text_config *c, const char *prefix, cq_tt_list *out);
+
+/* LTX-2's spatial latent upscaler x2, names under `prefix` ("upsampler."). */
+cq_status cq_ltx2_ups_tensors(const cq_ltx2_ups_config *c, const char *prefix, cq_tt_list *out);
 
 /* The Qwen3 text tower's tensors: the stack under prefix + stack ("te." +
  * "model." or "model.language_model."), the head at prefix + "lm_head.weight"
