@@ -105,6 +105,9 @@ static const struct {
     {"ZImageTransformer2DModel", "z_image"},
     {"LTX2VideoTransformer3DModel", "ltx2"},
     {"LTX2TextConnectors", "ltx2_connectors"}, /* a lone connectors folder, named as in the pipeline */
+    {"AutoencoderKLLTX2Audio", "ltx2_audio_vae"}, /* lone audio VAE / vocoder folders, also named as in it */
+    {"LTX2VocoderWithBWE", "ltx2_vocoder"},
+    {"LTX2Vocoder", "ltx2_vocoder"},
     {"AutoencoderKL", "flux_vae"}, /* a lone VAE folder; a pipeline names its own arch */
     {"AutoencoderKLQwenImage", "qwen_image_vae"},
 };
@@ -315,6 +318,10 @@ static cq_status open_single(cv_source *src, cJSON *cfg) {
         cv_arch_from_class(c, src->arch, sizeof src->arch);
         /* LTX-2's text connectors keep the prefix their pipeline folder gives them (connectors/ -> "connectors.") */
         if (strcmp(c, "LTX2TextConnectors") == 0) return add_comp(src, ".", src->root, CV_OTHER, "connectors");
+        /* and its audio VAE and vocoder the prefixes of their folders (audio_vae/, vocoder/), in the same role */
+        if (strcmp(c, "AutoencoderKLLTX2Audio") == 0) return add_comp(src, ".", src->root, CV_OTHER, "audio_vae");
+        if (strcmp(c, "LTX2VocoderWithBWE") == 0 || strcmp(c, "LTX2Vocoder") == 0)
+            return add_comp(src, ".", src->root, CV_OTHER, "vocoder");
         return add_comp(src, ".", src->root, vae ? CV_VAE : CV_DIT, vae ? "vae" : "dit");
     }
     /* A Hugging Face model: bare names, tokenizer beside the weights. */
