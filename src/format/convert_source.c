@@ -106,6 +106,9 @@ static const struct {
     {"LTX2VideoTransformer3DModel", "ltx2"},
     {"LTX2TextConnectors", "ltx2_connectors"}, /* a lone connectors folder, named as in the pipeline */
     {"LTX2LatentUpsamplerModel", "ltx2_upsampler"}, /* a lone latent_upsampler folder */
+    {"AutoencoderKLLTX2Audio", "ltx2_audio_vae"}, /* lone audio VAE / vocoder folders, also named as in it */
+    {"LTX2VocoderWithBWE", "ltx2_vocoder"},
+    {"LTX2Vocoder", "ltx2_vocoder"},
     {"AutoencoderKL", "flux_vae"}, /* a lone VAE folder; a pipeline names its own arch */
     {"AutoencoderKLQwenImage", "qwen_image_vae"},
 };
@@ -321,6 +324,10 @@ static cq_status open_single(cv_source *src, cJSON *cfg) {
         if (strcmp(c, "LTX2TextConnectors") == 0) return add_comp(src, ".", src->root, CV_OTHER, "connectors");
         /* and the latent upscaler the prefix of its latent_upsampler/ folder, with the VAEs' kernel codec */
         if (strcmp(c, "LTX2LatentUpsamplerModel") == 0) return add_comp(src, ".", src->root, CV_VAE, "upsampler");
+        /* and its audio VAE and vocoder the prefixes of their folders (audio_vae/, vocoder/), in the same role */
+        if (strcmp(c, "AutoencoderKLLTX2Audio") == 0) return add_comp(src, ".", src->root, CV_OTHER, "audio_vae");
+        if (strcmp(c, "LTX2VocoderWithBWE") == 0 || strcmp(c, "LTX2Vocoder") == 0)
+            return add_comp(src, ".", src->root, CV_OTHER, "vocoder");
         return add_comp(src, ".", src->root, vae ? CV_VAE : CV_DIT, vae ? "vae" : "dit");
     }
     /* A Hugging Face model: bare names, tokenizer beside the weights. */
