@@ -232,6 +232,35 @@ int cq_bench_zimage_config_json(char *buf, size_t len, const cq_zimage_config *c
     return k < 0 || (size_t)k >= len ? -1 : k;
 }
 
+/* ---- LTX-2.5's audio-video denoiser ------------------------------------------------------ */
+int cq_bench_ltx2_config_json(char *buf, size_t len, int layers) {
+    int k = snprintf(
+        buf, len,
+        "{\"_class_name\": \"LTX2VideoTransformer3DModel\", \"in_channels\": 128, \"out_channels\": 128, "
+        "\"patch_size\": 1, \"patch_size_t\": 1, \"num_attention_heads\": %d, \"attention_head_dim\": 128, "
+        "\"cross_attention_dim\": %d, \"vae_scale_factors\": [8, 32, 32], \"pos_embed_max_pos\": 20, "
+        "\"base_height\": 2048, \"base_width\": 2048, \"gated_attn\": true, \"cross_attn_mod\": true, "
+        "\"audio_in_channels\": 128, \"audio_out_channels\": 128, \"audio_patch_size\": 1, "
+        "\"audio_patch_size_t\": 1, \"audio_num_attention_heads\": %d, \"audio_attention_head_dim\": 64, "
+        "\"audio_cross_attention_dim\": %d, \"audio_scale_factor\": 4, \"audio_pos_embed_max_pos\": 20, "
+        "\"audio_sampling_rate\": 16000, \"audio_hop_length\": 160, \"audio_gated_attn\": true, "
+        "\"audio_cross_attn_mod\": true, \"num_layers\": %d, \"activation_fn\": \"gelu-approximate\", "
+        "\"qk_norm\": \"rms_norm_across_heads\", \"norm_elementwise_affine\": false, \"norm_eps\": 1e-06, "
+        "\"caption_channels\": 3840, \"attention_bias\": true, \"attention_out_bias\": true, "
+        "\"rope_theta\": 10000.0, \"rope_double_precision\": true, \"causal_offset\": 1, "
+        "\"timestep_scale_multiplier\": 1000, \"cross_attn_timestep_scale_multiplier\": 1000, "
+        "\"rope_type\": \"split\", \"use_prompt_embeddings\": false, \"perturbed_attn\": true, "
+        "\"ff_bias\": false, \"audio_ff_bias\": true, \"use_prompt_adaln_single\": true, "
+        "\"use_keyframes_abs_pos_embedding\": true}",
+        CQ_BENCH_LTX2_HEADS, CQ_BENCH_LTX2_HEADS * 128, CQ_BENCH_LTX2_HEADS, CQ_BENCH_LTX2_HEADS * 64, layers);
+    return k < 0 || (size_t)k >= len ? -1 : k;
+}
+
+cq_status cq_bench_ltx2_weights(cq_bench_pack *p, cq_dtype q, const cq_ltx2_config *c) {
+    cq_tt_list t = {0};
+    return pack_listed(p, cq_ltx2_tensors(c, "dit.", &t), &t, q);
+}
+
 /* ---- the released Qwen-Image-2.1 VAE --------------------------------------------------- */
 static const int k_vae_mult[CQ_BENCH_VAE_LEVELS] = {1, 2, 4, 8, 8};
 static const bool k_vae_tdown[CQ_BENCH_VAE_LEVELS - 1] = {false, true, true, true};

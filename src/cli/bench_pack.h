@@ -126,6 +126,15 @@ cq_status cq_bench_vae_weights(cq_bench_pack *p);
  * out of memory. */
 char *cq_bench_vae_config(void);
 
+/* ---- LTX-2.5's audio-video denoiser (LTX2VideoTransformer3DModel) ----------------------- */
+#define CQ_BENCH_LTX2_LAYERS 48
+#define CQ_BENCH_LTX2_HEADS 32 /* video 32 x 128 = 4096, audio 32 x 64 = 2048 */
+/* The released LTX-2.5 config.json (diffusers' converter, "2.5") with `layers` blocks; -1 when it does not fit. */
+int cq_bench_ltx2_config_json(char *buf, size_t len, int layers);
+struct cq_ltx2_config;
+/* Its weights under "dit." from the model's tensor table, the matrices in `quant`. */
+cq_status cq_bench_ltx2_weights(cq_bench_pack *p, cq_dtype quant, const struct cq_ltx2_config *c);
+
 /* ---- the released Qwen-Image VAE (AutoencoderKLQwenImage) ------------------------------- */
 /* base_dim 96, z_dim 16, dim_mult 1-2-4-4, 2 residual blocks, RGB: its weights under "vae." as `cortiq convert`
  * stores them (the causal kernels as their last temporal tap) and its config JSON, as above but with the

@@ -74,6 +74,8 @@ typedef struct cq_ltx2 cq_ltx2;
  * or activations, attention without biases, prompt widths unequal to the
  * streams', unequal head counts). */
 cq_status cq_ltx2_parse_config(const cq_cmf *cmf, const char *prefix, cq_ltx2_config *c);
+/* The same from a config.json's text. */
+cq_status cq_ltx2_parse_config_json(const char *json, cq_ltx2_config *c);
 /* Load from a CMF pack: tensors `<prefix><diffusers name>` ("dit." as
  * `cortiq convert` writes a transformer folder). */
 cq_status cq_ltx2_load(const cq_cmf *cmf, const char *prefix, cq_backend *be, cq_ltx2 **out);

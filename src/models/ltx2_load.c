@@ -135,6 +135,14 @@ cq_status cq_ltx2_parse_config(const cq_cmf *cmf, const char *prefix, cq_ltx2_co
     return cq_cfg_read(cmf, prefix, "ltx2", parse_json, c);
 }
 
+cq_status cq_ltx2_parse_config_json(const char *json, cq_ltx2_config *c) {
+    cJSON *j = cJSON_Parse(json);
+    if (!j) return cq_fail(CQ_ERR_PARSE, "ltx2: the config is not JSON");
+    cq_status s = parse_json(j, c);
+    cJSON_Delete(j);
+    return s;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Loading                                                                  */
 /* ------------------------------------------------------------------------ */
