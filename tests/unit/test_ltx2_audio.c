@@ -49,7 +49,7 @@
 
 #define TOL_MEL 1e-5    /* of the mel's RMS */
 #define TOL_WAV 1e-4    /* of full scale (max(1, max |ref|)) */
-#define TOL_DEVICE 3e-3 /* f16 GEMM operands on a device */
+#define TOL_DEVICE 8e-3 /* f16 GEMM operands on a device: 16 f16 roundings (2^-11); the H200 measured 3.3e-3 */
 #define TOL_GOLD 1e-4
 
 static tu_backend_arg g_arg;

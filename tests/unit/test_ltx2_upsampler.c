@@ -42,7 +42,7 @@
 #include "ops/ops.h"
 
 #define TOL_HOST 3e-5 /* f32 sums of up to 1728 products, each group norm rescaling the error by 1 / std */
-#define TOL_DEVICE 3e-3 /* f16 conv operands on a device */
+#define TOL_DEVICE 8e-3 /* f16 conv operands on a device: 16 f16 roundings (2^-11); the H200 measured 3.0e-3 */
 #define TOL_F16W 3e-3   /* f16 kernels (the default conversion) against f32 ones */
 #define TOL_GOLD 1e-4
 #define MAXB 4
