@@ -160,6 +160,21 @@ static cq_status check_coords(const cq_st *st, const cq_ltx2_config *cfg, cq_ltx
     return s;
 }
 
+/* The reference's masks are not run here: one that keeps every row is accepted (the same forward), others refused
+ * rather than ignored as an unknown name would be. */
+static cq_status no_mask(const cq_st *st, const char *name) {
+    const cq_st_tensor *t = cq_st_find(st, name);
+    if (!t) return CQ_OK;
+    float *m = NULL;
+    cq_status s = cq_st_read_all_f32(t, &m);
+    for (uint64_t i = 0; s == CQ_OK && i < t->nelem; i++)
+        if (m[i] != 1.0f)
+            s = cq_fail(CQ_ERR_UNSUPPORTED, "input tensor '%s' masks row %llu; attention masks are not supported (one "
+                        "of all ones is accepted)", name, (unsigned long long)i);
+    cq_free(m);
+    return s;
+}
+
 static cq_status read_stg(const cq_st *st, const cq_ltx2_config *cfg, cq_ltx2_file_inputs *o) {
     const char *name = "spatio_temporal_guidance_blocks";
     const cq_st_tensor *t = cq_st_find(st, name);
@@ -238,6 +253,8 @@ static cq_status read_all(const cq_st *st, const cq_ltx2_config *cfg, cq_ltx2_fi
     in->use_cross_timestep = cross != 0;
     in->isolate_modalities = iso != 0;
     CQ_TRY(read_stg(st, cfg, o));
+    CQ_TRY(no_mask(st, "encoder_attention_mask"));
+    CQ_TRY(no_mask(st, "audio_encoder_attention_mask"));
     CQ_TRY(check_coords(st, cfg, o));
 
     /* the big tensors last, each checked finite */

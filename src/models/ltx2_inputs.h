@@ -23,6 +23,7 @@
  *   use_cross_timestep          int/bool [1]           optional, default 1 (as LTX2Pipeline calls it)
  *   isolate_modalities          int/bool [1]           optional, default 0
  *   spatio_temporal_guidance_blocks  int [k]           optional: the STG blocks (perturbed_attn packs)
+ *   encoder_attention_mask, audio_encoder_attention_mask  optional: refused unless all ones (no masks here)
  *
  * The reference uses coords as given; this runtime computes them from the
  * grid (ltx2_rope.h), so given coords must be the grid's: each token's

@@ -73,6 +73,8 @@ refuse "'audio_timestep' holds a non-finite value" nan=audio_timestep
 refuse "'video_coords'" int=fps:25
 refuse "'spatio_temporal_guidance_blocks' names block 2" int=spatio_temporal_guidance_blocks:2
 refuse "'use_cross_timestep' is 2" int=use_cross_timestep:2
+refuse "'encoder_attention_mask' masks row 0" int=encoder_attention_mask:0
+refuse "'hidden_states' is F16" f16=hidden_states
 ST inputs "$G/cases/pertoken.safetensors" "$G/index.json" pertoken "$W/bad.safetensors" drop=audio_timestep
 expect 1 "$CQ" forward "$W/ltx2.cmf" --inputs "$W/bad.safetensors" --output "$W/x.safetensors"
 has err "'audio_timestep' is missing"

@@ -12,6 +12,7 @@
             all=1        every tensor of CASE is kept too (its outputs and taps)
             nan=T        T's first element is NaN
             int=T:V      T is the I64 scalar V
+            f16=T        T is stored as F16 (same values, rounded)
     ltx2_st.py compare GOT.safetensors WANT.safetensors TOL NAME...
         each NAME of GOT against WANT: prints max|err| / RMS(want) and exits 1 if any is over TOL, NaN or absent.
 """
@@ -86,6 +87,10 @@ def inputs(case, index, name, out, edits):
         elif op == "nan":
             dt, shape, data = t[arg]
             t[arg] = (dt, shape, struct.pack("<f", math.nan) + data[4:])
+        elif op == "f16":
+            dt, shape, data = t[arg]
+            v = struct.unpack("<%df" % (len(data) // 4), data)
+            t[arg] = ("F16", shape, struct.pack("<%de" % len(v), *v))
         elif op == "int":
             k, v = arg.split(":")
             t[k] = i64(v)
