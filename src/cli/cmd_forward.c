@@ -10,7 +10,10 @@
  *    one step;
  *  - Qwen-Image: hidden_states, encoder_hidden_states (and its mask),
  *    timestep, img_shapes -> `out` (models/qimage_inputs.h), prepare and one
- *    step.
+ *    step;
+ *  - LTX-2 (LTX2VideoTransformer3DModel, the 2.3 / 2.5 layout): both streams'
+ *    latents and prompts, timesteps, sigmas and the grid -> `sample` and
+ *    `audio_sample` (models/ltx2_inputs.h), prepare and one step.
  */
 #include <stdio.h>
 #include <string.h>
@@ -21,6 +24,8 @@
 #include "models/qi21.h"
 #include "models/qi21_inputs.h"
 #include "models/kit/config.h"
+#include "models/ltx2.h"
+#include "models/ltx2_inputs.h"
 #include "models/qimage.h"
 #include "models/qimage_inputs.h"
 #include "models/zimage.h"
@@ -35,7 +40,8 @@ static void help(void) {
         "Run the denoiser of MODEL once on the tensors of IN and write its output to OUT. MODEL is a\n"
         "pipeline pack or a bare transformer converted with `cortiq convert` (tensors dit.*, config\n"
         "dit.config_json): Qwen-Image-2.1 (QwenImage21Transformer2DModel), Qwen-Image\n"
-        "(QwenImageTransformer2DModel) or Z-Image (ZImageTransformer2DModel).\n"
+        "(QwenImageTransformer2DModel), Z-Image (ZImageTransformer2DModel) or LTX-2.5's audio-video\n"
+        "denoiser (LTX2VideoTransformer3DModel). Tensors of other names in IN are ignored.\n"
         "\n"
         "Qwen-Image-2.1: IN holds (names as the reference forward's arguments; each may have a\n"
         "leading batch of 1):\n"
@@ -68,11 +74,28 @@ static void help(void) {
         "OUT gets:\n"
         "  out                    f32 [N, 4 out_channels]  proj_out for every token\n"
         "\n"
+        "LTX-2.5: IN holds (each may have a leading batch of 1; scalars [1] or 0-D)\n"
+        "  hidden_states          f32 [T, in_channels]  video tokens, (frame, row, col) order\n"
+        "  audio_hidden_states    f32 [Ta, audio_in_channels]  audio tokens in time order\n"
+        "  encoder_hidden_states  f32 [L, dim]  the video prompt rows (the connector's output)\n"
+        "  audio_encoder_hidden_states  f32 [La, audio_dim]  the audio prompt rows\n"
+        "  timestep               f32 [1] or [T]  1000 sigma in [0, 1000]; per token for a conditioned frame\n"
+        "  audio_timestep         f32 [1] or [Ta]  optional: the video's when that is one value\n"
+        "  sigma                  f32 [1]  1000 sigma; audio_sigma f32 [1] optional (sigma's value)\n"
+        "  num_frames, height, width  int [1]  the latent grid: T = num_frames x height x width\n"
+        "  fps                    [1]  optional, default 24; audio_num_frames int [1] optional (= Ta)\n"
+        "  video_coords           f32 [3, T, 2], audio_coords f32 [1, Ta, 2]  optional: must be the grid's\n"
+        "  use_cross_timestep     int [1]  optional, default 1; isolate_modalities int [1], default 0\n"
+        "  spatio_temporal_guidance_blocks  int [k]  optional: the STG blocks\n"
+        "OUT gets:\n"
+        "  sample                 f32 [T, out_channels]  the video velocity\n"
+        "  audio_sample           f32 [Ta, audio_out_channels]  the audio velocity\n"
+        "\n"
         "options:\n"
         "  -i, --inputs FILE   the input tensors\n"
         "  -o, --output FILE   where to write the velocity (safetensors)\n"
         "  --no-cache          Qwen-Image-2.1: run the whole joint sequence at once instead of prefill +\n"
-        "                      step (Z-Image and Qwen-Image have one path: prepare, then one step)\n"
+        "                      step (Z-Image, Qwen-Image and LTX-2.5 have one path: prepare, then one step)\n"
         "  --threads N         worker threads (default: CORTIQ_THREADS or all cores)\n"
         "  --backend NAME      cpu (default), ref (the plain-C reference ops; slow), cuda[:N] or vulkan[:N]\n"
         "  --no-verify         do not check each tensor's hash when it is first read (the header and\n"
@@ -214,12 +237,67 @@ static cq_status run_zimage(const fwd_opts *o, cq_backend *be, cq_cmf *cmf, cq_s
     return s;
 }
 
+static cq_status run_ltx2(const fwd_opts *o, cq_backend *be, cq_cmf *cmf, cq_st *st, const char **what) {
+    cq_ltx2 *m = NULL;
+    cq_ltx2_cond *c = NULL;
+    cq_ltx2_file_inputs in = {0};
+    float *v = NULL, *a = NULL;
+    cq_st_writer *w = NULL;
+    *what = "loading the model";
+    cq_status s = cq_ltx2_load(cmf, find_prefix(cmf), be, &m);
+    const cq_ltx2_config *cfg = s == CQ_OK ? cq_ltx2_get_config(m) : NULL;
+    if (s == CQ_OK) {
+        *what = "reading the inputs";
+        s = cq_ltx2_file_inputs_read(st, cfg, &in);
+    }
+    const size_t nv = (size_t)in.in.frames * (size_t)in.in.height * (size_t)in.in.width;
+    const size_t na = (size_t)in.in.audio_frames;
+    if (s == CQ_OK) {
+        v = cq_mallocn(nv * (size_t)cfg->out_channels, sizeof(float));
+        a = cq_mallocn(na * (size_t)cfg->audio_out_channels, sizeof(float));
+        if (!v || !a) s = CQ_ERR_NOMEM;
+    }
+    double t0 = cq_now(), t1 = t0;
+    if (s == CQ_OK) {
+        *what = "preparing the denoiser";
+        s = cq_ltx2_prepare(m, &in.in, &c);
+        t1 = cq_now();
+    }
+    if (s == CQ_OK) {
+        *what = "running the denoiser";
+        s = cq_ltx2_step(c, &in.in, v, a);
+    }
+    double t2 = cq_now();
+    if (s == CQ_OK) {
+        *what = "writing the output";
+        const uint64_t vs[2] = {(uint64_t)nv, (uint64_t)cfg->out_channels};
+        const uint64_t as[2] = {(uint64_t)na, (uint64_t)cfg->audio_out_channels};
+        s = cq_st_writer_create(&w);
+        if (s == CQ_OK) s = cq_st_writer_add_f32(w, "sample", 2, vs, v);
+        if (s == CQ_OK) s = cq_st_writer_add_f32(w, "audio_sample", 2, as, a);
+        if (s == CQ_OK) s = cq_st_writer_save(w, o->output);
+        if (s == CQ_OK)
+            printf("sample [%zu, %d], audio_sample [%zu, %d] -> %s (%s: prepare %.3f s, step %.3f s)\n", nv,
+                   cfg->out_channels, na, cfg->audio_out_channels, o->output, cq_backend_name(be), t1 - t0, t2 - t1);
+    }
+    cq_st_writer_free(w);
+    cq_free(v);
+    cq_free(a);
+    cq_ltx2_cond_free(c);
+    cq_ltx2_file_inputs_free(&in);
+    cq_ltx2_free(m);
+    return s;
+}
+
 static cq_status run(const fwd_opts *o, cq_backend *be, cq_cmf *cmf, cq_st *st, const char **what) {
     const bool z = is_class(cmf, find_prefix(cmf), "ZImageTransformer2DModel");
     const bool q = !z && is_class(cmf, find_prefix(cmf), "QwenImageTransformer2DModel");
-    if ((z || q) && o->no_cache) return cq_fail(CQ_ERR_INVALID_ARG, "--no-cache applies to Qwen-Image-2.1 packs only");
+    const bool l = !z && !q && is_class(cmf, find_prefix(cmf), "LTX2VideoTransformer3DModel");
+    if ((z || q || l) && o->no_cache)
+        return cq_fail(CQ_ERR_INVALID_ARG, "--no-cache applies to Qwen-Image-2.1 packs only");
     if (z) return run_zimage(o, be, cmf, st, what);
     if (q) return run_qimage(o, be, cmf, st, what);
+    if (l) return run_ltx2(o, be, cmf, st, what);
     cq_qi21 *m = NULL;
     cq_qi21_cache *c = NULL;
     cq_qi21_inputs in = {0};
