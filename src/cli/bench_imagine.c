@@ -2,7 +2,8 @@
  * bench_imagine.c — `cortiq bench imagine`: text to image end to end, at a
  * released model's configuration, with random weights: Qwen-Image-2.1
  * (--model qi21, the default), Z-Image Turbo (--model zimage) or Qwen-Image
- * (--model qimage).
+ * (--model qimage), or an edit with Qwen-Image-Edit-2511 (--model
+ * qimage_edit_plus) of generated input pictures.
  *
  * One temporary pack holds what `cortiq convert` makes of the model's
  * diffusers pipeline folder, at full size: the text tower, the denoiser, the
@@ -28,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/gz.h"
 #include "cli/bench_imagine.h"
@@ -37,6 +39,8 @@
 #include "format/file_read.h"
 #include "ops/ops.h"
 #include "pipelines/image_gen.h"
+#include "pipelines/png_write.h"
+#include "pipelines/qimage_pipe.h"
 #include "pipelines/residency.h"
 
 #ifndef CQ_BENCH_FIXTURES
@@ -45,13 +49,14 @@
 
 #define CMD "bench imagine"
 #define MAX_STEPS 100
+#define DEFAULT_IMAGES 2 /* an edit's input pictures (Edit-Plus's usual two) */
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
 typedef struct bench_opts {
     cq_bench_model_opts m;
     const cq_imagine_model *model;
-    const char *steps_arg, *layers_arg; /* checked against the model's limits once the line is read */
-    int steps, layers;
+    const char *steps_arg, *layers_arg, *images_arg; /* checked against the model's limits once the line is read */
+    int steps, layers, n_images;
     cq_dtype quant;
     const char *prompt, *tokenizer, *chat_template;
     char template_path[512];
@@ -78,12 +83,13 @@ static void print_upload(cq_backend *be, double load_s, double open_s) {
 }
 
 static void help(void) {
-    printf("usage: cortiq bench imagine [--model qi21|zimage|qimage] [--size 256|512|1024|2048] [--steps N]\n"
+    printf("usage: cortiq bench imagine [--model qi21|zimage|qimage|qimage_edit_plus] [--size 256|512|1024|2048]\n"
+           "                            [--steps N] [--images N]\n"
            "                            [--quant q8_2f|q4tp] [--threads N] [--backend cpu|cuda]\n"
            "                            [--prompt TEXT] [--tokenizer FILE] [--chat-template FILE] [--layers N]\n"
            "                            [--gpu-memory GiB[,GiB...]] [--cold] [--no-verify]\n"
            "\n"
-           "Time text to image end to end at a released model's configuration with random weights,\n"
+           "Time text to image (or an edit) end to end at a released model's configuration with random weights,\n"
            "with the real tokenizer, chat template and scheduler:\n"
            "  qi21    Qwen-Image-2.1: the Qwen3-VL-8B text tower (36 layers, 4096 wide), the 7B denoiser\n"
            "          and the VAE (base 96/144, z 64); 14.3 GiB with q8_2f, 11.1 GiB with q4tp\n"
@@ -94,6 +100,10 @@ static void help(void) {
            "          denoiser (60 layers) and the VAE (base 96, z 16); run without guidance (true CFG\n"
            "          needs a negative prompt and doubles each step); 25.7 GiB with q8_2f,\n"
            "          16.6 GiB with q4tp\n"
+           "  qimage_edit_plus  Qwen-Image-Edit-2511: Qwen-Image's parts with the Qwen2.5-VL-7B vision\n"
+           "          tower (32 blocks, 1280 wide) and the VAE's encoder, zero_cond_t; edits --images\n"
+           "          generated pictures of --size (each read, resized as the pipeline does, through the\n"
+           "          vision tower and the VAE encoder), without guidance\n"
            "The pack is written to a temporary .cmf under $TMPDIR (default /tmp; the free space is\n"
            "checked first) and mapped as a real model is; the file is removed as soon as it is mapped,\n"
            "and also when the run fails or is interrupted.\n"
@@ -101,15 +111,16 @@ static void help(void) {
            "Then the pipeline runs once and reports, per phase (load, text tower, prefill or caption\n"
            "prepare, each step, VAE decode): wall time, CPU time of all threads and resident memory\n"
            "after it; the total for --steps and for the model's usual steps (qi21 40, zimage 8,\n"
-           "qimage 50) projected from the median step; the peak resident memory (mapped weights\n"
-           "included) and the file size.\n"
+           "qimage 50, qimage_edit_plus 40) projected from the median step; the peak resident\n"
+           "memory (mapped weights included) and the file size. An edit's row \"pictures read, VAE\n"
+           "encode\" times its inputs up to the text phase (the vision tower runs in that phase).\n"
            "\n"
            "options:\n"
-           "  --model M            qi21 (default), zimage or qimage\n"
+           "  --model M            qi21 (default), zimage, qimage or qimage_edit_plus\n"
            "  --size N             image side in pixels: 256 (default), 512, 1024 or 2048 (the last two\n"
            "                       are for a GPU: a CPU step at 1024 takes tens of minutes)\n"
-           "  --steps N            denoising steps actually run: qi21 and qimage 2..%d (default 2),\n"
-           "                       zimage 1..%d (default 8, the Turbo recipe)\n"
+           "  --steps N            denoising steps actually run: qi21, qimage and qimage_edit_plus\n"
+           "                       2..%d (default 2), zimage 1..%d (default 8, the Turbo recipe)\n"
            "  --quant C            denoiser codec: q8_2f (default) or q4tp; the text tower stays q8_2f\n"
            "                       and the VAE f16, as `cortiq convert` makes them\n"
            "  --threads N          worker threads (default: CORTIQ_THREADS or all cores)\n"
@@ -133,11 +144,14 @@ static void help(void) {
            "                       qwen3_vl.jinja for qi21, qwen3.jinja for zimage; qimage takes none:\n"
            "                       its pipeline's template is fixed)\n"
            "  --layers N           build only the first N layers of the denoiser (qi21 1..32, zimage\n"
-           "                       1..30, qimage 1..60) and N of the text tower (zimage: N + 1 stored,\n"
-           "                       N run; qimage: at most its 28): a quick check of the whole path\n"
-           "                       (the times are then not the model's)\n"
+           "                       1..30, qimage and qimage_edit_plus 1..60) and N of the text tower (zimage: N + 1 stored,\n"
+           "                       N run; qimage: at most its 28; qimage_edit_plus also N vision blocks,\n"
+           "                       at most its 32): a quick check of the whole path (the times are then\n"
+           "                       not the model's)\n"
+           "  --images N           qimage_edit_plus: the input pictures, 1..%d (default %d), written under\n"
+           "                       $TMPDIR for the run and removed after it\n"
            "  -h, --help           this text\n",
-           MAX_STEPS, MAX_STEPS, CQ_BENCH_FIXTURES, CQ_BENCH_FIXTURES);
+           MAX_STEPS, MAX_STEPS, CQ_BENCH_FIXTURES, CQ_BENCH_FIXTURES, CQ_QIMAGE_EDIT_MAX_IMAGES, DEFAULT_IMAGES);
 }
 
 /* A comma-separated --gpu-memory list into o->gpu_memory and o->more; "default" is the backend's default. */
@@ -174,9 +188,9 @@ static int opt(const char *cmd, const char *a, const char *v, int *i, void *ctx)
         if (!v) return cq_cli_usage_error(cmd, "--model needs a value");
         o->model = cq_imagine_model_find(v, &names);
         if (!o->model) return cq_cli_usage_error(cmd, "--model wants one of %s, got '%s'", names, v);
-    } else if (strcmp(a, "--steps") == 0 || strcmp(a, "--layers") == 0) {
+    } else if (strcmp(a, "--steps") == 0 || strcmp(a, "--layers") == 0 || strcmp(a, "--images") == 0) {
         if (!v) return cq_cli_usage_error(cmd, "%s needs a value", a);
-        *(a[2] == 's' ? &o->steps_arg : &o->layers_arg) = v;
+        *(a[2] == 's' ? &o->steps_arg : a[2] == 'l' ? &o->layers_arg : &o->images_arg) = v;
     } else if (strcmp(a, "--gpu-memory") == 0) {
         int r = gpu_memory_arg(v, o);
         if (r != 1) return r;
@@ -204,6 +218,11 @@ static int parse(int argc, char **argv, bench_opts *o, bool *done) {
     if (o->steps_arg) o->steps = (int)n;
     if (o->layers_arg && !cq_cli_parse_int(CMD, "--layers", o->layers_arg, 1, md->dit_layers, &n)) return 2;
     if (o->layers_arg) o->layers = (int)n;
+    if (o->images_arg && !md->vision_layers)
+        return cq_cli_usage_error(CMD, "--images: %s draws from text alone (qimage_edit_plus edits pictures)", md->title);
+    o->n_images = md->vision_layers ? DEFAULT_IMAGES : 0;
+    if (o->images_arg && !cq_cli_parse_int(CMD, "--images", o->images_arg, 1, CQ_QIMAGE_EDIT_MAX_IMAGES, &n)) return 2;
+    if (o->images_arg) o->n_images = (int)n;
     if (o->chat_template && !md->chat_template)
         return cq_cli_usage_error(CMD, "--chat-template: %s's pipeline uses its own fixed template", md->title);
     if (!o->chat_template && md->chat_template) {
@@ -244,9 +263,45 @@ typedef struct bench_run {
     cq_imagine_pipe pipe;
     mark *steps;
     double *st; /* [steps] seconds of each step */
+    char pic[CQ_QIMAGE_EDIT_MAX_IMAGES][1024]; /* an edit's input pictures under $TMPDIR, removed at the end */
+    const char *pics[CQ_QIMAGE_EDIT_MAX_IMAGES];
+    int n_pics;
 } bench_run;
 
+static void remove_pictures(bench_run *r) {
+    for (int i = 0; i < r->n_pics; i++) remove(r->pic[i]);
+    r->n_pics = 0;
+}
+
+/* n side x side RGB pictures, smooth and different from each other (an edit's inputs: their content does not
+ * change the work), written under $TMPDIR; *r owns them from the first one written. */
+static cq_status write_pictures(bench_run *r, int n, int side) {
+    const char *dir = getenv("TMPDIR");
+    if (!dir || !*dir) dir = "/tmp";
+    uint8_t *px = cq_mallocn((size_t)side * side, 3);
+    if (!px) return CQ_ERR_NOMEM;
+    cq_status s = CQ_OK;
+    for (int i = 0; i < n && s == CQ_OK; i++) {
+        int k = snprintf(r->pic[i], sizeof r->pic[i], "%s/cortiq-bench-edit-%ld-%d.png", dir, (long)getpid(), i);
+        if (k < 0 || (size_t)k >= sizeof r->pic[i]) {
+            s = cq_fail(CQ_ERR_INVALID_ARG, "TMPDIR '%s' is too long", dir);
+            break;
+        }
+        for (int y = 0; y < side; y++)
+            for (int x = 0; x < side; x++)
+                for (int c = 0; c < 3; c++) {
+                    const double v = sin(0.013 * (c + 1) * x + 0.021 * (i + 1) * y + 1.7 * c + 0.9 * i);
+                    px[((size_t)y * side + x) * 3 + c] = (uint8_t)lrint(127.5 + 120.0 * v);
+                }
+        s = cq_png_write(r->pic[i], px, side, side, 3, NULL, 0);
+        if (s == CQ_OK) r->pics[r->n_pics++] = r->pic[i];
+    }
+    cq_free(px);
+    return s;
+}
+
 static void run_free(bench_run *r) {
+    remove_pictures(r);
     cq_imagine_pipe_free(&r->pipe);
     cq_backend_free(r->be);
     cq_cmf_close(r->cmf);
@@ -265,6 +320,7 @@ static int fail(bench_run *r, cq_status s, const char *what) {
 
 /* ---- timing the pipeline ---------------------------------------------------------------------- */
 typedef struct watch {
+    mark start;                        /* when the generation began (an edit reads and encodes its pictures) */
     mark phase[CQ_GEN_PHASE_DONE + 1]; /* when each phase began (DONE: when the VAE ended) */
     mark *step;                        /* [steps]: when each step ended */
     int threads;
@@ -314,7 +370,7 @@ static void row(const char *label, const mark *a, const mark *b, int threads) {
     double wall = b->wall - a->wall, cpu = b->cpu - a->cpu;
     char rss[32] = "-";
     if (b->rss) snprintf(rss, sizeof rss, "%.2f GiB", (double)b->rss / GIB);
-    printf("%-34s %9.2f %9.2f %8.0f%% %11s\n", label, wall, cpu, wall > 0 ? 100.0 * cpu / (wall * threads) : 0.0, rss);
+    printf("%-40s %9.2f %9.2f %8.0f%% %11s\n", label, wall, cpu, wall > 0 ? 100.0 * cpu / (wall * threads) : 0.0, rss);
 }
 
 /* Largest |x| and whether every value is finite. */
@@ -404,6 +460,13 @@ static cq_status load_timed(bench_run *r, const bench_opts *o, mark *l0, mark *l
     return s;
 }
 
+/* The benchmark's request: its prompt, size, steps and pictures, watched by *w (NULL: none). */
+static cq_imagine_req request(const bench_run *r, const bench_opts *o, watch *w) {
+    return (cq_imagine_req){.prompt = o->prompt, .side = o->m.size, .steps = o->steps, .images = r->pics,
+                            .n_images = r->n_pics, .on_step = w ? on_step : NULL, .on_phase = w ? on_phase : NULL,
+                            .user = w};
+}
+
 /* A generation watched by *w (its step marks in r->steps), then each step's seconds into r->st and their
  * median into *median. The image is freed unless `res` is given (and on failure). */
 static cq_status generate(bench_run *r, const bench_opts *o, watch *w, cq_image_result *res, double *median) {
@@ -411,8 +474,8 @@ static cq_status generate(bench_run *r, const bench_opts *o, watch *w, cq_image_
     w->pipe = &r->pipe;
     w->prefill = o->model->prefill;
     w->staged0 = stage_seconds(&r->pipe);
-    const cq_imagine_req rq = {.prompt = o->prompt, .side = o->m.size, .steps = o->steps, .on_step = on_step,
-                               .on_phase = on_phase, .user = w};
+    const cq_imagine_req rq = request(r, o, w);
+    w->start = mark_now();
     cq_image_result own = {0};
     cq_image_result *out = res ? res : &own;
     cq_status s = cq_imagine_pipe_generate(&r->pipe, &rq, out);
@@ -457,19 +520,26 @@ static cq_status more_budgets(bench_run *r, const bench_opts *o, int threads, bu
 }
 
 /* ---- the report's parts ------------------------------------------------------------------------- */
-static void print_pack(const bench_opts *o, const cq_imagine_pack *pk, int te_layers, int dit_layers) {
+static void print_pack(const bench_opts *o, const cq_imagine_pack *pk, int te_layers, int vision_layers,
+                       int dit_layers) {
     const cq_imagine_model *md = o->model;
     char b1[32], b2[32], b3[32], b4[32];
     if (o->layers)
         printf("ONLY %d of the %d text tower layers and %d of the %d denoiser layers are built (--layers)\n", te_layers,
                md->te_layers, dit_layers, md->dit_layers);
+    if (o->layers && md->vision_layers)
+        printf("ONLY %d of the %d vision tower blocks are built (--layers)\n", vision_layers, md->vision_layers);
     const uint64_t b_all = pk->b_te + pk->b_dit + pk->b_vae;
-    printf("%s text to image, real configuration, random weights\n"
-           "  text tower  %s: q8_2f, %s\n"
+    printf("%s %s, real configuration, random weights\n", md->title,
+           md->vision_layers ? "edit of input pictures" : "text to image");
+    if (md->vision_layers)
+        printf("  vision      %s: q8_2f, %s (with the text tower's)\n", md->vision_what,
+               cq_fmt_bytes(pk->b_vision, b1, sizeof b1));
+    printf("  text tower  %s: q8_2f, %s\n"
            "  denoiser    %s: %s, %s\n"
            "  VAE         %s: f16 kernels, %s\n"
            "  weights     %s in all\n",
-           md->title, md->te_what, cq_fmt_bytes(pk->b_te, b1, sizeof b1), md->dit_what, cq_dtype_name(o->quant),
+           md->te_what, cq_fmt_bytes(pk->b_te, b1, sizeof b1), md->dit_what, cq_dtype_name(o->quant),
            cq_fmt_bytes(pk->b_dit, b2, sizeof b2), md->vae_what, cq_fmt_bytes(pk->b_vae, b3, sizeof b3),
            cq_fmt_bytes(b_all, b4, sizeof b4));
     uint64_t ram = cq_bench_ram();
@@ -499,20 +569,29 @@ static void print_need(const cq_resid_need *nd) {
 
 /* The phase table of the first run and the totals under it. */
 static void print_phases(const bench_run *r, const bench_opts *o, const watch *w, const mark *l0, const mark *l1,
-                         int total, int rows, int tokens, int threads, double step_med) {
+                         int total, int rows, int tokens, int cond, int threads, double step_med) {
     const mark *ph = w->phase;
     const char *pre = o->model->prefill;
     char label[64];
-    printf("\n%-34s %9s %9s %9s %11s\n", "phase", "wall s", "CPU s", "CPU share", "RSS after");
+    printf("\n%-40s %9s %9s %9s %11s\n", "phase", "wall s", "CPU s", "CPU share", "RSS after");
     row("load (weights bound in place)", l0, l1, threads);
-    snprintf(label, sizeof label, "text tower (%d tokens)", total);
+    if (r->n_pics) {
+        snprintf(label, sizeof label, "%d picture%s read, VAE encode", r->n_pics, r->n_pics == 1 ? "" : "s");
+        row(label, &w->start, &ph[CQ_GEN_PHASE_TEXT], threads);
+    }
+    snprintf(label, sizeof label, r->n_pics ? "vision + text tower (%d tokens)" : "text tower (%d tokens)", total);
     row(label, &ph[CQ_GEN_PHASE_TEXT], &ph[CQ_GEN_PHASE_PREFILL], threads);
     printf("  of which binds and releases %.2f s (the parts the %s needs bound, those it does not released)\n",
            text_binds(w), pre);
     snprintf(label, sizeof label, "%s (%d %s)", pre, rows, o->model->prefill_rows);
     row(label, &ph[CQ_GEN_PHASE_PREFILL], &ph[CQ_GEN_PHASE_STEPS], threads);
     for (int i = 0; i < o->steps; i++) {
-        snprintf(label, sizeof label, "step %d/%d (%dx%d, %d tokens)", i + 1, o->steps, o->m.size, o->m.size, tokens);
+        if (cond)
+            snprintf(label, sizeof label, "step %d/%d (%dx%d, %d + %d tokens)", i + 1, o->steps, o->m.size, o->m.size,
+                     tokens, cond);
+        else
+            snprintf(label, sizeof label, "step %d/%d (%dx%d, %d tokens)", i + 1, o->steps, o->m.size, o->m.size,
+                     tokens);
         row(label, i ? &r->steps[i - 1] : &ph[CQ_GEN_PHASE_STEPS], &r->steps[i], threads);
     }
     snprintf(label, sizeof label, "%d step%s", o->steps, o->steps == 1 ? "" : "s");
@@ -522,10 +601,10 @@ static void print_phases(const bench_run *r, const bench_opts *o, const watch *w
     snprintf(label, sizeof label, "total, %d steps (load to image)", o->steps);
     row(label, l0, &ph[CQ_GEN_PHASE_DONE], threads);
     const int k = o->model->project_steps;
-    double fixed = (l1->wall - l0->wall) + (ph[CQ_GEN_PHASE_STEPS].wall - ph[CQ_GEN_PHASE_TEXT].wall) +
+    double fixed = (l1->wall - l0->wall) + (ph[CQ_GEN_PHASE_STEPS].wall - w->start.wall) +
                    (ph[CQ_GEN_PHASE_DONE].wall - ph[CQ_GEN_PHASE_VAE].wall);
-    printf("\nmedian step %.2f s; %d steps projected: %.1f s = load + text + %s + VAE (%.1f s) + %d x %.2f s\n",
-           step_med, k, fixed + k * step_med, pre, fixed, k, step_med);
+    printf("\nmedian step %.2f s; %d steps projected: %.1f s = load + %stext + %s + VAE (%.1f s) + %d x %.2f s\n",
+           step_med, k, fixed + k * step_med, r->n_pics ? "pictures + " : "", pre, fixed, k, step_med);
 }
 
 /* ---- the command ----------------------------------------------------------------------------------- */
@@ -550,9 +629,10 @@ int cq_bench_imagine(int argc, char **argv) {
      * never more than the model has) */
     int te_layers = o.layers ? o.layers + md->te_unread : md->te_layers, dit_layers = o.layers ? o.layers : md->dit_layers;
     if (te_layers > md->te_layers) te_layers = md->te_layers;
-    s = cq_imagine_pack_build(md, o.quant, te_layers, dit_layers, r.tmpl, &r.pack);
+    int vision_layers = o.layers && o.layers < md->vision_layers ? o.layers : md->vision_layers;
+    s = cq_imagine_pack_build(md, o.quant, te_layers, vision_layers, dit_layers, r.tmpl, &r.pack);
     if (s != CQ_OK) return fail(&r, s, "listing the weights");
-    print_pack(&o, &r.pack, te_layers, dit_layers);
+    print_pack(&o, &r.pack, te_layers, vision_layers, dit_layers);
 
     /* write, map, remove */
     cq_bench_file f = {.tag = "imagine", .header = r.pack.header, .tokenizer = r.tok, .tokenizer_len = r.tok_len,
@@ -577,8 +657,15 @@ int cq_bench_imagine(int argc, char **argv) {
     mark m_l0, m_l1;
     double open_s = 0;
     s = load_timed(&r, &o, &m_l0, &m_l1, &open_s);
-    int total = 0, rows = 0;
-    if (s == CQ_OK) s = cq_imagine_pipe_tokens(&r.pipe, o.prompt, &total, &rows);
+    int total = 0, rows = 0, cond = 0;
+    if (s == CQ_OK && o.n_images) {
+        s = write_pictures(&r, o.n_images, o.m.size);
+        if (s != CQ_OK) return fail(&r, s, "writing the input pictures");
+    }
+    if (s == CQ_OK) {
+        const cq_imagine_req rq = request(&r, &o, NULL);
+        s = cq_imagine_pipe_tokens(&r.pipe, &rq, &total, &rows, &cond);
+    }
     if (s != CQ_OK) return fail(&r, s, "loading the pipeline");
     int threads = o.m.threads > 0 ? o.m.threads : cq_default_threads();
     char budget[48] = "";
@@ -588,6 +675,9 @@ int cq_bench_imagine(int argc, char **argv) {
     }
     printf("backend %s%s, %d threads; prompt \"%s\": %d tokens, %d %s\n", cq_backend_name(r.be), budget, threads,
            o.prompt, total, rows, md->rows);
+    if (r.n_pics)
+        printf("%d input picture%s of %dx%d (generated, under $TMPDIR): %d condition tokens in every step\n", r.n_pics,
+               r.n_pics == 1 ? "" : "s", o.m.size, o.m.size, cond);
     print_upload(r.be, m_l1.wall - m_l0.wall, open_s);
     if (cq_backend_mem_budget(r.be)) print_need(cq_imagine_pipe_need(&r.pipe));
     fflush(stdout);
@@ -609,7 +699,7 @@ int cq_bench_imagine(int argc, char **argv) {
     if (!finite) return fail(&r, cq_fail(CQ_ERR_NUMERIC, "the latents or the image hold non-finite values"), "checking");
 
     /* report */
-    print_phases(&r, &o, &w, &m_l0, &m_l1, total, rows, tokens, threads, step_med);
+    print_phases(&r, &o, &w, &m_l0, &m_l1, total, rows, tokens, cond, threads, step_med);
     if (peak_reset)
         printf("peak resident memory %.2f GiB from load to image (mapped weights included), %.2f GiB while the file\n"
                "was read back; file %s (%.2f GiB)\n",

@@ -28,6 +28,14 @@
  * 256 to 8192 tokens, terminal 0.02). The pipeline's template is its own, so
  * the pack carries no chat template.
  *
+ * Qwen-Image-Edit-2511 (QwenImageEditPlusPipeline): Qwen-Image's parts with
+ * the text encoder's vision tower (Qwen2.5-VL-7B's: 32 blocks, 1280 wide, 16
+ * heads x 80, window 112 px with full attention in blocks 7, 15, 23 and 31,
+ * 2x2 merger to 3584), the VAE's encoder used (each input picture is encoded)
+ * and the denoiser's zero_cond_t (condition tokens modulated at t = 0). The
+ * processor config is left out: the pipeline's defaults are the released
+ * Qwen2-VL processor's.
+ *
  * The weights are random bytes in each codec's layout (bench_pack.c): the
  * matrices in q8_2f, the denoiser's in q4tp when asked (the text tower stays
  * at 8 bits, as convert keeps it), the VAEs' kernels in f16.
@@ -59,6 +67,7 @@ typedef struct pack_desc {
     int (*dit_config)(char *buf, size_t len, int layers);
     cq_status (*vae_weights)(cq_bench_pack *p);
     char *(*vae_config)(void);
+    bool vision;          /* the text encoder's vision tower is in the pack (te_config gets its vision_config) */
 } pack_desc;
 
 #define VOCAB 151936
@@ -108,6 +117,13 @@ static const char k_qimage_pipeline_config[] =
     "\"Qwen2Tokenizer\"], \"transformer\": [\"diffusers\", \"QwenImageTransformer2DModel\"], \"vae\": [\"diffusers\", "
     "\"AutoencoderKLQwenImage\"]}";
 
+static const char k_qimage_edit_plus_pipeline_config[] =
+    "{\"_class_name\": \"QwenImageEditPlusPipeline\", \"processor\": [\"transformers\", \"Qwen2VLProcessor\"], "
+    "\"scheduler\": [\"diffusers\", \"FlowMatchEulerDiscreteScheduler\"], \"text_encoder\": [\"transformers\", "
+    "\"Qwen2_5_VLForConditionalGeneration\"], \"tokenizer\": [\"transformers\", \"Qwen2Tokenizer\"], "
+    "\"transformer\": [\"diffusers\", \"QwenImageTransformer2DModel\"], \"vae\": [\"diffusers\", "
+    "\"AutoencoderKLQwenImage\"]}";
+
 /* Qwen3-4B's config.json, as Z-Image's text_encoder/ ships it. */
 static const char k_zi_te_config[] =
     "{\"architectures\": [\"Qwen3ForCausalLM\"], \"attention_bias\": false, \"attention_dropout\": 0.0, "
@@ -141,6 +157,14 @@ static int zi_dit_config(char *buf, size_t len, int layers) {
     cq_zimage_config c;
     cq_bench_zimage_config(&c, CQ_BENCH_ZI_HEADS, layers);
     return cq_bench_zimage_config_json(buf, len, &c);
+}
+
+/* Qwen-Image-Edit-2511's denoiser: Qwen-Image's with zero_cond_t */
+static int edit_plus_dit_config(char *buf, size_t len, int layers) {
+    cq_qimage_config c;
+    cq_bench_qimage_config(&c, CQ_BENCH_QIMAGE_HEADS, layers);
+    c.zero_cond_t = true;
+    return cq_bench_qimage_config_json(buf, len, &c);
 }
 
 static const pack_desc k_packs[] = {
@@ -197,6 +221,25 @@ static const pack_desc k_packs[] = {
                            .dit_config = cq_bench_qimage_dit_config,
                            .vae_weights = cq_bench_qimage_vae_weights,
                            .vae_config = cq_bench_qimage_vae_config},
+    [CQ_IMAGINE_QIMAGE_EDIT_PLUS] = {.te = {.vocab_size = 152064, .hidden = 3584, .intermediate = 18944,
+                                            .n_heads = 28, .n_kv_heads = 4, .head_dim = 128,
+                                            .family = CQ_QWEN_FAMILY_2},
+                                     .stack = "model.",
+                                     .te_config = k_qimage_te_config,
+                                     .pipeline_config = k_qimage_edit_plus_pipeline_config,
+                                     .scheduler_config = k_qwen_image_scheduler_config,
+                                     .arch_name = "qwen_image_edit_plus",
+                                     .hidden = CQ_BENCH_QIMAGE_HEADS * 128,
+                                     .intermediate = 4 * CQ_BENCH_QIMAGE_HEADS * 128,
+                                     .heads = CQ_BENCH_QIMAGE_HEADS,
+                                     .head_dim = 128,
+                                     .max_positions = 128000,
+                                     .eps = 1e-6,
+                                     .dit_weights = cq_bench_qimage_dit_weights,
+                                     .dit_config = edit_plus_dit_config,
+                                     .vae_weights = cq_bench_qimage_vae_weights,
+                                     .vae_config = cq_bench_qimage_vae_config,
+                                     .vision = true},
 };
 
 static const cq_imagine_model k_models[] = {
@@ -220,10 +263,18 @@ static const cq_imagine_model k_models[] = {
      .dit_what = "20B (60 dual-stream layers, 24 heads x 128, MLP 12288)",
      .vae_what = "base 96, z 16, dim_mult 1-2-4-4, 2 res blocks",
      .prefill = "prefill", .prefill_rows = "text rows", .rows = "rows after the system turn"},
+    {.kind = CQ_IMAGINE_QIMAGE_EDIT_PLUS, .name = "qimage_edit_plus", .title = "Qwen-Image-Edit-2511",
+     .te_layers = 28, .dit_layers = CQ_BENCH_QIMAGE_LAYERS, .min_steps = 2, .default_steps = 2, .project_steps = 40,
+     .te_what = "Qwen2.5-VL-7B language model (28 layers, 3584 wide, 28/4 heads x 128, MLP 18944)",
+     .dit_what = "20B (60 dual-stream layers, 24 heads x 128, MLP 12288), zero_cond_t",
+     .vae_what = "base 96, z 16, dim_mult 1-2-4-4, 2 res blocks, encoder and decoder",
+     .prefill = "prefill", .prefill_rows = "text rows", .rows = "rows after the template's first 64",
+     .vision_layers = CQ_BENCH_VISION_DEPTH,
+     .vision_what = "Qwen2.5-VL-7B vision tower (32 blocks, 1280 wide, 16 heads x 80, window 112 px)"},
 };
 
 const cq_imagine_model *cq_imagine_model_find(const char *name, const char **names) {
-    if (names) *names = "qi21, zimage, qimage";
+    if (names) *names = "qi21, zimage, qimage, qimage_edit_plus";
     for (size_t i = 0; name && i < CQ_ARRAY_LEN(k_models); i++)
         if (strcmp(name, k_models[i].name) == 0) return &k_models[i];
     return NULL;
@@ -290,12 +341,34 @@ static char *header_json(const pack_desc *d, const char *quant, int dit_layers, 
     return s;
 }
 
-cq_status cq_imagine_pack_build(const cq_imagine_model *m, cq_dtype quant, int te_layers, int dit_layers,
-                                const char *chat_template, cq_imagine_pack *out) {
+/* The text encoder's config.json: the language model's, with the vision tower's vision_config when it has one. */
+static int te_config(char *buf, size_t len, const pack_desc *d, int te_layers, const cq_qwen25vl_vision_config *vc) {
+    int k = snprintf(buf, len, d->te_config, te_layers);
+    if (k <= 0 || (size_t)k >= len || !d->vision) return k <= 0 || (size_t)k >= len ? -1 : k;
+    k--; /* over the closing brace */
+    int n = snprintf(buf + k, len - (size_t)k, ", \"vision_config\": ");
+    if (n < 0 || (size_t)(k + n) >= len) return -1;
+    k += n;
+    n = cq_bench_vision_config_object(buf + k, len - (size_t)k, vc);
+    if (n < 0 || (size_t)(k + n) + 1 >= len) return -1;
+    k += n;
+    buf[k++] = '}';
+    buf[k] = '\0';
+    return k;
+}
+
+cq_status cq_imagine_pack_build(const cq_imagine_model *m, cq_dtype quant, int te_layers, int vision_layers,
+                                int dit_layers, const char *chat_template, cq_imagine_pack *out) {
     const pack_desc *d = &k_packs[m->kind];
     cq_bench_pack *p = &out->weights;
+    cq_qwen25vl_vision_config vc;
+    cq_bench_vision_config(&vc, vision_layers);
     cq_status s = te_weights(p, d, te_layers);
+    const uint64_t b_lm = cq_bench_pack_bytes(p);
+    /* the vision tower's matrices stay at 8 bits with the rest of the text encoder */
+    if (s == CQ_OK && d->vision) s = cq_bench_vision_weights(p, CQ_DTYPE_Q8_2F, &vc);
     out->b_te = cq_bench_pack_bytes(p);
+    out->b_vision = out->b_te - b_lm;
     if (s == CQ_OK) s = d->dit_weights(p, quant, dit_layers);
     out->b_dit = cq_bench_pack_bytes(p) - out->b_te;
     if (s == CQ_OK) s = d->vae_weights(p);
@@ -306,10 +379,10 @@ cq_status cq_imagine_pack_build(const cq_imagine_model *m, cq_dtype quant, int t
     out->b_dit_q4tp = cq_bench_pack_bytes(&q4);
     cq_bench_pack_free(&q4);
     if (s != CQ_OK) return s;
-    int k = snprintf(out->te_cfg, sizeof out->te_cfg, d->te_config, te_layers);
+    int k = te_config(out->te_cfg, sizeof out->te_cfg, d, te_layers, &vc);
     out->vae_cfg = d->vae_config();
     out->header = header_json(d, quant_type(p), dit_layers, chat_template);
-    if (k < 0 || (size_t)k >= sizeof out->te_cfg || d->dit_config(out->dit_cfg, sizeof out->dit_cfg, dit_layers) < 0)
+    if (k < 0 || d->dit_config(out->dit_cfg, sizeof out->dit_cfg, dit_layers) < 0)
         return cq_fail(CQ_ERR_INTERNAL, "bench imagine: a config does not fit its buffer");
     if (!out->vae_cfg || !out->header) return CQ_ERR_NOMEM;
     const cq_bench_blob blobs[] = {{"te.config_json", out->te_cfg, strlen(out->te_cfg)},
@@ -339,7 +412,8 @@ cq_status cq_imagine_pipe_open(const cq_imagine_model *m, const cq_cmf *cmf, cq_
     out->p = NULL;
     switch (m->kind) {
     case CQ_IMAGINE_ZIMAGE: return cq_zimage_pipe_open(cmf, (cq_zimage_pipe **)&out->p);
-    case CQ_IMAGINE_QIMAGE: return cq_qimage_pipe_open(cmf, (cq_qimage_pipe **)&out->p);
+    case CQ_IMAGINE_QIMAGE:
+    case CQ_IMAGINE_QIMAGE_EDIT_PLUS: return cq_qimage_pipe_open(cmf, (cq_qimage_pipe **)&out->p);
     default: return cq_qi21_pipe_open(cmf, (cq_qi21_pipe **)&out->p);
     }
 }
@@ -347,7 +421,8 @@ cq_status cq_imagine_pipe_open(const cq_imagine_model *m, const cq_cmf *cmf, cq_
 cq_status cq_imagine_pipe_load_weights(cq_imagine_pipe *p, cq_backend *be) {
     switch (p->m->kind) {
     case CQ_IMAGINE_ZIMAGE: return cq_zimage_pipe_load_weights(ZI(p), be);
-    case CQ_IMAGINE_QIMAGE: return cq_qimage_pipe_load_weights(QV1(p), be);
+    case CQ_IMAGINE_QIMAGE:
+    case CQ_IMAGINE_QIMAGE_EDIT_PLUS: return cq_qimage_pipe_load_weights(QV1(p), be);
     default: return cq_qi21_pipe_load_weights(QI(p), be);
     }
 }
@@ -356,7 +431,8 @@ void cq_imagine_pipe_free(cq_imagine_pipe *p) {
     if (!p->m) return;
     switch (p->m->kind) {
     case CQ_IMAGINE_ZIMAGE: cq_zimage_pipe_free(ZI(p)); break;
-    case CQ_IMAGINE_QIMAGE: cq_qimage_pipe_free(QV1(p)); break;
+    case CQ_IMAGINE_QIMAGE:
+    case CQ_IMAGINE_QIMAGE_EDIT_PLUS: cq_qimage_pipe_free(QV1(p)); break;
     default: cq_qi21_pipe_free(QI(p)); break;
     }
     p->p = NULL;
@@ -366,7 +442,8 @@ const cq_resid *cq_imagine_pipe_residency(const cq_imagine_pipe *p) {
     if (!p->p) return NULL;
     switch (p->m->kind) {
     case CQ_IMAGINE_ZIMAGE: return cq_zimage_pipe_residency(ZI(p));
-    case CQ_IMAGINE_QIMAGE: return cq_qimage_pipe_residency(QV1(p));
+    case CQ_IMAGINE_QIMAGE:
+    case CQ_IMAGINE_QIMAGE_EDIT_PLUS: return cq_qimage_pipe_residency(QV1(p));
     default: return cq_qi21_pipe_residency(QI(p));
     }
 }
@@ -374,20 +451,46 @@ const cq_resid *cq_imagine_pipe_residency(const cq_imagine_pipe *p) {
 const cq_resid_need *cq_imagine_pipe_need(const cq_imagine_pipe *p) {
     switch (p->m->kind) {
     case CQ_IMAGINE_ZIMAGE: return cq_zimage_pipe_need(ZI(p));
-    case CQ_IMAGINE_QIMAGE: return cq_qimage_pipe_need(QV1(p));
+    case CQ_IMAGINE_QIMAGE:
+    case CQ_IMAGINE_QIMAGE_EDIT_PLUS: return cq_qimage_pipe_need(QV1(p));
     default: return cq_qi21_pipe_need(QI(p));
     }
 }
 
-cq_status cq_imagine_pipe_tokens(cq_imagine_pipe *p, const char *prompt, int *total, int *rows) {
+/* Qwen-Image's options for a request: no negative prompt, so one denoiser pass per step, as the reference runs
+ * without one; an edit reads its pictures, the output at the request's size. */
+static cq_qimage_gen_opts qimage_opts(const cq_imagine_req *rq, uint64_t seed) {
+    return (cq_qimage_gen_opts){.prompt = rq->prompt, .width = rq->side, .height = rq->side, .images = rq->images,
+                                .n_images = rq->n_images, .steps = rq->steps, .seed = seed, .guidance = 1.0,
+                                .on_step = rq->on_step, .on_phase = rq->on_phase, .user = rq->user};
+}
+
+static cq_status edit_tokens(cq_imagine_pipe *p, const cq_imagine_req *rq, int *total, int *rows, int *cond) {
+    const cq_qimage_gen_opts o = qimage_opts(rq, 0);
+    cq_qimage_edit_inputs in;
+    CQ_TRY(cq_qimage_edit_inputs_make(QV1(p), &o, &in));
+    int32_t *ids = NULL;
+    int n = 0;
+    cq_status s = cq_qimage_edit_tokens(QV1(p), &in, rq->prompt, &ids, &n);
+    *total = n;
+    *rows = n - CQ_QIMAGE_EDIT_DROP_ROWS;
+    *cond = in.n_cond_tokens;
+    cq_free(ids);
+    cq_qimage_edit_inputs_free(&in);
+    return s;
+}
+
+cq_status cq_imagine_pipe_tokens(cq_imagine_pipe *p, const cq_imagine_req *rq, int *total, int *rows, int *cond) {
+    *cond = 0;
     switch (p->m->kind) {
     case CQ_IMAGINE_ZIMAGE:
         /* Z-Image's denoiser reads every row of the caption (there is no system turn) */
-        CQ_TRY(cq_zimage_pipe_prompt_tokens(ZI(p), prompt, total, NULL));
+        CQ_TRY(cq_zimage_pipe_prompt_tokens(ZI(p), rq->prompt, total, NULL));
         *rows = *total;
         return CQ_OK;
-    case CQ_IMAGINE_QIMAGE: return cq_qimage_pipe_prompt_tokens(QV1(p), prompt, total, rows);
-    default: return cq_qi21_pipe_prompt_tokens(QI(p), prompt, total, rows);
+    case CQ_IMAGINE_QIMAGE: return cq_qimage_pipe_prompt_tokens(QV1(p), rq->prompt, total, rows);
+    case CQ_IMAGINE_QIMAGE_EDIT_PLUS: return edit_tokens(p, rq, total, rows, cond);
+    default: return cq_qi21_pipe_prompt_tokens(QI(p), rq->prompt, total, rows);
     }
 }
 
@@ -405,11 +508,8 @@ cq_status cq_imagine_pipe_generate(cq_imagine_pipe *p, const cq_imagine_req *rq,
         o.user = rq->user;
         return cq_zimage_pipe_generate(ZI(p), &o, res);
     }
-    if (p->m->kind == CQ_IMAGINE_QIMAGE) {
-        /* no negative prompt: one denoiser pass per step, as the reference runs without one */
-        const cq_qimage_gen_opts o = {.prompt = rq->prompt, .width = rq->side, .height = rq->side,
-                                      .steps = rq->steps, .seed = seed, .guidance = 1.0, .on_step = rq->on_step,
-                                      .on_phase = rq->on_phase, .user = rq->user};
+    if (p->m->kind == CQ_IMAGINE_QIMAGE || p->m->kind == CQ_IMAGINE_QIMAGE_EDIT_PLUS) {
+        const cq_qimage_gen_opts o = qimage_opts(rq, seed);
         return cq_qimage_pipe_generate(QV1(p), &o, res);
     }
     const cq_qi21_gen_opts o = {.prompt = rq->prompt, .width = rq->side, .height = rq->side, .steps = rq->steps,

@@ -138,9 +138,9 @@ int cq_bench_qimage_config_json(char *buf, size_t len, const cq_qimage_config *c
                      "{\"_class_name\": \"QwenImageTransformer2DModel\", \"patch_size\": %d, \"in_channels\": %d, "
                      "\"out_channels\": %d, \"num_layers\": %d, \"attention_head_dim\": %d, "
                      "\"num_attention_heads\": %d, \"joint_attention_dim\": %d, \"pooled_projection_dim\": 768, "
-                     "\"guidance_embeds\": false, \"axes_dims_rope\": [%d, %d, %d]}",
+                     "\"guidance_embeds\": false, \"axes_dims_rope\": [%d, %d, %d], \"zero_cond_t\": %s}",
                      c->patch, c->in_channels, c->out_channels, c->num_layers, c->head_dim, c->n_heads, c->joint_dim,
-                     c->axes[0], c->axes[1], c->axes[2]);
+                     c->axes[0], c->axes[1], c->axes[2], c->zero_cond_t ? "true" : "false");
     return k < 0 || (size_t)k >= len ? -1 : k;
 }
 
@@ -181,19 +181,28 @@ cq_status cq_bench_vision_weights(cq_bench_pack *p, cq_dtype q, const cq_qwen25v
     return pack_listed(p, cq_qwen25vl_vision_tensors(c, "te.", "model.visual.", &t), &t, q);
 }
 
-int cq_bench_vision_config_json(char *buf, size_t len, const cq_qwen25vl_vision_config *c) {
+int cq_bench_vision_config_object(char *buf, size_t len, const cq_qwen25vl_vision_config *c) {
     int k = snprintf(buf, len,
-                     "{\"model_type\": \"qwen2_5_vl\", \"vision_config\": {\"model_type\": \"qwen2_5_vl\", "
-                     "\"depth\": %d, \"hidden_size\": %d, \"intermediate_size\": %d, \"num_heads\": %d, "
-                     "\"out_hidden_size\": %d, \"patch_size\": %d, \"temporal_patch_size\": %d, "
+                     "{\"model_type\": \"qwen2_5_vl\", \"depth\": %d, \"hidden_size\": %d, \"intermediate_size\": %d, "
+                     "\"num_heads\": %d, \"out_hidden_size\": %d, \"patch_size\": %d, \"temporal_patch_size\": %d, "
                      "\"spatial_merge_size\": %d, \"in_channels\": %d, \"window_size\": %d, \"hidden_act\": \"silu\", "
                      "\"fullatt_block_indexes\": [",
                      c->depth, c->hidden, c->intermediate, c->n_heads, c->out_hidden, c->patch, c->temporal_patch,
                      c->merge, c->in_channels, c->window);
     for (int i = 0; k > 0 && (size_t)k < len && i < c->n_full; i++)
         k += snprintf(buf + k, len - (size_t)k, "%s%d", i ? ", " : "", c->full[i]);
-    if (k > 0 && (size_t)k < len) k += snprintf(buf + k, len - (size_t)k, "], \"tokens_per_second\": 2}}");
+    if (k > 0 && (size_t)k < len) k += snprintf(buf + k, len - (size_t)k, "], \"tokens_per_second\": 2}");
     return k < 0 || (size_t)k >= len ? -1 : k;
+}
+
+int cq_bench_vision_config_json(char *buf, size_t len, const cq_qwen25vl_vision_config *c) {
+    int k = snprintf(buf, len, "{\"model_type\": \"qwen2_5_vl\", \"vision_config\": ");
+    if (k < 0 || (size_t)k >= len) return -1;
+    int v = cq_bench_vision_config_object(buf + k, len - (size_t)k, c);
+    if (v < 0 || (size_t)(k + v) + 1 >= len) return -1;
+    buf[k + v] = '}';
+    buf[k + v + 1] = '\0';
+    return k + v + 1;
 }
 
 /* ---- the released Z-Image denoiser ------------------------------------------------------------ */

@@ -107,6 +107,8 @@ void cq_bench_vision_config(struct cq_qwen25vl_vision_config *c, int depth);
 /* Its weights under "te.model.visual." (matrices in `quant`, the patch kernel f16) and its config JSON
  * (te.config_json: the Qwen2.5-VL config's vision_config; the length, or -1 when buf is too small). */
 cq_status cq_bench_vision_weights(cq_bench_pack *p, cq_dtype quant, const struct cq_qwen25vl_vision_config *c);
+/* The vision_config object alone (what a Qwen2.5-VL config.json holds under "vision_config"). */
+int cq_bench_vision_config_object(char *buf, size_t len, const struct cq_qwen25vl_vision_config *c);
 int cq_bench_vision_config_json(char *buf, size_t len, const struct cq_qwen25vl_vision_config *c);
 
 /* ---- the released Qwen-Image-2.1 VAE (AutoencoderKLQwenImage21) ------------------------- */

@@ -15,6 +15,8 @@
  *   1. U8/BOOL sources stay u8 bytes.
  *   2. the first --quant-rule whose glob (fnmatch) matches the full name;
  *   3. 0-D/1-D tensors (norms, biases): f32 (exact for f32/f16/bf16 sources);
+ *      so do a vocoder's STFT basis and mel filterbank (names ending in
+ *      mel_stft.mel_basis or mel_stft.stft_fn.{forward,inverse}_basis);
  *   4. 2-D: --quant if given (capped at q8_2f for the text encoder, which is
  *      never stored below 8 bits unless a rule says so), else the component
  *      default: q8_2f (dit, te, LLM, other), f16 (vae);

@@ -86,6 +86,19 @@ static bool is_vector(const cq_st_tensor *t) {
     return t->ndim <= 1 || big <= 1;
 }
 
+/* Signal-processing tables, not weights: a vocoder's STFT basis and mel filterbank (LTX-2.3 / 2.5's BWE) stay
+ * f32 unless a rule says otherwise, as the reference loads them exactly. */
+static bool is_signal_table(const char *name) {
+    static const char *const ends[] = {"mel_stft.mel_basis", "mel_stft.stft_fn.forward_basis",
+                                       "mel_stft.stft_fn.inverse_basis"};
+    const size_t n = strlen(name);
+    for (size_t i = 0; i < CQ_ARRAY_LEN(ends); i++) {
+        const size_t m = strlen(ends[i]);
+        if (n >= m && strcmp(name + n - m, ends[i]) == 0) return true;
+    }
+    return false;
+}
+
 cv_choice cv_plan_tensor(const cq_convert_opts *opts, cv_role role, const char *name, const cq_st_tensor *t) {
     if (t->dtype == CQ_ST_U8 || t->dtype == CQ_ST_BOOL) return (cv_choice){CQ_DTYPE_U8, CQ_DTYPE_U8, NULL};
     cq_dtype want;
@@ -97,7 +110,7 @@ cv_choice cv_plan_tensor(const cq_convert_opts *opts, cv_role role, const char *
             ruled = true;
         }
     if (!ruled) {
-        if (is_vector(t)) {
+        if (is_vector(t) || is_signal_table(name)) {
             want = CQ_DTYPE_F32;
         } else if (t->ndim == 2) {
             want = opts->quant >= 0 ? (cq_dtype)opts->quant : role == CV_VAE ? CQ_DTYPE_F16 : CQ_DTYPE_Q8_2F;

@@ -105,6 +105,10 @@ static const struct {
     {"ZImageTransformer2DModel", "z_image"},
     {"LTX2VideoTransformer3DModel", "ltx2"},
     {"LTX2TextConnectors", "ltx2_connectors"}, /* a lone connectors folder, named as in the pipeline */
+    {"LTX2LatentUpsamplerModel", "ltx2_upsampler"}, /* a lone latent_upsampler folder */
+    {"AutoencoderKLLTX2Audio", "ltx2_audio_vae"}, /* lone audio VAE / vocoder folders, also named as in it */
+    {"LTX2VocoderWithBWE", "ltx2_vocoder"},
+    {"LTX2Vocoder", "ltx2_vocoder"},
     {"AutoencoderKL", "flux_vae"}, /* a lone VAE folder; a pipeline names its own arch */
     {"AutoencoderKLQwenImage", "qwen_image_vae"},
 };
@@ -159,6 +163,8 @@ static cv_role role_of_folder(const char *folder) {
     if (strncmp(folder, "transformer", 11) == 0 || strncmp(folder, "unet", 4) == 0) return CV_DIT;
     if (strncmp(folder, "text_encoder", 12) == 0) return CV_TE;
     if (strcmp(folder, "vae") == 0) return CV_VAE;
+    /* LTX-2's latent upscaler is convolutions only: its kernels take the VAEs' codec (f16) */
+    if (strcmp(folder, "latent_upsampler") == 0) return CV_VAE;
     return CV_OTHER;
 }
 
@@ -166,7 +172,8 @@ static cv_role role_of_folder(const char *folder) {
 static void prefix_of_folder(const char *folder, char *out, size_t cap) {
     static const struct {
         const char *stem, *prefix;
-    } map[] = {{"transformer", "dit"}, {"unet", "dit"}, {"text_encoder", "te"}, {"vae", "vae"}};
+    } map[] = {{"transformer", "dit"}, {"unet", "dit"}, {"text_encoder", "te"}, {"vae", "vae"},
+               {"latent_upsampler", "upsampler"}};
     for (size_t i = 0; i < CQ_ARRAY_LEN(map); i++) {
         size_t m = strlen(map[i].stem);
         if (strncmp(folder, map[i].stem, m) != 0) continue;
@@ -315,6 +322,12 @@ static cq_status open_single(cv_source *src, cJSON *cfg) {
         cv_arch_from_class(c, src->arch, sizeof src->arch);
         /* LTX-2's text connectors keep the prefix their pipeline folder gives them (connectors/ -> "connectors.") */
         if (strcmp(c, "LTX2TextConnectors") == 0) return add_comp(src, ".", src->root, CV_OTHER, "connectors");
+        /* and the latent upscaler the prefix of its latent_upsampler/ folder, with the VAEs' kernel codec */
+        if (strcmp(c, "LTX2LatentUpsamplerModel") == 0) return add_comp(src, ".", src->root, CV_VAE, "upsampler");
+        /* and its audio VAE and vocoder the prefixes of their folders (audio_vae/, vocoder/), in the same role */
+        if (strcmp(c, "AutoencoderKLLTX2Audio") == 0) return add_comp(src, ".", src->root, CV_OTHER, "audio_vae");
+        if (strcmp(c, "LTX2VocoderWithBWE") == 0 || strcmp(c, "LTX2Vocoder") == 0)
+            return add_comp(src, ".", src->root, CV_OTHER, "vocoder");
         return add_comp(src, ".", src->root, vae ? CV_VAE : CV_DIT, vae ? "vae" : "dit");
     }
     /* A Hugging Face model: bare names, tokenizer beside the weights. */

@@ -13,7 +13,9 @@
 #include "models/gemma4.h"
 #include "models/kit/tensors.h"
 #include "models/ltx2.h"
+#include "models/ltx2_audio.h"
 #include "models/ltx2_text.h"
+#include "models/ltx2_upsampler.h"
 #include "models/qi21.h"
 #include "models/qi21_vae.h"
 #include "models/qimage.h"
@@ -38,6 +40,14 @@ cq_status cq_ltx2_tensors(const cq_ltx2_config *c, const char *prefix, cq_tt_lis
 
 /* LTX-2.3 / 2.5's feature projections and embeddings connectors, names under `prefix` ("connectors."). */
 cq_status cq_ltx2_text_tensors(const cq_ltx2_text_config *c, const char *prefix, cq_tt_list *out);
+
+/* LTX-2's spatial latent upscaler x2, names under `prefix` ("upsampler."). */
+cq_status cq_ltx2_ups_tensors(const cq_ltx2_ups_config *c, const char *prefix, cq_tt_list *out);
+/* LTX-2.3 / 2.5's audio VAE (its decoder and latent statistics; the encoder a subtree nobody binds), names
+ * under `prefix` ("audio_vae."). */
+cq_status cq_ltx2_audio_vae_tensors(const cq_ltx2_audio_vae_config *c, const char *prefix, cq_tt_list *out);
+/* The vocoder (with its BWE: both generators and the STFT / mel tables), names under `prefix` ("vocoder."). */
+cq_status cq_ltx2_vocoder_tensors(const cq_ltx2_vocoder_config *c, const char *prefix, cq_tt_list *out);
 
 /* The Qwen3 text tower's tensors: the stack under prefix + stack ("te." +
  * "model." or "model.language_model."), the head at prefix + "lm_head.weight"

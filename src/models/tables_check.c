@@ -124,6 +124,27 @@ cq_status cq_tables_check_pack(const cq_cmf *cmf, cq_tt_note_fn note, void *user
             CQ_TRY(check_list("ltx2_text", &t, cq_ltx2_text_tensors(&lc, "connectors.", &t), cmf, "connectors.", note,
                               user, rep, n_checked));
     }
+    if (cq_cmf_find(cmf, "upsampler.config_json")) {
+        cq_ltx2_ups_config uc;
+        cq_tt_list t = {0};
+        if (usable(cq_ltx2_ups_parse_config(cmf, "upsampler.", &uc), "ltx2_upsampler", note, user))
+            CQ_TRY(check_list("ltx2_upsampler", &t, cq_ltx2_ups_tensors(&uc, "upsampler.", &t), cmf, "upsampler.",
+                              note, user, rep, n_checked));
+    }
+    if (cq_cmf_find(cmf, "audio_vae.config_json")) {
+        cq_ltx2_audio_vae_config ac;
+        cq_tt_list t = {0};
+        if (usable(cq_ltx2_audio_vae_parse_config(cmf, "audio_vae.", &ac), "ltx2_audio_vae", note, user))
+            CQ_TRY(check_list("ltx2_audio_vae", &t, cq_ltx2_audio_vae_tensors(&ac, "audio_vae.", &t), cmf, "audio_vae.",
+                              note, user, rep, n_checked));
+    }
+    if (cq_cmf_find(cmf, "vocoder.config_json")) {
+        cq_ltx2_vocoder_config vc;
+        cq_tt_list t = {0};
+        if (usable(cq_ltx2_vocoder_parse_config(cmf, "vocoder.", &vc), "ltx2_vocoder", note, user))
+            CQ_TRY(check_list("ltx2_vocoder", &t, cq_ltx2_vocoder_tensors(&vc, "vocoder.", &t), cmf, "vocoder.", note,
+                              user, rep, n_checked));
+    }
     if (cq_cmf_find(cmf, "te.config_json")) {
         CQ_TRY(check_qwen3(cmf, "te.", note, user, rep, n_checked));
         CQ_TRY(check_gemma4(cmf, "te.", note, user, rep, n_checked));

@@ -507,6 +507,8 @@ typedef enum cq_unary {
     CQ_UNARY_SCALE,   /* y = x * alpha */
     CQ_UNARY_ADD_SCALAR, /* y = x + alpha */
     CQ_UNARY_CLAMP,   /* y = min(max(x, alpha), beta) */
+    CQ_UNARY_LOG,     /* y = ln(max(x, alpha)): a log floored at alpha > 0 (log-mel spectra) */
+    CQ_UNARY_SQRT,    /* y = sqrt(max(x, 0)) (spectral magnitudes) */
     CQ_UNARY_COUNT
 } cq_unary;
 cq_status cq_op_unary(cq_backend *be, cq_tensor *y, const cq_tensor *x, cq_unary fn, float alpha, float beta);

@@ -18,6 +18,8 @@ static double unary_fn(cq_unary fn, double x, double alpha, double beta) {
     case CQ_UNARY_SCALE: return x * alpha;
     case CQ_UNARY_ADD_SCALAR: return x + alpha;
     case CQ_UNARY_CLAMP: return fmin(fmax(x, alpha), beta);
+    case CQ_UNARY_LOG: return log(fmax(x, alpha));
+    case CQ_UNARY_SQRT: return sqrt(fmax(x, 0.0));
     default: return NAN;
     }
 }

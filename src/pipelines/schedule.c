@@ -172,8 +172,7 @@ void cq_flow_linspace_torch_f32(double start, double end, int n, float *out) {
     for (int i = 0; i < n; i++) out[i] = i < half ? fmaf(step, (float)i, a) : fmaf(-step, (float)(n - 1 - i), b);
 }
 
-cq_status cq_flow_schedule_make(const cq_flow_config *c, int steps, int64_t image_seq_len,
-                                cq_flow_schedule *out) {
+static cq_status check_args(const cq_flow_config *c, int steps, int64_t image_seq_len, cq_flow_schedule *out) {
     if (!c || !out) return cq_fail(CQ_ERR_INVALID_ARG, "schedule: no config or output");
     memset(out, 0, sizeof *out);
     if (steps < 1 || steps > 100000) return cq_fail(CQ_ERR_INVALID_ARG, "schedule: %d steps (need 1..100000)", steps);
@@ -183,24 +182,57 @@ cq_status cq_flow_schedule_make(const cq_flow_config *c, int steps, int64_t imag
                        (int)c->sigmas);
     if (!c->use_dynamic_shifting && !(isfinite(c->shift) && c->shift > 0.0))
         return cq_fail(CQ_ERR_INVALID_ARG, "schedule: static shift %g is not a positive number", c->shift);
+    return CQ_OK;
+}
 
+static cq_status shift_and_finish(const cq_flow_config *c, int steps, int64_t image_seq_len, double *lin,
+                                  cq_flow_schedule *out);
+
+cq_status cq_flow_schedule_make(const cq_flow_config *c, int steps, int64_t image_seq_len,
+                                cq_flow_schedule *out) {
+    CQ_TRY(check_args(c, steps, image_seq_len, out));
     double *lin = cq_mallocn((size_t)steps, sizeof *lin);
+    if (!lin) return CQ_ERR_NOMEM;
+    /* 1 / N in Python (double); the torch variant rounds it to float32 */
+    if (c->sigmas == CQ_FLOW_SIGMAS_TORCH_F32) {
+        float *f = cq_mallocn((size_t)steps, sizeof *f);
+        if (!f) {
+            cq_free(lin);
+            return CQ_ERR_NOMEM;
+        }
+        cq_flow_linspace_torch_f32(1.0, 1.0 / (double)steps, steps, f);
+        for (int i = 0; i < steps; i++) lin[i] = f[i]; /* exact: .tolist() then float32 again */
+        cq_free(f);
+    } else {
+        cq_flow_linspace(1.0, 1.0 / (double)steps, steps, lin);
+    }
+    return shift_and_finish(c, steps, image_seq_len, lin, out);
+}
+
+cq_status cq_flow_schedule_from_sigmas(const cq_flow_config *c, const double *sigmas, int steps,
+                                       int64_t image_seq_len, cq_flow_schedule *out) {
+    CQ_TRY(check_args(c, steps, image_seq_len, out));
+    if (!sigmas) return cq_fail(CQ_ERR_INVALID_ARG, "schedule: no sigmas");
+    for (int i = 0; i < steps; i++)
+        if (!isfinite(sigmas[i]) || !(sigmas[i] > 0.0) || sigmas[i] > 1.0)
+            return cq_fail(CQ_ERR_INVALID_ARG, "schedule: sigma %d is %g (each must be in (0, 1])", i, sigmas[i]);
+    double *lin = cq_mallocn((size_t)steps, sizeof *lin);
+    if (!lin) return CQ_ERR_NOMEM;
+    memcpy(lin, sigmas, (size_t)steps * sizeof *lin);
+    return shift_and_finish(c, steps, image_seq_len, lin, out);
+}
+
+/* Steps 3 and on of the header on the unshifted sigmas lin[steps] (taken over and freed). */
+static cq_status shift_and_finish(const cq_flow_config *c, int steps, int64_t image_seq_len, double *lin,
+                                  cq_flow_schedule *out) {
     float *sig = cq_mallocn((size_t)steps + 1, sizeof *sig);
     float *ts = cq_mallocn((size_t)steps, sizeof *ts);
-    if (!lin || !sig || !ts) {
+    if (!sig || !ts) {
         cq_free(lin);
         cq_free(sig);
         cq_free(ts);
         return CQ_ERR_NOMEM;
     }
-    /* 1 / N in Python (double); the torch variant rounds it to float32 */
-    if (c->sigmas == CQ_FLOW_SIGMAS_TORCH_F32) {
-        cq_flow_linspace_torch_f32(1.0, 1.0 / (double)steps, steps, sig);
-        for (int i = 0; i < steps; i++) lin[i] = sig[i]; /* exact: .tolist() then float32 again */
-    } else {
-        cq_flow_linspace(1.0, 1.0 / (double)steps, steps, lin);
-    }
-
     const double mu = cq_flow_mu(c, image_seq_len);
     for (int i = 0; i < steps; i++) {
         const float s = (float)lin[i];

@@ -106,6 +106,11 @@ typedef struct cq_flow_schedule {
 cq_status cq_flow_schedule_make(const cq_flow_config *c, int steps, int64_t image_seq_len,
                                 cq_flow_schedule *out);
 void cq_flow_schedule_free(cq_flow_schedule *s);
+/* The same from the pipeline's own unshifted sigmas (set_timesteps(sigmas=..., mu=...)): each value rounded to
+ * float32 (np.array(sigmas).astype(np.float32)), then steps 3 and on as above, mu from image_seq_len. Each value
+ * must be in (0, 1]. LTX-2's distilled ladder is such a list (ltx2_sample.h). */
+cq_status cq_flow_schedule_from_sigmas(const cq_flow_config *c, const double *sigmas, int steps,
+                                       int64_t image_seq_len, cq_flow_schedule *out);
 
 /* The timestep value the transformer receives for scheduler timestep t.
  * bf16: the pipeline runs in bfloat16 (t and the result are rounded to bf16;

@@ -14,8 +14,10 @@ W=$2
 expect 0 "$CQ" bench imagine --help
 has out "qimage"
 has out "Qwen2.5-VL-7B"
+has out "qimage_edit_plus  Qwen-Image-Edit-2511"
+has out "--images N"
 B=(bench imagine --model qimage)
-refused "--model wants one of qi21, zimage, qimage, got 'qimage2'" bench imagine --model qimage2
+refused "--model wants one of qi21, zimage, qimage, qimage_edit_plus, got 'qimage2'" bench imagine --model qimage2
 refused "--layers wants an integer in \[1, 60\]" "${B[@]}" --layers 61
 refused "--layers wants an integer in \[1, 60\]" bench imagine --layers 0 --model qimage
 # the pipeline refuses one step: so does the benchmark, before anything is written
@@ -24,9 +26,19 @@ refused "--steps" "${B[@]}" --steps 101
 refused "q8_2f or q4tp" "${B[@]}" --quant bf16
 # the pipeline's template is its own
 refused "--chat-template: Qwen-Image's pipeline uses its own fixed template" "${B[@]}" --chat-template "$W/any.jinja"
+# Qwen-Image-Edit-2511's edit: its input pictures' count checked with the line (a run is not made here: its VAE
+# encodes each picture at 1024x1024, about a minute on two cores)
+refused "--images: Qwen-Image draws from text alone" "${B[@]}" --images 2
+refused "--images: Qwen-Image-2.1 draws from text alone" bench imagine --images 1
+refused "--images wants an integer in \[1, 8\]" bench imagine --model qimage_edit_plus --images 9
+refused "--images wants an integer in \[1, 8\]" bench imagine --model qimage_edit_plus --images 0
+refused "--layers wants an integer in \[1, 60\]" bench imagine --model qimage_edit_plus --layers 61
 # a missing tokenizer fails before anything is written
 mkdir -p "$W/tmp"
 TMPDIR="$W/tmp" expect 1 "$CQ" bench imagine --model qimage --tokenizer "$W/no-such-tokenizer.json"
+has err "tokenizer"
+[ -z "$(ls -A "$W/tmp")" ] || fail "files were left in TMPDIR: $(ls -A "$W/tmp")"
+TMPDIR="$W/tmp" expect 1 "$CQ" bench imagine --model qimage_edit_plus --images 1 --tokenizer "$W/no-such-tokenizer.json"
 has err "tokenizer"
 [ -z "$(ls -A "$W/tmp")" ] || fail "files were left in TMPDIR: $(ls -A "$W/tmp")"
 

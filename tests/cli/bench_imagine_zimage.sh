@@ -18,7 +18,7 @@ has out "qwen3.jinja"
 expect 2 "$CQ" bench imagine --model
 has err "--model needs a value"
 expect 2 "$CQ" bench imagine --model flux
-has err "--model wants one of qi21, zimage, qimage, got 'flux'"
+has err "--model wants one of qi21, zimage, qimage, qimage_edit_plus, got 'flux'"
 expect 2 "$CQ" bench imagine --model zimage --layers 31
 has err "--layers wants an integer in \[1, 30\]"
 expect 2 "$CQ" bench imagine --layers 31 --model zimage

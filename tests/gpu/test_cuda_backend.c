@@ -1031,7 +1031,7 @@ static const ltx_conv k_lc[LC_COUNT] = {
     {3 * 6 * 7, 32, 48, 32 * 27, 3 * 6 * 7, 48}, /* T 3, 6 x 7, 32 -> 48 channels */
     {200, 64, 96, 64 * 5, 200, 96},              /* L 200, k 5, dilation 3, pad 6 */
     {150, 32, 32, 12, 75, 32},                   /* k 12, stride 2, pad (5, 6) */
-    {30, 64, 32, 32 * 16, 30 * 8, 32},           /* k 16, stride 8, crop 4 */
+    {30, 64, 64, 32 * 16, 30 * 8, 32},           /* 64 -> 32 channels, k 16, stride 8, crop 4 */
 };
 
 static void ltx_conv_on(cq_backend *be, int which, int mode, cq_dtype wdt, const uint8_t *wp, uint64_t wn,

@@ -45,7 +45,9 @@
 #include "ops/ops.h"
 
 #define TOL_HOST 1e-5
-#define TOL_DEVICE 3e-3 /* f16 GEMM operands on a device */
+/* f16 GEMM operands on a device: test_ops holds one GEMM to 2.5e-3 of max|ref|, and a forward compounds a few of
+ * them (4.0e-3 at most on the H200 over these five-layer packs); the reference's own check of a device is the golden case's quarter of its bf16 error */
+#define TOL_DEVICE 1e-2
 #define TOL_GOLD 1e-4
 #define TOL_WIDE 1e-4 /* the LTX head dims (test_wide), f32 backends */
 

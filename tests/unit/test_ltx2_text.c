@@ -41,7 +41,9 @@
 
 #define TOL_HOST 1e-5
 #define TOL_WIDE 3e-5   /* 128-wide heads, 4096-long feature rows: more f32 rounding per value */
-#define TOL_DEVICE 3e-3 /* f16 GEMM operands on a device */
+/* f16 GEMM operands on a device: test_ops holds one GEMM to 2.5e-3 of max|ref|, and a forward compounds a few of
+ * them (5.5e-3 at most on the H200 (the wide connector)); the reference's own check of a device is the golden case's quarter of its bf16 error */
+#define TOL_DEVICE 1e-2
 #define TOL_GOLD 1e-4
 #define MAXL 4
 

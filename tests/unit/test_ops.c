@@ -890,7 +890,7 @@ static cq_status run_swiglu(cq_backend *be, cq_tensor *out, cq_tensor **in, cons
 static void test_elementwise(void **state) {
     (void)state;
     static const char *const un[] = {"silu", "gelu_tanh", "gelu_erf", "tanh", "sigmoid",
-                                     "neg",  "exp",       "scale",    "add_scalar", "clamp"};
+                                     "neg",  "exp",       "scale",    "add_scalar", "clamp", "log", "sqrt"};
     static const char *const bn[] = {"add", "sub", "mul", "div"};
     int k = 0;
     for (size_t xi = 0; xi < CQ_ARRAY_LEN(k_acts); xi++) {
@@ -904,7 +904,7 @@ static void test_elementwise(void **state) {
                 c.tol_abs = TOL_ELT_ABS;
                 c.tol_rel = TOL_ELT_REL;
                 c.ip[0] = fn;
-                c.fp[0] = fn == CQ_UNARY_CLAMP ? -0.5f : 1.7f;
+                c.fp[0] = fn == CQ_UNARY_CLAMP ? -0.5f : fn == CQ_UNARY_LOG ? 0.05f : 1.7f;
                 c.fp[1] = 0.7f;
                 tc_act(&c, 0, dt, sh.R, sh.C, 2.0f);
                 tc_out(&c, dt, sh.R, sh.C);

@@ -34,6 +34,8 @@ static void unary_range(void *vc, int slot, int64_t i0, int64_t i1) {
     case CQ_UNARY_SCALE: for (int64_t i = i0; i < i1; i++) y[i] = x[i] * al; break;
     case CQ_UNARY_ADD_SCALAR: for (int64_t i = i0; i < i1; i++) y[i] = x[i] + al; break;
     case CQ_UNARY_CLAMP: for (int64_t i = i0; i < i1; i++) y[i] = fminf(fmaxf(x[i], al), be); break;
+    case CQ_UNARY_LOG: for (int64_t i = i0; i < i1; i++) y[i] = logf(fmaxf(x[i], al)); break;
+    case CQ_UNARY_SQRT: for (int64_t i = i0; i < i1; i++) y[i] = sqrtf(fmaxf(x[i], 0.0f)); break;
     default: break;
     }
 }

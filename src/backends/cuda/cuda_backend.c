@@ -23,6 +23,7 @@ _Static_assert(SAME(CQK_ACT_GELU_TANH, CQ_ACT_GELU_TANH) && SAME(CQK_ACT_SILU, C
                    SAME(CQK_ACT_SWIGLU, CQ_ACT_SWIGLU),
                "activation enums differ");
 _Static_assert(SAME(CQK_UNARY_COUNT, CQ_UNARY_COUNT) && SAME(CQK_UNARY_CLAMP, CQ_UNARY_CLAMP) &&
+                   SAME(CQK_UNARY_LOG, CQ_UNARY_LOG) && SAME(CQK_UNARY_SQRT, CQ_UNARY_SQRT) &&
                    SAME(CQK_UNARY_EXP, CQ_UNARY_EXP) && SAME(CQK_UNARY_GELU_ERF, CQ_UNARY_GELU_ERF),
                "unary enums differ");
 _Static_assert(SAME(CQK_BINARY_COUNT, CQ_BINARY_COUNT) && SAME(CQK_BINARY_DIV, CQ_BINARY_DIV), "binary enums differ");

@@ -246,7 +246,8 @@ cudaError_t cqk_softmax(const cqk_ctx *c, void *y, const void *x, int dt, int64_
 /* ---- element-wise and data movement (k_eltwise.cu) ------------------------ */
 enum {
     CQK_UNARY_SILU = 0, CQK_UNARY_GELU_TANH, CQK_UNARY_GELU_ERF, CQK_UNARY_TANH, CQK_UNARY_SIGMOID,
-    CQK_UNARY_NEG, CQK_UNARY_EXP, CQK_UNARY_SCALE, CQK_UNARY_ADD_SCALAR, CQK_UNARY_CLAMP, CQK_UNARY_COUNT
+    CQK_UNARY_NEG, CQK_UNARY_EXP, CQK_UNARY_SCALE, CQK_UNARY_ADD_SCALAR, CQK_UNARY_CLAMP, CQK_UNARY_LOG,
+    CQK_UNARY_SQRT, CQK_UNARY_COUNT
 };
 enum { CQK_BINARY_ADD = 0, CQK_BINARY_SUB, CQK_BINARY_MUL, CQK_BINARY_DIV, CQK_BINARY_COUNT };
 cudaError_t cqk_unary(const cqk_ctx *c, void *y, const void *x, int dt, int64_t n, int fn, float alpha, float beta);

@@ -24,6 +24,8 @@ __device__ __forceinline__ double unary_fn(int fn, double x, double alpha, doubl
     case CQK_UNARY_SCALE: return x * alpha;
     case CQK_UNARY_ADD_SCALAR: return x + alpha;
     case CQK_UNARY_CLAMP: return fmin(fmax(x, alpha), beta);
+    case CQK_UNARY_LOG: return log(fmax(x, alpha));
+    case CQK_UNARY_SQRT: return sqrt(fmax(x, 0.0));
     default: return (double)NAN;
     }
 }

@@ -19,7 +19,9 @@ float f(float v) {
     case 6u: return exp(v);
     case 7u: return v * p.alpha;
     case 8u: return v + p.alpha;
-    default: return min(max(v, p.alpha), p.beta);
+    case 9u: return min(max(v, p.alpha), p.beta);
+    case 10u: return log(max(v, p.alpha));
+    default: return sqrt(max(v, 0.0));
     }
 }
 
