@@ -22,7 +22,7 @@
  *  - every FFmpeg call is checked; a write error (a full disk, a quota, a
  *    file size limit) is reported as the file system said it, naming the
  *    target;
- *  - the MP4: H.264 by libx264 in yuv420p (limited range, BT.709 matrix,
+ *  - the MP4: H.264 by libx264 (MPEG-4 part 2, qscale 2, where libx264 is missing) in yuv420p (limited range, BT.709 matrix,
  *    tagged so), constant rate factor `crf` (default 18), x264 preset
  *    `preset` (default "medium"); the sound resampled (libswresample) to the
  *    AAC encoder's rate (the pushed rate when AAC has it, else 48 kHz) and
@@ -40,8 +40,8 @@
  *    frames_dir / wav_path name others); cq_video_out_mux_hint gives the
  *    ffmpeg command that makes the MP4 from them.
  * A frame directory must not exist yet, or be empty: the writer replaces
- * only an empty directory. Frames are named frame_00001.png, ... (1-based;
- * at most 99999); the first carries the prompt, seed and model as text
+ * only an empty directory. Frames are named frame_00000.png, ... (0-based,
+ * ffmpeg's image2 default; at most 99999); the first carries the prompt, seed and model as text
  * chunks.
  */
 #ifndef CQ_IO_VIDEO_OUT_H
@@ -78,8 +78,11 @@ typedef struct cq_video_out cq_video_out;
 
 /* Defaults: no outputs, 24 fps, stereo, crf 18. */
 void cq_video_out_opts_init(cq_video_out_opts *o);
-/* Whether this build writes MP4 files (built with FFmpeg). */
+/* Whether this build writes MP4 files (built with FFmpeg, an H.264 or MPEG-4
+ * encoder and AAC present), and which video encoder it uses ("libx264", or
+ * "mpeg4" where this libavcodec lacks libx264; NULL without FFmpeg). */
 bool cq_video_out_has_mp4(void);
+const char *cq_video_out_encoder(void);
 
 /* Check everything, create the temporaries. On error *out is NULL and
  * nothing is left behind. */

@@ -11,6 +11,8 @@
 typedef struct cq_mp4 cq_mp4;
 
 bool cq_mp4_available(void);
+/* The video encoder an MP4 gets ("libx264", else "mpeg4"); NULL without FFmpeg. */
+const char *cq_mp4_encoder_name(void);
 /* o->path is the target; o's size, rate, sound and metadata as checked by cq_video_out_open. */
 cq_status cq_mp4_open(const cq_video_out_opts *o, cq_mp4 **out);
 cq_status cq_mp4_push_frame(cq_mp4 *m, const uint8_t *rgb);
