@@ -65,7 +65,7 @@ typedef struct cq_video_out_opts {
     int fps_num, fps_den;   /* the frame rate as a fraction, num/den in (0, CQ_VIDEO_MAX_FPS] */
     int audio_rate;         /* Hz of the pushed sound, 0: no sound */
     int audio_channels;     /* 1 or 2 */
-    int frames_hint;        /* frames expected, 0: unknown (free space and name checks use it) */
+    int frames_hint;        /* frames expected, 0: unknown (checked against CQ_VIDEO_MAX_FRAMES) */
     const char *prompt;     /* metadata; NULL: none */
     const char *model;      /* metadata; NULL: none */
     uint64_t seed;

@@ -73,8 +73,6 @@ struct cq_mp4 {
     AVPacket *pkt;
     int width, height, channels, in_rate;
     int64_t vpts, apts;
-    bool header_written;
-    char target[64]; /* a short name for FFmpeg's messages */
 };
 
 static cq_status av_fail(int err, const char *what, const char *path) {
@@ -291,7 +289,6 @@ cq_status cq_mp4_open(const cq_video_out_opts *o, cq_mp4 **out) {
         r = avformat_write_header(m->fmt, NULL);
         if (m->io_err != CQ_OK) s = m->io_err;
         else if (r < 0) s = av_fail(r, "cannot write the MP4 header", o->path);
-        else m->header_written = true;
     }
     if (s != CQ_OK) {
         cq_mp4_free(m);
@@ -370,7 +367,6 @@ cq_status cq_mp4_finish(cq_mp4 *m) {
         CQ_TRY(encode(m, m->aenc, m->ast, NULL));
     }
     int r = av_write_trailer(m->fmt);
-    m->header_written = false;
     if (m->io_err != CQ_OK) return m->io_err;
     if (r < 0) return av_fail(r, "cannot write the MP4 trailer", m->file.target);
     avio_flush(m->io);
