@@ -72,6 +72,7 @@ typedef struct cq_video_out_opts {
     bool has_seed;
     int crf;                /* 0..51, -1: 18 */
     const char *preset;     /* x264 preset, NULL: "medium" */
+    bool mpeg4;             /* MPEG-4 part 2 (libavcodec's mpeg4) even where libx264 is present */
 } cq_video_out_opts;
 
 typedef struct cq_video_out cq_video_out;

@@ -154,7 +154,7 @@ static cq_status encode(cq_mp4 *m, AVCodecContext *enc, AVStream *st, AVFrame *f
 }
 
 static cq_status open_video(cq_mp4 *m, const cq_video_out_opts *o) {
-    const AVCodec *c = video_encoder();
+    const AVCodec *c = o->mpeg4 ? avcodec_find_encoder(AV_CODEC_ID_MPEG4) : video_encoder();
     if (!c) return cq_fail(CQ_ERR_UNSUPPORTED, "this FFmpeg has neither libx264 nor an MPEG-4 encoder");
     m->venc = avcodec_alloc_context3(c);
     if (!m->venc) return CQ_ERR_NOMEM;
