@@ -391,6 +391,17 @@ static void test_fallback(void **state) {
     /* a frame directory that is not empty is refused; a failure leaves nothing new */
     tu_expect_err(cq_video_out_open(&o, &v), CQ_ERR_IO, "not empty");
     assert_int_equal(count_entries(dir, NULL), 2);
+    /* freed before finish (an error or an interrupt on the caller's side): the temporaries go */
+    snprintf(frames_dir, sizeof frames_dir, "%s", tu_path(dir, "frames2"));
+    snprintf(wav, sizeof wav, "%s", tu_path(dir, "sound2.wav"));
+    assert_int_equal(cq_video_out_open(&o, &v), CQ_OK);
+    assert_int_equal(cq_video_out_push_frames(v, pix, 2), CQ_OK);
+    assert_int_equal(cq_video_out_push_audio(v, sound, 100), CQ_OK);
+    assert_int_equal(count_entries(dir, NULL), 4);
+    cq_video_out_free(v);
+    int hid = -1;
+    assert_int_equal(count_entries(dir, &hid), 2);
+    assert_int_equal(hid, 0);
     free(pix);
     free(sound);
 }
