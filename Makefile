@@ -71,7 +71,7 @@ run: release
 # and run the kernel tests under qemu-user: the NEON kit's check. One thread
 # per backend (qemu-user threads hang on some hosts).
 cross-arm64:
-	@$(CMAKE) -S . -B build-arm64 -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DCMAKE_BUILD_TYPE=Release -DCORTIQ_CUDA=OFF >/dev/null
+	@$(CMAKE) -S . -B build-arm64 -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DCMAKE_BUILD_TYPE=Release -DCORTIQ_CUDA=OFF -DCORTIQ_FFMPEG=OFF >/dev/null
 	@$(CMAKE) --build build-arm64 -j $(JOBS) --target cortiq_static cortiq test_ops test_cpu_kits
 	cd build-arm64 && CQ_TEST_OPS_THREADS=1 ctest --output-on-failure -R '^test_(cpu_kits|ops)$$'
 
