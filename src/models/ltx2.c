@@ -276,11 +276,11 @@ static cq_status rope(cq_backend *be, const cq_tensor *t, int heads, int dh, con
 }
 
 /* One attention: queries from xq, keys and values from xkv (NULL: xq), RoPE on q and k where tables are given;
- * perturbed (STG): the values stand in for the attention. *out = to_out(gated heads) [rows of xq, out_dim] in
- * the projection scratch. */
+ * perturbed (STG): the values stand in for the attention. *heads = the gated heads [rows of xq, inner] (to_out's
+ * input, which proj_res applies). */
 static cq_status attend(cq_ltx2 *m, lx_fwd *f, const lx_attn *A, const cq_tensor *gidx, const cq_tensor *xq,
                         const cq_tensor *xkv, const cq_tensor *qc, const cq_tensor *qs, const cq_tensor *kc,
-                        const cq_tensor *ks, bool perturbed, int64_t out_dim, cq_tensor *out) {
+                        const cq_tensor *ks, bool perturbed, cq_tensor *heads) {
     cq_backend *be = m->be;
     if (!xkv) xkv = xq;
     const int64_t nq = cq_tensor_rows(xq), nk = cq_tensor_rows(xkv), I = A->inner;
@@ -309,8 +309,30 @@ static cq_status attend(cq_ltx2 *m, lx_fwd *f, const lx_attn *A, const cq_tensor
         CQ_TRY(cq_op_gather_cols(be, &ge, &gl, gidx, 1, 1.0f));
         CQ_TRY(cq_op_binary(be, o, o, &ge, CQ_BINARY_MUL));
     }
-    *out = v2(&f->proj, nq, out_dim);
-    return cq_op_linear(be, out, o, &A->o, &A->ob);
+    *heads = *o;
+    return CQ_OK;
+}
+
+/* x += gate ⊙ (in W + b) per run (which < 0: no gate). While a tap is set the projection lands in the scratch
+ * first, tapped as `name`; otherwise the matmul adds it to x in its epilogue. */
+static cq_status proj_res(cq_ltx2 *m, lx_fwd *f, const lx_srun *r, int64_t D, cq_tensor *x, const cq_tensor *in,
+                          const cq_tensor *w, const cq_tensor *b, int which, const char *name) {
+    if (m->tap) {
+        cq_tensor out = v2(&f->proj, cq_tensor_rows(in), D);
+        CQ_TRY(cq_op_linear(m->be, &out, in, w, b));
+        tapf(m, &out, "%s", name);
+        return gated_res(m, r, D, x, &out, which);
+    }
+    const int G = which < 0 ? 1 : r->G;
+    for (int g = 0; g < G; g++) {
+        const int64_t r0 = which < 0 ? 0 : r->grp[g].r0, n = which < 0 ? cq_tensor_rows(in) : r->grp[g].n;
+        cq_tensor xv = cq_tensor_rows_view(x, r0, n), iv = cq_tensor_rows_view(in, r0, n);
+        cq_tensor gate = which < 0 ? (cq_tensor){0} : mvec(r, D, g, which);
+        cq_matmul_args a = {.y = &xv, .x = &iv, .w = w, .bias = b, .gate = which < 0 ? NULL : &gate,
+                            .accumulate = true};
+        CQ_TRY(cq_op_matmul(m->be, &a));
+    }
+    return CQ_OK;
 }
 
 /* The RoPE tables of both streams: self (video 3 axes, audio 1) and the time-only A<->V ones. */
@@ -527,7 +549,8 @@ static cq_status block(cq_ltx2 *m, lx_fwd *f, int l) {
     cq_backend *be = m->be;
     const bool pert = f->stg[l];
     const float eps = m->cfg.norm_eps;
-    cq_tensor out;
+    cq_tensor heads;
+    char tn[64];
     for (int si = 0; si < ST_COUNT; si++) {
         const lx_stream *S = &m->s[si];
         lx_srun *r = &f->r[si];
@@ -546,9 +569,9 @@ static cq_status block(cq_ltx2 *m, lx_fwd *f, int l) {
         CQ_TRY(cq_op_rmsnorm(be, &r->hn, &r->x, NULL, NULL, false, eps));
         CQ_TRY(modulate(m, r, S->dim, &r->hn, &r->hn, M_1SC_SA, M_SH_SA));
         tapf(m, &r->hn, "b%d_%sattn1_q", l, S->tp);
-        CQ_TRY(attend(m, f, &B->self, &S->gidx, &r->hn, NULL, &r->rc, &r->rs, &r->rc, &r->rs, pert, S->dim, &out));
-        tapf(m, &out, "b%d_%sattn1_out", l, S->tp);
-        CQ_TRY(gated_res(m, r, S->dim, &r->x, &out, M_G_SA));
+        CQ_TRY(attend(m, f, &B->self, &S->gidx, &r->hn, NULL, &r->rc, &r->rs, &r->rc, &r->rs, pert, &heads));
+        snprintf(tn, sizeof tn, "b%d_%sattn1_out", l, S->tp);
+        CQ_TRY(proj_res(m, f, r, S->dim, &r->x, &heads, &B->self.o, &B->self.ob, M_G_SA, tn));
     }
     /* 2. prompt cross-attention (no RoPE) */
     for (int si = 0; si < ST_COUNT; si++) {
@@ -560,9 +583,9 @@ static cq_status block(cq_ltx2 *m, lx_fwd *f, int l) {
         if (S->xmod) CQ_TRY(modulate(m, r, S->dim, &r->hn, &r->hn, M_1SC_Q, M_SH_Q));
         tapf(m, &r->hn, "b%d_%sattn2_q", l, S->tp);
         tapf(m, ctx, "b%d_%sattn2_kv", l, S->tp);
-        CQ_TRY(attend(m, f, &B->text, &S->gidx, &r->hn, ctx, NULL, NULL, NULL, NULL, false, S->dim, &out));
-        tapf(m, &out, "b%d_%sattn2_out", l, S->tp);
-        CQ_TRY(gated_res(m, r, S->dim, &r->x, &out, S->xmod ? M_G_Q : -1));
+        CQ_TRY(attend(m, f, &B->text, &S->gidx, &r->hn, ctx, NULL, NULL, NULL, NULL, false, &heads));
+        snprintf(tn, sizeof tn, "b%d_%sattn2_out", l, S->tp);
+        CQ_TRY(proj_res(m, f, r, S->dim, &r->x, &heads, &B->text.o, &B->text.ob, S->xmod ? M_G_Q : -1, tn));
     }
     /* 3. audio <-> video, both directions reading the norms of the streams as they are now */
     if (!f->isolate) {
@@ -576,18 +599,18 @@ static cq_status block(cq_ltx2 *m, lx_fwd *f, int l) {
         tapf(m, &rv->mc, "b%d_a2v_q", l);
         tapf(m, &ra->mc, "b%d_a2v_kv", l);
         CQ_TRY(attend(m, f, &Sv->blk[l].cross, &Sa->gidx, &rv->mc, &ra->mc, &rv->xc, &rv->xs, &ra->xc, &ra->xs, false,
-                      Sv->dim, &out));
-        tapf(m, &out, "b%d_a2v_out", l);
-        CQ_TRY(gated_res(m, rv, Sv->dim, &rv->x, &out, M_G_CA));
+                      &heads));
+        snprintf(tn, sizeof tn, "b%d_a2v_out", l);
+        CQ_TRY(proj_res(m, f, rv, Sv->dim, &rv->x, &heads, &Sv->blk[l].cross.o, &Sv->blk[l].cross.ob, M_G_CA, tn));
         /* v2a: audio queries, video keys and values */
         CQ_TRY(modulate(m, ra, Sa->dim, &ra->mc, &ra->nrm, M_1V2A, M_V2A_SH));
         CQ_TRY(modulate(m, rv, Sv->dim, &rv->mc, &rv->nrm, M_1V2A, M_V2A_SH));
         tapf(m, &ra->mc, "b%d_v2a_q", l);
         tapf(m, &rv->mc, "b%d_v2a_kv", l);
         CQ_TRY(attend(m, f, &Sa->blk[l].cross, &Sa->gidx, &ra->mc, &rv->mc, &ra->xc, &ra->xs, &rv->xc, &rv->xs, false,
-                      Sa->dim, &out));
-        tapf(m, &out, "b%d_v2a_out", l);
-        CQ_TRY(gated_res(m, ra, Sa->dim, &ra->x, &out, M_G_CA));
+                      &heads));
+        snprintf(tn, sizeof tn, "b%d_v2a_out", l);
+        CQ_TRY(proj_res(m, f, ra, Sa->dim, &ra->x, &heads, &Sa->blk[l].cross.o, &Sa->blk[l].cross.ob, M_G_CA, tn));
     }
     /* 4. feed-forward */
     for (int si = 0; si < ST_COUNT; si++) {
@@ -601,10 +624,8 @@ static cq_status block(cq_ltx2 *m, lx_fwd *f, int l) {
         cq_matmul_args mm = {.y = &h, .x = &r->hn, .w = &B->ff1, .bias = S->ffb ? &B->ff1b : NULL,
                              .act = CQ_ACT_GELU_TANH};
         CQ_TRY(cq_op_matmul(be, &mm));
-        out = v2(&f->proj, r->n, S->dim);
-        CQ_TRY(cq_op_linear(be, &out, &h, &B->ff2, S->ffb ? &B->ff2b : NULL));
-        tapf(m, &out, "b%d_%sff_out", l, S->tp);
-        CQ_TRY(gated_res(m, r, S->dim, &r->x, &out, M_G_FF));
+        snprintf(tn, sizeof tn, "b%d_%sff_out", l, S->tp);
+        CQ_TRY(proj_res(m, f, r, S->dim, &r->x, &h, &B->ff2, S->ffb ? &B->ff2b : NULL, M_G_FF, tn));
         tapf(m, &r->x, "block%d_%s", l, S->name);
     }
     return CQ_OK;

@@ -675,6 +675,14 @@ static void test_attention(void **state) {
         attention_case(dt, 150, 50, 150, 2, 1, 80, VIS_WINDOWS, 0.0f); /* windows reach into the prefix */
         attention_case(dt, 130, 0, 130, 4, 2, 80, VIS_SLIDING, 0.0f);
         attention_case(dt, 140, 0, 300, 2, 1, 80, VIS_RANGE, 0.0f);
+        /* head_dim 64, LTX-2's audio heads (GPU: the flash kernels' 64 instantiation): audio self-attention,
+         * few queries over many keys (video -> audio), many queries over few keys (audio -> video), a prefix
+         * with causal masks and shared kv heads */
+        attention_case(dt, 126, 0, 126, 4, 4, 64, VIS_NONE, 0.0f);
+        attention_case(dt, 30, 0, 700, 4, 4, 64, VIS_NONE, 0.0f);
+        attention_case(dt, 300, 0, 27, 4, 4, 64, VIS_NONE, 0.0f);
+        attention_case(dt, 150, 40, 150, 4, 2, 64, VIS_CAUSAL, 0.0f);
+        attention_case(dt, 131, 63, 65, 3, 1, 64, VIS_BLOCK, 0.0f);
         if (g.big) {
             attention_case(dt, 257, 1000, 257, 4, 1, 128, VIS_CAUSAL, 0.0f);
             attention_case(dt, 1000, 0, 1000, 2, 2, 64, VIS_BLOCK, 0.0f);

@@ -46,9 +46,11 @@ cq_status cq_cuda_attention(cq_backend *be, const cq_attn_args *a) {
         .causal = a->causal,
     };
     const bool d128 = a->head_dim == 128 && a->n_heads <= 65535;
-    /* head_dims the mma.sync flash and WMMA kernels take: 128, and 80 (the Qwen2.5-VL vision tower's heads; the
-     * wgmma kernel is 128 only, so 80 takes flash128w4 under auto and wgmma alike) */
-    const bool dflash = (a->head_dim == 128 || a->head_dim == 80) && a->n_heads <= 65535;
+    /* head_dims the mma.sync flash kernels take: 128, 80 (the Qwen2.5-VL vision tower's heads) and 64 (LTX-2's
+     * audio heads and its audio<->video attention); the WMMA kernel 128 and 80. The wgmma kernel is 128 only, so
+     * 80 and 64 take flash128w4 under auto and wgmma alike */
+    const bool dflash = (a->head_dim == 128 || a->head_dim == 80 || a->head_dim == 64) && a->n_heads <= 65535;
+    const bool dwmma = (a->head_dim == 128 || a->head_dim == 80) && a->n_heads <= 65535;
     /* Hopper: the wgmma kernel, 3 K/V stages where shared memory allows (auto and wgmma) */
     int stages90 = 0;
     if (d128 && (c->attn_mode == 0 || c->attn_mode == 6) && c->cc_major == 9 && c->cc_minor == 0)
@@ -61,7 +63,7 @@ cq_status cq_cuda_attention(cq_backend *be, const cq_attn_args *a) {
     if (shape >= 0 && c->smem_optin < cqk_attention_flash_smem(shape, a->head_dim)) shape = CQK_FLASH_64;
     if (shape >= 0 && c->smem_optin < cqk_attention_flash_smem(shape, a->head_dim)) shape = -1;
     const bool flash = shape >= 0;
-    const bool wmma = dflash && c->attn_mode == 2 && c->smem_optin >= cqk_attention_wmma_smem(a->head_dim);
+    const bool wmma = dwmma && c->attn_mode == 2 && c->smem_optin >= cqk_attention_wmma_smem(a->head_dim);
     cudaError_t e;
     const char *what = stages90                  ? "the wgmma kernel"
                        : !flash                  ? (wmma ? "the WMMA kernel" : "the generic kernel")

@@ -482,11 +482,12 @@ template <int HD> size_t flash_smem(int shape) {
 } // namespace
 
 /* dynamic plus static shared memory of a block: what must fit the device's per-block opt-in limit; 0 for a
- * head_dim without a kernel (128 and 80 are instantiated) */
+ * head_dim without a kernel (128, 80 and 64 are instantiated) */
 extern "C" size_t cqk_attention_flash_smem(int shape, int D) {
     switch (D) {
     case 128: return flash_smem<128>(shape);
     case 80: return flash_smem<80>(shape);
+    case 64: return flash_smem<64>(shape);
     default: return 0;
     }
 }
@@ -501,7 +502,9 @@ extern "C" cudaError_t cqk_attention_flash(const cqk_ctx *c, const cqk_attn *a, 
         a->P + a->Nk > 0x7fffffc0)
         return cudaErrorInvalidValue;
     const cudaError_t e =
-        a->D == 80 ? flash_shape_run<80>(c, a, scratch, shape) : flash_shape_run<128>(c, a, scratch, shape);
+        a->D == 80   ? flash_shape_run<80>(c, a, scratch, shape)
+        : a->D == 64 ? flash_shape_run<64>(c, a, scratch, shape)
+                     : flash_shape_run<128>(c, a, scratch, shape);
     if (e != cudaSuccess) return e;
     return cqk_launched();
 }
