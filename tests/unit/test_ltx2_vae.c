@@ -921,6 +921,22 @@ static void test_bad_config(void **st) {
                "not AutoencoderKLLTX2Video");
     tu_expect_err(cq_ltx2_vae_parse_config_text("[1]", &c), CQ_ERR_PARSE, "not a JSON object");
     tu_expect_err(cq_ltx2_vae_parse_config_text("{", &c), CQ_ERR_PARSE, "not valid JSON");
+    /* the config tools/golden_ltx2_vae.py writes: decode widths 16 | 8, 8, 4, 2 */
+    static const char golden_cfg[] =
+        "{\"_class_name\": \"AutoencoderKLLTX2Video\", \"latent_channels\": 8, \"block_out_channels\": [8, 16, 32, 32],"
+        " \"decoder_block_out_channels\": [4, 8, 8, 16], \"layers_per_block\": [1, 1, 1, 1, 1],"
+        " \"decoder_layers_per_block\": [1, 1, 1, 1, 1], \"spatio_temporal_scaling\": [true, true, true, true],"
+        " \"decoder_spatio_temporal_scaling\": [true, true, true, true],"
+        " \"decoder_inject_noise\": [false, false, false, false, false],"
+        " \"downsample_type\": [\"spatial\", \"temporal\", \"spatiotemporal\", \"spatiotemporal\"],"
+        " \"upsample_type\": [\"spatiotemporal\", \"spatiotemporal\", \"temporal\", \"spatial\"],"
+        " \"upsample_residual\": [false, false, false, false], \"upsample_factor\": [2, 2, 1, 2],"
+        " \"timestep_conditioning\": false, \"patch_size\": 2, \"patch_size_t\": 1, \"decoder_causal\": false,"
+        " \"decoder_spatial_padding_mode\": \"zeros\"}";
+    if (cq_ltx2_vae_parse_config_text(golden_cfg, &c) != CQ_OK) fail_msg("the golden config: %s", cq_last_error());
+    assert_true(c.dec_width == 16 && c.up[0].cout == 8 && c.up[1].cout == 8 && c.up[2].cout == 4 &&
+                c.up[3].cout == 2 && c.up[0].conv_out == 64 && c.up[2].conv_out == 8 && c.up[3].conv_out == 8);
+    assert_true(c.enc_width == 32 && c.down[0].conv_out == 2 && c.down[0].group == 4 && c.down[3].group == 8);
     /* the real config: LTX-2.5's ladder, table and size */
     if (cq_ltx2_vae_parse_config_text(k_real, &c) != CQ_OK) fail_msg("the LTX-2.5 config: %s", cq_last_error());
     assert_true(c.dec_width == 1024 && c.dec_mid_layers == 2 && c.n_up == 4 && c.dec_out_width == 128);
