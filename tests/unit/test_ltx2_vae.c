@@ -787,13 +787,14 @@ static void test_tiled(void **st) {
     cq_ltx2_vae_decode_halo(&fx.cfg, &ht, &hs);
     printf("  tiny config: exact halo %d latent frames, %d latents\n", ht, hs);
     assert_true(ht == 9 && hs == 9); /* 58 and 63 eighths of a latent, rounded up, plus one */
-    /* chunks of 3 latent frames over 24, then tiles of 4 columns over 24, with the exact halo */
-    tiled_case(&fx, 24, 1, 2, &(cq_ltx2_vae_tiling){3, 0, 0, -1, -1}, true);
-    tiled_case(&fx, 2, 2, 24, &(cq_ltx2_vae_tiling){0, 1, 4, -1, -1}, true);
-    tiled_case(&fx, 20, 2, 22, &(cq_ltx2_vae_tiling){5, 1, 7, -1, -1}, true);
+    /* with the exact halo: chunks of 2 latent frames over 12 (the last box starts at latent frame 1), tiles of 4
+     * columns over 16 (the last starts at column 3), and both (boxes starting at frame 2 and column 3) */
+    tiled_case(&fx, 12, 1, 1, &(cq_ltx2_vae_tiling){2, 0, 0, -1, -1}, true);
+    tiled_case(&fx, 1, 1, 16, &(cq_ltx2_vae_tiling){0, 0, 4, -1, -1}, true);
+    tiled_case(&fx, 12, 1, 16, &(cq_ltx2_vae_tiling){11, 1, 12, -1, -1}, true);
     /* a halo of 1 is not enough */
-    tiled_case(&fx, 24, 1, 2, &(cq_ltx2_vae_tiling){3, 0, 0, 1, 1}, false);
-    tiled_case(&fx, 2, 2, 24, &(cq_ltx2_vae_tiling){0, 0, 4, 1, 1}, false);
+    tiled_case(&fx, 12, 1, 1, &(cq_ltx2_vae_tiling){2, 0, 0, 1, 1}, false);
+    tiled_case(&fx, 1, 1, 16, &(cq_ltx2_vae_tiling){0, 0, 4, 1, 1}, false);
     float *z = latent_cl(4, 1, 1, 1), fr[3 * 25 * 16 * 16];
     tu_expect_err(cq_ltx2_vae_decode_tiled(fx.v, z, 4, 1, 1, &(cq_ltx2_vae_tiling){2, 0, 0, 0, 0}, fr),
                   CQ_ERR_INVALID_ARG, "time halo of at least 1");
