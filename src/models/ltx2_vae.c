@@ -299,6 +299,12 @@ static void unpatchify(const cq_ltx2_vae_config *c, const float *src, int T, int
             }
 }
 
+void cq_ltx2_vae_unpatchify_frame(const cq_ltx2_vae_config *c, const float *src, int H, int W, int t, float *frames,
+                                  int Fo, int Ho, int Wo) {
+    const lv_box b = {t, 0, 0, t, t + 1, 0, H, 0, W};
+    unpatchify(c, src, 1, H, W, &b, frames, Fo, Ho, Wo);
+}
+
 static cq_status check_finite(const float *z, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (!isfinite(z[i])) return cq_fail(CQ_ERR_NUMERIC, WHO ": latent value %zu is %g", i, (double)z[i]);

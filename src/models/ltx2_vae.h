@@ -152,6 +152,15 @@ void cq_ltx2_vae_decode_halo(const cq_ltx2_vae_config *c, int *halo_t, int *halo
 /* The peak bytes an untiled decode of F x h x w latents holds (f32 activations on the backend plus the host
  * copies; the backends' bounded conv scratch not counted). */
 uint64_t cq_ltx2_vae_decode_bytes(const cq_ltx2_vae_config *c, int F, int h, int w);
+/* Decode z [F*h*w, C] (channels-last, denormalized) as a stream of frames: each conv makes one output frame from
+ * three input frames when asked, each node of the graph keeping its last 4 frames, so the device holds a few
+ * frames a layer whatever the video's length; the frames equal the untiled decode's (bit for bit on the CPU).
+ * *device_bytes (may be NULL) receives the bytes it allocated on the backend. */
+cq_status cq_ltx2_vae_decode_stream(cq_ltx2_vae *v, const float *z, int F, int h, int w, float *frames,
+                                    uint64_t *device_bytes);
+/* The most bytes a stream decode of h x w latents allocates on the backend (any number of frames; fewer when the
+ * video has fewer than 4 frames at some stage). */
+uint64_t cq_ltx2_vae_stream_bytes(const cq_ltx2_vae_config *c, int h, int w);
 /* The pipeline's output mapping in place: x / 2 + 1 / 2 clamped to [0, 1]. */
 cq_status cq_ltx2_vae_frames_to_unit(float *frames, size_t n);
 

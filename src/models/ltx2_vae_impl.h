@@ -41,4 +41,9 @@ struct cq_ltx2_vae {
     void *tap_user;
 };
 
+/* Frame t of the head's output src [H*W, out_channels p^2] (patch grid) un-patchified into frames
+ * [out_channels, Fo, Ho, Wo] (ltx2_vae.c; the stream decode's last step). */
+void cq_ltx2_vae_unpatchify_frame(const cq_ltx2_vae_config *c, const float *src, int H, int W, int t, float *frames,
+                                  int Fo, int Ho, int Wo);
+
 #endif /* CQ_MODELS_LTX2_VAE_IMPL_H */

@@ -802,6 +802,66 @@ static void test_tiled(void **st) {
     fixture_close(&fx);
 }
 
+/* LTX-2.3 / 2.5's conv VAE as diffusers' converter writes it (get_ltx2_video_vae_config("2.3"), which 2.5 reuses) */
+static const char k_real[] =
+    "{\"_class_name\": \"AutoencoderKLLTX2Video\", \"in_channels\": 3, \"out_channels\": 3, \"latent_channels\": 128,"
+    " \"block_out_channels\": [256, 512, 1024, 1024],"
+    " \"down_block_types\": [\"LTX2VideoDownBlock3D\", \"LTX2VideoDownBlock3D\", \"LTX2VideoDownBlock3D\","
+    " \"LTX2VideoDownBlock3D\"], \"decoder_block_out_channels\": [256, 512, 512, 1024],"
+    " \"layers_per_block\": [4, 6, 4, 2, 2], \"decoder_layers_per_block\": [4, 6, 4, 2, 2],"
+    " \"spatio_temporal_scaling\": [true, true, true, true],"
+    " \"decoder_spatio_temporal_scaling\": [true, true, true, true],"
+    " \"decoder_inject_noise\": [false, false, false, false, false],"
+    " \"downsample_type\": [\"spatial\", \"temporal\", \"spatiotemporal\", \"spatiotemporal\"],"
+    " \"upsample_type\": [\"spatiotemporal\", \"spatiotemporal\", \"temporal\", \"spatial\"],"
+    " \"upsample_residual\": [false, false, false, false], \"upsample_factor\": [2, 2, 1, 2],"
+    " \"timestep_conditioning\": false, \"patch_size\": 4, \"patch_size_t\": 1, \"resnet_norm_eps\": 1e-06,"
+    " \"scaling_factor\": 1.0, \"encoder_causal\": true, \"decoder_causal\": false,"
+    " \"encoder_spatial_padding_mode\": \"zeros\", \"decoder_spatial_padding_mode\": \"zeros\","
+    " \"spatial_compression_ratio\": 32, \"temporal_compression_ratio\": 8}";
+
+/* ---- stream decode ----------------------------------------------------------- */
+static void stream_case(fixture *fx, int F, int h, int w) {
+    int Fo, Ho, Wo;
+    assert_int_equal(cq_ltx2_vae_decode_shape(fx->v, F, h, w, &Fo, &Ho, &Wo), CQ_OK);
+    float *z = latent_cl(F, h, w, 61 + (uint64_t)(F * 3 + w));
+    const size_t nf = (size_t)3 * Fo * Ho * Wo;
+    float *a = malloc(nf * sizeof(float)), *b = malloc(nf * sizeof(float));
+    assert_true(a && b);
+    assert_int_equal(cq_ltx2_vae_decode_tokens(fx->v, z, F, h, w, a), CQ_OK);
+    for (size_t i = 0; i < nf; i++) b[i] = NAN;
+    uint64_t bytes = 0;
+    if (cq_ltx2_vae_decode_stream(fx->v, z, F, h, w, b, &bytes) != CQ_OK) fail_msg("stream: %s", cq_last_error());
+    const double e = tu_max_rel(b, a, nf, tu_rms(a, nf));
+    const uint64_t full = cq_ltx2_vae_decode_bytes(&fx->cfg, F, h, w), est = cq_ltx2_vae_stream_bytes(&fx->cfg, h, w);
+    printf("  stream %dx%dx%d: max|d|/rms %.3g against untiled; %llu bytes on the backend (estimate %llu, untiled "
+           "%llu)\n", F, h, w, e, (unsigned long long)bytes, (unsigned long long)est, (unsigned long long)full);
+    if (!g_arg.device) assert_memory_equal(a, b, nf * sizeof(float));
+    else if (!(e <= 1e-6)) fail_msg("stream decode off by %.3g x RMS", e);
+    assert_true(bytes <= est);
+    free(z), free(a), free(b);
+}
+
+static void test_stream(void **st) {
+    (void)st;
+    fixture fx;
+    fixture_open(&fx);
+    stream_case(&fx, 1, 2, 2);
+    stream_case(&fx, 2, 3, 2);
+    stream_case(&fx, 3, 2, 3);
+    stream_case(&fx, 16, 1, 2);
+    /* the memory does not grow with the length */
+    const uint64_t s16 = cq_ltx2_vae_stream_bytes(&fx.cfg, 1, 2);
+    cq_ltx2_vae_config rc;
+    fixture_close(&fx);
+    assert_true(s16 > 0);
+    if (cq_ltx2_vae_parse_config_text(k_real, &rc) != CQ_OK) fail_msg("config: %s", cq_last_error());
+    const uint64_t sb = cq_ltx2_vae_stream_bytes(&rc, 16, 24), sb2 = cq_ltx2_vae_stream_bytes(&rc, 34, 60);
+    printf("  LTX-2.5 stream decode: 768x512 %.2f GiB on the backend at any length; 1920x1088 %.2f GiB\n",
+           (double)sb / (1 << 30), (double)sb2 / (1 << 30));
+    assert_true(sb < cq_ltx2_vae_decode_bytes(&rc, 16, 16, 24));
+}
+
 /* ---- convert ---------------------------------------------------------------- */
 static void test_convert(void **st) {
     (void)st;
@@ -866,24 +926,6 @@ static void expect_bad(const char *from, const char *to, cq_status want, const c
     cq_ltx2_vae_config c;
     tu_expect_err(cq_ltx2_vae_parse_config_text(buf, &c), want, needle);
 }
-
-/* LTX-2.3 / 2.5's conv VAE as diffusers' converter writes it (get_ltx2_video_vae_config("2.3"), which 2.5 reuses) */
-static const char k_real[] =
-    "{\"_class_name\": \"AutoencoderKLLTX2Video\", \"in_channels\": 3, \"out_channels\": 3, \"latent_channels\": 128,"
-    " \"block_out_channels\": [256, 512, 1024, 1024],"
-    " \"down_block_types\": [\"LTX2VideoDownBlock3D\", \"LTX2VideoDownBlock3D\", \"LTX2VideoDownBlock3D\","
-    " \"LTX2VideoDownBlock3D\"], \"decoder_block_out_channels\": [256, 512, 512, 1024],"
-    " \"layers_per_block\": [4, 6, 4, 2, 2], \"decoder_layers_per_block\": [4, 6, 4, 2, 2],"
-    " \"spatio_temporal_scaling\": [true, true, true, true],"
-    " \"decoder_spatio_temporal_scaling\": [true, true, true, true],"
-    " \"decoder_inject_noise\": [false, false, false, false, false],"
-    " \"downsample_type\": [\"spatial\", \"temporal\", \"spatiotemporal\", \"spatiotemporal\"],"
-    " \"upsample_type\": [\"spatiotemporal\", \"spatiotemporal\", \"temporal\", \"spatial\"],"
-    " \"upsample_residual\": [false, false, false, false], \"upsample_factor\": [2, 2, 1, 2],"
-    " \"timestep_conditioning\": false, \"patch_size\": 4, \"patch_size_t\": 1, \"resnet_norm_eps\": 1e-06,"
-    " \"scaling_factor\": 1.0, \"encoder_causal\": true, \"decoder_causal\": false,"
-    " \"encoder_spatial_padding_mode\": \"zeros\", \"decoder_spatial_padding_mode\": \"zeros\","
-    " \"spatial_compression_ratio\": 32, \"temporal_compression_ratio\": 8}";
 
 static void test_bad_config(void **st) {
     (void)st;
@@ -1145,7 +1187,7 @@ int main(int argc, char **argv) {
     int rc = tu_backend_select("test_ltx2_vae", argc, argv, &g_arg);
     if (rc >= 0) return rc;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_decode),   cmocka_unit_test(test_encode),     cmocka_unit_test(test_tiled),
+        cmocka_unit_test(test_decode),   cmocka_unit_test(test_encode),     cmocka_unit_test(test_tiled), cmocka_unit_test(test_stream),
         cmocka_unit_test(test_convert),  cmocka_unit_test(test_bad_config), cmocka_unit_test(test_golden),
     };
     return cmocka_run_group_tests_name(g_arg.device ? "test_ltx2_vae (device)" : "test_ltx2_vae (host)", tests,
