@@ -48,7 +48,9 @@
  * planar posterior mean. Every activation is f32 and channels-last
  * [F*H*W, C] on the backend; each stage is its own function of that layout.
  *
- * Bounded memory: cq_ltx2_vae_decode_tiled decodes boxes of latent frames,
+ * Bounded memory: cq_ltx2_vae_decode_stream makes the frames one at a time,
+ * each layer keeping four frames (ltx2_vae_stream.c), equal to the untiled
+ * decode. cq_ltx2_vae_decode_tiled decodes boxes of latent frames,
  * rows and columns, each widened by a halo, and keeps each box's own part.
  * With the halo cq_ltx2_vae_decode_halo gives (the decoder's receptive
  * field plus one) the result equals the untiled decode: the ops are local

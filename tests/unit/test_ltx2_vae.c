@@ -18,6 +18,9 @@
  *  - the tiled decode against the untiled one: equal (bit for bit on the
  *    host) with the halo cq_ltx2_vae_decode_halo gives, over chunks of
  *    frames and tiles of columns; a halo of 1 differs (so the halo matters);
+ *  - the stream decode (a few frames a layer) against the untiled one: equal
+ *    (bit for bit on the host) on 1, 2, 3 and 16 latent frames, within the
+ *    bytes cq_ltx2_vae_stream_bytes says, less than the untiled decode's;
  *  - a diffusers folder (5-D kernels in safetensors) converted as a user
  *    would: arch ltx2_vae, prefix "vae.", the table's tensors, the frames of
  *    the pack written directly; the same folder as a pipeline's vae/;
