@@ -107,6 +107,7 @@ static const struct {
     {"LTX2TextConnectors", "ltx2_connectors"}, /* a lone connectors folder, named as in the pipeline */
     {"LTX2LatentUpsamplerModel", "ltx2_upsampler"}, /* a lone latent_upsampler folder */
     {"AutoencoderKLLTX2Audio", "ltx2_audio_vae"}, /* lone audio VAE / vocoder folders, also named as in it */
+    {"AutoencoderKLLTX2Video", "ltx2_vae"}, /* a lone video VAE folder: prefix "vae." as in the pipeline */
     {"LTX2VocoderWithBWE", "ltx2_vocoder"},
     {"LTX2Vocoder", "ltx2_vocoder"},
     {"AutoencoderKL", "flux_vae"}, /* a lone VAE folder; a pipeline names its own arch */

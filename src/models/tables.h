@@ -16,6 +16,7 @@
 #include "models/ltx2_audio.h"
 #include "models/ltx2_text.h"
 #include "models/ltx2_upsampler.h"
+#include "models/ltx2_vae.h"
 #include "models/qi21.h"
 #include "models/qi21_vae.h"
 #include "models/qimage.h"
@@ -46,6 +47,9 @@ cq_status cq_ltx2_ups_tensors(const cq_ltx2_ups_config *c, const char *prefix, c
 /* LTX-2.3 / 2.5's audio VAE (its decoder and latent statistics; the encoder a subtree nobody binds), names
  * under `prefix` ("audio_vae."). */
 cq_status cq_ltx2_audio_vae_tensors(const cq_ltx2_audio_vae_config *c, const char *prefix, cq_tt_list *out);
+/* LTX-2.3 / 2.5's conv video VAE (the decoder required; the encoder optional, all or nothing; the latent
+ * statistics), names under `prefix` ("vae."). */
+cq_status cq_ltx2_vae_tensors(const cq_ltx2_vae_config *c, const char *prefix, cq_tt_list *out);
 /* The vocoder (with its BWE: both generators and the STFT / mel tables), names under `prefix` ("vocoder."). */
 cq_status cq_ltx2_vocoder_tensors(const cq_ltx2_vocoder_config *c, const char *prefix, cq_tt_list *out);
 

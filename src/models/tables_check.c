@@ -108,6 +108,7 @@ cq_status cq_tables_check_pack(const cq_cmf *cmf, cq_tt_note_fn note, void *user
     if (cq_cmf_find(cmf, "vae.config_json")) {
         cq_qi21_vae_geometry g;
         cq_flux_vae_config fc;
+        cq_ltx2_vae_config lv;
         cq_tt_list t = {0};
         if (usable(cq_qi21_vae_parse_geometry(cmf, "vae.", &g), "qi21_vae", note, user)) {
             const char *who = g.kind == CQ_QI21_VAE_QIMAGE ? "qimage_vae" : "qi21_vae";
@@ -115,6 +116,9 @@ cq_status cq_tables_check_pack(const cq_cmf *cmf, cq_tt_note_fn note, void *user
         }
         else if (usable(cq_flux_vae_parse_config(cmf, "vae.", &fc), "flux_vae", note, user))
             CQ_TRY(check_list("flux_vae", &t, cq_flux_vae_tensors(&fc, "vae.", &t), cmf, "vae.", note, user, rep,
+                              n_checked));
+        else if (usable(cq_ltx2_vae_parse_config(cmf, "vae.", &lv), "ltx2_vae", note, user))
+            CQ_TRY(check_list("ltx2_vae", &t, cq_ltx2_vae_tensors(&lv, "vae.", &t), cmf, "vae.", note, user, rep,
                               n_checked));
     }
     if (cq_cmf_find(cmf, "connectors.config_json")) {
