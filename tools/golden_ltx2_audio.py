@@ -21,7 +21,10 @@ Cases (latents randn, the DiT's packed [T, C * Ml] view before un-normalisation)
     t2   2 latent frames (5 mel frames, 800 samples at 16 kHz)
     t4   4 latent frames (13 mel frames, 2080 samples)
 Each case also runs both models in bfloat16 (the vocoder on the f32 reference mel, cast) and stores per output the
-reference's own bf16 error (a device path must stay within a quarter of it):
+reference's own bf16 error (a device path must stay within a quarter of it), and runs both in float64 on the same
+weights and inputs (the vocoder on the same f32 mel) and stores the reference's own f32 error against that ("f64";
+the CPU path is held to max(1e-4, twice it): a random-weight BWE generator amplifies its input's f32 rounding to
+~9e-5 of full scale at 48 kHz, measured against the test's float64 host loop):
     mel:       max_rel = max|ref_bf16 - ref_f32| / rms(ref_f32),  rms_rel = rms(ref_bf16 - ref_f32) / rms(ref_f32)
     waveforms: the same over full scale, max(1, max|ref_f32|), instead of the RMS
 
@@ -29,7 +32,8 @@ Writes (under --out, normally tests/golden/ltx2_audio):
     audio_vae/, vocoder/   diffusers folders (config.json, diffusion_pytorch_model.safetensors in bf16; the VAE
                            without its encoder, the vocoder without the unused inverse STFT basis: the converter
                            treats both as optional)
-    index.json             versions, seed, configs, per case: T, mel frames, samples, bf16 errors
+    index.json             versions, seed, configs, per case: T, mel frames, samples, bf16 errors, f64 (the f32
+                           reference's own errors against float64, the same measures)
     cases/<case>.safetensors (batch dimension dropped, f32):
         latents [T, C * Ml]      the normalised packed latents (the decoder's input with denormalize)
         mel     [2, Tm, M]       AutoencoderKLLTX2Audio.decode's output
@@ -214,8 +218,8 @@ def save_folder(module, keep, path):
 
 
 # ---- runs ----
-def c32(t):
-    return t.detach().to(torch.float32).contiguous().clone()
+def c32(t, dtype=torch.float32):
+    return t.detach().to(dtype).contiguous().clone()
 
 
 def decode(vae, packed, dtype):
@@ -227,7 +231,7 @@ def decode(vae, packed, dtype):
     return vae.decode(x, return_dict=False)[0]
 
 
-def vocode(voc, mel, dtype):
+def vocode(voc, mel, dtype, keep=torch.float32):
     taps, hooks = {}, []
 
     def grab(name, pick):
@@ -236,14 +240,14 @@ def vocode(voc, mel, dtype):
         return f
 
     ch = voc.config.out_channels
-    hooks.append(voc.vocoder.register_forward_hook(grab("wav16", lambda o: c32(o[0].transpose(0, 1)))))
+    hooks.append(voc.vocoder.register_forward_hook(grab("wav16", lambda o: c32(o[0].transpose(0, 1), keep))))
     # log_mel [B * C, n_mels, F] -> [F, C * n_mels]
     hooks.append(voc.mel_stft.register_forward_hook(
-        grab("bwe_mel", lambda o: c32(o[0].unflatten(0, (-1, ch))[0].permute(2, 0, 1).flatten(1, 2)))))
+        grab("bwe_mel", lambda o: c32(o[0].unflatten(0, (-1, ch))[0].permute(2, 0, 1).flatten(1, 2), keep))))
     out = voc(mel.to(dtype))
     for h in hooks:
         h.remove()
-    taps["wav48"] = c32(out[0].transpose(0, 1))
+    taps["wav48"] = c32(out[0].transpose(0, 1), keep)
     return taps
 
 
@@ -291,6 +295,7 @@ def main():
     save_folder(voc, lambda k: k != "mel_stft.stft_fn.inverse_basis", os.path.join(args.out, "vocoder"))
 
     vae_b, voc_b = copy.deepcopy(vae).to(torch.bfloat16), copy.deepcopy(voc).to(torch.bfloat16)
+    vae_d, voc_d = copy.deepcopy(vae).double(), copy.deepcopy(voc).double()
     index = dict(torch=torch.__version__, diffusers=DIFFUSERS_COMMIT, seed=args.seed,
                  audio_vae=dict(config={k: list(v) if isinstance(v, tuple) else v for k, v in VAE_CONFIG.items()}),
                  vocoder=dict(config=VOC_CONFIG), cases=[])
@@ -308,14 +313,22 @@ def main():
         for k in ("wav16", "wav48"):
             bf[k] = errs(ref[k], got[k], True)
         bf["bwe_mel"] = errs(ref["bwe_mel"], got["bwe_mel"], False)
+        # the reference's own f32 error: f32 against the same modules in float64 (taps kept in float64)
+        mel_d = decode(vae_d, packed, torch.float64)
+        exact = vocode(voc_d, mel, torch.float64, keep=torch.float64)
+        f64 = {"mel": errs(mel_d[0], mel[0], False)}
+        for k in ("wav16", "wav48"):
+            f64[k] = errs(exact[k], ref[k], True)
+        f64["bwe_mel"] = errs(exact["bwe_mel"], ref["bwe_mel"], False)
         tensors = dict(latents=c32(packed), mel=c32(mel[0]), **ref)
         save_file(tensors, os.path.join(args.out, "cases", name + ".safetensors"),
                   metadata={"diffusers": DIFFUSERS_COMMIT, "case": name})
-        index["cases"].append(dict(name=name, T=T, mel_frames=tm, samples=L, bf16=bf,
+        index["cases"].append(dict(name=name, T=T, mel_frames=tm, samples=L, bf16=bf, f64=f64,
                                    max_abs=dict(wav16=ref["wav16"].abs().max().item(),
                                                 wav48=ref["wav48"].abs().max().item())))
         print(f"{name}: mel bf16 max {bf['mel']['max_rel']:.3e}; wav16 bf16 max {bf['wav16']['max_rel']:.3e} "
-              f"(max |x| {ref['wav16'].abs().max().item():.3f}); wav48 bf16 max {bf['wav48']['max_rel']:.3e}")
+              f"(max |x| {ref['wav16'].abs().max().item():.3f}); wav48 bf16 max {bf['wav48']['max_rel']:.3e}; "
+              f"f32-vs-f64 max: wav16 {f64['wav16']['max_rel']:.3e}, wav48 {f64['wav48']['max_rel']:.3e}")
     with open(os.path.join(args.out, "index.json"), "w", encoding="utf-8") as fh:
         json.dump(index, fh, indent=1)
     size = dir_size(args.out)
