@@ -34,7 +34,8 @@ Recorded per case (cases/<name>.safetensors, batch dropped, f32):
     audio [n, 2]                         the vocoder's 48 kHz waveform, interleaved
 index.json holds the prompts, settings, each output's RMS and the same run in bf16 (every component in bf16 as a
 bf16 checkpoint loads): bf16_max_rel = max|bf16 - f32| / scale, scale = RMS (latents, contexts) or 1 (frames,
-audio: full scale); a GPU path must stay within a quarter of it.
+audio: full scale); a GPU path must stay within a quarter of it. outputs.audio.f32_vs_f64_max: the reference's own
+float32 sound against the audio VAE and vocoder in float64 on the same latents.
 
 Usage, from the repository root (torch, transformers with Gemma-4, tokenizers; diffusers' source at 58eb52c0 on
 PYTHONPATH, with tools/ for the component generators):
@@ -303,6 +304,14 @@ def main():
             e = errs(v, b16[k], k in ("frames", "audio")) if k in b16 else {}
             info["outputs"][k] = dict(shape=list(v.shape), rms=e.get("rms"), bf16_max_rel=e.get("max_rel"),
                                       bf16_rms_rel=e.get("rms_rel"))
+        # the decoders' own float32 noise on the sound: the audio VAE and the vocoder in float64 on the same
+        # latents (the random bandwidth extender amplifies its input's rounding ~15x; a C bound on the sound below
+        # this would be stricter than the reference itself)
+        avae64, voc64 = copy.deepcopy(parts["audio_vae"]).double(), copy.deepcopy(parts["vocoder"]).double()
+        mel64 = avae64.decode(ref["audio_vae_in"].double()[None], return_dict=False)[0]
+        a64 = voc64(mel64)[0].transpose(0, 1)
+        info["outputs"]["audio"]["f32_vs_f64_max"] = (ref["audio"].double() - a64).abs().max().item()
+        print(f"{name}: the sound's float32 error against float64 decoders {info['outputs']['audio']['f32_vs_f64_max']:.3g}")
         info["n_tokens"] = int((ref["ids"] != 0).sum())
         index["cases"][name] = info
         save_file(ref, os.path.join(args.out, "cases", name + ".safetensors"))

@@ -19,6 +19,7 @@ int cq_cmd_forward(int argc, char **argv);
 int cq_cmd_run(int argc, char **argv);
 int cq_cmd_imagine(int argc, char **argv);
 int cq_cmd_gpu(int argc, char **argv);
+int cq_cmd_video(int argc, char **argv);
 
 /* `cortiq-bench <what>` benchmarks (`cortiq bench <what>` runs them), one file each (bench_<what>.c);
  * argv[0] = "<what>". They build into the cortiq-bench program only. */

@@ -23,6 +23,7 @@ static const command k_commands[] = {
     {"forward", cq_cmd_forward, "run one denoiser forward on tensors from a safetensors file"},
     {"run", cq_cmd_run, "chat with / generate from a language model"},
     {"imagine", cq_cmd_imagine, "text to image"},
+    {"video", cq_cmd_video, "text to video with sound (LTX-2.5 packs): an MP4"},
     {"gpu", cq_cmd_gpu, "list GPUs and the backend that would be used"},
 };
 

@@ -1,0 +1,532 @@
+/*
+ * ltx2_pipe.c — LTX-2.5 text to video with sound (ltx2_pipe.h): the prompt
+ * encoder (tokenizer, Gemma-4 tower, connectors), the guided flow-matching
+ * sampler over the audio-video DiT, and the two decoders.
+ */
+#include "pipelines/ltx2_pipe.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "models/gemma4.h"
+#include "models/ltx2.h"
+#include "models/ltx2_audio.h"
+#include "models/ltx2_text.h"
+#include "models/ltx2_vae.h"
+#include "tokenizer/tokenizer.h"
+
+#define NAME "ltx2 pipeline"
+
+struct cq_ltx2_pipe {
+    const cq_cmf *cmf;
+    cq_tokenizer *tok;
+    int32_t pad_id;
+    cq_gemma4_config tcfg;
+    cq_ltx2_text_config ccfg;
+    cq_ltx2_config dcfg;
+    cq_ltx2_vae_config vcfg;
+    cq_ltx2_audio_vae_config acfg;
+    cq_ltx2_vocoder_config ocfg;
+    cq_flow_config sched;
+    cq_ltx2_geo_params geo;
+    cq_backend *be;
+    cq_gemma4 *te;
+    cq_ltx2_text *conn;
+    cq_ltx2 *dit;
+    cq_ltx2_vae *vae;
+    cq_ltx2_audio_vae *avae;
+    cq_ltx2_vocoder *voc;
+};
+
+void cq_ltx2_gen_opts_init(cq_ltx2_gen_opts *o) {
+    *o = (cq_ltx2_gen_opts){.width = 768, .height = 512, .frames = 121, .fps = 24.0, .steps = 8, .ladder = true,
+                            .guidance = 1.0, .audio_guidance = 1.0, .modality = 1.0, .audio_modality = 1.0,
+                            .max_tokens = CQ_LTX2_PIPE_MAX_TOKENS};
+}
+
+void cq_ltx2_result_free(cq_ltx2_result *r) {
+    if (!r) return;
+    cq_free(r->latents);
+    cq_free(r->audio_latents);
+    *r = (cq_ltx2_result){0};
+}
+
+/* ---- open: configs and their agreement ---- */
+static cq_status read_scheduler(cq_ltx2_pipe *p) {
+    const cq_tensor_view *v = cq_cmf_find(p->cmf, "scheduler.config_json");
+    if (!v)
+        return cq_fail(CQ_ERR_MISSING, NAME ": the file has no scheduler.config_json (convert the pipeline folder "
+                       "with its scheduler/)");
+    CQ_TRY(cq_cmf_check_tensor(v));
+    return cq_flow_config_parse((const char *)v->data, (size_t)v->nbytes, &p->sched);
+}
+
+static cq_status check_widths(cq_ltx2_pipe *p) {
+    const cq_gemma4_config *t = &p->tcfg;
+    const cq_ltx2_text_config *c = &p->ccfg;
+    const cq_ltx2_config *d = &p->dcfg;
+    if (c->caption_channels != t->hidden || c->n_states != t->n_layers + 1)
+        return cq_fail(CQ_ERR_SHAPE, NAME ": the connectors read %d states of width %d; the text tower gives %d of "
+                       "width %d", c->n_states, c->caption_channels, t->n_layers + 1, t->hidden);
+    if (c->conn[CQ_LTX2_VIDEO].dim != d->dim || c->conn[CQ_LTX2_AUDIO].dim != d->audio_dim)
+        return cq_fail(CQ_ERR_SHAPE, NAME ": the connectors give %d / %d wide rows; the denoiser's streams are %d / %d "
+                       "wide", c->conn[CQ_LTX2_VIDEO].dim, c->conn[CQ_LTX2_AUDIO].dim, d->dim, d->audio_dim);
+    const cq_ltx2_vae_config *v = &p->vcfg;
+    if (d->in_channels != v->latent_channels || d->out_channels != v->latent_channels)
+        return cq_fail(CQ_ERR_SHAPE, NAME ": the denoiser takes %d and gives %d video channels; the VAE's latents have "
+                       "%d", d->in_channels, d->out_channels, v->latent_channels);
+    const cq_ltx2_audio_vae_config *a = &p->acfg;
+    const int af = a->latent_channels * a->latent_mel;
+    if (d->audio_in_channels != af || d->audio_out_channels != af)
+        return cq_fail(CQ_ERR_SHAPE, NAME ": the denoiser takes %d and gives %d audio features; the audio VAE's "
+                       "latents have %d x %d", d->audio_in_channels, d->audio_out_channels, a->latent_channels,
+                       a->latent_mel);
+    if (p->ocfg.gen.in_channels != a->output_channels * a->mel_bins)
+        return cq_fail(CQ_ERR_SHAPE, NAME ": the vocoder reads %d channels; the audio VAE's mel has %d x %d",
+                       p->ocfg.gen.in_channels, a->output_channels, a->mel_bins);
+    if (a->n_levels < 1 || a->n_levels > 8 || a->latent_mel < 1 || a->mel_bins % a->latent_mel)
+        return cq_fail(CQ_ERR_SHAPE, NAME ": the audio VAE's %d levels and %d / %d mel bins do not make a latent grid",
+                       a->n_levels, a->mel_bins, a->latent_mel);
+    return CQ_OK;
+}
+
+cq_status cq_ltx2_pipe_open(const cq_cmf *cmf, cq_ltx2_pipe **out) {
+    *out = NULL;
+    cq_ltx2_pipe *p = cq_calloc(1, sizeof *p);
+    if (!p) return CQ_ERR_NOMEM;
+    p->cmf = cmf;
+    size_t tl = 0;
+    const uint8_t *tj = cq_cmf_tokenizer_json(cmf, &tl);
+    cq_status s = tj ? cq_tokenizer_load(tj, tl, &p->tok)
+                     : cq_fail(CQ_ERR_MISSING, NAME ": the file has no tokenizer section (convert the pipeline folder "
+                               "with its tokenizer/)");
+    if (s == CQ_OK) s = cq_gemma4_parse_config(cmf, "te.", &p->tcfg);
+    if (s == CQ_OK) s = cq_ltx2_text_parse_config(cmf, "connectors.", &p->ccfg);
+    if (s == CQ_OK) s = cq_ltx2_parse_config(cmf, "dit.", &p->dcfg);
+    if (s == CQ_OK) s = cq_ltx2_vae_parse_config(cmf, "vae.", &p->vcfg);
+    if (s == CQ_OK) s = cq_ltx2_audio_vae_parse_config(cmf, "audio_vae.", &p->acfg);
+    if (s == CQ_OK) s = cq_ltx2_vocoder_parse_config(cmf, "vocoder.", &p->ocfg);
+    if (s == CQ_OK) s = read_scheduler(p);
+    if (s == CQ_OK) s = check_widths(p);
+    if (s == CQ_OK) {
+        /* pads are never read (the tower masks them, the connectors replace them); Gemma's is "<pad>" */
+        p->pad_id = cq_tokenizer_token_to_id(p->tok, "<pad>", 5);
+        if (p->pad_id < 0) p->pad_id = 0;
+        cq_ltx2_geo_params *g = &p->geo;
+        cq_ltx2_geo_params_default(g);
+        g->spatial_ratio = p->vcfg.s_up;
+        g->temporal_ratio = p->vcfg.t_up;
+        g->video_channels = p->vcfg.latent_channels;
+        g->sample_rate = p->acfg.sample_rate;
+        g->hop_length = p->acfg.hop_length;
+        g->audio_temporal_ratio = 1 << (p->acfg.n_levels - 1);
+        g->mel_bins = p->acfg.mel_bins;
+        g->mel_ratio = p->acfg.mel_bins / p->acfg.latent_mel;
+        g->audio_channels = p->acfg.latent_channels;
+    }
+    if (s != CQ_OK) {
+        cq_ltx2_pipe_free(p);
+        return cq_fail_prefix(s, "%s", "");
+    }
+    *out = p;
+    return CQ_OK;
+}
+
+void cq_ltx2_pipe_free(cq_ltx2_pipe *p) {
+    if (!p) return;
+    cq_gemma4_free(p->te);
+    cq_ltx2_text_free(p->conn);
+    cq_ltx2_free(p->dit);
+    cq_ltx2_vae_free(p->vae);
+    cq_ltx2_audio_vae_free(p->avae);
+    cq_ltx2_vocoder_free(p->voc);
+    cq_tokenizer_free(p->tok);
+    cq_free(p);
+}
+
+cq_status cq_ltx2_pipe_load_weights(cq_ltx2_pipe *p, cq_backend *be) {
+    if (p->dit) return CQ_OK;
+    p->be = be;
+    cq_status s = cq_gemma4_load(p->cmf, "te.", be, &p->te);
+    if (s == CQ_OK) s = cq_ltx2_text_load(p->cmf, "connectors.", be, &p->conn);
+    if (s == CQ_OK) s = cq_ltx2_vae_load(p->cmf, "vae.", be, &p->vae);
+    if (s == CQ_OK) s = cq_ltx2_audio_vae_load(p->cmf, "audio_vae.", be, &p->avae);
+    if (s == CQ_OK) s = cq_ltx2_vocoder_load(p->cmf, "vocoder.", be, &p->voc);
+    if (s == CQ_OK) s = cq_ltx2_load(p->cmf, "dit.", be, &p->dit);
+    return s;
+}
+
+/* ---- the prompt ---- */
+static bool is_space(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
+cq_status cq_ltx2_pipe_tokens(cq_ltx2_pipe *p, const char *prompt, int max_tokens, int *n, int32_t *ids) {
+    if (!prompt) prompt = "";
+    if (max_tokens <= 0) max_tokens = CQ_LTX2_PIPE_MAX_TOKENS;
+    /* the reference's prompt.strip() (ASCII white space) */
+    size_t a = 0, b = strlen(prompt);
+    while (a < b && is_space((unsigned char)prompt[a])) a++;
+    while (b > a && is_space((unsigned char)prompt[b - 1])) b--;
+    cq_tokens t = {0};
+    CQ_TRY(cq_tokenizer_encode(p->tok, prompt + a, b - a, CQ_TOK_ADD_SPECIAL, &t));
+    cq_status s = CQ_OK;
+    if (t.n > (size_t)max_tokens)
+        s = cq_fail(CQ_ERR_INVALID_ARG, "the prompt is %zu tokens long; the encoder reads at most %d (the reference "
+                    "would cut it there)", t.n, max_tokens);
+    if (s == CQ_OK && t.n == 0) s = cq_fail(CQ_ERR_INVALID_ARG, "the prompt gives no tokens");
+    if (s == CQ_OK) {
+        *n = (int)t.n;
+        if (ids) {
+            const int pads = max_tokens - (int)t.n;
+            for (int i = 0; i < pads; i++) ids[i] = p->pad_id;
+            memcpy(ids + pads, t.ids, t.n * sizeof *ids);
+        }
+    }
+    cq_tokens_free(&t);
+    return s;
+}
+
+cq_status cq_ltx2_pipe_encode(cq_ltx2_pipe *p, const char *prompt, int max_tokens, float *video, float *audio) {
+    if (!p->te) return cq_fail(CQ_ERR_INVALID_ARG, NAME ": the weights are not loaded");
+    if (max_tokens <= 0) max_tokens = CQ_LTX2_PIPE_MAX_TOKENS;
+    const int T = max_tokens, L = p->tcfg.n_layers + 1, C = p->tcfg.hidden;
+    int32_t *ids = cq_malloc((size_t)T * sizeof *ids);
+    uint8_t *mask = cq_malloc((size_t)T);
+    float *hidden = cq_malloc((size_t)L * T * C * sizeof *hidden);
+    int n = 0;
+    cq_status s = (ids && mask && hidden) ? cq_ltx2_pipe_tokens(p, prompt, T, &n, ids) : CQ_ERR_NOMEM;
+    if (s == CQ_OK) {
+        for (int i = 0; i < T; i++) mask[i] = i >= T - n;
+        const cq_gemma4_outputs go = {.all_hidden = hidden};
+        s = cq_gemma4_forward(p->te, ids, mask, T, &go);
+    }
+    if (s == CQ_OK) s = cq_ltx2_text_encode(p->conn, hidden, mask, T, video, audio);
+    cq_free(ids);
+    cq_free(mask);
+    cq_free(hidden);
+    return s;
+}
+
+void cq_ltx2_pipe_widths(const cq_ltx2_pipe *p, int *video, int *audio) {
+    *video = p->dcfg.dim;
+    *audio = p->dcfg.audio_dim;
+}
+
+cq_status cq_ltx2_pipe_noise(cq_ltx2_pipe *p, uint64_t seed, const cq_ltx2_geometry *g, float *video, float *audio) {
+    cq_torch_gen gen;
+    cq_torch_gen_seed(&gen, seed);
+    return cq_ltx2_initial_noise(&gen, cq_torch_f32_kernel_native(), g, &p->geo, video, audio);
+}
+
+/* ---- checks ---- */
+cq_status cq_ltx2_pipe_geometry(cq_ltx2_pipe *p, int width, int height, int frames, double fps, cq_ltx2_geometry *g) {
+    if (width % 32 || height % 32 || width <= 0 || height <= 0)
+        return cq_fail(CQ_ERR_INVALID_ARG, "the size %dx%d is not a multiple of 32 on each side (the reference "
+                       "refuses it)", width, height);
+    const int tr = p->geo.temporal_ratio;
+    if (frames < 1 || (frames - 1) % tr)
+        return cq_fail(CQ_ERR_INVALID_ARG, "%d frames: the video VAE makes %dk + 1 frames (1, %d, %d, ...)", frames, tr,
+                       tr + 1, 2 * tr + 1);
+    if (!(fps > 0 && fps <= 240)) return cq_fail(CQ_ERR_INVALID_ARG, "the frame rate %g is outside (0, 240]", fps);
+    return cq_ltx2_geometry_make(&p->geo, width, height, frames, fps, g);
+}
+
+static bool finite_in(double v, double lo, double hi) { return isfinite(v) && v >= lo && v <= hi; }
+
+cq_status cq_ltx2_pipe_check(cq_ltx2_pipe *p, const cq_ltx2_gen_opts *o) {
+    cq_ltx2_geometry g;
+    CQ_TRY(cq_ltx2_pipe_geometry(p, o->width, o->height, o->frames, o->fps, &g));
+    if (o->steps < 1 || o->steps > 1000) return cq_fail(CQ_ERR_INVALID_ARG, "%d steps is outside 1..1000", o->steps);
+    if (o->ladder && o->steps != CQ_LTX2_DISTILLED_STEPS)
+        return cq_fail(CQ_ERR_INVALID_ARG, "the distilled ladder has %d steps, not %d (without it the steps are "
+                       "linspace(1, 1/N, N))", CQ_LTX2_DISTILLED_STEPS, o->steps);
+    const double scales[] = {o->guidance, o->audio_guidance, o->stg, o->audio_stg, o->modality, o->audio_modality};
+    const char *names[] = {"guidance", "audio guidance", "STG", "audio STG", "modality", "audio modality"};
+    for (int i = 0; i < 6; i++)
+        if (!finite_in(scales[i], 0, 100)) return cq_fail(CQ_ERR_INVALID_ARG, "the %s scale %g is outside [0, 100]",
+                                                          names[i], scales[i]);
+    if (!finite_in(o->rescale, 0, 1) || !finite_in(o->audio_rescale, 0, 1))
+        return cq_fail(CQ_ERR_INVALID_ARG, "the guidance rescale %g / %g is outside [0, 1]", o->rescale,
+                       o->audio_rescale);
+    if (o->stg > 0 || o->audio_stg > 0) {
+        if (!p->dcfg.perturbed_attn)
+            return cq_fail(CQ_ERR_UNSUPPORTED, "STG needs a denoiser with perturbed attention (perturbed_attn)");
+        if (o->n_stg_blocks < 1) return cq_fail(CQ_ERR_INVALID_ARG, "STG is on but no block is perturbed");
+    }
+    if (o->n_stg_blocks < 0 || o->n_stg_blocks > CQ_LTX2_PIPE_MAX_STG)
+        return cq_fail(CQ_ERR_INVALID_ARG, "%d STG blocks", o->n_stg_blocks);
+    for (int i = 0; i < o->n_stg_blocks; i++)
+        if (o->stg_blocks[i] < 0 || o->stg_blocks[i] >= p->dcfg.n_layers)
+            return cq_fail(CQ_ERR_INVALID_ARG, "STG block %d: the denoiser has blocks 0..%d", o->stg_blocks[i],
+                           p->dcfg.n_layers - 1);
+    const int T = o->max_tokens > 0 ? o->max_tokens : CQ_LTX2_PIPE_MAX_TOKENS;
+    if (T > CQ_LTX2_TEXT_MAX_TOKENS) return cq_fail(CQ_ERR_INVALID_ARG, "%d prompt tokens is too many", T);
+    for (int s = 0; s < CQ_LTX2_STREAMS; s++)
+        if (T % p->ccfg.conn[s].n_registers)
+            return cq_fail(CQ_ERR_INVALID_ARG, "the prompt length %d is not a multiple of the connectors' %d "
+                           "registers", T, p->ccfg.conn[s].n_registers);
+    int n;
+    cq_status s = cq_ltx2_pipe_tokens(p, o->prompt, T, &n, NULL);
+    if (s != CQ_OK) return s;
+    if (o->guidance > 1 || o->audio_guidance > 1) {
+        s = cq_ltx2_pipe_tokens(p, o->negative ? o->negative : "", T, &n, NULL);
+        if (s != CQ_OK) return cq_fail_prefix(s, "the negative prompt: ");
+    }
+    return CQ_OK;
+}
+
+/* ---- the sampler ---- */
+
+/* One stream's buffers: the state, the velocities of up to four passes and their x0. */
+typedef struct stream_buf {
+    size_t n;
+    float *x, *v[4], *x0[4], *g;
+} stream_buf;
+
+enum { PASS_POS = 0, PASS_NEG, PASS_STG, PASS_ISO };
+
+static cq_status stream_alloc(stream_buf *b, size_t n) {
+    b->n = n;
+    if (!(b->x = cq_malloc(n * sizeof(float))) || !(b->g = cq_malloc(n * sizeof(float)))) return CQ_ERR_NOMEM;
+    for (int i = 0; i < 4; i++)
+        if (!(b->v[i] = cq_malloc(n * sizeof(float))) || !(b->x0[i] = cq_malloc(n * sizeof(float))))
+            return CQ_ERR_NOMEM;
+    return CQ_OK;
+}
+
+static void stream_free(stream_buf *b) {
+    cq_free(b->g);
+    for (int i = 0; i < 4; i++) {
+        cq_free(b->v[i]);
+        cq_free(b->x0[i]);
+    }
+    b->x = NULL; /* handed to the result or freed by the caller */
+}
+
+/* torch.std (unbiased), accumulated in double. */
+static double std_of(const float *x, size_t n) {
+    double m = 0, q = 0;
+    for (size_t i = 0; i < n; i++) m += x[i];
+    m /= (double)n;
+    for (size_t i = 0; i < n; i++) q += ((double)x[i] - m) * ((double)x[i] - m);
+    return n > 1 ? sqrt(q / (double)(n - 1)) : 0.0;
+}
+
+/* The guided x0 of one stream (the reference's sum of deltas, each rounded as f32 tensors round), its rescale, back
+ * to a velocity and the Euler step, x in place. */
+static void guided_step(stream_buf *b, const bool on[4], double cfg, double stg, double iso, double rescale,
+                        float sigma, float sigma_next) {
+    const size_t n = b->n;
+    for (int k = 0; k < 4; k++)
+        if (on[k]) cq_ltx2_velocity_to_x0(b->x0[k], b->x, b->v[k], n, sigma);
+    const float *pos = b->x0[PASS_POS];
+    const float fc = (float)(cfg - 1.0), fs = (float)stg, fi = (float)(iso - 1.0);
+    for (size_t i = 0; i < n; i++) {
+        float g = pos[i];
+        if (on[PASS_NEG]) g = g + fc * (pos[i] - b->x0[PASS_NEG][i]);
+        if (on[PASS_STG]) g = g + fs * (pos[i] - b->x0[PASS_STG][i]);
+        if (on[PASS_ISO]) g = g + fi * (pos[i] - b->x0[PASS_ISO][i]);
+        b->g[i] = g;
+    }
+    if (rescale > 0) {
+        const float st = (float)std_of(pos, n), sc = (float)std_of(b->g, n);
+        const float ratio = st / sc, r = (float)rescale, r1 = (float)(1.0 - rescale);
+        for (size_t i = 0; i < n; i++) {
+            const float scaled = b->g[i] * ratio;
+            b->g[i] = r * scaled + r1 * b->g[i];
+        }
+    }
+    float *v = b->v[PASS_POS];
+    cq_ltx2_x0_to_velocity(v, b->x, b->g, n, sigma);
+    const float dt = sigma_next - sigma;
+    for (size_t i = 0; i < n; i++) {
+        const float d = dt * v[i];
+        b->x[i] = b->x[i] + d;
+    }
+}
+
+static bool all_finite(const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) return false;
+    return true;
+}
+
+cq_status cq_ltx2_pipe_generate(cq_ltx2_pipe *p, const cq_ltx2_gen_opts *o, cq_ltx2_result *r) {
+    *r = (cq_ltx2_result){0};
+    if (!p->dit) return cq_fail(CQ_ERR_INVALID_ARG, NAME ": the weights are not loaded");
+    CQ_TRY(cq_ltx2_pipe_check(p, o));
+    const int T = o->max_tokens > 0 ? o->max_tokens : CQ_LTX2_PIPE_MAX_TOKENS;
+    const int D = p->dcfg.dim, Da = p->dcfg.audio_dim;
+    const bool cfg = o->guidance > 1 || o->audio_guidance > 1;
+    const bool stg = o->stg > 0 || o->audio_stg > 0;
+    const bool iso = o->modality > 1 || o->audio_modality > 1;
+    const bool on[4] = {true, cfg, stg, iso};
+
+    cq_ltx2_geometry g;
+    CQ_TRY(cq_ltx2_pipe_geometry(p, o->width, o->height, o->frames, o->fps, &g));
+    r->geo = g;
+    r->width = o->width;
+    r->height = o->height;
+    r->frames = p->vcfg.t_up * (g.frames - 1) + 1;
+
+    float *ctx[2] = {NULL, NULL}, *actx[2] = {NULL, NULL};
+    stream_buf vb = {0}, ab = {0};
+    cq_flow_schedule sch = {0};
+    cq_ltx2_cond *cond[2] = {NULL, NULL};
+    cq_status s = CQ_OK;
+    double t0 = cq_now();
+    for (int k = 0; k < (cfg ? 2 : 1) && s == CQ_OK; k++) {
+        ctx[k] = cq_malloc((size_t)T * D * sizeof(float));
+        actx[k] = cq_malloc((size_t)T * Da * sizeof(float));
+        s = (ctx[k] && actx[k]) ? cq_ltx2_pipe_encode(p, k ? (o->negative ? o->negative : "") : o->prompt, T, ctx[k],
+                                                      actx[k])
+                                : CQ_ERR_NOMEM;
+        if (s != CQ_OK && k) s = cq_fail_prefix(s, "the negative prompt: ");
+    }
+    r->t.text = cq_now() - t0;
+    t0 = cq_now();
+    const size_t nv = (size_t)g.video_tokens * g.video_features, na = (size_t)g.audio_frames * g.audio_features;
+    if (s == CQ_OK) s = stream_alloc(&vb, nv);
+    if (s == CQ_OK) s = stream_alloc(&ab, na);
+    if (s == CQ_OK) {
+        if (o->noise && o->audio_noise) {
+            memcpy(vb.x, o->noise, nv * sizeof(float));
+            memcpy(ab.x, o->audio_noise, na * sizeof(float));
+        } else {
+            s = cq_ltx2_pipe_noise(p, o->seed, &g, vb.x, ab.x);
+        }
+    }
+    if (s == CQ_OK)
+        s = cq_ltx2_schedule(&p->sched, o->ladder ? cq_ltx2_distilled_sigmas : NULL, o->steps, g.video_tokens, &sch);
+    cq_ltx2_inputs in = {.frames = g.frames, .height = g.height, .width = g.width, .fps = o->fps,
+                         .audio_frames = g.audio_frames, .n_ctx = T, .n_audio_ctx = T, .n_timestep = 1,
+                         .n_audio_timestep = 1, .use_cross_timestep = true};
+    for (int k = 0; k < (cfg ? 2 : 1) && s == CQ_OK; k++) {
+        in.video = vb.x;
+        in.audio = ab.x;
+        in.ctx = ctx[k];
+        in.audio_ctx = actx[k];
+        s = cq_ltx2_prepare(p->dit, &in, &cond[k]);
+    }
+    for (int i = 0; i < o->steps && s == CQ_OK; i++) {
+        const float t = sch.timesteps[i], sigma = sch.sigmas[i], sigma_next = sch.sigmas[i + 1];
+        in.video = vb.x;
+        in.audio = ab.x;
+        in.timestep = &t;
+        in.audio_timestep = &t;
+        in.sigma = t;
+        in.audio_sigma = t;
+        for (int k = 0; k < 4 && s == CQ_OK; k++) {
+            if (!on[k]) continue;
+            in.isolate_modalities = k == PASS_ISO;
+            in.stg_blocks = k == PASS_STG ? o->stg_blocks : NULL;
+            in.n_stg_blocks = k == PASS_STG ? o->n_stg_blocks : 0;
+            s = cq_ltx2_step(cond[k == PASS_NEG ? 1 : 0], &in, vb.v[k], ab.v[k]);
+            if (s == CQ_OK && (!all_finite(vb.v[k], nv) || !all_finite(ab.v[k], na)))
+                s = cq_fail(CQ_ERR_NUMERIC, NAME ": the denoiser's velocity at step %d is not finite", i + 1);
+        }
+        if (s != CQ_OK) break;
+        guided_step(&vb, on, o->guidance, o->stg, o->modality, o->rescale, sigma, sigma_next);
+        guided_step(&ab, on, o->audio_guidance, o->audio_stg, o->audio_modality, o->audio_rescale, sigma, sigma_next);
+        if (cq_cancel_requested() || (o->on_step && o->on_step(i + 1, o->steps, o->user)))
+            s = cq_fail(CQ_ERR_INTERRUPTED, "interrupted after step %d of %d", i + 1, o->steps);
+    }
+    r->t.steps = cq_now() - t0;
+    for (int k = 0; k < 2; k++) {
+        cq_ltx2_cond_free(cond[k]);
+        cq_free(ctx[k]);
+        cq_free(actx[k]);
+    }
+    cq_flow_schedule_free(&sch);
+    r->latents = vb.x;
+    r->audio_latents = ab.x;
+    stream_free(&vb);
+    stream_free(&ab);
+    if (s != CQ_OK) cq_ltx2_result_free(r);
+    return s;
+}
+
+/* ---- the decoders ---- */
+cq_status cq_ltx2_pipe_decode_latents(cq_ltx2_pipe *p, const float *z, int F, int h, int w, float **frames) {
+    *frames = NULL;
+    const int C = p->vcfg.latent_channels;
+    int Fo, Ho, Wo;
+    CQ_TRY(cq_ltx2_vae_decode_shape(p->vae, F, h, w, &Fo, &Ho, &Wo));
+    const size_t nz = (size_t)C * F * h * w, no = (size_t)3 * Fo * Ho * Wo;
+    float *tok = cq_malloc(nz * sizeof *tok), *out = cq_malloc(no * sizeof *out);
+    cq_status s = (tok && out) ? CQ_OK : CQ_ERR_NOMEM;
+    if (s == CQ_OK) {
+        /* the stream decode reads the DiT's channels-last layout and holds a few frames a layer on the device */
+        cq_ltx2_pack_video(z, tok, C, F, h, w, 1, 1);
+        s = cq_ltx2_vae_decode_stream(p->vae, tok, F, h, w, out, NULL);
+    }
+    if (s == CQ_OK) s = cq_ltx2_vae_frames_to_unit(out, no);
+    cq_free(tok);
+    if (s != CQ_OK) {
+        cq_free(out);
+        return s;
+    }
+    *frames = out;
+    return CQ_OK;
+}
+
+cq_status cq_ltx2_pipe_decode_video(cq_ltx2_pipe *p, cq_ltx2_result *r, float **frames) {
+    *frames = NULL;
+    const cq_ltx2_geometry *g = &r->geo;
+    const int C = g->video_features, F = g->frames, h = g->height, w = g->width;
+    float *z = cq_malloc((size_t)C * F * h * w * sizeof *z);
+    if (!z) return CQ_ERR_NOMEM;
+    const double t0 = cq_now();
+    cq_ltx2_unpack_video(r->latents, z, C, F, h, w, 1, 1);
+    cq_status s = cq_ltx2_vae_denormalize(p->vae, z, F, h, w);
+    if (s == CQ_OK) s = cq_ltx2_pipe_decode_latents(p, z, F, h, w, frames);
+    r->t.video = cq_now() - t0;
+    cq_free(z);
+    return s;
+}
+
+cq_status cq_ltx2_pipe_decode_mel(cq_ltx2_pipe *p, const cq_ltx2_result *r, float **mel, int *Tm) {
+    *mel = NULL;
+    const int L = r->geo.audio_frames, Cm = p->acfg.output_channels, M = p->acfg.mel_bins;
+    *Tm = cq_ltx2_audio_mel_frames(L);
+    float *m = cq_malloc((size_t)Cm * *Tm * M * sizeof *m);
+    cq_status s = m ? cq_ltx2_audio_decode(p->avae, r->audio_latents, L, true, m) : CQ_ERR_NOMEM;
+    if (s != CQ_OK) {
+        cq_free(m);
+        return s;
+    }
+    *mel = m;
+    return CQ_OK;
+}
+
+cq_status cq_ltx2_pipe_vocode(cq_ltx2_pipe *p, const float *mel, int Tm, float **samples, int64_t *n, int *channels,
+                              int *rate) {
+    *samples = NULL;
+    int64_t n_out = 0;
+    cq_ltx2_vocoder_lengths(p->voc, Tm, NULL, &n_out);
+    const int ch = p->ocfg.bwe ? p->ocfg.bwe_gen.out_channels : p->ocfg.gen.out_channels;
+    float *wav = cq_malloc((size_t)n_out * ch * sizeof *wav);
+    cq_status s = wav ? cq_ltx2_vocoder_forward(p->voc, mel, p->acfg.output_channels, Tm, p->acfg.mel_bins, NULL, wav)
+                      : CQ_ERR_NOMEM;
+    if (s != CQ_OK) {
+        cq_free(wav);
+        return s;
+    }
+    *samples = wav;
+    *n = n_out;
+    *channels = ch;
+    *rate = p->ocfg.bwe ? p->ocfg.out_rate : p->ocfg.in_rate;
+    return CQ_OK;
+}
+
+cq_status cq_ltx2_pipe_decode_audio(cq_ltx2_pipe *p, cq_ltx2_result *r, float **samples, int64_t *n, int *channels,
+                                    int *rate) {
+    double t0 = cq_now();
+    float *mel = NULL;
+    int Tm = 0;
+    cq_status s = cq_ltx2_pipe_decode_mel(p, r, &mel, &Tm);
+    if (s == CQ_OK) s = cq_ltx2_pipe_vocode(p, mel, Tm, samples, n, channels, rate);
+    cq_free(mel);
+    r->t.audio = cq_now() - t0;
+    return s;
+}
