@@ -217,7 +217,10 @@ static void print_text(const char *path, const cq_cmf *cmf, const cq_cmf_info *i
     if (cq_cmf_gen_defaults(cmf, &gd) == CQ_OK) {
         char desc[256];
         cq_gen_defaults_describe(&gd, desc, sizeof desc);
-        if (*desc) printf("defaults:   %s (what `cortiq imagine` draws with when not told)\n", desc);
+        const bool video = in->arch_name && strcmp(in->arch_name, "ltx2") == 0;
+        if (*desc)
+            printf("defaults:   %s (what `cortiq %s` %s when not told)\n", desc, video ? "video" : "imagine",
+                   video ? "makes" : "draws with");
         cq_gen_defaults_free(&gd);
     }
     printf("skills:     ");

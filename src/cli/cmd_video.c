@@ -31,8 +31,8 @@ static void usage(FILE *f) {
             "options:\n"
             "  -o, --output FILE      the MP4 to write (replaced only when complete)\n"
             "  --size WxH             pixels, multiples of 32 (default: the pack's, else 768x512)\n"
-            "  --frames N             8k + 1 frames (default 121)\n"
-            "  --fps F                frame rate (default 24)\n"
+            "  --frames N             8k + 1 frames (default: the pack's, else 121)\n"
+            "  --fps F                frame rate (default: the pack's, else 24)\n"
             "  --steps N              denoising steps (default: the pack's, else 8)\n"
             "  --sigmas ladder|linspace  the distilled 8-step ladder (the default for 8 steps with a\n"
             "                         distilled scheduler) or linspace(1, 1/N, N)\n"
@@ -63,7 +63,7 @@ typedef struct video_args {
     const char *model, *prompt, *out, *frames_dir, *wav, *negative, *backend;
     int width, height, frames, steps, crf, threads, prompt_tokens;
     double fps, guidance, audio_guidance, stg, modality, rescale;
-    bool has_size, has_steps, has_guidance, has_audio_guidance, no_audio, quiet;
+    bool has_size, has_steps, has_guidance, has_audio_guidance, has_frames, has_fps, no_audio, quiet;
     int sigmas; /* 0 auto, 1 ladder, 2 linspace */
     uint64_t seed;
     int stg_blocks[CQ_LTX2_PIPE_MAX_STG], n_stg;
@@ -114,7 +114,7 @@ static int parse_args(int argc, char **argv, video_args *a) {
         } else if (!strcmp(o, "--frames")) {
             NEED();
             if (!cq_cli_parse_int(CMD, o, v, 1, CQ_VIDEO_MAX_FRAMES, &n)) return 2;
-            a->frames = (int)n;
+            a->frames = (int)n, a->has_frames = true;
         } else if (!strcmp(o, "--steps")) {
             NEED();
             if (!cq_cli_parse_int(CMD, o, v, 1, 1000, &n)) return 2;
@@ -140,6 +140,7 @@ static int parse_args(int argc, char **argv, video_args *a) {
         } else if (!strcmp(o, "--fps")) {
             NEED();
             if (!parse_double(o, v, 1e-3, CQ_VIDEO_MAX_FPS, &a->fps)) return 2;
+            a->has_fps = true;
         } else if (!strcmp(o, "--guidance")) {
             NEED();
             if (!parse_double(o, v, 0, 100, &a->guidance)) return 2;
@@ -211,6 +212,8 @@ static cq_status apply_defaults(const cq_cmf *cmf, video_args *a, bool *distille
         a->height = d.has_size ? d.height : 512;
     }
     if (!a->has_steps) a->steps = d.has_steps ? d.steps : 8;
+    if (!a->has_frames && d.has_frames) a->frames = d.frames;
+    if (!a->has_fps && d.has_fps) a->fps = d.fps;
     if (!a->has_guidance) a->guidance = d.has_guidance ? d.guidance : 1.0;
     if (!a->has_audio_guidance) a->audio_guidance = a->guidance;
     static char neg[CQ_GEN_NEGATIVE_MAX + 1];
@@ -245,6 +248,14 @@ int cq_cmd_video(int argc, char **argv) {
     cq_status s = cq_cmf_open(a.model, &cmf);
     if (s != CQ_OK) return cq_cli_fail(CMD, s, a.model);
     bool distilled = false;
+    cq_cmf_info info;
+    if (cq_cmf_get_info(cmf, &info) == CQ_OK && (!info.arch_name || strcmp(info.arch_name, "ltx2") != 0)) {
+        char what[256];
+        s = cq_fail(CQ_ERR_UNSUPPORTED, "'%s' holds %s; `cortiq video` needs an LTX-2 video pipeline (`cortiq "
+                    "convert` of a diffusers LTX2Pipeline folder)", a.model, cq_cli_pack_describe(cmf, what, sizeof what));
+        rc = cq_cli_fail(CMD, s, NULL);
+        goto done;
+    }
     if ((s = apply_defaults(cmf, &a, &distilled)) != CQ_OK || (s = cq_ltx2_pipe_open(cmf, &pipe)) != CQ_OK) {
         rc = cq_cli_fail(CMD, s, a.model);
         goto done;

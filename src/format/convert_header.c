@@ -425,6 +425,24 @@ cq_status cv_recipe(const char *arch, const cJSON *scheduler, cq_gen_defaults *d
         else
             return cv_note(rep, "z_image: scheduler shift %g is neither Turbo's (3) nor base's (6); no generation "
                            "defaults written (give them with --default)", shift);
+    } else if (strcmp(arch, "ltx2") == 0 && scheduler) {
+        /* the distilled checkpoints' scheduler does not shift; the dev one's does, and its recipe (30 steps with
+         * CFG, STG at chosen blocks and modality guidance) is more than these keys say */
+        const cJSON *dyn = cJSON_GetObjectItemCaseSensitive(scheduler, "use_dynamic_shifting");
+        if (!cJSON_IsFalse(dyn))
+            return cv_note(rep, "ltx2: a scheduler with dynamic shifting (the dev model): no generation defaults "
+                           "written (give them with --default)");
+        d->has_size = true;
+        d->width = 768;
+        d->height = 512;
+        d->has_steps = true;
+        d->steps = 8;
+        d->has_guidance = true;
+        d->guidance = 1.0;
+        d->has_frames = true;
+        d->frames = 121;
+        d->has_fps = true;
+        d->fps = 24.0;
     }
     return CQ_OK;
 }

@@ -46,6 +46,18 @@ static cq_status check_shift(const char *what, double v) {
     return CQ_OK;
 }
 
+static cq_status check_frames(const char *what, double v) {
+    if (!(v >= 1 && v <= CQ_GEN_FRAMES_MAX) || v != floor(v))
+        return cq_fail(CQ_ERR_PARSE, "%s is %g; it must be a whole number in [1, %d]", what, v, CQ_GEN_FRAMES_MAX);
+    return CQ_OK;
+}
+
+static cq_status check_fps(const char *what, double v) {
+    if (!(v > 0.0 && v <= CQ_GEN_FPS_MAX))
+        return cq_fail(CQ_ERR_PARSE, "%s is %g; it must be a number in (0, %g]", what, v, CQ_GEN_FPS_MAX);
+    return CQ_OK;
+}
+
 static cq_status check_negative(const char *what, const char *s) {
     const size_t n = strlen(s);
     if (n > CQ_GEN_NEGATIVE_MAX)
@@ -55,7 +67,8 @@ static cq_status check_negative(const char *what, const char *s) {
     return CQ_OK;
 }
 
-static const char *const k_keys[] = {"width", "height", "steps", "guidance", "shift", "negative_prompt"};
+static const char *const k_keys[] = {"width", "height", "steps", "guidance", "shift", "negative_prompt", "frames",
+                                     "fps"};
 
 static cq_status number(const cJSON *v, const char *key, double *out) {
     if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
@@ -105,6 +118,18 @@ static cq_status read_object(const cJSON *obj, cq_gen_defaults *d) {
         d->shift = v;
         d->has_shift = true;
     }
+    if ((it = cJSON_GetObjectItemCaseSensitive(obj, "frames"))) {
+        CQ_TRY(number(it, "frames", &v));
+        CQ_TRY(check_frames(WHERE ".frames'", v));
+        d->frames = (int)v;
+        d->has_frames = true;
+    }
+    if ((it = cJSON_GetObjectItemCaseSensitive(obj, "fps"))) {
+        CQ_TRY(number(it, "fps", &v));
+        CQ_TRY(check_fps(WHERE ".fps'", v));
+        d->fps = v;
+        d->has_fps = true;
+    }
     if ((it = cJSON_GetObjectItemCaseSensitive(obj, "negative_prompt"))) {
         if (!cJSON_IsString(it)) return cq_fail(CQ_ERR_PARSE, WHERE ".negative_prompt' must be a string");
         CQ_TRY(check_negative(WHERE ".negative_prompt'", it->valuestring));
@@ -152,8 +177,8 @@ static cq_status bad_value(const char *kv) {
 cq_status cq_gen_defaults_set(cq_gen_defaults *d, const char *kv) {
     const char *eq = kv ? strchr(kv, '=') : NULL;
     if (!eq)
-        return cq_fail(CQ_ERR_INVALID_ARG, "--default wants KEY=VALUE (size=WxH, steps=N, guidance=G, shift=S or "
-                                           "negative=TEXT), got '%s'", kv ? kv : "");
+        return cq_fail(CQ_ERR_INVALID_ARG, "--default wants KEY=VALUE (size=WxH, steps=N, guidance=G, shift=S, "
+                                           "frames=N, fps=F or negative=TEXT), got '%s'", kv ? kv : "");
     const size_t kl = (size_t)(eq - kv);
     const char *val = eq + 1;
     double a = 0.0, b = 0.0;
@@ -186,6 +211,16 @@ cq_status cq_gen_defaults_set(cq_gen_defaults *d, const char *kv) {
         if (check_shift("shift", a) != CQ_OK) return bad_value(kv);
         d->shift = a;
         d->has_shift = true;
+    } else if (kl == 6 && strncmp(kv, "frames", 6) == 0) {
+        if (!parse_num(val, &a)) return cq_fail(CQ_ERR_INVALID_ARG, "--default %s: frames wants a number", kv);
+        if (check_frames("frames", a) != CQ_OK) return bad_value(kv);
+        d->frames = (int)a;
+        d->has_frames = true;
+    } else if (kl == 3 && strncmp(kv, "fps", 3) == 0) {
+        if (!parse_num(val, &a)) return cq_fail(CQ_ERR_INVALID_ARG, "--default %s: fps wants a number", kv);
+        if (check_fps("fps", a) != CQ_OK) return bad_value(kv);
+        d->fps = a;
+        d->has_fps = true;
     } else if (kl == 8 && strncmp(kv, "negative", 8) == 0) {
         if (check_negative("the negative prompt", val) != CQ_OK) return bad_value(kv);
         char *c = cq_strdup(val);
@@ -195,8 +230,8 @@ cq_status cq_gen_defaults_set(cq_gen_defaults *d, const char *kv) {
         d->has_negative = true;
     } else {
         return cq_fail(CQ_ERR_INVALID_ARG,
-                       "--default %.*s: unknown key; the keys are size=WxH, steps=N, guidance=G, shift=S and "
-                       "negative=TEXT", (int)CQ_MIN(kl, (size_t)64), kv);
+                       "--default %.*s: unknown key; the keys are size=WxH, steps=N, guidance=G, shift=S, "
+                       "frames=N, fps=F and negative=TEXT", (int)CQ_MIN(kl, (size_t)64), kv);
     }
     return CQ_OK;
 }
@@ -210,6 +245,8 @@ cq_status cq_gen_defaults_merge(cq_gen_defaults *into, const cq_gen_defaults *ov
     if (over->has_steps) into->steps = over->steps, into->has_steps = true;
     if (over->has_guidance) into->guidance = over->guidance, into->has_guidance = true;
     if (over->has_shift) into->shift = over->shift, into->has_shift = true;
+    if (over->has_frames) into->frames = over->frames, into->has_frames = true;
+    if (over->has_fps) into->fps = over->fps, into->has_fps = true;
     if (over->has_negative) {
         char *c = cq_strdup(over->negative ? over->negative : "");
         if (!c) return CQ_ERR_NOMEM;
@@ -222,7 +259,9 @@ cq_status cq_gen_defaults_merge(cq_gen_defaults *into, const cq_gen_defaults *ov
 
 cq_status cq_gen_defaults_to_header(const cq_gen_defaults *d, cJSON *header) {
     cJSON_DeleteItemFromObjectCaseSensitive(header, CQ_GEN_DEFAULTS_KEY);
-    if (!d->has_size && !d->has_steps && !d->has_guidance && !d->has_shift && !d->has_negative) return CQ_OK;
+    if (!d->has_size && !d->has_steps && !d->has_guidance && !d->has_shift && !d->has_negative && !d->has_frames &&
+        !d->has_fps)
+        return CQ_OK;
     cJSON *o = cJSON_AddObjectToObject(header, CQ_GEN_DEFAULTS_KEY);
     bool ok = o != NULL;
     if (ok && d->has_size)
@@ -230,6 +269,8 @@ cq_status cq_gen_defaults_to_header(const cq_gen_defaults *d, cJSON *header) {
     if (ok && d->has_steps) ok = cJSON_AddNumberToObject(o, "steps", d->steps) != NULL;
     if (ok && d->has_guidance) ok = cJSON_AddNumberToObject(o, "guidance", d->guidance) != NULL;
     if (ok && d->has_shift) ok = cJSON_AddNumberToObject(o, "shift", d->shift) != NULL;
+    if (ok && d->has_frames) ok = cJSON_AddNumberToObject(o, "frames", d->frames) != NULL;
+    if (ok && d->has_fps) ok = cJSON_AddNumberToObject(o, "fps", d->fps) != NULL;
     if (ok && d->has_negative) ok = cJSON_AddStringToObject(o, "negative_prompt", d->negative ? d->negative : "") != NULL;
     return ok ? CQ_OK : cq_fail(CQ_ERR_NOMEM, "header JSON: out of memory");
 }
@@ -246,6 +287,8 @@ const char *cq_gen_defaults_describe(const cq_gen_defaults *d, char *buf, size_t
     if (d->has_steps) PUT("%s%d steps", o ? ", " : "", d->steps);
     if (d->has_guidance) PUT("%sguidance %g", o ? ", " : "", d->guidance);
     if (d->has_shift) PUT("%sshift %g", o ? ", " : "", d->shift);
+    if (d->has_frames) PUT("%s%d frames", o ? ", " : "", d->frames);
+    if (d->has_fps) PUT("%s%g fps", o ? ", " : "", d->fps);
     if (d->has_negative) PUT("%snegative prompt \"%.40s%s\"", o ? ", " : "", d->negative ? d->negative : "",
                              d->negative && strlen(d->negative) > 40 ? "..." : "");
 #undef PUT

@@ -61,6 +61,16 @@ static void test_json(void **state) {
         {"{\"shift\": 1e300}", CQ_ERR_PARSE, "shift"},
         {"{\"shift\": 0.001}", CQ_OK, NULL},
         {"{\"negative_prompt\": 3}", CQ_ERR_PARSE, "negative_prompt"},
+        {"{\"frames\": 1}", CQ_OK, NULL},
+        {"{\"frames\": 99999}", CQ_OK, NULL},
+        {"{\"frames\": 0}", CQ_ERR_PARSE, "frames"},
+        {"{\"frames\": 100000}", CQ_ERR_PARSE, "frames"},
+        {"{\"frames\": 12.5}", CQ_ERR_PARSE, "frames"},
+        {"{\"fps\": 240}", CQ_OK, NULL},
+        {"{\"fps\": 23.976}", CQ_OK, NULL},
+        {"{\"fps\": 0}", CQ_ERR_PARSE, "fps"},
+        {"{\"fps\": 240.5}", CQ_ERR_PARSE, "fps"},
+        {"{\"frames\": 9, \"frames\": 17}", CQ_ERR_PARSE, "twice"},
         {"{\"steps\": 8, \"steps\": 9}", CQ_ERR_PARSE, "twice"},
         {"[1]", CQ_ERR_PARSE, "object"},
         {"{", CQ_ERR_PARSE, "invalid JSON"},
@@ -85,16 +95,21 @@ static void test_settings(void **state) {
     assert_int_equal(cq_gen_defaults_set(&d, "guidance=4"), CQ_OK);
     assert_int_equal(cq_gen_defaults_set(&d, "shift=6"), CQ_OK);
     assert_int_equal(cq_gen_defaults_set(&d, "negative=low quality, a=b"), CQ_OK);
+    assert_int_equal(cq_gen_defaults_set(&d, "frames=121"), CQ_OK);
+    assert_int_equal(cq_gen_defaults_set(&d, "fps=24"), CQ_OK);
+    assert_true(d.has_frames && d.frames == 121 && d.has_fps && d.fps == 24.0);
     assert_true(d.width == 256 && d.height == 256 && d.steps == 20 && d.guidance == 4.0 && d.shift == 6.0);
     assert_string_equal(d.negative, "low quality, a=b");
     static const char *const bad[] = {"steps", "steps=", "steps=0", "steps=2.5", "steps=x", "size=256",
                                       "size=256x", "size=250x256", "size=x256", "guidance=-1", "guidance=nan",
-                                      "shift=0", "shift=inf", "seed=3", "=3"};
+                                      "shift=0", "shift=inf", "seed=3", "=3", "frames=0", "frames=1.5", "fps=0",
+                                      "fps=300"};
     for (size_t i = 0; i < CQ_ARRAY_LEN(bad); i++) {
         if (cq_gen_defaults_set(&o, bad[i]) != CQ_ERR_INVALID_ARG) fail_msg("'%s' was accepted", bad[i]);
         assert_non_null(strstr(cq_last_error(), "--default"));
     }
-    assert_false(o.has_size || o.has_steps || o.has_guidance || o.has_shift || o.has_negative);
+    assert_false(o.has_size || o.has_steps || o.has_guidance || o.has_shift || o.has_negative || o.has_frames ||
+                 o.has_fps);
     /* merge: what the override sets wins, the rest stays */
     assert_int_equal(cq_gen_defaults_set(&o, "steps=8"), CQ_OK);
     assert_int_equal(cq_gen_defaults_merge(&d, &o), CQ_OK);
@@ -105,6 +120,10 @@ static void test_settings(void **state) {
     cq_gen_defaults back;
     assert_int_equal(cq_gen_defaults_from_json(cJSON_GetObjectItemCaseSensitive(h, CQ_GEN_DEFAULTS_KEY), &back), CQ_OK);
     assert_true(back.has_size && back.width == 256 && back.steps == 8 && back.guidance == 4.0 && back.shift == 6.0);
+    assert_true(back.has_frames && back.frames == 121 && back.has_fps && back.fps == 24.0);
+    char buf[200];
+    assert_string_equal(cq_gen_defaults_describe(&back, buf, sizeof buf),
+                        "256x256, 8 steps, guidance 4, shift 6, 121 frames, 24 fps, negative prompt \"low quality, a=b\"");
     assert_string_equal(back.negative, "low quality, a=b");
     cq_gen_defaults_free(&back);
     /* nothing set removes the object */
