@@ -159,4 +159,29 @@ expect 0 "$CQ" convert "$HERE/../golden/ltx2_dit/model" -o "$W/dit.cmf" --quant 
 expect 1 "$CQ" video "$W/dit.cmf" "a fox" -o "$W/x.mp4" "${ARGS[@]}"
 has err "tokenizer"
 ls "$W" | grep -q '\.tmp' && fail "a temporary was left: $(ls "$W")"
+
+# ---- Ctrl-C: during the steps, and later (the decode or the writing): exit 130, no file, the old target kept ----
+echo keep >"$W/keep.mp4"
+for delay in 1 7; do
+    "$CQ" video "$W/ltx.cmf" "a fox" -o "$W/keep.mp4" --size 512x512 --frames 65 --prompt-tokens 32 \
+        --frames-dir "$W/intr_frames" >"$W/out" 2>"$W/err" &
+    pid=$!
+    sleep "$delay"
+    kill -s INT $pid 2>/dev/null
+    wait $pid
+    rc=$?
+    if [ "$rc" -eq 130 ]; then
+        has err "interrupted by SIGINT"
+        [ "$(cat "$W/keep.mp4")" = keep ] || fail "an interrupted run (after ${delay} s) replaced the target"
+        [ -e "$W/intr_frames" ] && fail "an interrupted run (after ${delay} s) left its frame directory"
+    elif [ "$rc" -eq 0 ]; then
+        # finished before the signal: then the files are whole
+        [ -f "$W/intr_frames/frame_00064.png" ] || fail "a finished run lacks its last frame"
+        rm -rf "$W/intr_frames"
+        echo keep >"$W/keep.mp4"
+    else
+        fail "interrupted after ${delay} s: exit $rc: $(head -c 300 "$W/err")"
+    fi
+    ls -a "$W" | grep -q 'cortiq-' && fail "a temporary was left after ${delay} s: $(ls -a "$W")"
+done
 finish video_ltx2
