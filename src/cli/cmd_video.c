@@ -204,7 +204,7 @@ static int on_step(int step, int n, void *user) {
 }
 
 /* The pack's defaults (size, steps, guidance, negative prompt) where the command gave none. */
-static cq_status apply_defaults(const cq_cmf *cmf, video_args *a, bool *distilled) {
+static cq_status apply_defaults(const cq_cmf *cmf, video_args *a) {
     cq_gen_defaults d;
     CQ_TRY(cq_cmf_gen_defaults(cmf, &d));
     if (!a->has_size) {
@@ -222,9 +222,6 @@ static cq_status apply_defaults(const cq_cmf *cmf, video_args *a, bool *distille
         a->negative = neg;
     }
     cq_gen_defaults_free(&d);
-    /* the ladder belongs to the distilled checkpoints, whose scheduler does not shift */
-    const cq_tensor_view *v = cq_cmf_find(cmf, "scheduler.config_json");
-    *distilled = v && v->data && !memmem(v->data, (size_t)v->nbytes, "\"use_dynamic_shifting\": true", 28);
     return CQ_OK;
 }
 
@@ -247,7 +244,6 @@ int cq_cmd_video(int argc, char **argv) {
     step_ui ui = {0};
     cq_status s = cq_cmf_open(a.model, &cmf);
     if (s != CQ_OK) return cq_cli_fail(CMD, s, a.model);
-    bool distilled = false;
     cq_cmf_info info;
     if (cq_cmf_get_info(cmf, &info) == CQ_OK && (!info.arch_name || strcmp(info.arch_name, "ltx2") != 0)) {
         char what[256];
@@ -256,7 +252,7 @@ int cq_cmd_video(int argc, char **argv) {
         rc = cq_cli_fail(CMD, s, NULL);
         goto done;
     }
-    if ((s = apply_defaults(cmf, &a, &distilled)) != CQ_OK || (s = cq_ltx2_pipe_open(cmf, &pipe)) != CQ_OK) {
+    if ((s = apply_defaults(cmf, &a)) != CQ_OK || (s = cq_ltx2_pipe_open(cmf, &pipe)) != CQ_OK) {
         rc = cq_cli_fail(CMD, s, a.model);
         goto done;
     }
@@ -269,7 +265,7 @@ int cq_cmd_video(int argc, char **argv) {
     o.frames = a.frames;
     o.fps = a.fps;
     o.steps = a.steps;
-    o.ladder = a.sigmas == 1 || (a.sigmas == 0 && distilled && a.steps == CQ_LTX2_DISTILLED_STEPS);
+    o.ladder = a.sigmas == 1 || (a.sigmas == 0 && cq_ltx2_pipe_distilled(pipe) && a.steps == CQ_LTX2_DISTILLED_STEPS);
     o.seed = a.seed;
     o.guidance = a.guidance;
     o.audio_guidance = a.audio_guidance;

@@ -127,7 +127,7 @@ cq_status cq_ltx2_pipe_open(const cq_cmf *cmf, cq_ltx2_pipe **out) {
     }
     if (s != CQ_OK) {
         cq_ltx2_pipe_free(p);
-        return cq_fail_prefix(s, "%s", "");
+        return s;
     }
     *out = p;
     return CQ_OK;
@@ -206,6 +206,8 @@ cq_status cq_ltx2_pipe_encode(cq_ltx2_pipe *p, const char *prompt, int max_token
     cq_free(hidden);
     return s;
 }
+
+bool cq_ltx2_pipe_distilled(const cq_ltx2_pipe *p) { return !p->sched.use_dynamic_shifting; }
 
 void cq_ltx2_pipe_widths(const cq_ltx2_pipe *p, int *video, int *audio) {
     *video = p->dcfg.dim;

@@ -97,6 +97,9 @@ cq_status cq_ltx2_pipe_tokens(cq_ltx2_pipe *p, const char *prompt, int max_token
 /* The connectors' rows of a prompt: video [max_tokens][video dim], audio [max_tokens][audio dim]. */
 cq_status cq_ltx2_pipe_encode(cq_ltx2_pipe *p, const char *prompt, int max_tokens, float *video, float *audio);
 
+/* Whether the pack's scheduler is the distilled checkpoints' (no dynamic shifting: the 8-step ladder is its
+ * recipe). */
+bool cq_ltx2_pipe_distilled(const cq_ltx2_pipe *p);
 /* The prompt rows' widths (the DiT's video and audio stream widths). */
 void cq_ltx2_pipe_widths(const cq_ltx2_pipe *p, int *video, int *audio);
 /* The initial noise of a seed, as generate draws it: video then audio, packed. */
