@@ -14,6 +14,9 @@ The folder (model/, converted by the tests with `cortiq convert`):
     audio_vae/      golden_ltx2_audio's tiny audio VAE (2 latent channels x 2 latent mel bins), decoder only
     vocoder/        golden_ltx2_audio's tiny vocoder with the bandwidth extender (16 kHz -> 48 kHz, stereo)
     scheduler/      the distilled checkpoints' FlowMatchEulerDiscreteScheduler config (no dynamic shifting)
+    latent_upsampler/  golden_ltx2_upsampler's tiny x2 upscaler at 16 channels (not in model_index.json: the released
+                    folders carry it beside the pipeline's components; drawn last, so the others are unchanged)
+    first_frame.png an 80 x 40 RGB picture (the image-to-video cases' first frame; resized by the pipeline)
 Every weight is drawn from a fixed generator, rounded to bf16 and stored in bf16; the run reads them in f32.
 
 Cases (64 x 32 pixels, 9 frames at 24 fps: latents 2 x 2 x 4, 9 audio latent frames; max_sequence_length 32):
@@ -21,6 +24,12 @@ Cases (64 x 32 pixels, 9 frames at 24 fps: latents 2 x 2 x 4, 9 audio latent fra
                modality 1), seed 42
     guided     4 linspace steps with every guidance term: CFG 3 (audio 7) against the negative prompt, STG 1 on
                block 1, modality isolation 3, guidance rescale 0.7, seed 7
+    two_stage  the distilled two-stage recipe at 128 x 64: LTX2Pipeline at 64 x 32 (8 ladder steps, latents out),
+               LTX2LatentUpsamplePipeline, LTX2Pipeline on the upscaled latents and stage 1's sound (noise_scale and
+               sigmas STAGE_2_DISTILLED_SIGMA_VALUES, 3 steps), one generator throughout, seed 11
+    i2v        LTX2ImageToVideoPipeline at 64 x 32 from first_frame.png (image_crf 0), 4 linspace steps, CFG 2
+               (audio 2) against the negative prompt, seed 5
+    i2v_two_stage  the two-stage recipe with LTX2ImageToVideoPipeline for both stages (first frame at 64 x 32), seed 3
 Recorded per case (cases/<name>.safetensors, batch dropped, f32):
     ctx, audio_ctx [32, 64] / [32, 32]   the connectors' outputs for the prompt (neg_ctx, neg_audio_ctx: the
                                          negative prompt's, guided only)
@@ -32,6 +41,9 @@ Recorded per case (cases/<name>.safetensors, batch dropped, f32):
     audio_vae_in [2, 9, 2], mel [2, 33, 8]  the de-normalised audio latents the audio VAE decodes, its mel
     frames [9, 32, 64, 3]                the decoded video as the pipeline returns it (output_type "np": [0, 1])
     audio [n, 2]                         the vocoder's 48 kHz waveform, interleaved
+The staged cases add stage1_step<i> (stage 1's trace; stage1_latents its last), up (the upscaler's de-normalised
+output, channels-last [F*H*W, C]), stage2_init / stage2_audio_init (stage 2's re-noised packed state, as noise and
+audio_noise hold stage 1's); step<i> is then stage 2's trace.
 index.json holds the prompts, settings, each output's RMS and the same run in bf16 (every component in bf16 as a
 bf16 checkpoint loads): bf16_max_rel = max|bf16 - f32| / scale, scale = RMS (latents, contexts) or 1 (frames,
 audio: full scale); a GPU path must stay within a quarter of it. outputs.audio.f32_vs_f64_max: the reference's own
@@ -40,6 +52,8 @@ float32 sound against the audio VAE and vocoder in float64 on the same latents.
 Usage, from the repository root (torch, transformers with Gemma-4, tokenizers; diffusers' source at 58eb52c0 on
 PYTHONPATH, with tools/ for the component generators):
     PYTHONPATH=ref/diffusers/src:tools python3 tools/golden_ltx2_pipe.py --out tests/golden/ltx2_pipe
+--only NAME,... makes just those cases and keeps the others' files and index entries (the model folder's existing
+components are not rewritten).
 """
 import argparse
 import copy
@@ -63,7 +77,14 @@ CASES = {
                    guidance_scale=3.0, audio_guidance_scale=7.0, stg_scale=1.0, audio_stg_scale=1.0,
                    modality_scale=3.0, audio_modality_scale=3.0, guidance_rescale=0.7, audio_guidance_rescale=0.7,
                    stg_blocks=[1]),
+    "two_stage": dict(kind="t2v", two_stage=True, prompt="a red fox runs, 2 birds sing", negative=None, seed=11,
+                      width=128, height=64, steps=8, sigmas="distilled", guidance_scale=1.0, audio_guidance_scale=1.0),
+    "i2v": dict(kind="i2v", two_stage=False, prompt="the sea at night", negative="blurry", seed=5, width=64,
+                height=32, steps=4, sigmas=None, guidance_scale=2.0, audio_guidance_scale=2.0),
+    "i2v_two_stage": dict(kind="i2v", two_stage=True, prompt="a red fox runs", negative=None, seed=3, width=128,
+                          height=64, steps=8, sigmas="distilled", guidance_scale=1.0, audio_guidance_scale=1.0),
 }
+IMAGE_W, IMAGE_H = 80, 40
 
 
 def fail(msg):
@@ -119,7 +140,19 @@ def bf16_copy(module):
     return m
 
 
-def build(out, seed):
+def first_frame(path, seed):
+    from PIL import Image
+    g = torch.Generator().manual_seed(seed)
+    y = torch.linspace(0, 1, IMAGE_H)[:, None, None]
+    x = torch.linspace(0, 1, IMAGE_W)[None, :, None]
+    base = torch.cat([x.expand(IMAGE_H, IMAGE_W, 1), y.expand(IMAGE_H, IMAGE_W, 1),
+                      (1 - x * y).expand(IMAGE_H, IMAGE_W, 1)], 2)
+    img = (base * 200 + 40 * torch.rand(IMAGE_H, IMAGE_W, 3, generator=g)).round().clamp(0, 255).to(torch.uint8)
+    Image.fromarray(img.numpy(), "RGB").save(path)
+    return Image.open(path).convert("RGB")
+
+
+def build(out, seed, keep=False):
     import golden_gemma4 as gg
     import golden_ltx2_audio as ga
     import golden_ltx2_dit as gd
@@ -162,11 +195,22 @@ def build(out, seed):
     voc = LTX2VocoderWithBWE(**ga.VOC_CONFIG).float().eval()
     ga.randomise(voc, gen)
     ga.stft_tables(voc, ga.VOC_CONFIG)
+    import golden_ltx2_upsampler as gu
+    from diffusers.pipelines.ltx2.latent_upsampler import LTX2LatentUpsamplerModel
+    ucfg = dict(gu.MODEL, in_channels=16)
+    ups = LTX2LatentUpsamplerModel(**ucfg).float().eval()
+    gu.randomise(ups, gen)
 
-    for name, mod in (("connectors", conn), ("transformer", dit), ("vae", vae)):
-        copy.deepcopy(mod).to(torch.bfloat16).save_pretrained(os.path.join(m, name), safe_serialization=True)
-    ga.save_folder(avae, lambda k: not k.startswith("encoder."), os.path.join(m, "audio_vae"))
-    ga.save_folder(voc, lambda k: k != "mel_stft.stft_fn.inverse_basis", os.path.join(m, "vocoder"))
+    def fresh(name):
+        return not (keep and os.path.isdir(os.path.join(m, name)))
+    for name, mod in (("connectors", conn), ("transformer", dit), ("vae", vae), ("latent_upsampler", ups)):
+        if fresh(name):
+            copy.deepcopy(mod).to(torch.bfloat16).save_pretrained(os.path.join(m, name), safe_serialization=True)
+    if fresh("audio_vae"):
+        ga.save_folder(avae, lambda k: not k.startswith("encoder."), os.path.join(m, "audio_vae"))
+    if fresh("vocoder"):
+        ga.save_folder(voc, lambda k: k != "mel_stft.stft_fn.inverse_basis", os.path.join(m, "vocoder"))
+    image = first_frame(os.path.join(m, "first_frame.png"), seed + 2)
 
     sched = FlowMatchEulerDiscreteScheduler(use_dynamic_shifting=False, base_shift=0.95, max_shift=2.05,
                                             base_image_seq_len=1024, max_image_seq_len=4096, shift_terminal=None)
@@ -183,8 +227,8 @@ def build(out, seed):
     parts = dict(tokenizer=tok, text_encoder=te, connectors=conn, transformer=dit, vae=vae, audio_vae=avae,
                  vocoder=voc, scheduler=sched)
     configs = dict(connectors=ccfg, transformer=dcfg, vae=vcfg, audio_vae=ga.VAE_CONFIG, vocoder=ga.VOC_CONFIG,
-                   gemma4=dict(gg.CONFIG))
-    return parts, configs, transformers
+                   gemma4=dict(gg.CONFIG), latent_upsampler=ucfg)
+    return parts, configs, transformers, ups, image
 
 
 def c32(t):
@@ -263,6 +307,85 @@ def run(pipe_cls, parts, case, bf16):
     return rec
 
 
+def run_staged(parts, ups, image, case, bf16):
+    """The image-to-video and two-stage cases: one or two pipeline calls (and the upscaler between), recorded."""
+    from diffusers.pipelines.ltx2.pipeline_ltx2 import LTX2Pipeline
+    from diffusers.pipelines.ltx2.pipeline_ltx2_image2video import LTX2ImageToVideoPipeline
+    from diffusers.pipelines.ltx2.pipeline_ltx2_latent_upsample import LTX2LatentUpsamplePipeline
+    from diffusers.pipelines.ltx2.utils import STAGE_2_DISTILLED_SIGMA_VALUES as S2
+    comp = dict(parts)
+    comp["scheduler"] = copy.deepcopy(parts["scheduler"])
+    if bf16:
+        for k in ("text_encoder", "connectors", "transformer", "vae", "audio_vae", "vocoder"):
+            comp[k] = bf16_copy(parts[k])
+    i2v = case["kind"] == "i2v"
+    pipe = (LTX2ImageToVideoPipeline if i2v else LTX2Pipeline)(**comp)
+    pipe.set_progress_bar_config(disable=True)
+    rec, stage = {}, [1]
+    orig = dict(pl=pipe.prepare_latents, pa=pipe.prepare_audio_latents, vd=pipe.vae.decode,
+                ad=pipe.audio_vae.decode)
+
+    def pl(*a, **k):
+        x = orig["pl"](*a, **k)
+        rec["noise" if stage[0] == 1 else "stage2_init"] = c32((x[0] if i2v else x)[0])
+        return x
+
+    def pa(*a, **k):
+        x = orig["pa"](*a, **k)
+        rec["audio_noise" if stage[0] == 1 else "stage2_audio_init"] = c32(x[0])
+        return x
+
+    def vd(z, *a, **k):
+        rec["vae_in"] = c32(z[0])
+        return orig["vd"](z, *a, **k)
+
+    def ad(z, *a, **k):
+        rec["audio_vae_in"] = c32(z[0])
+        r = orig["ad"](z, *a, **k)
+        rec["mel"] = c32(r[0][0])
+        return r
+    pipe.prepare_latents, pipe.prepare_audio_latents = pl, pa
+    pipe.vae.decode, pipe.audio_vae.decode = vd, ad
+
+    def on_step(p, i, t, kw):
+        rec[("stage1_step" if stage[0] == 1 and case["two_stage"] else "step") + str(i)] = c32(kw["latents"][0])
+        return {}
+    gen = torch.Generator("cpu").manual_seed(case["seed"])
+    sig = case["sigmas"]
+    W, H = (case["width"] // 2, case["height"] // 2) if case["two_stage"] else (case["width"], case["height"])
+    common = dict(prompt=case["prompt"], negative_prompt=case["negative"], num_frames=FRAMES, frame_rate=FPS,
+                  generator=gen, max_sequence_length=MAX_LEN, callback_on_step_end=on_step,
+                  callback_on_step_end_tensor_inputs=["latents"], return_dict=False)
+    if i2v:
+        common["image_crf"] = 0
+    try:
+        video, audio = pipe(image=image if i2v else None, height=H, width=W, num_inference_steps=case["steps"],
+                            sigmas=sig, guidance_scale=case["guidance_scale"],
+                            audio_guidance_scale=case["audio_guidance_scale"],
+                            output_type="latent" if case["two_stage"] else "np", **common) if i2v else \
+            pipe(height=H, width=W, num_inference_steps=case["steps"], sigmas=sig,
+                 guidance_scale=case["guidance_scale"], audio_guidance_scale=case["audio_guidance_scale"],
+                 output_type="latent" if case["two_stage"] else "np", **common)
+        if case["two_stage"]:
+            rec["stage1_latents"] = rec[f"stage1_step{case['steps'] - 1}"].clone()
+            u = ups if not bf16 else bf16_copy(ups)
+            up = LTX2LatentUpsamplePipeline(vae=pipe.vae, latent_upsampler=u)(latents=video, output_type="latent",
+                                                                              return_dict=False)[0]
+            rec["up"] = c32(up[0].permute(1, 2, 3, 0).reshape(-1, up.shape[1]))
+            stage[0] = 2
+            kw = dict(latents=up, audio_latents=audio, height=case["height"], width=case["width"],
+                      num_inference_steps=len(S2), noise_scale=S2[0], sigmas=list(S2), guidance_scale=1.0,
+                      output_type="np", **common)
+            video, audio = pipe(**kw)
+    finally:
+        del pipe.vae.decode, pipe.audio_vae.decode
+    n2 = len(S2) if case["two_stage"] else case["steps"]
+    rec["latents"] = rec[f"step{n2 - 1}"].clone()
+    rec["frames"] = c32(torch.as_tensor(video[0]))
+    rec["audio"] = c32(torch.as_tensor(audio[0]).transpose(0, 1))
+    return rec
+
+
 def errs(ref, got, full_scale):
     ref, got = ref.double(), got.double()
     scale = 1.0 if full_scale else ref.pow(2).mean().sqrt().item()
@@ -279,7 +402,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="tests/golden/ltx2_pipe")
     ap.add_argument("--seed", type=int, default=20261205)
+    ap.add_argument("--only", default=None, help="comma-separated cases to make; the others are kept")
     args = ap.parse_args()
+    only = set(args.only.split(",")) if args.only else None
+    if only and not only <= set(CASES):
+        fail(f"unknown cases {sorted(only - set(CASES))}")
     torch.set_grad_enabled(False)
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -287,16 +414,27 @@ def main():
     transformers = shim_transformers()
     from diffusers.pipelines.ltx2.pipeline_ltx2 import LTX2Pipeline
     os.makedirs(os.path.join(args.out, "cases"), exist_ok=True)
-    parts, configs, transformers = build(args.out, args.seed)
+    parts, configs, transformers, ups, image = build(args.out, args.seed, keep=only is not None)
     index = dict(generator="tools/golden_ltx2_pipe.py", torch=torch.__version__, diffusers=DIFFUSERS_COMMIT,
                  transformers=transformers.__version__, seed=args.seed, width=WIDTH, height=HEIGHT, frames=FRAMES,
                  fps=FPS, max_sequence_length=MAX_LEN, configs=configs, cases={})
+    if only:
+        with open(os.path.join(args.out, "index.json")) as f:
+            index["cases"] = {k: v for k, v in json.load(f)["cases"].items() if k not in only}
+        index["image"] = dict(file="model/first_frame.png", width=IMAGE_W, height=IMAGE_H)
     from diffusers.pipelines.ltx2.utils import DISTILLED_SIGMA_VALUES
+    index["image"] = dict(file="model/first_frame.png", width=IMAGE_W, height=IMAGE_H)
     for name, case in CASES.items():
+        if only and name not in only:
+            continue
         if case["sigmas"] == "distilled":
             case["sigmas"] = list(DISTILLED_SIGMA_VALUES)
-        ref = run(LTX2Pipeline, parts, case, False)
-        b16 = run(LTX2Pipeline, parts, case, True)
+        if "kind" in case:
+            ref = run_staged(parts, ups, image, case, False)
+            b16 = run_staged(parts, ups, image, case, True)
+        else:
+            ref = run(LTX2Pipeline, parts, case, False)
+            b16 = run(LTX2Pipeline, parts, case, True)
         info = dict(case, outputs={})
         for k, v in ref.items():
             if k == "ids":
@@ -312,11 +450,12 @@ def main():
         a64 = voc64(mel64)[0].transpose(0, 1)
         info["outputs"]["audio"]["f32_vs_f64_max"] = (ref["audio"].double() - a64).abs().max().item()
         print(f"{name}: the sound's float32 error against float64 decoders {info['outputs']['audio']['f32_vs_f64_max']:.3g}")
-        info["n_tokens"] = int((ref["ids"] != 0).sum())
+        if "ids" in ref:
+            info["n_tokens"] = int((ref["ids"] != 0).sum())
         index["cases"][name] = info
         save_file(ref, os.path.join(args.out, "cases", name + ".safetensors"))
         print(f"{name}: frames {list(ref['frames'].shape)}, audio {list(ref['audio'].shape)}, "
-              f"{info['n_tokens']} prompt tokens; bf16 latents max {info['outputs']['latents']['bf16_max_rel']:.3g}, "
+              f"{info.get('n_tokens')} prompt tokens; bf16 latents max {info['outputs']['latents']['bf16_max_rel']:.3g}, "
               f"frames {info['outputs']['frames']['bf16_max_rel']:.3g}, audio {info['outputs']['audio']['bf16_max_rel']:.3g}")
     with open(os.path.join(args.out, "index.json"), "w") as f:
         json.dump(index, f, indent=1)

@@ -16,6 +16,7 @@
 #include "env.h"
 #include "format/cmf.h"
 #include "format/gen_defaults.h"
+#include "image/image_read.h"
 #include "io/video_out.h"
 #include "ops/ops.h"
 #include "pipelines/ltx2_pipe.h"
@@ -25,8 +26,9 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: cortiq video PACK.cmf \"prompt\" -o clip.mp4 [options]\n\n"
-            "Text to video with its own soundtrack (LTX-2.5 packs: `cortiq convert` of a diffusers\n"
-            "LTX2Pipeline folder). Writes an MP4 (H.264 + AAC) through FFmpeg's libraries; a build\n"
+            "Text (or a first frame and text) to video with its own soundtrack (LTX-2.5 packs: `cortiq\n"
+            "convert` of a diffusers LTX2Pipeline folder, with latent_upsampler/ for --two-stage). Writes an\n"
+            "MP4 (H.264 + AAC) through FFmpeg's libraries; a build\n"
             "without them writes PNG frames and a WAV instead and prints the ffmpeg command that muxes them.\n\n"
             "options:\n"
             "  -o, --output FILE      the MP4 to write (replaced only when complete)\n"
@@ -45,6 +47,10 @@ static void usage(FILE *f) {
             "  --modality M           modality-isolation scale, > 1 turns it on (default 1)\n"
             "  --rescale R            guidance rescale in [0, 1] (default 0)\n"
             "  --prompt-tokens N      the prompt's padded length (default 1024, the reference's)\n"
+            "  --image FILE           image to video: the first frame (PNG or JPEG), resized to the size\n"
+            "                         (bilinear, as the reference) and kept through the steps\n"
+            "  --two-stage            stage 1 at half the size, the x2 latent upscaler, 3 refine steps\n"
+            "                         (distilled packs with a latent upsampler; the size a multiple of 64)\n"
             "  --no-audio             leave the sound out (the model still denoises it)\n"
             "  --frames-dir DIR       also (or, without -o, only) write PNG frames into DIR\n"
             "  --wav FILE             also (or only) write the sound as a 16-bit WAV\n"
@@ -52,7 +58,8 @@ static void usage(FILE *f) {
             "  --backend NAME         cpu, cuda, vulkan or auto (default auto)\n"
             "  --threads N            CPU threads\n"
             "  --quiet                no progress or timings\n\n"
-            "Not yet: --image (image to video) and --two-stage (the x2 upscaler and refine steps) are refused.\n"
+            "The first frame is used as given: the reference's H.264 re-compression of it (image_crf) is\n"
+            "not applied.\n"
             "Ctrl-C stops after the current step and leaves nothing behind (exit 128 + the signal).\n\n"
             "example:\n"
             "  cortiq video ltx-2.5-distilled.cmf \"a fox runs through snow, wind howls\" -o fox.mp4 \\\n"
@@ -60,10 +67,10 @@ static void usage(FILE *f) {
 }
 
 typedef struct video_args {
-    const char *model, *prompt, *out, *frames_dir, *wav, *negative, *backend;
+    const char *model, *prompt, *out, *frames_dir, *wav, *negative, *backend, *image;
     int width, height, frames, steps, crf, threads, prompt_tokens;
     double fps, guidance, audio_guidance, stg, modality, rescale;
-    bool has_size, has_steps, has_guidance, has_audio_guidance, has_frames, has_fps, no_audio, quiet;
+    bool has_size, has_steps, has_guidance, has_audio_guidance, has_frames, has_fps, no_audio, quiet, two_stage;
     int sigmas; /* 0 auto, 1 ladder, 2 linspace */
     uint64_t seed;
     int stg_blocks[CQ_LTX2_PIPE_MAX_STG], n_stg;
@@ -176,10 +183,8 @@ static int parse_args(int argc, char **argv, video_args *a) {
             else return cq_cli_usage_error(CMD, "--sigmas wants ladder or linspace, not '%s'", v);
         } else if (!strcmp(o, "--no-audio")) a->no_audio = true;
         else if (!strcmp(o, "--quiet") || !strcmp(o, "-q")) a->quiet = true;
-        else if (!strcmp(o, "--image"))
-            return cq_cli_usage_error(CMD, "--image (image to video) is not written yet");
-        else if (!strcmp(o, "--two-stage"))
-            return cq_cli_usage_error(CMD, "--two-stage (the x2 upscaler and its refine steps) is not written yet");
+        else if (!strcmp(o, "--image")) { NEED(); a->image = v; }
+        else if (!strcmp(o, "--two-stage")) a->two_stage = true;
         else if (o[0] == '-' && o[1]) return cq_cli_usage_error(CMD, "unknown option %s", o);
         else if (np < 2) pos[np++] = o;
         else return cq_cli_usage_error(CMD, "one pack and one prompt, then options (got '%s' too)", o);
@@ -241,6 +246,7 @@ int cq_cmd_video(int argc, char **argv) {
     cq_ltx2_result res = {0};
     float *frames = NULL, *wav = NULL;
     uint8_t *rgb = NULL;
+    cq_image8 first = {0};
     step_ui ui = {0};
     cq_status s = cq_cmf_open(a.model, &cmf);
     if (s != CQ_OK) return cq_cli_fail(CMD, s, a.model);
@@ -277,6 +283,16 @@ int cq_cmd_video(int argc, char **argv) {
     o.max_tokens = a.prompt_tokens;
     o.on_step = a.quiet ? NULL : on_step;
     o.user = &ui;
+    o.two_stage = a.two_stage;
+    if (a.image) {
+        if ((s = cq_image_read_rgb(a.image, &first)) != CQ_OK) {
+            rc = cq_cli_fail(CMD, s, a.image);
+            goto done;
+        }
+        o.image = first.pixels;
+        o.image_width = first.width;
+        o.image_height = first.height;
+    }
     if ((s = cq_ltx2_pipe_check(pipe, &o)) != CQ_OK) {
         rc = cq_cli_usage_error(CMD, "%s", cq_last_error());
         goto done;
@@ -311,12 +327,14 @@ int cq_cmd_video(int argc, char **argv) {
     }
     if (!a.quiet) cq_cli_backend_say(&be_pick);
     if ((s = cq_env_backend_open(be_pick.name, a.threads, be_pick.mem_budget, &be)) != CQ_OK ||
-        (s = cq_ltx2_pipe_load_weights(pipe, be)) != CQ_OK) {
+        (s = cq_ltx2_pipe_load_weights(pipe, be)) != CQ_OK ||
+        (a.two_stage && (s = cq_ltx2_pipe_load_upsampler(pipe)) != CQ_OK)) {
         rc = cq_cli_fail(CMD, s, "loading the pipeline");
         goto done;
     }
     t_load = cq_now() - t_load;
-    cq_progress_begin(&ui.bar, "denoising", (uint64_t)a.steps, a.quiet);
+    const int n_steps = a.steps + (a.two_stage ? CQ_LTX2_STAGE2_STEPS : 0);
+    cq_progress_begin(&ui.bar, "denoising", (uint64_t)n_steps, a.quiet);
     s = cq_ltx2_pipe_generate(pipe, &o, &res);
     if (s == CQ_OK && !cq_cli_signal()) s = cq_ltx2_pipe_decode_video(pipe, &res, &frames);
     int64_t ns = 0;
@@ -363,13 +381,16 @@ int cq_cmd_video(int argc, char **argv) {
             fprintf(stderr, "this build has no FFmpeg libraries: to make the MP4, run\n  %s\n",
                     cq_video_out_mux_hint(vo, a.out, hint, sizeof hint));
         }
-        fprintf(stderr, "time: load %.2fs, text %.2fs, steps %.2fs (%.3fs/step), video vae %.2fs, audio %.2fs, "
-                "write %.2fs on %s\n", t_load, res.t.text, res.t.steps, res.t.steps / a.steps, res.t.video,
+        char up[64] = "";
+        if (a.two_stage) snprintf(up, sizeof up, "upscale %.2fs, ", res.t.upscale);
+        fprintf(stderr, "time: load %.2fs, text %.2fs, steps %.2fs (%.3fs/step), %svideo vae %.2fs, audio %.2fs, "
+                "write %.2fs on %s\n", t_load, res.t.text, res.t.steps, res.t.steps / n_steps, up, res.t.video,
                 res.t.audio, t_write, be_pick.name);
     }
 done:
     cq_video_out_free(vo);
     cq_free(rgb);
+    cq_image8_free(&first);
     cq_free(frames);
     cq_free(wav);
     cq_ltx2_result_free(&res);

@@ -262,6 +262,17 @@ static cq_status open_pipeline(cv_source *src, cJSON *index, cq_convert_report *
     }
     if (src->n_comp == 0)
         return cq_fail(CQ_ERR_MISSING, "%s: model_index.json names no component folder with safetensors", src->root);
+    /* LTX-2's latent upscaler is not a pipeline component (LTX2LatentUpsamplePipeline loads it), yet the released
+     * folders carry it as latent_upsampler/: taken when model_index.json does not name it */
+    bool have_ups = false;
+    for (size_t i = 0; i < src->n_comp; i++) have_ups |= strcmp(src->comp[i].folder, "latent_upsampler") == 0;
+    if (!have_ups) {
+        char *dir = cv_join(src->root, "latent_upsampler");
+        if (!dir) return CQ_ERR_NOMEM;
+        cq_status s = weights_in(dir) > 0 ? add_comp(src, "latent_upsampler", dir, CV_VAE, "upsampler") : CQ_OK;
+        cq_free(dir);
+        CQ_TRY(s);
+    }
     qsort(src->comp, src->n_comp, sizeof src->comp[0], cmp_comp);
     /* Arch: a known pipeline class, else a known transformer class, else the
      * pipeline class snake-cased. */

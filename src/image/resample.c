@@ -37,6 +37,12 @@ static double lanczos3(double x) {
     return 0.0;
 }
 
+/* PIL's bilinear_filter. */
+static double triangle(double x) {
+    x = fabs(x);
+    return x < 1.0 ? 1.0 - x : 0.0;
+}
+
 /* torch's cubic_convolution1/2 with a = -0.5, on |x|. */
 static double keys_cubic(double x) {
     const double a = -0.5;
@@ -50,7 +56,9 @@ static cq_status taps_make(cq_resample_filter filter, int in, int out, taps *t) 
     memset(t, 0, sizeof *t);
     const double scale = (double)in / (double)out;
     const double fscale = scale < 1.0 ? 1.0 : scale;
-    const double support = (filter == CQ_RESAMPLE_PIL_LANCZOS ? 3.0 : 2.0) * fscale;
+    const bool pil = filter != CQ_RESAMPLE_TORCH_BICUBIC_AA;
+    const double support = (filter == CQ_RESAMPLE_PIL_LANCZOS ? 3.0 : filter == CQ_RESAMPLE_PIL_BILINEAR ? 1.0 : 2.0) *
+                           fscale;
     const int ksize = (int)ceil(support) * 2 + 1;
     const double inv = 1.0 / fscale;
     double *k = cq_mallocn((size_t)out, (size_t)ksize * sizeof(double));
@@ -79,7 +87,9 @@ static cq_status taps_make(cq_resample_filter filter, int in, int out, taps *t) 
         double sum = 0.0;
         for (int j = 0; j < n; j++) {
             const double x = (j + lo - center + 0.5) * inv;
-            const double w = filter == CQ_RESAMPLE_PIL_LANCZOS ? lanczos3(x) : keys_cubic(x);
+            const double w = filter == CQ_RESAMPLE_PIL_LANCZOS    ? lanczos3(x)
+                             : filter == CQ_RESAMPLE_PIL_BILINEAR ? triangle(x)
+                                                                  : keys_cubic(x);
             ki[j] = w;
             sum += w;
         }
@@ -91,7 +101,7 @@ static cq_status taps_make(cq_resample_filter filter, int in, int out, taps *t) 
         t->first[i] = lo;
         t->count[i] = n;
     }
-    if (filter == CQ_RESAMPLE_PIL_LANCZOS) {
+    if (pil) {
         t->precision = 22; /* PIL: 32 - 8 - 2 bits */
     } else {
         int p = 0;

@@ -16,6 +16,9 @@
  *    dimension's largest weight times 2^(p+1) stays below 2^15; horizontal
  *    pass first, each pass rounded (+2^(p-1)), shifted and clamped to u8.
  *
+ *  - PIL's Image.resize(..., BILINEAR) (the LTX-2 video processor's): the
+ *    same arithmetic as its Lanczos with the triangle 1 - |x| on |x| < 1.
+ *
  * A dimension whose size does not change is not resampled (both libraries
  * skip it). Images are interleaved, `channels` bytes a pixel, rows packed.
  */
@@ -29,6 +32,7 @@
 typedef enum cq_resample_filter {
     CQ_RESAMPLE_PIL_LANCZOS = 0,   /* PIL Image.resize(LANCZOS) on an 8-bit image */
     CQ_RESAMPLE_TORCH_BICUBIC_AA,  /* torch uint8 bicubic, antialias=True, CPU */
+    CQ_RESAMPLE_PIL_BILINEAR,      /* PIL Image.resize(BILINEAR): the triangle, support 1 * max(scale, 1) */
     CQ_RESAMPLE_FILTER_COUNT
 } cq_resample_filter;
 

@@ -9,10 +9,12 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "image/resample.h"
 #include "models/gemma4.h"
 #include "models/ltx2.h"
 #include "models/ltx2_audio.h"
 #include "models/ltx2_text.h"
+#include "models/ltx2_upsampler.h"
 #include "models/ltx2_vae.h"
 #include "tokenizer/tokenizer.h"
 
@@ -28,6 +30,8 @@ struct cq_ltx2_pipe {
     cq_ltx2_vae_config vcfg;
     cq_ltx2_audio_vae_config acfg;
     cq_ltx2_vocoder_config ocfg;
+    cq_ltx2_ups_config ucfg;
+    bool has_ups, has_encoder;
     cq_flow_config sched;
     cq_ltx2_geo_params geo;
     cq_backend *be;
@@ -37,6 +41,8 @@ struct cq_ltx2_pipe {
     cq_ltx2_vae *vae;
     cq_ltx2_audio_vae *avae;
     cq_ltx2_vocoder *voc;
+    cq_ltx2_ups *ups;
+    float *vmean, *vstd; /* the video latents' statistics (two stages) */
 };
 
 void cq_ltx2_gen_opts_init(cq_ltx2_gen_opts *o) {
@@ -49,6 +55,9 @@ void cq_ltx2_result_free(cq_ltx2_result *r) {
     if (!r) return;
     cq_free(r->latents);
     cq_free(r->audio_latents);
+    cq_free(r->stage1_latents);
+    cq_free(r->stage2_init);
+    cq_free(r->stage2_audio_init);
     *r = (cq_ltx2_result){0};
 }
 
@@ -109,6 +118,14 @@ cq_status cq_ltx2_pipe_open(const cq_cmf *cmf, cq_ltx2_pipe **out) {
     if (s == CQ_OK) s = cq_ltx2_vocoder_parse_config(cmf, "vocoder.", &p->ocfg);
     if (s == CQ_OK) s = read_scheduler(p);
     if (s == CQ_OK) s = check_widths(p);
+    if (s == CQ_OK && cq_cmf_find(cmf, "upsampler.config_json")) {
+        s = cq_ltx2_ups_parse_config(cmf, "upsampler.", &p->ucfg);
+        if (s == CQ_OK && p->ucfg.in_channels != p->vcfg.latent_channels)
+            s = cq_fail(CQ_ERR_SHAPE, NAME ": the latent upsampler takes %d channels, the video VAE's latents "
+                        "have %d", p->ucfg.in_channels, p->vcfg.latent_channels);
+        p->has_ups = s == CQ_OK;
+    }
+    p->has_encoder = cq_cmf_find(cmf, "vae.encoder.conv_in.conv.weight") != NULL;
     if (s == CQ_OK) {
         /* pads are never read (the tower masks them, the connectors replace them); Gemma's is "<pad>" */
         p->pad_id = cq_tokenizer_token_to_id(p->tok, "<pad>", 5);
@@ -141,6 +158,9 @@ void cq_ltx2_pipe_free(cq_ltx2_pipe *p) {
     cq_ltx2_vae_free(p->vae);
     cq_ltx2_audio_vae_free(p->avae);
     cq_ltx2_vocoder_free(p->voc);
+    cq_ltx2_ups_free(p->ups);
+    cq_free(p->vmean);
+    cq_free(p->vstd);
     cq_tokenizer_free(p->tok);
     cq_free(p);
 }
@@ -155,6 +175,23 @@ cq_status cq_ltx2_pipe_load_weights(cq_ltx2_pipe *p, cq_backend *be) {
     if (s == CQ_OK) s = cq_ltx2_vocoder_load(p->cmf, "vocoder.", be, &p->voc);
     if (s == CQ_OK) s = cq_ltx2_load(p->cmf, "dit.", be, &p->dit);
     return s;
+}
+
+bool cq_ltx2_pipe_has_upsampler(const cq_ltx2_pipe *p) { return p->has_ups; }
+bool cq_ltx2_pipe_has_encoder(const cq_ltx2_pipe *p) { return p->has_encoder; }
+
+cq_status cq_ltx2_pipe_load_upsampler(cq_ltx2_pipe *p) {
+    if (p->ups) return CQ_OK;
+    if (!p->has_ups)
+        return cq_fail(CQ_ERR_MISSING, NAME ": the file has no latent upsampler (convert the pipeline folder with "
+                       "its latent_upsampler/ beside the other components)");
+    if (!p->be) return cq_fail(CQ_ERR_INVALID_ARG, NAME ": load the weights before the upsampler");
+    const int C = p->vcfg.latent_channels;
+    p->vmean = cq_mallocn((size_t)C, sizeof(float));
+    p->vstd = cq_mallocn((size_t)C, sizeof(float));
+    if (!p->vmean || !p->vstd) return CQ_ERR_NOMEM;
+    CQ_TRY(cq_ltx2_latent_stats_read(p->cmf, "vae.", C, p->vmean, p->vstd));
+    return cq_ltx2_ups_load(p->cmf, "upsampler.", p->be, &p->ups);
 }
 
 /* ---- the prompt ---- */
@@ -261,6 +298,29 @@ cq_status cq_ltx2_pipe_check(cq_ltx2_pipe *p, const cq_ltx2_gen_opts *o) {
         if (o->stg_blocks[i] < 0 || o->stg_blocks[i] >= p->dcfg.n_layers)
             return cq_fail(CQ_ERR_INVALID_ARG, "STG block %d: the denoiser has blocks 0..%d", o->stg_blocks[i],
                            p->dcfg.n_layers - 1);
+    if (o->two_stage) {
+        if (!p->has_ups)
+            return cq_fail(CQ_ERR_MISSING, "two stages need the pack's latent upsampler (convert the pipeline folder "
+                           "with its latent_upsampler/)");
+        if (!cq_ltx2_pipe_distilled(p))
+            return cq_fail(CQ_ERR_UNSUPPORTED, "two stages need the distilled denoiser for the refine steps (the "
+                           "reference refines the dev model with the distilled LoRA, which packs do not carry)");
+        if (o->width % 64 || o->height % 64)
+            return cq_fail(CQ_ERR_INVALID_ARG, "two stages: %dx%d is not a multiple of 64 on each side (stage 1 runs "
+                           "at half the size, a multiple of 32)", o->width, o->height);
+    }
+    if (o->image) {
+        if (!p->has_encoder)
+            return cq_fail(CQ_ERR_MISSING, "image to video needs the video VAE's encoder, which this pack leaves "
+                           "out");
+        if (o->image_width < 1 || o->image_height < 1 || o->image_width > CQ_RESAMPLE_MAX_SIDE ||
+            o->image_height > CQ_RESAMPLE_MAX_SIDE)
+            return cq_fail(CQ_ERR_INVALID_ARG, "the first frame's size %dx%d is outside 1..%d per side",
+                           o->image_width, o->image_height, CQ_RESAMPLE_MAX_SIDE);
+        if (p->geo.patch != 1 || p->geo.patch_t != 1)
+            return cq_fail(CQ_ERR_UNSUPPORTED, "image to video with patch sizes %d / %d (the reference takes 1 "
+                           "only)", p->geo.patch, p->geo.patch_t);
+    }
     const int T = o->max_tokens > 0 ? o->max_tokens : CQ_LTX2_PIPE_MAX_TOKENS;
     if (T > CQ_LTX2_TEXT_MAX_TOKENS) return cq_fail(CQ_ERR_INVALID_ARG, "%d prompt tokens is too many", T);
     for (int s = 0; s < CQ_LTX2_STREAMS; s++)
@@ -317,7 +377,7 @@ static double std_of(const float *x, size_t n) {
 /* The guided x0 of one stream (the reference's sum of deltas, each rounded as f32 tensors round), its rescale, back
  * to a velocity and the Euler step, x in place. */
 static void guided_step(stream_buf *b, const bool on[4], double cfg, double stg, double iso, double rescale,
-                        float sigma, float sigma_next) {
+                        float sigma, float sigma_next, const uint8_t *mask, int features) {
     const size_t n = b->n;
     for (int k = 0; k < 4; k++)
         if (on[k]) cq_ltx2_velocity_to_x0(b->x0[k], b->x, b->v[k], n, sigma);
@@ -342,6 +402,7 @@ static void guided_step(stream_buf *b, const bool on[4], double cfg, double stg,
     cq_ltx2_x0_to_velocity(v, b->x, b->g, n, sigma);
     const float dt = sigma_next - sigma;
     for (size_t i = 0; i < n; i++) {
+        if (mask && !mask[i / (size_t)features]) continue; /* a conditioning token stays */
         const float d = dt * v[i];
         b->x[i] = b->x[i] + d;
     }
@@ -353,28 +414,200 @@ static bool all_finite(const float *x, size_t n) {
     return true;
 }
 
+/* One stage's sampler run: the steps of `sigmas` (NULL: linspace) over geometry g from the states in vb / ab, in
+ * place; guidance as the options say when `guided`, else the positive pass only; `mask` [video_tokens] (NULL:
+ * every token) leaves the conditioning tokens at timestep 0 and unmoved. Progress counts from step0 of n_all. */
+typedef struct stage_run {
+    const cq_ltx2_geometry *g;
+    const double *sigmas;
+    int steps;
+    bool guided;
+    const uint8_t *mask;
+    int step0, n_all;
+} stage_run;
+
+static cq_status run_stage(cq_ltx2_pipe *p, const cq_ltx2_gen_opts *o, float *const ctx[2], float *const actx[2],
+                           int T, const stage_run *st, stream_buf *vb, stream_buf *ab) {
+    const cq_ltx2_geometry *g = st->g;
+    const bool cfg = st->guided && (o->guidance > 1 || o->audio_guidance > 1);
+    const bool stg = st->guided && (o->stg > 0 || o->audio_stg > 0);
+    const bool iso = st->guided && (o->modality > 1 || o->audio_modality > 1);
+    const bool on[4] = {true, cfg, stg, iso};
+    const size_t nv = vb->n, na = ab->n;
+    cq_flow_schedule sch = {0};
+    cq_ltx2_cond *cond[2] = {NULL, NULL};
+    float *tt = st->mask ? cq_mallocn((size_t)g->video_tokens, sizeof(float)) : NULL;
+    cq_status s = st->mask && !tt ? CQ_ERR_NOMEM : CQ_OK;
+    if (s == CQ_OK) s = cq_ltx2_schedule(&p->sched, st->sigmas, st->steps, g->video_tokens, &sch);
+    cq_ltx2_inputs in = {.frames = g->frames, .height = g->height, .width = g->width, .fps = o->fps,
+                         .audio_frames = g->audio_frames, .n_ctx = T, .n_audio_ctx = T, .n_timestep = 1,
+                         .n_audio_timestep = 1, .use_cross_timestep = true};
+    for (int k = 0; k < (cfg ? 2 : 1) && s == CQ_OK; k++) {
+        in.video = vb->x;
+        in.audio = ab->x;
+        in.ctx = ctx[k];
+        in.audio_ctx = actx[k];
+        s = cq_ltx2_prepare(p->dit, &in, &cond[k]);
+    }
+    for (int i = 0; i < st->steps && s == CQ_OK; i++) {
+        const float t = sch.timesteps[i], sigma = sch.sigmas[i], sigma_next = sch.sigmas[i + 1];
+        in.video = vb->x;
+        in.audio = ab->x;
+        if (st->mask) {
+            cq_ltx2_token_timesteps(t, st->mask, g->video_tokens, tt);
+            in.timestep = tt;
+            in.n_timestep = (int)g->video_tokens;
+        } else {
+            in.timestep = &t;
+        }
+        in.audio_timestep = &t;
+        in.sigma = t;
+        in.audio_sigma = t;
+        for (int k = 0; k < 4 && s == CQ_OK; k++) {
+            if (!on[k]) continue;
+            in.isolate_modalities = k == PASS_ISO;
+            in.stg_blocks = k == PASS_STG ? o->stg_blocks : NULL;
+            in.n_stg_blocks = k == PASS_STG ? o->n_stg_blocks : 0;
+            s = cq_ltx2_step(cond[k == PASS_NEG ? 1 : 0], &in, vb->v[k], ab->v[k]);
+            if (s == CQ_OK && (!all_finite(vb->v[k], nv) || !all_finite(ab->v[k], na)))
+                s = cq_fail(CQ_ERR_NUMERIC, NAME ": the denoiser's velocity at step %d is not finite",
+                            st->step0 + i + 1);
+        }
+        if (s != CQ_OK) break;
+        guided_step(vb, on, o->guidance, o->stg, o->modality, o->rescale, sigma, sigma_next, st->mask,
+                    g->video_features);
+        guided_step(ab, on, o->audio_guidance, o->audio_stg, o->audio_modality, o->audio_rescale, sigma, sigma_next,
+                    NULL, g->audio_features);
+        const int done = st->step0 + i + 1;
+        if (cq_cancel_requested() || (o->on_step && o->on_step(done, st->n_all, o->user)))
+            s = cq_fail(CQ_ERR_INTERRUPTED, "interrupted after step %d of %d", done, st->n_all);
+    }
+    for (int k = 0; k < 2; k++) cq_ltx2_cond_free(cond[k]);
+    cq_flow_schedule_free(&sch);
+    cq_free(tt);
+    return s;
+}
+
+cq_status cq_ltx2_pipe_image_tokens(cq_ltx2_pipe *p, const uint8_t *rgb, int iw, int ih, int width, int height,
+                                    float *tokens) {
+    if (!p->vae) return cq_fail(CQ_ERR_INVALID_ARG, NAME ": the weights are not loaded");
+    const int C = p->vcfg.latent_channels;
+    int Fo, h, w;
+    CQ_TRY(cq_ltx2_vae_encode_shape(p->vae, 1, height, width, &Fo, &h, &w));
+    const size_t np = (size_t)width * height;
+    uint8_t *px = cq_mallocn(np, 3);
+    float *planar = cq_mallocn(np * 3, sizeof(float)), *mean = cq_mallocn((size_t)C * h * w, sizeof(float));
+    cq_status s = px && planar && mean ? CQ_OK : CQ_ERR_NOMEM;
+    /* the video processor: PIL bilinear to the size, / 255 in float32, 2 x - 1 */
+    if (s == CQ_OK) s = cq_resample_u8(CQ_RESAMPLE_PIL_BILINEAR, rgb, iw, ih, 3, px, width, height);
+    if (s == CQ_OK) {
+        for (int c = 0; c < 3; c++)
+            for (size_t i = 0; i < np; i++) {
+                const float u = (float)px[i * 3 + (size_t)c] / 255.0f;
+                const float v = 2.0f * u;
+                planar[(size_t)c * np + i] = v - 1.0f;
+            }
+        s = cq_ltx2_vae_encode(p->vae, planar, 1, height, width, mean);
+    }
+    if (s == CQ_OK) s = cq_ltx2_vae_normalize(p->vae, mean, 1, h, w);
+    if (s == CQ_OK) cq_ltx2_pack_video(mean, tokens, C, 1, h, w, 1, 1);
+    cq_free(px);
+    cq_free(planar);
+    cq_free(mean);
+    return s;
+}
+
+/* The stage's conditioning: the first frame's tokens over the noise (cond_init), the mask kept. */
+static cq_status condition_first_frame(cq_ltx2_pipe *p, const cq_ltx2_gen_opts *o, const cq_ltx2_geometry *g,
+                                       int width, int height, float *x, uint8_t **mask) {
+    *mask = cq_malloc((size_t)g->video_tokens);
+    float *clean = cq_calloc((size_t)g->video_tokens * g->video_features, sizeof(float));
+    cq_status s = *mask && clean ? CQ_OK : CQ_ERR_NOMEM;
+    if (s == CQ_OK) s = cq_ltx2_first_frame_mask(g, &p->geo, *mask);
+    if (s == CQ_OK) s = cq_ltx2_pipe_image_tokens(p, o->image, o->image_width, o->image_height, width, height, clean);
+    if (s == CQ_OK) cq_ltx2_cond_init(x, clean, x, *mask, g->video_tokens, g->video_features);
+    cq_free(clean);
+    return s;
+}
+
+/* Stage 2's start from stage 1's latents x1 (geometry g1): upscaled into vb (geometry g2), then video and audio
+ * re-noised at s with noise from gen (or the options'), as the reference's prepare_latents and
+ * prepare_audio_latents draw it. */
+static cq_status stage2_init(cq_ltx2_pipe *p, const cq_ltx2_gen_opts *o, cq_torch_gen *gen, const float *x1,
+                             const cq_ltx2_geometry *g1, const cq_ltx2_geometry *g2, const uint8_t *mask, double sc,
+                             stream_buf *vb, stream_buf *ab) {
+    const int C = g2->video_features;
+    const size_t nv = vb->n, na = ab->n;
+    CQ_TRY(cq_ltx2_ups_upscale(p->ups, p->vmean, p->vstd, (float)p->vcfg.scaling_factor, x1, g1->frames, g1->height,
+                               g1->width, vb->x));
+    float *nz = cq_mallocn(nv, sizeof(float)), *an = cq_mallocn(na, sizeof(float));
+    cq_status s = nz && an ? CQ_OK : CQ_ERR_NOMEM;
+    const cq_torch_f32_kernel kern = cq_torch_f32_kernel_native();
+    if (s == CQ_OK && o->noise2 && o->audio_noise2) {
+        memcpy(nz, o->noise2, nv * sizeof(float));
+        memcpy(an, o->audio_noise2, na * sizeof(float));
+    } else if (s == CQ_OK) {
+        if (mask) {
+            /* image to video draws the noise over the [C][F][H][W] latents, then packs them */
+            float *cf = cq_mallocn(nv, sizeof(float));
+            s = cf ? cq_torch_randn_f32(gen, kern, cf, nv) : CQ_ERR_NOMEM;
+            if (s == CQ_OK) cq_ltx2_pack_video(cf, nz, C, g2->frames, g2->height, g2->width, 1, 1);
+            cq_free(cf);
+        } else {
+            s = cq_torch_randn_f32(gen, kern, nz, nv); /* text to video: over the packed tokens */
+        }
+        if (s == CQ_OK) s = cq_torch_randn_f32(gen, kern, an, na);
+    }
+    if (s == CQ_OK) {
+        if (mask) {
+            /* noise_scale (1 - mask) as a float32 tensor, then s n + (1 - s) x in float32 */
+            const float sf = (float)sc, rf = 1.0f - sf;
+            for (size_t i = 0; i < nv; i++) {
+                if (!mask[i / (size_t)C]) continue;
+                const float a = sf * nz[i];
+                const float b = rf * vb->x[i];
+                vb->x[i] = a + b;
+            }
+        } else {
+            cq_ltx2_noised_state(vb->x, vb->x, nz, nv, sc);
+        }
+        /* the reference de-normalises stage 1's sound and normalises it again: a round trip of rounding only */
+        cq_ltx2_noised_state(ab->x, ab->x, an, na, sc);
+    }
+    cq_free(nz);
+    cq_free(an);
+    return s;
+}
+
+static float *copy_of(const float *x, size_t n) {
+    float *c = cq_mallocn(n, sizeof(float));
+    if (c) memcpy(c, x, n * sizeof(float));
+    return c;
+}
+
 cq_status cq_ltx2_pipe_generate(cq_ltx2_pipe *p, const cq_ltx2_gen_opts *o, cq_ltx2_result *r) {
     *r = (cq_ltx2_result){0};
     if (!p->dit) return cq_fail(CQ_ERR_INVALID_ARG, NAME ": the weights are not loaded");
     CQ_TRY(cq_ltx2_pipe_check(p, o));
+    if (o->two_stage && !p->ups)
+        return cq_fail(CQ_ERR_INVALID_ARG, NAME ": two stages need the upsampler loaded (cq_ltx2_pipe_load_upsampler)");
     const int T = o->max_tokens > 0 ? o->max_tokens : CQ_LTX2_PIPE_MAX_TOKENS;
     const int D = p->dcfg.dim, Da = p->dcfg.audio_dim;
     const bool cfg = o->guidance > 1 || o->audio_guidance > 1;
-    const bool stg = o->stg > 0 || o->audio_stg > 0;
-    const bool iso = o->modality > 1 || o->audio_modality > 1;
-    const bool on[4] = {true, cfg, stg, iso};
+    const int w1 = o->two_stage ? o->width / 2 : o->width, h1 = o->two_stage ? o->height / 2 : o->height;
 
-    cq_ltx2_geometry g;
+    cq_ltx2_geometry g, g1;
     CQ_TRY(cq_ltx2_pipe_geometry(p, o->width, o->height, o->frames, o->fps, &g));
+    CQ_TRY(cq_ltx2_pipe_geometry(p, w1, h1, o->frames, o->fps, &g1));
     r->geo = g;
+    r->geo1 = g1;
     r->width = o->width;
     r->height = o->height;
     r->frames = p->vcfg.t_up * (g.frames - 1) + 1;
 
     float *ctx[2] = {NULL, NULL}, *actx[2] = {NULL, NULL};
-    stream_buf vb = {0}, ab = {0};
-    cq_flow_schedule sch = {0};
-    cq_ltx2_cond *cond[2] = {NULL, NULL};
+    stream_buf vb = {0}, ab = {0}, vb2 = {0};
+    uint8_t *mask = NULL, *mask2 = NULL;
     cq_status s = CQ_OK;
     double t0 = cq_now();
     for (int k = 0; k < (cfg ? 2 : 1) && s == CQ_OK; k++) {
@@ -387,59 +620,49 @@ cq_status cq_ltx2_pipe_generate(cq_ltx2_pipe *p, const cq_ltx2_gen_opts *o, cq_l
     }
     r->t.text = cq_now() - t0;
     t0 = cq_now();
-    const size_t nv = (size_t)g.video_tokens * g.video_features, na = (size_t)g.audio_frames * g.audio_features;
-    if (s == CQ_OK) s = stream_alloc(&vb, nv);
+    const size_t nv1 = (size_t)g1.video_tokens * g1.video_features, na = (size_t)g1.audio_frames * g1.audio_features;
+    cq_torch_gen gen;
+    cq_torch_gen_seed(&gen, o->seed);
+    if (s == CQ_OK) s = stream_alloc(&vb, nv1);
     if (s == CQ_OK) s = stream_alloc(&ab, na);
     if (s == CQ_OK) {
         if (o->noise && o->audio_noise) {
-            memcpy(vb.x, o->noise, nv * sizeof(float));
+            memcpy(vb.x, o->noise, nv1 * sizeof(float));
             memcpy(ab.x, o->audio_noise, na * sizeof(float));
         } else {
-            s = cq_ltx2_pipe_noise(p, o->seed, &g, vb.x, ab.x);
+            s = cq_ltx2_initial_noise(&gen, cq_torch_f32_kernel_native(), &g1, &p->geo, vb.x, ab.x);
         }
     }
-    if (s == CQ_OK)
-        s = cq_ltx2_schedule(&p->sched, o->ladder ? cq_ltx2_distilled_sigmas : NULL, o->steps, g.video_tokens, &sch);
-    cq_ltx2_inputs in = {.frames = g.frames, .height = g.height, .width = g.width, .fps = o->fps,
-                         .audio_frames = g.audio_frames, .n_ctx = T, .n_audio_ctx = T, .n_timestep = 1,
-                         .n_audio_timestep = 1, .use_cross_timestep = true};
-    for (int k = 0; k < (cfg ? 2 : 1) && s == CQ_OK; k++) {
-        in.video = vb.x;
-        in.audio = ab.x;
-        in.ctx = ctx[k];
-        in.audio_ctx = actx[k];
-        s = cq_ltx2_prepare(p->dit, &in, &cond[k]);
-    }
-    for (int i = 0; i < o->steps && s == CQ_OK; i++) {
-        const float t = sch.timesteps[i], sigma = sch.sigmas[i], sigma_next = sch.sigmas[i + 1];
-        in.video = vb.x;
-        in.audio = ab.x;
-        in.timestep = &t;
-        in.audio_timestep = &t;
-        in.sigma = t;
-        in.audio_sigma = t;
-        for (int k = 0; k < 4 && s == CQ_OK; k++) {
-            if (!on[k]) continue;
-            in.isolate_modalities = k == PASS_ISO;
-            in.stg_blocks = k == PASS_STG ? o->stg_blocks : NULL;
-            in.n_stg_blocks = k == PASS_STG ? o->n_stg_blocks : 0;
-            s = cq_ltx2_step(cond[k == PASS_NEG ? 1 : 0], &in, vb.v[k], ab.v[k]);
-            if (s == CQ_OK && (!all_finite(vb.v[k], nv) || !all_finite(ab.v[k], na)))
-                s = cq_fail(CQ_ERR_NUMERIC, NAME ": the denoiser's velocity at step %d is not finite", i + 1);
+    if (s == CQ_OK && o->image) s = condition_first_frame(p, o, &g1, w1, h1, vb.x, &mask);
+    const int n_all = o->steps + (o->two_stage ? CQ_LTX2_STAGE2_STEPS : 0);
+    const stage_run st1 = {&g1, o->ladder ? cq_ltx2_distilled_sigmas : NULL, o->steps, true, mask, 0, n_all};
+    if (s == CQ_OK) s = run_stage(p, o, ctx, actx, T, &st1, &vb, &ab);
+    if (s == CQ_OK && o->two_stage) {
+        const double tu = cq_now();
+        const size_t nv = (size_t)g.video_tokens * g.video_features;
+        s = stream_alloc(&vb2, nv);
+        if (s == CQ_OK && o->image) {
+            mask2 = cq_malloc((size_t)g.video_tokens);
+            s = mask2 ? cq_ltx2_first_frame_mask(&g, &p->geo, mask2) : CQ_ERR_NOMEM;
         }
-        if (s != CQ_OK) break;
-        guided_step(&vb, on, o->guidance, o->stg, o->modality, o->rescale, sigma, sigma_next);
-        guided_step(&ab, on, o->audio_guidance, o->audio_stg, o->audio_modality, o->audio_rescale, sigma, sigma_next);
-        if (cq_cancel_requested() || (o->on_step && o->on_step(i + 1, o->steps, o->user)))
-            s = cq_fail(CQ_ERR_INTERRUPTED, "interrupted after step %d of %d", i + 1, o->steps);
+        if (s == CQ_OK && !(r->stage1_latents = copy_of(vb.x, nv1))) s = CQ_ERR_NOMEM;
+        if (s == CQ_OK) s = stage2_init(p, o, &gen, vb.x, &g1, &g, mask2, cq_ltx2_stage2_sigmas[0], &vb2, &ab);
+        if (s == CQ_OK && (!(r->stage2_init = copy_of(vb2.x, nv)) || !(r->stage2_audio_init = copy_of(ab.x, na))))
+            s = CQ_ERR_NOMEM;
+        r->t.upscale = cq_now() - tu;
+        const stage_run st2 = {&g, cq_ltx2_stage2_sigmas, CQ_LTX2_STAGE2_STEPS, false, mask2, o->steps, n_all};
+        if (s == CQ_OK) s = run_stage(p, o, ctx, actx, T, &st2, &vb2, &ab);
+        cq_free(vb.x);
+        vb.x = vb2.x;
+        stream_free(&vb2);
     }
-    r->t.steps = cq_now() - t0;
+    r->t.steps = cq_now() - t0 - r->t.upscale;
     for (int k = 0; k < 2; k++) {
-        cq_ltx2_cond_free(cond[k]);
         cq_free(ctx[k]);
         cq_free(actx[k]);
     }
-    cq_flow_schedule_free(&sch);
+    cq_free(mask);
+    cq_free(mask2);
     r->latents = vb.x;
     r->audio_latents = ab.x;
     stream_free(&vb);

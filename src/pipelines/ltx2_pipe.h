@@ -22,8 +22,25 @@
  *   into a waveform by the vocoder (48 kHz stereo with LTX-2.5's bandwidth
  *   extender).
  *
- * Not here yet: image-to-video, the two-stage recipe (the upscaler and its
- * refine steps: models/ltx2_upsampler.h and ltx2_sample.h have the parts),
+ * Image to video (LTX2ImageToVideoPipeline): the first frame given as an
+ * 8-bit RGB picture, resized to the stage's size as the reference's video
+ * processor does (PIL bilinear), mapped to [-1, 1], encoded by the video VAE
+ * (posterior mean) and normalised; its latent tokens replace the first
+ * latent frame's noise, their timesteps are 0 (per-token timesteps), and the
+ * Euler step leaves them where they are.
+ *
+ * Two stages (diffusers' distilled two-stage recipe: LTX2Pipeline, then
+ * LTX2LatentUpsamplePipeline, then LTX2Pipeline on the upscaled latents):
+ * stage 1 at half the size with the steps above; its latents de-normalised,
+ * upscaled x2 by the pack's latent upsampler and normalised again; then
+ * re-noised at the first refine sigma, s noise + (1 - s) x, video and audio,
+ * with noise drawn from the same generator after stage 1's (video first, in
+ * the packed token order for text to video and in [C][F][H][W] order with the
+ * first frame kept for image to video, as each reference draws it), and the
+ * 3 refine steps (0.909375, 0.725, 0.421875) without guidance.
+ *
+ * Not here yet: the reference's H.264 re-compression of the first frame
+ * (image_crf; here the picture is used as given, the reference's crf 0),
  * ltx-core's ancestral stage-1 step, prompt enhancement, batches.
  */
 #ifndef CQ_PIPELINES_LTX2_PIPE_H
@@ -61,6 +78,14 @@ typedef struct cq_ltx2_gen_opts {
     int max_tokens;        /* the prompt's padded length (0: CQ_LTX2_PIPE_MAX_TOKENS) */
     const float *noise;    /* the packed initial latents [tokens][features] (NULL: drawn from the seed) */
     const float *audio_noise;
+    /* image to video: the first frame, 8-bit RGB interleaved, image_width x image_height (NULL: text to video) */
+    const uint8_t *image;
+    int image_width, image_height;
+    /* two stages: stage 1 at width/2 x height/2 (each a multiple of 32), the upscaler, 3 refine steps; needs the
+     * distilled denoiser and the pack's latent upsampler loaded (cq_ltx2_pipe_load_upsampler) */
+    bool two_stage;
+    const float *noise2;   /* stage 2's re-noise, packed (NULL: the generator continued after stage 1) */
+    const float *audio_noise2;
     cq_ltx2_step_fn on_step;
     void *user;
 } cq_ltx2_gen_opts;
@@ -69,13 +94,16 @@ typedef struct cq_ltx2_gen_opts {
 void cq_ltx2_gen_opts_init(cq_ltx2_gen_opts *o);
 
 typedef struct cq_ltx2_timings {
-    double text, steps, video, audio; /* seconds */
+    double text, steps, upscale, video, audio; /* seconds (steps: both stages') */
 } cq_ltx2_timings;
 
 typedef struct cq_ltx2_result {
     cq_ltx2_geometry geo;
     float *latents;        /* [video_tokens][video_features] after the last step */
     float *audio_latents;  /* [audio_frames][audio_features] */
+    /* two stages: stage 1's geometry and final latents, and stage 2's re-noised initial state (tests) */
+    cq_ltx2_geometry geo1;
+    float *stage1_latents, *stage2_init, *stage2_audio_init;
     int width, height, frames; /* the decoded video's */
     cq_ltx2_timings t;
 } cq_ltx2_result;
@@ -87,6 +115,12 @@ void cq_ltx2_result_free(cq_ltx2_result *r);
 cq_status cq_ltx2_pipe_open(const cq_cmf *cmf, cq_ltx2_pipe **out);
 cq_status cq_ltx2_pipe_check(cq_ltx2_pipe *p, const cq_ltx2_gen_opts *o);
 cq_status cq_ltx2_pipe_load_weights(cq_ltx2_pipe *p, cq_backend *be);
+/* Whether the pack has a latent upsampler (`upsampler.`, convert's prefix for latent_upsampler/), and its loading
+ * on the weights' backend (after load_weights; two stages need it). */
+bool cq_ltx2_pipe_has_upsampler(const cq_ltx2_pipe *p);
+cq_status cq_ltx2_pipe_load_upsampler(cq_ltx2_pipe *p);
+/* Whether the pack's video VAE has its encoder (image to video needs it). */
+bool cq_ltx2_pipe_has_encoder(const cq_ltx2_pipe *p);
 void cq_ltx2_pipe_free(cq_ltx2_pipe *p);
 
 /* The geometry of a request, checked. */
@@ -102,6 +136,10 @@ cq_status cq_ltx2_pipe_encode(cq_ltx2_pipe *p, const char *prompt, int max_token
 bool cq_ltx2_pipe_distilled(const cq_ltx2_pipe *p);
 /* The prompt rows' widths (the DiT's video and audio stream widths). */
 void cq_ltx2_pipe_widths(const cq_ltx2_pipe *p, int *video, int *audio);
+/* The first frame's latent tokens for a stage of geometry g (width x height pixels): the picture resized, encoded
+ * and normalised, [height/s * width/s][video_features] (the first latent frame's tokens). */
+cq_status cq_ltx2_pipe_image_tokens(cq_ltx2_pipe *p, const uint8_t *rgb, int iw, int ih, int width, int height,
+                                    float *tokens);
 /* The initial noise of a seed, as generate draws it: video then audio, packed. */
 cq_status cq_ltx2_pipe_noise(cq_ltx2_pipe *p, uint64_t seed, const cq_ltx2_geometry *g, float *video, float *audio);
 

@@ -129,6 +129,28 @@ else
     has err "ffmpeg"
 fi
 
+# ---- image to video and two stages (the pack with tests/fixtures/ltx2_ups16's upscaler beside the golden's
+# components, as a released folder carries latent_upsampler/) ----
+mkdir -p "$W/m2"
+for e in "$G/model"/*; do ln -sfn "$e" "$W/m2/$(basename "$e")"; done
+[ -e "$W/m2/latent_upsampler" ] || ln -sfn "$HERE/../fixtures/ltx2_ups16" "$W/m2/latent_upsampler"
+expect 0 "$CQ" convert "$W/m2" -o "$W/ltx2s.cmf" --quant f32 -q
+FIRST=$HERE/../golden/resample_bilinear/down_80x40_in.png
+expect 0 "$CQ" video "$W/ltx2s.cmf" "a fox runs" -o "$W/two.mp4" --size 128x64 --frames 9 --prompt-tokens 32 \
+    --two-stage --image "$FIRST" --frames-dir "$W/two_frames"
+has err "upscale"
+has err "11/11"
+has err "128x64, 9 frames"
+[ -f "$W/two_frames/frame_00008.png" ] || fail "the two-stage run lacks its ninth frame"
+if command -v ffprobe >/dev/null && [ -f "$W/two.mp4" ]; then
+    ffprobe -v error -select_streams v:0 -show_entries stream=width,height,nb_read_frames -count_frames \
+        -of csv=p=0 "$W/two.mp4" >"$W/two.txt" || fail "ffprobe cannot read the two-stage MP4"
+    grep -qx "128,64,9" "$W/two.txt" || fail "the two-stage MP4 is $(cat "$W/two.txt"), not 128x64 with 9 frames"
+fi
+expect 0 "$CQ" video "$W/ltx2s.cmf" "a fox runs" --wav "$W/i2v.wav" --frames-dir "$W/i2v_frames" "${ARGS[@]}" \
+    --image "$FIRST" -q
+[ -f "$W/i2v_frames/frame_00008.png" ] || fail "the image-to-video run lacks its ninth frame"
+
 # ---- refusals: nothing written, an existing target kept ----
 echo keep >"$W/keep.mp4"
 refused "8k + 1" video "$W/ltx.cmf" "a fox" -o "$W/keep.mp4" --size 64x32 --frames 10 --prompt-tokens 32
@@ -139,13 +161,19 @@ refused "registers" video "$W/ltx.cmf" "a fox" -o "$W/keep.mp4" --size 64x32 --f
 refused "STG block 5" video "$W/ltx.cmf" "a fox" -o "$W/keep.mp4" "${ARGS[@]}" --stg 1 --stg-blocks 5
 refused "no block" video "$W/ltx.cmf" "a fox" -o "$W/keep.mp4" "${ARGS[@]}" --stg 1
 refused "ladder" video "$W/ltx.cmf" "a fox" -o "$W/keep.mp4" "${ARGS[@]}" --steps 4 --sigmas ladder
-refused "not written yet" video "$W/ltx.cmf" "a fox" -o "$W/keep.mp4" --image "$W/frames/frame_00000.png"
-refused "not written yet" video "$W/ltx.cmf" "a fox" -o "$W/keep.mp4" --two-stage
+refused "latent upsampler" video "$W/ltx.cmf" "a fox" -o "$W/keep.mp4" "${ARGS[@]}" --two-stage
+refused "multiple of 64" video "$W/ltx2s.cmf" "a fox" -o "$W/keep.mp4" --size 96x64 --frames 9 --prompt-tokens 32 \
+    --two-stage
 refused "no output" video "$W/ltx.cmf" "a fox" "${ARGS[@]}"
 refused "--size wants WxH" video "$W/ltx.cmf" "a fox" -o "$W/keep.mp4" --size 64
 refused "--rescale wants" video "$W/ltx.cmf" "a fox" -o "$W/keep.mp4" --rescale 2
 refused "unknown option" video "$W/ltx.cmf" "a fox" -o "$W/keep.mp4" --bogus
 [ "$(cat "$W/keep.mp4")" = keep ] || fail "a refused run changed the existing target"
+# a first frame that cannot be read: a clear error before any work, nothing written
+expect 1 "$CQ" video "$W/ltx.cmf" "a fox" -o "$W/keep.mp4" "${ARGS[@]}" --image "$W/no-such.png"
+has err "no-such.png"
+expect 1 "$CQ" video "$W/ltx.cmf" "a fox" -o "$W/keep.mp4" "${ARGS[@]}" --image "$W/ltx.cmf"
+[ "$(cat "$W/keep.mp4")" = keep ] || fail "a run with a bad first frame changed the existing target"
 expect 1 "$CQ" video "$W/ltx.cmf" "a fox" -o "$W/no/such/dir/x.mp4" "${ARGS[@]}"
 has err "x.mp4"
 mkdir -p "$W/adir"

@@ -17,14 +17,25 @@
  * reference itself is 2e-4 .. 4e-4 from the float64 sound).
  * On a device: a quarter of the reference's own bf16 error on each output
  * (index.json), the rule of every GPU path.
- * Also the refusals: sizes, frame counts, steps, STG blocks, a long prompt.
+ * The staged cases (image to video through LTX2ImageToVideoPipeline from
+ * model/first_frame.png; the distilled two-stage recipe through
+ * LTX2LatentUpsamplePipeline between two pipeline calls, text and image)
+ * add the first frame's latent tokens, stage 1's final latents and stage 2's
+ * re-noised start (video and audio) under the same bounds; their initial noise
+ * is exact outside the conditioned first frame.
+ * Also the refusals: sizes, frame counts, steps, STG blocks, a long prompt,
+ * two stages at a size that halves off the grid.
  */
 #include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "testutil.h"
 
@@ -32,31 +43,72 @@
 #include "format/cmf.h"
 #include "format/convert.h"
 #include "format/safetensors.h"
+#include "image/image_read.h"
+#include "models/ltx2_upsampler.h"
 #include "pipelines/ltx2_pipe.h"
+#include "pipelines/torch_rng.h"
 
 #define GOLD_DIR CQ_SOURCE_DIR "/tests/golden/ltx2_pipe"
+/* the upscaler for the two-stage checks while the golden folder has none (tools/make_ltx2_ups_fixture.py) */
+#define UPS_FIXTURE CQ_SOURCE_DIR "/tests/fixtures/ltx2_ups16"
 
 static tu_backend_arg g_arg;
 static cq_backend *g_be;
 static cq_cmf *g_cmf;
 static cq_ltx2_pipe *g_pipe;
 static cJSON *g_index;
+static cq_image8 g_first;
+
+/* The folder to convert: the golden's, or (while it has no latent_upsampler/) a copy of it made of links with the
+ * fixture's upscaler beside them. */
+static const char *model_dir(const char *tmp) {
+    if (access(GOLD_DIR "/model/latent_upsampler/config.json", F_OK) == 0) return GOLD_DIR "/model";
+    static char dir[1024];
+    snprintf(dir, sizeof dir, "%s/model", tmp);
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) return NULL;
+    DIR *d = opendir(GOLD_DIR "/model");
+    if (!d) return NULL;
+    const struct dirent *e;
+    char a[2048], b[2048];
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        snprintf(a, sizeof a, "%s/model/%s", GOLD_DIR, e->d_name);
+        snprintf(b, sizeof b, "%s/%s", dir, e->d_name);
+        unlink(b);
+        if (symlink(a, b) != 0) {
+            closedir(d);
+            return NULL;
+        }
+    }
+    closedir(d);
+    snprintf(b, sizeof b, "%s/latent_upsampler", dir);
+    unlink(b);
+    return symlink(UPS_FIXTURE, b) == 0 ? dir : NULL;
+}
 
 static int setup(void **st) {
     (void)st;
     g_index = tu_read_json(GOLD_DIR "/index.json");
     if (!g_index) return 0;
-    const char *out = tu_path(tu_tmpdir("ltx2_pipe"), "pipe.cmf");
+    const char *tmp = tu_tmpdir("ltx2_pipe");
+    const char *out = tu_path(tmp, "pipe.cmf"), *src = model_dir(tmp);
+    if (!src) {
+        perror("the model folder with the fixture's upscaler");
+        return -1;
+    }
     cq_convert_opts opts = {.quant = CQ_DTYPE_F32};
     cq_convert_report rep;
-    cq_status s = cq_convert(GOLD_DIR "/model", out, &opts, &rep);
+    cq_status s = cq_convert(src, out, &opts, &rep);
     cq_convert_report_free(&rep);
     if (s != CQ_OK) {
         fprintf(stderr, "convert: %s\n", cq_last_error());
         return -1;
     }
     if (cq_cmf_open(out, &g_cmf) != CQ_OK || tu_backend_create(&g_arg, 0, &g_be) != CQ_OK ||
-        cq_ltx2_pipe_open(g_cmf, &g_pipe) != CQ_OK || cq_ltx2_pipe_load_weights(g_pipe, g_be) != CQ_OK) {
+        cq_ltx2_pipe_open(g_cmf, &g_pipe) != CQ_OK || cq_ltx2_pipe_load_weights(g_pipe, g_be) != CQ_OK ||
+        (cq_ltx2_pipe_has_upsampler(g_pipe) && cq_ltx2_pipe_load_upsampler(g_pipe) != CQ_OK) ||
+        (cJSON_GetObjectItemCaseSensitive(g_index, "image") &&
+         cq_image_read_rgb(GOLD_DIR "/model/first_frame.png", &g_first) != CQ_OK)) {
         fprintf(stderr, "open: %s\n", cq_last_error());
         return -1;
     }
@@ -66,6 +118,7 @@ static int setup(void **st) {
 static int teardown(void **st) {
     (void)st;
     cq_ltx2_pipe_free(g_pipe);
+    cq_image8_free(&g_first);
     cq_backend_free(g_be);
     cq_cmf_close(g_cmf);
     cJSON_Delete(g_index);
@@ -78,13 +131,31 @@ static double num(const cJSON *o, const char *k) {
     return v->valuedouble;
 }
 
+/* A number that may be absent (the staged cases leave out what they do not set). */
+static double num_or(const cJSON *o, const char *k, double def) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsNumber(v) ? v->valuedouble : def;
+}
+
+static bool is_i2v(const cJSON *cs) {
+    const char *k = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cs, "kind"));
+    return k && strcmp(k, "i2v") == 0;
+}
+
 /* The case's options as the reference was called. */
 static void case_opts(const cJSON *cs, cq_ltx2_gen_opts *o) {
     cq_ltx2_gen_opts_init(o);
     o->prompt = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cs, "prompt"));
     o->negative = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cs, "negative"));
-    o->width = (int)num(g_index, "width");
-    o->height = (int)num(g_index, "height");
+    o->width = (int)num_or(cs, "width", num(g_index, "width"));
+    o->height = (int)num_or(cs, "height", num(g_index, "height"));
+    o->two_stage = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cs, "two_stage"));
+    if (is_i2v(cs)) {
+        if (!g_first.pixels) fail_msg("the image-to-video case has no first frame");
+        o->image = g_first.pixels;
+        o->image_width = g_first.width;
+        o->image_height = g_first.height;
+    }
     o->frames = (int)num(g_index, "frames");
     o->fps = num(g_index, "fps");
     o->max_tokens = (int)num(g_index, "max_sequence_length");
@@ -93,12 +164,12 @@ static void case_opts(const cJSON *cs, cq_ltx2_gen_opts *o) {
     o->seed = (uint64_t)num(cs, "seed");
     o->guidance = num(cs, "guidance_scale");
     o->audio_guidance = num(cs, "audio_guidance_scale");
-    o->stg = num(cs, "stg_scale");
-    o->audio_stg = num(cs, "audio_stg_scale");
-    o->modality = num(cs, "modality_scale");
-    o->audio_modality = num(cs, "audio_modality_scale");
-    o->rescale = num(cs, "guidance_rescale");
-    o->audio_rescale = num(cs, "audio_guidance_rescale");
+    o->stg = num_or(cs, "stg_scale", 0);
+    o->audio_stg = num_or(cs, "audio_stg_scale", 0);
+    o->modality = num_or(cs, "modality_scale", 1);
+    o->audio_modality = num_or(cs, "audio_modality_scale", 1);
+    o->rescale = num_or(cs, "guidance_rescale", 0);
+    o->audio_rescale = num_or(cs, "audio_guidance_rescale", 0);
     const cJSON *b = cJSON_GetObjectItemCaseSensitive(cs, "stg_blocks"), *e;
     cJSON_ArrayForEach(e, b) o->stg_blocks[o->n_stg_blocks++] = e->valueint;
 }
@@ -141,9 +212,11 @@ static void run_case(const char *name, const cJSON *cs) {
     cq_ltx2_gen_opts o;
     case_opts(cs, &o);
     const int T = o.max_tokens;
-    /* tokens */
+    /* tokens (the plain cases record them and the prompt rows) */
     const cq_st_tensor *gi = cq_st_find(g, "ids");
-    if (!gi || gi->dtype != CQ_ST_I32 || gi->nelem != (uint64_t)T) fail_msg("golden ids missing");
+    const bool plain = cJSON_GetObjectItemCaseSensitive(cs, "kind") == NULL;
+    if (plain && (!gi || gi->dtype != CQ_ST_I32 || gi->nelem != (uint64_t)T)) fail_msg("golden ids missing");
+    if (plain) {
     int32_t *ids = malloc((size_t)T * sizeof *ids), *want = malloc((size_t)T * sizeof *want);
     assert_non_null(ids);
     assert_non_null(want);
@@ -153,23 +226,34 @@ static void run_case(const char *name, const cJSON *cs) {
     assert_int_equal(n, (int)num(cs, "n_tokens"));
     assert_memory_equal(ids, want, (size_t)T * sizeof *ids);
     free(ids), free(want);
-    /* the noise */
-    cq_ltx2_geometry geo;
-    if (cq_ltx2_pipe_geometry(g_pipe, o.width, o.height, o.frames, o.fps, &geo) != CQ_OK)
+    }
+    /* the noise, of stage 1 (half the size with two stages); with a first frame the reference records the
+     * conditioned start: exact after the first latent frame, the image's latent tokens before it */
+    cq_ltx2_geometry geo, g1;
+    const int w1 = o.two_stage ? o.width / 2 : o.width, h1 = o.two_stage ? o.height / 2 : o.height;
+    if (cq_ltx2_pipe_geometry(g_pipe, o.width, o.height, o.frames, o.fps, &geo) != CQ_OK ||
+        cq_ltx2_pipe_geometry(g_pipe, w1, h1, o.frames, o.fps, &g1) != CQ_OK)
         fail_msg("geometry: %s", cq_last_error());
     const size_t nv = (size_t)geo.video_tokens * geo.video_features, na = (size_t)geo.audio_frames * geo.audio_features;
-    float *noise = golden(g, "noise", nv), *anoise = golden(g, "audio_noise", na);
-    float *mv = malloc(nv * sizeof(float)), *ma = malloc(na * sizeof(float));
+    const size_t nv1 = (size_t)g1.video_tokens * g1.video_features;
+    const size_t head = o.image ? (size_t)g1.height * g1.width * g1.video_features : 0;
+    float *noise = golden(g, "noise", nv1), *anoise = golden(g, "audio_noise", na);
+    float *mv = malloc(nv1 * sizeof(float)), *ma = malloc(na * sizeof(float));
     assert_non_null(mv);
     assert_non_null(ma);
-    if (cq_ltx2_pipe_noise(g_pipe, o.seed, &geo, mv, ma) != CQ_OK) fail_msg("noise: %s", cq_last_error());
-    assert_memory_equal(mv, noise, nv * sizeof(float));
+    if (cq_ltx2_pipe_noise(g_pipe, o.seed, &g1, mv, ma) != CQ_OK) fail_msg("noise: %s", cq_last_error());
+    assert_memory_equal(mv + head, noise + head, (nv1 - head) * sizeof(float));
     assert_memory_equal(ma, anoise, na * sizeof(float));
+    if (o.image) {
+        if (cq_ltx2_pipe_image_tokens(g_pipe, o.image, o.image_width, o.image_height, w1, h1, mv) != CQ_OK)
+            fail_msg("image tokens: %s", cq_last_error());
+        check(name, "first frame", err(mv, noise, head, true), bound(cs, "noise", 1e-4));
+    }
     free(mv), free(ma), free(noise), free(anoise);
     /* the prompt rows */
     int D, Da;
     cq_ltx2_pipe_widths(g_pipe, &D, &Da);
-    for (int neg = 0; neg < 2; neg++) {
+    for (int neg = 0; neg < 2 && plain; neg++) {
         if (neg && !(o.guidance > 1 || o.audio_guidance > 1)) break;
         float *rv = golden(g, neg ? "neg_ctx" : "ctx", (size_t)T * D);
         float *ra = golden(g, neg ? "neg_audio_ctx" : "audio_ctx", (size_t)T * Da);
@@ -186,6 +270,14 @@ static void run_case(const char *name, const cJSON *cs) {
     /* the sampler */
     cq_ltx2_result r;
     if (cq_ltx2_pipe_generate(g_pipe, &o, &r) != CQ_OK) fail_msg("%s: generate: %s", name, cq_last_error());
+    if (o.two_stage) {
+        float *s1 = golden(g, "stage1_latents", nv1), *s2 = golden(g, "stage2_init", nv);
+        float *s2a = golden(g, "stage2_audio_init", na);
+        check(name, "stage1", err(r.stage1_latents, s1, nv1, true), bound(cs, "stage1_latents", 1e-4));
+        check(name, "stage2 start", err(r.stage2_init, s2, nv, true), bound(cs, "stage2_init", 1e-4));
+        check(name, "stage2 sound", err(r.stage2_audio_init, s2a, na, true), bound(cs, "stage2_audio_init", 1e-4));
+        free(s1), free(s2), free(s2a);
+    }
     float *rl = golden(g, "latents", nv);
     const double e_lat = err(r.latents, rl, nv, true);
     check(name, "latents", e_lat, bound(cs, "latents", 1e-4));
@@ -282,6 +374,129 @@ static void test_refusals(void **st) {
     b = o;
     b.guidance = NAN;
     tu_expect_err(cq_ltx2_pipe_check(g_pipe, &b), CQ_ERR_INVALID_ARG, "guidance");
+    b = o;
+    b.two_stage = true;
+    b.width = 96;
+    tu_expect_err(cq_ltx2_pipe_check(g_pipe, &b), CQ_ERR_INVALID_ARG, "multiple of 64");
+    b = o;
+    b.image = (const uint8_t *)"\0\0\0";
+    b.image_width = 0;
+    b.image_height = 1;
+    tu_expect_err(cq_ltx2_pipe_check(g_pipe, &b), CQ_ERR_INVALID_ARG, "first frame's size");
+}
+
+/* ---- the staged recipes' wiring, on the tiny pack whatever golden is present ---- */
+
+#define WIRING_IMAGE CQ_SOURCE_DIR "/tests/golden/resample_bilinear/down_80x40_in.png"
+
+static void wiring_opts(cq_ltx2_gen_opts *o, int w, int h, bool two, const cq_image8 *img) {
+    cq_ltx2_gen_opts_init(o);
+    o->prompt = "a red fox runs";
+    o->width = w;
+    o->height = h;
+    o->frames = 9;
+    o->max_tokens = 32;
+    o->seed = 11;
+    o->two_stage = two;
+    if (img) {
+        o->image = img->pixels;
+        o->image_width = img->width;
+        o->image_height = img->height;
+    }
+}
+
+static void expect_close(const char *what, const float *got, const float *want, size_t n) {
+    const double e = err(got, want, n, true);
+    printf("  wiring    %-24s %.3g (bound 1e-6)\n", what, e);
+    if (!(e <= 1e-6)) fail_msg("%s: off by %.3g of RMS", what, e);
+}
+
+/* Stage 2's start as the reference makes it from stage 1's latents: the upscaler, then noise drawn after stage 1's
+ * from the seed's generator (packed order, or [C][F][H][W] order with the first frame kept for image to video). */
+static void expected_stage2(const cq_ltx2_gen_opts *o, const cq_ltx2_geometry *g1, const cq_ltx2_geometry *g,
+                            const float *x1, const float *a1, bool i2v, float *want, float *awant) {
+    const int C = g->video_features;
+    const size_t nv = (size_t)g->video_tokens * C, na = (size_t)g->audio_frames * g->audio_features;
+    const size_t nv1 = (size_t)g1->video_tokens * C;
+    cq_ltx2_ups *u = NULL;
+    float *mean = malloc(C * sizeof(float)), *sd = malloc(C * sizeof(float));
+    float *up = malloc(nv * sizeof(float)), *nz = malloc(nv * sizeof(float)), *an = malloc(na * sizeof(float));
+    float *tmp = malloc((nv1 > nv ? nv1 : nv) * sizeof(float)), *atmp = malloc(na * sizeof(float));
+    assert_true(mean && sd && up && nz && an && tmp && atmp);
+    assert_int_equal(cq_ltx2_ups_load(g_cmf, "upsampler.", g_be, &u), CQ_OK);
+    assert_int_equal(cq_ltx2_latent_stats_read(g_cmf, "vae.", C, mean, sd), CQ_OK);
+    assert_int_equal(cq_ltx2_ups_upscale(u, mean, sd, 1.0f, x1, g1->frames, g1->height, g1->width, up), CQ_OK);
+    cq_torch_gen gen;
+    cq_torch_gen_seed(&gen, o->seed);
+    const cq_torch_f32_kernel k = cq_torch_f32_kernel_native();
+    /* stage 1's draws: the video latents, then the sound's, each one randn call */
+    float *skip = malloc((nv1 + na) * sizeof(float));
+    assert_non_null(skip);
+    assert_int_equal(cq_torch_randn_f32(&gen, k, skip, nv1), CQ_OK);
+    assert_int_equal(cq_torch_randn_f32(&gen, k, skip + nv1, na), CQ_OK);
+    assert_int_equal(cq_torch_randn_f32(&gen, k, i2v ? tmp : nz, nv), CQ_OK);
+    if (i2v) cq_ltx2_pack_video(tmp, nz, C, g->frames, g->height, g->width, 1, 1);
+    assert_int_equal(cq_torch_randn_f32(&gen, k, an, na), CQ_OK);
+    const double s = cq_ltx2_stage2_sigmas[0];
+    cq_ltx2_noised_state(want, up, nz, nv, s);
+    if (i2v) memcpy(want, up, (size_t)g->height * g->width * C * sizeof(float)); /* the first frame stays */
+    cq_ltx2_noised_state(awant, a1, an, na, s);
+    cq_ltx2_ups_free(u);
+    free(mean), free(sd), free(up), free(nz), free(an), free(tmp), free(atmp), free(skip);
+}
+
+static void test_staged_wiring(void **st) {
+    (void)st;
+    if (!g_index) skip();
+    cq_image8 img = {0};
+    if (cq_image_read_rgb(WIRING_IMAGE, &img) != CQ_OK) fail_msg("%s: %s", WIRING_IMAGE, cq_last_error());
+    for (int i2v = 0; i2v < 2; i2v++) {
+        /* stage 1 alone: the one-stage pipeline at half the size */
+        cq_ltx2_gen_opts o1, o2;
+        wiring_opts(&o1, 64, 32, false, i2v ? &img : NULL);
+        wiring_opts(&o2, 128, 64, true, i2v ? &img : NULL);
+        cq_ltx2_result r1, r2;
+        if (cq_ltx2_pipe_generate(g_pipe, &o1, &r1) != CQ_OK || cq_ltx2_pipe_generate(g_pipe, &o2, &r2) != CQ_OK)
+            fail_msg("generate: %s", cq_last_error());
+        const cq_ltx2_geometry *g1 = &r2.geo1, *g = &r2.geo;
+        assert_int_equal(g1->width * 2, g->width);
+        assert_int_equal(g1->height * 2, g->height);
+        const int C = g->video_features;
+        const size_t nv1 = (size_t)g1->video_tokens * C, nv = (size_t)g->video_tokens * C;
+        const size_t na = (size_t)g->audio_frames * g->audio_features;
+        expect_close(i2v ? "i2v stage 1 = one stage" : "stage 1 = one stage", r2.stage1_latents, r1.latents, nv1);
+        if (i2v) {
+            /* the first latent frame is the picture's, untouched by every step of either run */
+            const size_t head = (size_t)g1->height * g1->width * C;
+            float *tok = malloc(head * sizeof(float));
+            assert_non_null(tok);
+            assert_int_equal(cq_ltx2_pipe_image_tokens(g_pipe, img.pixels, img.width, img.height, 64, 32, tok), CQ_OK);
+            assert_memory_equal(r1.latents, tok, head * sizeof(float));
+            printf("  wiring    i2v first frame kept exactly through %d steps\n", o1.steps);
+            free(tok);
+        }
+        float *want = malloc(nv * sizeof(float)), *awant = malloc(na * sizeof(float));
+        assert_non_null(want);
+        assert_non_null(awant);
+        expected_stage2(&o2, g1, g, r2.stage1_latents, r1.audio_latents, i2v, want, awant);
+        expect_close(i2v ? "i2v stage 2 start" : "stage 2 start", r2.stage2_init, want, nv);
+        expect_close(i2v ? "i2v stage 2 sound" : "stage 2 sound", r2.stage2_audio_init, awant, na);
+        if (i2v) {
+            const size_t head2 = (size_t)g->height * g->width * C;
+            assert_memory_equal(r2.latents, r2.stage2_init, head2 * sizeof(float));
+            printf("  wiring    i2v stage 2 leaves the upscaled first frame as it is\n");
+        }
+        float *fr = NULL;
+        assert_int_equal(cq_ltx2_pipe_decode_video(g_pipe, &r2, &fr), CQ_OK);
+        assert_int_equal(r2.width, 128);
+        assert_int_equal(r2.height, 64);
+        for (size_t j = 0; j < (size_t)3 * r2.frames * 128 * 64; j++)
+            if (!(fr[j] >= 0 && fr[j] <= 1)) fail_msg("frame value %g outside [0, 1]", fr[j]);
+        free(fr), free(want), free(awant);
+        cq_ltx2_result_free(&r1);
+        cq_ltx2_result_free(&r2);
+    }
+    cq_image8_free(&img);
 }
 
 static void test_golden(void **st) {
@@ -296,13 +511,19 @@ static void test_golden(void **st) {
         run_case(cs->string, cs);
         k++;
     }
-    assert_int_equal(k, 2);
+    /* the plain cases; the staged ones once the generator's --only two_stage,i2v,i2v_two_stage run is in */
+    if (k == 2)
+        printf("  the staged cases are not in %s yet (tools/golden_ltx2_pipe.py --only two_stage,i2v,i2v_two_stage): "
+               "their wiring is checked by test_staged_wiring\n", GOLD_DIR);
+    else
+        assert_int_equal(k, 5);
 }
 
 int main(int argc, char **argv) {
     int rc = tu_backend_select("test_pipeline_ltx2", argc, argv, &g_arg);
     if (rc >= 0) return rc;
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_golden), cmocka_unit_test(test_refusals)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_golden), cmocka_unit_test(test_refusals),
+                                       cmocka_unit_test(test_staged_wiring)};
     return cmocka_run_group_tests_name(g_arg.device ? "test_pipeline_ltx2 (device)" : "test_pipeline_ltx2 (host)",
                                        tests, setup, teardown);
 }
