@@ -39,6 +39,8 @@ static void usage(FILE *f) {
             "  --sigmas ladder|linspace  the distilled 8-step ladder (the default for 8 steps with a\n"
             "                         distilled scheduler) or linspace(1, 1/N, N)\n"
             "  --seed S               noise seed (default 42): torch.Generator(\"cpu\").manual_seed(S)\n"
+            "  --sampler euler|ancestral  stage 1's step: diffusers' Euler (default) or ltx-core's ancestral\n"
+            "                         Euler, eta 1 (ltx-pipelines' LTX-2.5 distilled stage 1; noise seed S + 10000)\n"
             "  --negative TEXT        the negative prompt of CFG (default \"\")\n"
             "  --guidance G           CFG scale, > 1 turns it on (default: the pack's, else 1)\n"
             "  --audio-guidance G     the audio stream's CFG scale (default: --guidance)\n"
@@ -72,6 +74,7 @@ typedef struct video_args {
     double fps, guidance, audio_guidance, stg, modality, rescale;
     bool has_size, has_steps, has_guidance, has_audio_guidance, has_frames, has_fps, no_audio, quiet, two_stage;
     int sigmas; /* 0 auto, 1 ladder, 2 linspace */
+    bool ancestral;
     uint64_t seed;
     int stg_blocks[CQ_LTX2_PIPE_MAX_STG], n_stg;
 } video_args;
@@ -181,6 +184,11 @@ static int parse_args(int argc, char **argv, video_args *a) {
             if (!strcmp(v, "ladder")) a->sigmas = 1;
             else if (!strcmp(v, "linspace")) a->sigmas = 2;
             else return cq_cli_usage_error(CMD, "--sigmas wants ladder or linspace, not '%s'", v);
+        } else if (!strcmp(o, "--sampler")) {
+            NEED();
+            if (!strcmp(v, "euler")) a->ancestral = false;
+            else if (!strcmp(v, "ancestral")) a->ancestral = true;
+            else return cq_cli_usage_error(CMD, "--sampler wants euler or ancestral, not '%s'", v);
         } else if (!strcmp(o, "--no-audio")) a->no_audio = true;
         else if (!strcmp(o, "--quiet") || !strcmp(o, "-q")) a->quiet = true;
         else if (!strcmp(o, "--image")) { NEED(); a->image = v; }
@@ -284,6 +292,7 @@ int cq_cmd_video(int argc, char **argv) {
     o.on_step = a.quiet ? NULL : on_step;
     o.user = &ui;
     o.two_stage = a.two_stage;
+    o.sampler = a.ancestral ? CQ_LTX2_SAMPLER_ANCESTRAL : CQ_LTX2_SAMPLER_EULER;
     if (a.image) {
         if ((s = cq_image_read_rgb(a.image, &first)) != CQ_OK) {
             rc = cq_cli_fail(CMD, s, a.image);

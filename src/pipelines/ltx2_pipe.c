@@ -48,6 +48,7 @@ struct cq_ltx2_pipe {
 void cq_ltx2_gen_opts_init(cq_ltx2_gen_opts *o) {
     *o = (cq_ltx2_gen_opts){.width = 768, .height = 512, .frames = 121, .fps = 24.0, .steps = 8, .ladder = true,
                             .guidance = 1.0, .audio_guidance = 1.0, .modality = 1.0, .audio_modality = 1.0,
+                            .eta = 1.0, .s_noise = 1.0,
                             .max_tokens = CQ_LTX2_PIPE_MAX_TOKENS};
 }
 
@@ -298,6 +299,11 @@ cq_status cq_ltx2_pipe_check(cq_ltx2_pipe *p, const cq_ltx2_gen_opts *o) {
         if (o->stg_blocks[i] < 0 || o->stg_blocks[i] >= p->dcfg.n_layers)
             return cq_fail(CQ_ERR_INVALID_ARG, "STG block %d: the denoiser has blocks 0..%d", o->stg_blocks[i],
                            p->dcfg.n_layers - 1);
+    if (o->sampler != CQ_LTX2_SAMPLER_EULER && o->sampler != CQ_LTX2_SAMPLER_ANCESTRAL)
+        return cq_fail(CQ_ERR_INVALID_ARG, "unknown sampler %d", (int)o->sampler);
+    if (!finite_in(o->eta, 0, 1) || !finite_in(o->s_noise, 0, 10))
+        return cq_fail(CQ_ERR_INVALID_ARG, "the ancestral step's eta %g (in [0, 1]) or s_noise %g (in [0, 10])", o->eta,
+                       o->s_noise);
     if (o->two_stage) {
         if (!p->has_ups)
             return cq_fail(CQ_ERR_MISSING, "two stages need the pack's latent upsampler (convert the pipeline folder "
@@ -376,8 +382,15 @@ static double std_of(const float *x, size_t n) {
 
 /* The guided x0 of one stream (the reference's sum of deltas, each rounded as f32 tensors round), its rescale, back
  * to a velocity and the Euler step, x in place. */
+/* The step rule of a stage: Euler through the velocity, or ltx-core's ancestral step on x0 with its noise. */
+typedef struct step_rule {
+    bool ancestral;
+    const float *noise;
+    double eta, s_noise;
+} step_rule;
+
 static void guided_step(stream_buf *b, const bool on[4], double cfg, double stg, double iso, double rescale,
-                        float sigma, float sigma_next, const uint8_t *mask, int features) {
+                        float sigma, float sigma_next, const uint8_t *mask, int features, const step_rule *rule) {
     const size_t n = b->n;
     for (int k = 0; k < 4; k++)
         if (on[k]) cq_ltx2_velocity_to_x0(b->x0[k], b->x, b->v[k], n, sigma);
@@ -397,6 +410,11 @@ static void guided_step(stream_buf *b, const bool on[4], double cfg, double stg,
             const float scaled = b->g[i] * ratio;
             b->g[i] = r * scaled + r1 * b->g[i];
         }
+    }
+    if (rule->ancestral) {
+        cq_ltx2_ancestral_step(b->x, b->g, rule->noise, mask, (int64_t)(n / (size_t)features), features, sigma,
+                               sigma_next, rule->eta, rule->s_noise);
+        return;
     }
     float *v = b->v[PASS_POS];
     cq_ltx2_x0_to_velocity(v, b->x, b->g, n, sigma);
@@ -424,6 +442,7 @@ typedef struct stage_run {
     bool guided;
     const uint8_t *mask;
     int step0, n_all;
+    cq_torch_gen *noise_gen; /* the ancestral step's noise (NULL: Euler) */
 } stage_run;
 
 static cq_status run_stage(cq_ltx2_pipe *p, const cq_ltx2_gen_opts *o, float *const ctx[2], float *const actx[2],
@@ -437,7 +456,9 @@ static cq_status run_stage(cq_ltx2_pipe *p, const cq_ltx2_gen_opts *o, float *co
     cq_flow_schedule sch = {0};
     cq_ltx2_cond *cond[2] = {NULL, NULL};
     float *tt = st->mask ? cq_mallocn((size_t)g->video_tokens, sizeof(float)) : NULL;
-    cq_status s = st->mask && !tt ? CQ_ERR_NOMEM : CQ_OK;
+    float *vn = st->noise_gen ? cq_mallocn(nv, sizeof(float)) : NULL;
+    float *an = st->noise_gen ? cq_mallocn(na, sizeof(float)) : NULL;
+    cq_status s = (st->mask && !tt) || (st->noise_gen && (!vn || !an)) ? CQ_ERR_NOMEM : CQ_OK;
     if (s == CQ_OK) s = cq_ltx2_schedule(&p->sched, st->sigmas, st->steps, g->video_tokens, &sch);
     cq_ltx2_inputs in = {.frames = g->frames, .height = g->height, .width = g->width, .fps = o->fps,
                          .audio_frames = g->audio_frames, .n_ctx = T, .n_audio_ctx = T, .n_timestep = 1,
@@ -474,10 +495,20 @@ static cq_status run_stage(cq_ltx2_pipe *p, const cq_ltx2_gen_opts *o, float *co
                             st->step0 + i + 1);
         }
         if (s != CQ_OK) break;
+        step_rule rv = {.ancestral = st->noise_gen != NULL, .noise = vn, .eta = o->eta, .s_noise = o->s_noise};
+        step_rule ra = rv;
+        ra.noise = an;
+        if (st->noise_gen && sigma_next != 0.0f && o->eta > 0) {
+            /* ltx-core: one draw per stream and step, the video's first; none at the terminal step */
+            const cq_torch_f32_kernel kern = cq_torch_f32_kernel_native();
+            s = cq_torch_randn_f32(st->noise_gen, kern, vn, nv);
+            if (s == CQ_OK) s = cq_torch_randn_f32(st->noise_gen, kern, an, na);
+            if (s != CQ_OK) break;
+        }
         guided_step(vb, on, o->guidance, o->stg, o->modality, o->rescale, sigma, sigma_next, st->mask,
-                    g->video_features);
+                    g->video_features, &rv);
         guided_step(ab, on, o->audio_guidance, o->audio_stg, o->audio_modality, o->audio_rescale, sigma, sigma_next,
-                    NULL, g->audio_features);
+                    NULL, g->audio_features, &ra);
         const int done = st->step0 + i + 1;
         if (cq_cancel_requested() || (o->on_step && o->on_step(done, st->n_all, o->user)))
             s = cq_fail(CQ_ERR_INTERRUPTED, "interrupted after step %d of %d", done, st->n_all);
@@ -485,6 +516,8 @@ static cq_status run_stage(cq_ltx2_pipe *p, const cq_ltx2_gen_opts *o, float *co
     for (int k = 0; k < 2; k++) cq_ltx2_cond_free(cond[k]);
     cq_flow_schedule_free(&sch);
     cq_free(tt);
+    cq_free(vn);
+    cq_free(an);
     return s;
 }
 
@@ -635,7 +668,10 @@ cq_status cq_ltx2_pipe_generate(cq_ltx2_pipe *p, const cq_ltx2_gen_opts *o, cq_l
     }
     if (s == CQ_OK && o->image) s = condition_first_frame(p, o, &g1, w1, h1, vb.x, &mask);
     const int n_all = o->steps + (o->two_stage ? CQ_LTX2_STAGE2_STEPS : 0);
-    const stage_run st1 = {&g1, o->ladder ? cq_ltx2_distilled_sigmas : NULL, o->steps, true, mask, 0, n_all};
+    cq_torch_gen agen;
+    cq_torch_gen_seed(&agen, o->seed + CQ_LTX2_ANCESTRAL_SEED_OFFSET);
+    const stage_run st1 = {&g1, o->ladder ? cq_ltx2_distilled_sigmas : NULL, o->steps, true, mask, 0, n_all,
+                           o->sampler == CQ_LTX2_SAMPLER_ANCESTRAL ? &agen : NULL};
     if (s == CQ_OK) s = run_stage(p, o, ctx, actx, T, &st1, &vb, &ab);
     if (s == CQ_OK && o->two_stage) {
         const double tu = cq_now();
@@ -650,7 +686,7 @@ cq_status cq_ltx2_pipe_generate(cq_ltx2_pipe *p, const cq_ltx2_gen_opts *o, cq_l
         if (s == CQ_OK && (!(r->stage2_init = copy_of(vb2.x, nv)) || !(r->stage2_audio_init = copy_of(ab.x, na))))
             s = CQ_ERR_NOMEM;
         r->t.upscale = cq_now() - tu;
-        const stage_run st2 = {&g, cq_ltx2_stage2_sigmas, CQ_LTX2_STAGE2_STEPS, false, mask2, o->steps, n_all};
+        const stage_run st2 = {&g, cq_ltx2_stage2_sigmas, CQ_LTX2_STAGE2_STEPS, false, mask2, o->steps, n_all, NULL};
         if (s == CQ_OK) s = run_stage(p, o, ctx, actx, T, &st2, &vb2, &ab);
         cq_free(vb.x);
         vb.x = vb2.x;

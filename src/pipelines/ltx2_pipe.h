@@ -61,6 +61,12 @@ typedef struct cq_ltx2_pipe cq_ltx2_pipe;
 /* Called after step `step` (1-based) of `n`; non-zero stops the run (CQ_ERR_INTERRUPTED). */
 typedef int (*cq_ltx2_step_fn)(int step, int n, void *user);
 
+/* Stage 1's step rule: diffusers' Euler (the default: LTX2Pipeline's), or ltx-core's ancestral Euler (ltx-pipelines'
+ * distilled stage 1 for LTX-2.5), its noise from torch.Generator("cpu").manual_seed(seed + 10000), float32, per
+ * step the video's then the sound's (ltx-core draws it on its device in the latents' dtype). Stage 2 is Euler. */
+typedef enum cq_ltx2_sampler { CQ_LTX2_SAMPLER_EULER = 0, CQ_LTX2_SAMPLER_ANCESTRAL = 1 } cq_ltx2_sampler;
+#define CQ_LTX2_ANCESTRAL_SEED_OFFSET 10000
+
 typedef struct cq_ltx2_gen_opts {
     const char *prompt;
     const char *negative;  /* NULL: "" (read only with CFG) */
@@ -86,6 +92,8 @@ typedef struct cq_ltx2_gen_opts {
     bool two_stage;
     const float *noise2;   /* stage 2's re-noise, packed (NULL: the generator continued after stage 1) */
     const float *audio_noise2;
+    cq_ltx2_sampler sampler;
+    double eta, s_noise;   /* the ancestral step's (1, 1) */
     cq_ltx2_step_fn on_step;
     void *user;
 } cq_ltx2_gen_opts;

@@ -202,6 +202,42 @@ void cq_ltx2_euler_step(float *x, const float *v, const uint8_t *mask, int64_t t
     }
 }
 
+void cq_ltx2_ancestral_step(float *x, const float *x0, const float *noise, const uint8_t *mask, int64_t tokens,
+                            int features, float sigma, float sigma_next, double eta, double s_noise) {
+    const size_t F = (size_t)features;
+    if (sigma_next == 0.0f) { /* the terminal step returns the prediction */
+        for (int64_t t = 0; t < tokens; t++)
+            if (!mask || mask[t]) memcpy(x + (size_t)t * F, x0 + (size_t)t * F, F * sizeof(float));
+        return;
+    }
+    /* 0-d float32 tensors meeting Python floats, as ltx-core's EulerAncestralDiffusionStep writes them */
+    const float q = sigma_next / sigma, qm = q - 1.0f, qe = qm * (float)eta, ratio = 1.0f + qe;
+    const float sd = sigma_next * ratio, sdr = sd / sigma, sdr1 = 1.0f - sdr;
+    float renoise = 0.0f, scale = 1.0f;
+    if (eta > 0) {
+        const float an = 1.0f - sigma_next, ad = 1.0f - sd;
+        const float sn2 = sigma_next * sigma_next, sd2 = sd * sd, an2 = an * an, ad2 = ad * ad;
+        const float a = sd2 * an2, b = a / ad2, c = sn2 - b;
+        renoise = sqrtf(c > 0.0f ? c : 0.0f);
+        scale = an / ad;
+    }
+    const float sn = (float)s_noise;
+    for (int64_t t = 0; t < tokens; t++) {
+        if (mask && !mask[t]) continue;
+        float *xr = x + (size_t)t * F;
+        const float *dr = x0 + (size_t)t * F, *nr = noise ? noise + (size_t)t * F : NULL;
+        for (size_t i = 0; i < F; i++) {
+            const float u = sdr * xr[i], w = sdr1 * dr[i];
+            float y = u + w;
+            if (eta > 0) {
+                const float m = scale * y, e1 = nr[i] * sn, e2 = e1 * renoise;
+                y = m + e2;
+            }
+            xr[i] = y;
+        }
+    }
+}
+
 cq_status cq_ltx2_first_frame_mask(const cq_ltx2_geometry *geo, const cq_ltx2_geo_params *p, uint8_t *mask) {
     if (!geo || !p || !mask) return cq_fail(CQ_ERR_INVALID_ARG, WHO ": the first-frame mask needs its inputs");
     /* the reference packs a [B, 1, F, H, W] mask and squeezes its one feature: patch sizes 1 only */

@@ -118,6 +118,15 @@ void cq_ltx2_x0_to_velocity(float *v, const float *x, const float *x0, size_t n,
 void cq_ltx2_euler_step(float *x, const float *v, const uint8_t *mask, int64_t tokens, int features, float sigma,
                         float sigma_next);
 
+/* ltx-core's ancestral Euler step in its rectified-flow form (EulerAncestralDiffusionStep; ltx-pipelines' distilled
+ * stage 1 for LTX-2.5 checkpoints, eta = s_noise = 1): to sigma_down = sigma_next (1 + (sigma_next / sigma - 1) eta)
+ * by x'' = r x + (1 - r) x0 (r = sigma_down / sigma), then back up to sigma_next by (a_n / a_d) x'' + s_noise
+ * noise sqrt(max(0, sigma_next^2 - sigma_down^2 a_n^2 / a_d^2)) with a = 1 - sigma; the prediction itself when
+ * sigma_next is 0. Float32, each operation rounded as the reference's 0-d tensors round; noise [tokens][features]
+ * (unused when eta is 0); tokens whose mask is 0 stay (the reference's post-step blend with the clean latent). */
+void cq_ltx2_ancestral_step(float *x, const float *x0, const float *noise, const uint8_t *mask, int64_t tokens,
+                            int features, float sigma, float sigma_next, double eta, double s_noise);
+
 /* Image to video: the denoise mask [video_tokens] with the first latent frame's tokens 0, the others 1 (patch
  * sizes 1, as the reference requires). */
 cq_status cq_ltx2_first_frame_mask(const cq_ltx2_geometry *geo, const cq_ltx2_geo_params *p, uint8_t *mask);

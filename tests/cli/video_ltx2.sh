@@ -150,6 +150,9 @@ fi
 expect 0 "$CQ" video "$W/ltx2s.cmf" "a fox runs" --wav "$W/i2v.wav" --frames-dir "$W/i2v_frames" "${ARGS[@]}" \
     --image "$FIRST" -q
 [ -f "$W/i2v_frames/frame_00008.png" ] || fail "the image-to-video run lacks its ninth frame"
+expect 0 "$CQ" video "$W/ltx.cmf" "$PROMPT" --frames-dir "$W/anc_frames" "${ARGS[@]}" --sampler ancestral -q
+[ -f "$W/anc_frames/frame_00008.png" ] || fail "the ancestral run lacks its ninth frame"
+cmp -s "$W/anc_frames/frame_00004.png" "$W/frames/frame_00004.png" && fail "the ancestral sampler drew the Euler frames"
 
 # ---- refusals: nothing written, an existing target kept ----
 echo keep >"$W/keep.mp4"
@@ -167,6 +170,7 @@ refused "multiple of 64" video "$W/ltx2s.cmf" "a fox" -o "$W/keep.mp4" --size 96
 refused "no output" video "$W/ltx.cmf" "a fox" "${ARGS[@]}"
 refused "--size wants WxH" video "$W/ltx.cmf" "a fox" -o "$W/keep.mp4" --size 64
 refused "--rescale wants" video "$W/ltx.cmf" "a fox" -o "$W/keep.mp4" --rescale 2
+refused "--sampler wants" video "$W/ltx.cmf" "a fox" -o "$W/keep.mp4" "${ARGS[@]}" --sampler heun
 refused "unknown option" video "$W/ltx.cmf" "a fox" -o "$W/keep.mp4" --bogus
 [ "$(cat "$W/keep.mp4")" = keep ] || fail "a refused run changed the existing target"
 # a first frame that cannot be read: a clear error before any work, nothing written

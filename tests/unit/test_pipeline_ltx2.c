@@ -499,6 +499,37 @@ static void test_staged_wiring(void **st) {
     cq_image8_free(&img);
 }
 
+/* ltx-core's ancestral stage 1 in the pipeline: with eta 0 it is Euler written through x0 (the same latents up to
+ * rounding), with eta 1 it injects the noise of the seed + 10000 generator (other latents, still finite) */
+static void test_ancestral_wiring(void **st) {
+    (void)st;
+    if (!g_index) skip();
+    cq_ltx2_gen_opts o;
+    wiring_opts(&o, 64, 32, false, NULL);
+    cq_ltx2_result re, r0, r1;
+    assert_int_equal(cq_ltx2_pipe_generate(g_pipe, &o, &re), CQ_OK);
+    o.sampler = CQ_LTX2_SAMPLER_ANCESTRAL;
+    o.eta = 0;
+    assert_int_equal(cq_ltx2_pipe_generate(g_pipe, &o, &r0), CQ_OK);
+    o.eta = 1;
+    assert_int_equal(cq_ltx2_pipe_generate(g_pipe, &o, &r1), CQ_OK);
+    const size_t nv = (size_t)re.geo.video_tokens * re.geo.video_features;
+    const size_t na = (size_t)re.geo.audio_frames * re.geo.audio_features;
+    const double e0 = err(r0.latents, re.latents, nv, true), a0 = err(r0.audio_latents, re.audio_latents, na, true);
+    const double e1 = err(r1.latents, re.latents, nv, true);
+    printf("  ancestral eta 0 against Euler: video %.3g, audio %.3g of RMS (bound 1e-5); eta 1: %.3g apart\n", e0,
+           a0, e1);
+    assert_true(e0 <= 1e-5 && a0 <= 1e-5);
+    assert_true(e1 > 1e-2);
+    for (size_t i = 0; i < nv; i++)
+        if (!isfinite(r1.latents[i])) fail_msg("an ancestral latent is not finite");
+    o.eta = 2;
+    tu_expect_err(cq_ltx2_pipe_check(g_pipe, &o), CQ_ERR_INVALID_ARG, "eta");
+    cq_ltx2_result_free(&re);
+    cq_ltx2_result_free(&r0);
+    cq_ltx2_result_free(&r1);
+}
+
 static void test_golden(void **st) {
     (void)st;
     if (!g_index) {
@@ -523,7 +554,7 @@ int main(int argc, char **argv) {
     int rc = tu_backend_select("test_pipeline_ltx2", argc, argv, &g_arg);
     if (rc >= 0) return rc;
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_golden), cmocka_unit_test(test_refusals),
-                                       cmocka_unit_test(test_staged_wiring)};
+                                       cmocka_unit_test(test_staged_wiring), cmocka_unit_test(test_ancestral_wiring)};
     return cmocka_run_group_tests_name(g_arg.device ? "test_pipeline_ltx2 (device)" : "test_pipeline_ltx2 (host)",
                                        tests, setup, teardown);
 }
