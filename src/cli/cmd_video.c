@@ -51,6 +51,8 @@ static void usage(FILE *f) {
             "  --prompt-tokens N      the prompt's padded length (default 1024, the reference's)\n"
             "  --image FILE           image to video: the first frame (PNG or JPEG), resized to the size\n"
             "                         (bilinear, as the reference) and kept through the steps\n"
+            "  --image-crf N          re-compress the first frame with H.264 at CRF N first, as the\n"
+            "                         reference (default 18, LTX-2.5's; 0 uses the picture as given)\n"
             "  --two-stage            stage 1 at half the size, the x2 latent upscaler, 3 refine steps\n"
             "                         (distilled packs with a latent upsampler; the size a multiple of 64)\n"
             "  --no-audio             leave the sound out (the model still denoises it)\n"
@@ -60,8 +62,6 @@ static void usage(FILE *f) {
             "  --backend NAME         cpu, cuda, vulkan or auto (default auto)\n"
             "  --threads N            CPU threads\n"
             "  --quiet                no progress or timings\n\n"
-            "The first frame is used as given: the reference's H.264 re-compression of it (image_crf) is\n"
-            "not applied.\n"
             "Ctrl-C stops after the current step and leaves nothing behind (exit 128 + the signal).\n\n"
             "example:\n"
             "  cortiq video ltx-2.5-distilled.cmf \"a fox runs through snow, wind howls\" -o fox.mp4 \\\n"
@@ -70,7 +70,7 @@ static void usage(FILE *f) {
 
 typedef struct video_args {
     const char *model, *prompt, *out, *frames_dir, *wav, *negative, *backend, *image;
-    int width, height, frames, steps, crf, threads, prompt_tokens;
+    int width, height, frames, steps, crf, threads, prompt_tokens, image_crf;
     double fps, guidance, audio_guidance, stg, modality, rescale;
     bool has_size, has_steps, has_guidance, has_audio_guidance, has_frames, has_fps, no_audio, quiet, two_stage;
     int sigmas; /* 0 auto, 1 ladder, 2 linspace */
@@ -91,7 +91,7 @@ static bool parse_double(const char *opt, const char *v, double lo, double hi, d
 }
 
 static int parse_args(int argc, char **argv, video_args *a) {
-    *a = (video_args){.frames = 121, .fps = 24.0, .crf = -1, .seed = 42, .modality = 1.0,
+    *a = (video_args){.frames = 121, .fps = 24.0, .crf = -1, .image_crf = -1, .seed = 42, .modality = 1.0,
                       .prompt_tokens = CQ_LTX2_PIPE_MAX_TOKENS};
     const char *pos[2] = {NULL, NULL};
     int np = 0;
@@ -192,6 +192,11 @@ static int parse_args(int argc, char **argv, video_args *a) {
         } else if (!strcmp(o, "--no-audio")) a->no_audio = true;
         else if (!strcmp(o, "--quiet") || !strcmp(o, "-q")) a->quiet = true;
         else if (!strcmp(o, "--image")) { NEED(); a->image = v; }
+        else if (!strcmp(o, "--image-crf")) {
+            NEED();
+            if (!cq_cli_parse_int(CMD, o, v, 0, 51, &n)) return 2;
+            a->image_crf = (int)n;
+        }
         else if (!strcmp(o, "--two-stage")) a->two_stage = true;
         else if (o[0] == '-' && o[1]) return cq_cli_usage_error(CMD, "unknown option %s", o);
         else if (np < 2) pos[np++] = o;
@@ -301,6 +306,7 @@ int cq_cmd_video(int argc, char **argv) {
         o.image = first.pixels;
         o.image_width = first.width;
         o.image_height = first.height;
+        o.image_crf = a.image_crf;
     }
     if ((s = cq_ltx2_pipe_check(pipe, &o)) != CQ_OK) {
         rc = cq_cli_usage_error(CMD, "%s", cq_last_error());

@@ -10,6 +10,7 @@
 
 #include "base/base.h"
 #include "image/resample.h"
+#include "io/image_crf.h"
 #include "models/gemma4.h"
 #include "models/ltx2.h"
 #include "models/ltx2_audio.h"
@@ -48,7 +49,7 @@ struct cq_ltx2_pipe {
 void cq_ltx2_gen_opts_init(cq_ltx2_gen_opts *o) {
     *o = (cq_ltx2_gen_opts){.width = 768, .height = 512, .frames = 121, .fps = 24.0, .steps = 8, .ladder = true,
                             .guidance = 1.0, .audio_guidance = 1.0, .modality = 1.0, .audio_modality = 1.0,
-                            .eta = 1.0, .s_noise = 1.0,
+                            .eta = 1.0, .s_noise = 1.0, .image_crf = -1,
                             .max_tokens = CQ_LTX2_PIPE_MAX_TOKENS};
 }
 
@@ -323,6 +324,14 @@ cq_status cq_ltx2_pipe_check(cq_ltx2_pipe *p, const cq_ltx2_gen_opts *o) {
             o->image_height > CQ_RESAMPLE_MAX_SIDE)
             return cq_fail(CQ_ERR_INVALID_ARG, "the first frame's size %dx%d is outside 1..%d per side",
                            o->image_width, o->image_height, CQ_RESAMPLE_MAX_SIDE);
+        if (o->image_crf < -1 || o->image_crf > 51)
+            return cq_fail(CQ_ERR_INVALID_ARG, "the first frame's CRF %d is outside 0..51", o->image_crf);
+        if (o->image_crf != 0 && !cq_image_crf_available())
+            return cq_fail(CQ_ERR_UNSUPPORTED, "this build cannot re-compress the first frame with H.264 as the "
+                           "reference does (it needs FFmpeg with libx264); CRF 0 uses the picture as given");
+        if (o->image_crf != 0 && (o->image_width < 2 || o->image_height < 2))
+            return cq_fail(CQ_ERR_INVALID_ARG, "the first frame's size %dx%d: H.264 needs at least 2x2 (CRF 0 takes "
+                           "any)", o->image_width, o->image_height);
         if (p->geo.patch != 1 || p->geo.patch_t != 1)
             return cq_fail(CQ_ERR_UNSUPPORTED, "image to video with patch sizes %d / %d (the reference takes 1 "
                            "only)", p->geo.patch, p->geo.patch_t);
@@ -557,7 +566,13 @@ static cq_status condition_first_frame(cq_ltx2_pipe *p, const cq_ltx2_gen_opts *
     float *clean = cq_calloc((size_t)g->video_tokens * g->video_features, sizeof(float));
     cq_status s = *mask && clean ? CQ_OK : CQ_ERR_NOMEM;
     if (s == CQ_OK) s = cq_ltx2_first_frame_mask(g, &p->geo, *mask);
-    if (s == CQ_OK) s = cq_ltx2_pipe_image_tokens(p, o->image, o->image_width, o->image_height, width, height, clean);
+    /* the reference re-compresses the picture before resizing it (apply_image_conditioning_crf) */
+    const int crf = o->image_crf < 0 ? CQ_IMAGE_CRF_LTX25 : o->image_crf;
+    uint8_t *px = NULL;
+    int pw = o->image_width, ph = o->image_height;
+    if (s == CQ_OK && crf > 0) s = cq_image_crf(o->image, o->image_width, o->image_height, crf, &px, &pw, &ph);
+    if (s == CQ_OK) s = cq_ltx2_pipe_image_tokens(p, px ? px : o->image, pw, ph, width, height, clean);
+    cq_free(px);
     if (s == CQ_OK) cq_ltx2_cond_init(x, clean, x, *mask, g->video_tokens, g->video_features);
     cq_free(clean);
     return s;

@@ -39,9 +39,10 @@
  * first frame kept for image to video, as each reference draws it), and the
  * 3 refine steps (0.909375, 0.725, 0.421875) without guidance.
  *
- * Not here yet: the reference's H.264 re-compression of the first frame
- * (image_crf; here the picture is used as given, the reference's crf 0),
- * ltx-core's ancestral stage-1 step, prompt enhancement, batches.
+ * The first frame is re-compressed by H.264 first (image_crf, 18 for
+ * LTX-2.5) as the reference does, unless image_crf is 0.
+ *
+ * Not here yet: prompt enhancement, batches.
  */
 #ifndef CQ_PIPELINES_LTX2_PIPE_H
 #define CQ_PIPELINES_LTX2_PIPE_H
@@ -87,6 +88,8 @@ typedef struct cq_ltx2_gen_opts {
     /* image to video: the first frame, 8-bit RGB interleaved, image_width x image_height (NULL: text to video) */
     const uint8_t *image;
     int image_width, image_height;
+    int image_crf;         /* its H.264 re-compression first (io/image_crf.h): -1 the default, 18 (LTX-2.5's Gemma-4
+                            * tower), 0 none (the picture as given), else the CRF */
     /* two stages: stage 1 at width/2 x height/2 (each a multiple of 32), the upscaler, 3 refine steps; needs the
      * distilled denoiser and the pack's latent upsampler loaded (cq_ltx2_pipe_load_upsampler) */
     bool two_stage;

@@ -150,6 +150,10 @@ fi
 expect 0 "$CQ" video "$W/ltx2s.cmf" "a fox runs" --wav "$W/i2v.wav" --frames-dir "$W/i2v_frames" "${ARGS[@]}" \
     --image "$FIRST" -q
 [ -f "$W/i2v_frames/frame_00008.png" ] || fail "the image-to-video run lacks its ninth frame"
+# the first frame as given (no H.264 re-compression): another start, so other frames
+expect 0 "$CQ" video "$W/ltx2s.cmf" "a fox runs" --frames-dir "$W/i2v0_frames" "${ARGS[@]}" --image "$FIRST" \
+    --image-crf 0 -q
+cmp -s "$W/i2v0_frames/frame_00000.png" "$W/i2v_frames/frame_00000.png" && fail "--image-crf 0 changed nothing"
 expect 0 "$CQ" video "$W/ltx.cmf" "$PROMPT" --frames-dir "$W/anc_frames" "${ARGS[@]}" --sampler ancestral -q
 [ -f "$W/anc_frames/frame_00008.png" ] || fail "the ancestral run lacks its ninth frame"
 cmp -s "$W/anc_frames/frame_00004.png" "$W/frames/frame_00004.png" && fail "the ancestral sampler drew the Euler frames"
@@ -170,6 +174,7 @@ refused "multiple of 64" video "$W/ltx2s.cmf" "a fox" -o "$W/keep.mp4" --size 96
 refused "no output" video "$W/ltx.cmf" "a fox" "${ARGS[@]}"
 refused "--size wants WxH" video "$W/ltx.cmf" "a fox" -o "$W/keep.mp4" --size 64
 refused "--rescale wants" video "$W/ltx.cmf" "a fox" -o "$W/keep.mp4" --rescale 2
+refused "image-crf" video "$W/ltx.cmf" "a fox" -o "$W/keep.mp4" "${ARGS[@]}" --image-crf 60
 refused "--sampler wants" video "$W/ltx.cmf" "a fox" -o "$W/keep.mp4" "${ARGS[@]}" --sampler heun
 refused "unknown option" video "$W/ltx.cmf" "a fox" -o "$W/keep.mp4" --bogus
 [ "$(cat "$W/keep.mp4")" = keep ] || fail "a refused run changed the existing target"

@@ -44,6 +44,7 @@
 #include "format/convert.h"
 #include "format/safetensors.h"
 #include "image/image_read.h"
+#include "io/image_crf.h"
 #include "models/ltx2_upsampler.h"
 #include "pipelines/ltx2_pipe.h"
 #include "pipelines/torch_rng.h"
@@ -155,6 +156,7 @@ static void case_opts(const cJSON *cs, cq_ltx2_gen_opts *o) {
         o->image = g_first.pixels;
         o->image_width = g_first.width;
         o->image_height = g_first.height;
+        o->image_crf = 0; /* the reference's run: image_crf 0 */
     }
     o->frames = (int)num(g_index, "frames");
     o->fps = num(g_index, "fps");
@@ -382,7 +384,11 @@ static void test_refusals(void **st) {
     b.image = (const uint8_t *)"\0\0\0";
     b.image_width = 0;
     b.image_height = 1;
+    b.image_crf = 0;
     tu_expect_err(cq_ltx2_pipe_check(g_pipe, &b), CQ_ERR_INVALID_ARG, "first frame's size");
+    b.image_width = b.image_height = 1;
+    b.image_crf = 60;
+    tu_expect_err(cq_ltx2_pipe_check(g_pipe, &b), CQ_ERR_INVALID_ARG, "CRF 60");
 }
 
 /* ---- the staged recipes' wiring, on the tiny pack whatever golden is present ---- */
@@ -402,6 +408,7 @@ static void wiring_opts(cq_ltx2_gen_opts *o, int w, int h, bool two, const cq_im
         o->image = img->pixels;
         o->image_width = img->width;
         o->image_height = img->height;
+        o->image_crf = cq_image_crf_available() ? CQ_IMAGE_CRF_LTX25 : 0; /* the default where the build can */
     }
 }
 
@@ -470,10 +477,15 @@ static void test_staged_wiring(void **st) {
             const size_t head = (size_t)g1->height * g1->width * C;
             float *tok = malloc(head * sizeof(float));
             assert_non_null(tok);
-            assert_int_equal(cq_ltx2_pipe_image_tokens(g_pipe, img.pixels, img.width, img.height, 64, 32, tok), CQ_OK);
+            /* after the reference's H.264 re-compression (where this build can) */
+            uint8_t *px = NULL;
+            int pw = 0, ph = 0;
+            assert_int_equal(cq_image_crf(img.pixels, img.width, img.height, o1.image_crf, &px, &pw, &ph), CQ_OK);
+            assert_int_equal(cq_ltx2_pipe_image_tokens(g_pipe, px, pw, ph, 64, 32, tok), CQ_OK);
             assert_memory_equal(r1.latents, tok, head * sizeof(float));
-            printf("  wiring    i2v first frame kept exactly through %d steps\n", o1.steps);
+            printf("  wiring    i2v first frame (CRF %d) kept exactly through %d steps\n", o1.image_crf, o1.steps);
             free(tok);
+            free(px);
         }
         float *want = malloc(nv * sizeof(float)), *awant = malloc(na * sizeof(float));
         assert_non_null(want);
