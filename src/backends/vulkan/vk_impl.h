@@ -158,7 +158,9 @@ typedef struct cq_vk_stream {
     X(group_moments)                                                                                                   \
     X(conv2d)                                                                                                          \
     X(conv3d)                                                                                                          \
+    X(conv3dq)                                                                                                         \
     X(conv1d)                                                                                                          \
+    X(conv1dq)                                                                                                         \
     X(snake)                                                                                                           \
     X(d2s3)
 

@@ -46,10 +46,10 @@ bool cq_vk_supports(const cq_backend *be, cq_op op, cq_dtype wdt, cq_dtype xdt) 
     case CQ_OP_SNAKE: return is_fl(xdt);
     case CQ_OP_MATMUL:
     case CQ_OP_CONV2D:
-    case CQ_OP_GET_ROWS: return is_fl(xdt) && decoded(wdt);
     case CQ_OP_CONV3D:
     case CQ_OP_CONV1D:
-    case CQ_OP_CONV_TRANSPOSE1D: return is_fl(xdt) && is_fl(wdt);
+    case CQ_OP_CONV_TRANSPOSE1D:
+    case CQ_OP_GET_ROWS: return is_fl(xdt) && decoded(wdt);
     default: return false;
     }
 }
@@ -479,8 +479,12 @@ cq_status cq_vk_conv3d(cq_backend *be, const cq_conv3d_args *a) {
            eo(a->bias),           a->bias != NULL,       vdt(a->w->dtype),
            vdt(a->x->dtype)};
     _Static_assert(sizeof p <= CQ_VK_PUSH_BYTES, "conv3d's push constants fit");
-    cq_vk_buf *b[] = {B(a->x), B(a->w), B(a->bias), B(a->y)};
-    return elementwise(c, CQ_OP_CONV3D, CQ_VK_SH_conv3d, p.dt, b, 4, &p, sizeof p, (uint64_t)To * Ho * Wo * p.Cout);
+    CQ_TRY(weight_ok(c, "conv3d", a->w));
+    cq_vk_buf *b[] = {B(a->x), B(a->w), B(a->bias), B(a->y), NULL, NULL, NULL, NULL, exp2_for(c, a->w)};
+    /* quantized kernels have a shader of their own, so the float kernels' loop keeps its plain loads */
+    const bool q = quantized(a->w->dtype);
+    return elementwise(c, CQ_OP_CONV3D, q ? CQ_VK_SH_conv3dq : CQ_VK_SH_conv3d, p.dt, b, q ? 9 : 4, &p, sizeof p,
+                       (uint64_t)To * Ho * Wo * p.Cout);
 }
 
 cq_status cq_vk_depth_to_space3d(cq_backend *be, cq_tensor *y, const cq_tensor *x, int T, int H, int W, int pt, int ph,
@@ -503,8 +507,11 @@ static cq_status vk_conv1(cq_backend *be, const cq_conv1d_args *a, bool tr) {
            (uint32_t)a->k, (uint32_t)a->stride, (uint32_t)a->dilation, (uint32_t)a->groups, (uint32_t)a->pad_l,
            (uint32_t)a->mode, (uint32_t)cq_tensor_rows(a->y), tr, eo(a->x), eo(a->y), eo(a->w), eo(a->bias),
            a->bias != NULL, vdt(a->w->dtype), vdt(a->x->dtype)};
-    cq_vk_buf *b[] = {B(a->x), B(a->w), B(a->bias), B(a->y)};
-    return elementwise(c, tr ? CQ_OP_CONV_TRANSPOSE1D : CQ_OP_CONV1D, CQ_VK_SH_conv1d, p.dt, b, 4, &p, sizeof p,
+    CQ_TRY(weight_ok(c, tr ? "conv_transpose1d" : "conv1d", a->w));
+    cq_vk_buf *b[] = {B(a->x), B(a->w), B(a->bias), B(a->y), NULL, NULL, NULL, NULL, exp2_for(c, a->w)};
+    const bool q = quantized(a->w->dtype);
+    return elementwise(c, tr ? CQ_OP_CONV_TRANSPOSE1D : CQ_OP_CONV1D, q ? CQ_VK_SH_conv1dq : CQ_VK_SH_conv1d, p.dt, b,
+                       q ? 9 : 4, &p, sizeof p,
                        (uint64_t)p.Lo * p.Cout);
 }
 

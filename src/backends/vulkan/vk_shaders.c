@@ -58,8 +58,14 @@ static const uint32_t k_spv_conv2d[] =
 static const uint32_t k_spv_conv3d[] =
 #include "conv3d.spv.h"
     ;
+static const uint32_t k_spv_conv3dq[] =
+#include "conv3dq.spv.h"
+    ;
 static const uint32_t k_spv_conv1d[] =
 #include "conv1d.spv.h"
+    ;
+static const uint32_t k_spv_conv1dq[] =
+#include "conv1dq.spv.h"
     ;
 static const uint32_t k_spv_snake[] =
 #include "snake.spv.h"

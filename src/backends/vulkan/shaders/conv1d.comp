@@ -1,52 +1,5 @@
 #version 450
-// conv1d.comp — 1-D convolution (tr 0) and transposed convolution (tr 1) of channels-last f32, f16 or bf16
-// signals (dt, summed in f32):
-// y [Lo, Cout] from x [L, Cin], grouped. conv1d: kernel [Cout, Cin/G, k], stride, dilation, padding pl in zero,
-// replicate or reflect mode. Transposed: kernel [Cin, Cout/G, k], stride, pl samples cropped from the front of
-// the full result. Kernels in f32, f16 or bf16, bias optional; one invocation per output value, f32 sums.
+// conv1d.comp — conv1d.glsl with f32, f16 or bf16 kernels.
 layout(local_size_x = 128) in; // before common.glsl, whose cq_gid reads gl_WorkGroupSize
 #include "common.glsl"
-layout(std430, binding = 0) readonly buffer X { uint x[]; };
-layout(std430, binding = 1) readonly buffer WF { float wf[]; };
-layout(std430, binding = 1) readonly buffer WW { uint ww[]; };
-layout(std430, binding = 2) readonly buffer B { float bias[]; };
-layout(std430, binding = 3) buffer Y { uint y[]; };
-layout(push_constant) uniform P {
-    uint L, Cin, Cout, k, stride, dil, groups, pl, mode, Lo, tr, xo, yo, wo, bo, has_b, wdt, dt; // dt: x's and y's dtype (0 f32, 1 f16, 2 bf16)
-} p;
-
-int pad_index(int i, int n) {
-    if (i >= 0 && i < n) return i;
-    if (p.mode == 1u) return i < 0 ? 0 : n - 1;
-    if (p.mode == 2u) return i < 0 ? -i : 2 * (n - 1) - i;
-    return -1;
-}
-
-float wt(uint e) { return p.wdt == 0u ? wf[e] : cq_load_word(ww[e >> 1], e, p.wdt); }
-
-void main() {
-    uint g = cq_gid();
-    if (g >= p.Lo * p.Cout) return;
-    uint co = g % p.Cout, o = g / p.Cout;
-    uint cig = p.Cin / p.groups, cog = p.Cout / p.groups, grp = co / cog;
-    float acc = p.has_b != 0u ? bias[p.bo + co] : 0.0;
-    if (p.tr == 0u) {
-        uint wb = p.wo + co * cig * p.k, c0 = grp * cig;
-        for (uint j = 0u; j < p.k; j++) {
-            int i = pad_index(int(o * p.stride + j * p.dil) - int(p.pl), int(p.L));
-            if (i < 0) continue;
-            uint xb = p.xo + uint(i) * p.Cin + c0;
-            for (uint ci = 0u; ci < cig; ci++) acc += wt(wb + ci * p.k + j) * CQ_LD(x, CQ_XDT, xb + ci);
-        }
-    } else {
-        // every (i, j) with i*stride + j = o + pl
-        uint full = o + p.pl, col = co % cog;
-        for (uint j = full % p.stride; j < p.k && j <= full; j += p.stride) {
-            uint i = (full - j) / p.stride;
-            if (i >= p.L) continue;
-            uint xb = p.xo + i * p.Cin;
-            for (uint ci = grp * cig; ci < (grp + 1u) * cig; ci++) acc += wt(p.wo + (ci * cog + col) * p.k + j) * CQ_LD(x, CQ_XDT, xb + ci);
-        }
-    }
-    CQ_ST(y, CQ_XDT, p.yo + g, acc);
-}
+#include "conv1d.glsl"
