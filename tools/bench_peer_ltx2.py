@@ -22,14 +22,13 @@ Usage (on the GPU machine; needs torch with CUDA and diffusers' source):
 """
 import argparse
 import re
-import subprocess
 import sys
 
 import torch
 
 from diffusers import LTX2VideoTransformer3DModel
 
-from peer_timing import timed
+from peer_timing import run_cortiq_bench, timed
 
 LAYERS, HEADS, HD, AHEADS, AHD, CH = 48, 32, 128, 32, 64, 128
 DV, DA = HEADS * HD, AHEADS * AHD
@@ -117,14 +116,10 @@ def run_cortiq(path, geo, fps, repeat, layers, L, quant):
     cmd = [path, "bench", "ltx25", "--backend", "cuda", "--width", str(w), "--height", str(h), "--frames", str(f),
            "--fps", str(fps), "--quant", quant, "--steps", str(repeat), "--layers", str(layers), "--text-rows",
            str(L)]
-    print("$ " + " ".join(cmd), flush=True)
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    sys.stdout.write(p.stdout)
-    if p.returncode != 0:
-        sys.stdout.write(p.stderr)
-        print(f"cortiq bench failed (exit {p.returncode})", flush=True)
+    out = run_cortiq_bench(cmd)
+    if out is None:
         return None
-    r = {"step": ms_of(p.stdout, "step"), "prepare": ms_of(p.stdout, "prepare")}
+    r = {"step": ms_of(out, "step"), "prepare": ms_of(out, "prepare")}
     return r if r["step"] is not None and r["prepare"] is not None else None
 
 

@@ -34,7 +34,6 @@ also needs accelerate, which diffusers' hooks use to move the forward's argument
 """
 import argparse
 import re
-import subprocess
 import sys
 import time
 
@@ -46,7 +45,7 @@ from diffusers.models.transformers.transformer_qwenimage21 import (
 )
 
 from peer_offload import add_args, device_used, gib, modes_of, print_modes, run_modes, step_of
-from peer_timing import timed
+from peer_timing import run_cortiq_bench, timed
 
 HEADS, HEAD_DIM, CTX, RATIO, CH, TEXT, TPROJ = 32, 128, 4096, 3, 64, 18, 256
 D = HEADS * HEAD_DIM
@@ -106,14 +105,10 @@ def run_peer(model, side, repeat, label):
 def run_cortiq(path, size, repeat, layers, quant):
     cmd = [path, "bench", "qi21", "--backend", "cuda", "--size", str(size), "--quant", quant, "--repeat",
            str(repeat), "--layers", str(layers)]
-    print("$ " + " ".join(cmd), flush=True)
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    sys.stdout.write(p.stdout)
-    if p.returncode != 0:
-        sys.stdout.write(p.stderr)
-        print(f"cortiq bench failed (exit {p.returncode})", flush=True)
+    out = run_cortiq_bench(cmd)
+    if out is None:
         return None
-    m = re.search(r"^step \(.*?\)\s+([0-9.]+)", p.stdout, re.M)
+    m = re.search(r"^step \(.*?\)\s+([0-9.]+)", out, re.M)
     return float(m.group(1)) * 1e-3 if m else None
 
 

@@ -25,7 +25,6 @@ Usage (on the GPU machine; needs torch with CUDA and diffusers' source):
 """
 import argparse
 import re
-import subprocess
 import sys
 
 import torch
@@ -33,7 +32,7 @@ import torch
 from diffusers import QwenImageTransformer2DModel
 
 from peer_offload import add_args, device_used, gib, modes_of, print_modes, run_modes, step_of
-from peer_timing import timed
+from peer_timing import run_cortiq_bench, timed
 
 HEADS, HEAD_DIM, LAYERS, JOINT, IN_CH, OUT_DIM, TPROJ, CFG_SCALE = 24, 128, 60, 3584, 64, 64, 256, 4.0
 D = HEADS * HEAD_DIM
@@ -105,15 +104,11 @@ def run_cortiq(path, size, repeat, layers, L, neg, cfg, quant):
            str(repeat), "--layers", str(layers), "--text-rows", str(L)]
     if cfg:
         cmd += ["--cfg", "--neg-rows", str(neg)]
-    print("$ " + " ".join(cmd), flush=True)
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    sys.stdout.write(p.stdout)
-    if p.returncode != 0:
-        sys.stdout.write(p.stderr)
-        print(f"cortiq bench failed (exit {p.returncode})", flush=True)
+    out = run_cortiq_bench(cmd)
+    if out is None:
         return None
-    r = {"step": ms_of(p.stdout, "step"), "prepare": ms_of(p.stdout, "prepare"),
-         "cfg": ms_of(p.stdout, "step with true CFG"), "neg_prepare": ms_of(p.stdout, "prepare, negative")}
+    r = {"step": ms_of(out, "step"), "prepare": ms_of(out, "prepare"),
+         "cfg": ms_of(out, "step with true CFG"), "neg_prepare": ms_of(out, "prepare, negative")}
     return r if r["step"] is not None and r["prepare"] is not None else None
 
 

@@ -19,12 +19,11 @@ Usage (on the GPU machine; needs torch with CUDA and diffusers' source):
 """
 import argparse
 import re
-import subprocess
 import sys
 
 import torch
 
-from peer_timing import timed
+from peer_timing import run_cortiq_bench, timed
 
 # The Flux VAE as Z-Image ships it (its vae/config.json).
 FLUX_VAE = dict(in_channels=3, out_channels=3, latent_channels=16, block_out_channels=[128, 256, 512, 512],
@@ -76,15 +75,11 @@ def run_cortiq(path, name, size, repeat, encode, budget):
         cmd.append("--encode")
     if budget:
         cmd += ["--budget", str(budget)]
-    print("$ " + " ".join(cmd), flush=True)
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    sys.stdout.write(p.stdout)
-    if p.returncode != 0:
-        sys.stdout.write(p.stderr)
-        print(f"cortiq bench failed (exit {p.returncode})", flush=True)
+    out = run_cortiq_bench(cmd)
+    if out is None:
         return None, None
-    d = re.search(r"^decode .*?: ([0-9.]+) s", p.stdout, re.M)
-    e = re.search(r"^encode .*?: ([0-9.]+) s", p.stdout, re.M)
+    d = re.search(r"^decode .*?: ([0-9.]+) s", out, re.M)
+    e = re.search(r"^encode .*?: ([0-9.]+) s", out, re.M)
     return (float(d.group(1)) if d else None), (float(e.group(1)) if e else None)
 
 

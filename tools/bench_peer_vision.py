@@ -23,13 +23,12 @@ import argparse
 import importlib.util
 import math
 import re
-import subprocess
 import sys
 import time
 
 import torch
 
-from peer_timing import timed
+from peer_timing import run_cortiq_bench, timed
 
 VISION = dict(depth=32, hidden_size=1280, intermediate_size=3420, num_heads=16, out_hidden_size=3584, patch_size=14,
               temporal_patch_size=2, spatial_merge_size=2, window_size=112, fullatt_block_indexes=[7, 15, 23, 31],
@@ -144,14 +143,10 @@ def run_peer(impl, pixels, grid, layers, repeat):
 def run_cortiq(path, size, repeat, layers, quant):
     cmd = [path, "bench", "vision", "--backend", "cuda", "--size", str(size), "--quant", quant, "--repeat",
            str(repeat), "--layers", str(layers)]
-    print("$ " + " ".join(cmd), flush=True)
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    sys.stdout.write(p.stdout)
-    if p.returncode != 0:
-        sys.stdout.write(p.stderr)
-        print(f"cortiq bench failed (exit {p.returncode})", flush=True)
+    out = run_cortiq_bench(cmd)
+    if out is None:
         return None
-    m = re.search(r"^forward \(.*?\)\s+([0-9.]+)", p.stdout, re.M)
+    m = re.search(r"^forward \(.*?\)\s+([0-9.]+)", out, re.M)
     return float(m.group(1)) * 1e-3 if m else None
 
 

@@ -33,7 +33,6 @@ which diffusers' hooks use to move the forward's arguments):
 """
 import argparse
 import re
-import subprocess
 import sys
 import time
 
@@ -42,7 +41,7 @@ import torch
 from diffusers import ZImageTransformer2DModel
 
 from peer_offload import add_args, device_used, gib, modes_of, print_modes, run_modes, step_of
-from peer_timing import timed
+from peer_timing import run_cortiq_bench, timed
 
 DIM, HEADS, LAYERS, REFINERS, CAP, CH = 3840, 30, 30, 2, 2560, 16
 FFN = int(DIM / 3 * 8)
@@ -92,15 +91,11 @@ def run_peer(model, side, L, repeat, label):
 def run_cortiq(path, size, repeat, layers, L, quant):
     cmd = [path, "bench", "zimage", "--backend", "cuda", "--size", str(size), "--quant", quant, "--steps",
            str(repeat), "--layers", str(layers), "--caption", str(L)]
-    print("$ " + " ".join(cmd), flush=True)
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    sys.stdout.write(p.stdout)
-    if p.returncode != 0:
-        sys.stdout.write(p.stderr)
-        print(f"cortiq bench failed (exit {p.returncode})", flush=True)
+    out = run_cortiq_bench(cmd)
+    if out is None:
         return None
-    st = re.search(r"^step \(.*?\)\s+([0-9.]+)", p.stdout, re.M)
-    pr = re.search(r"^prepare \(.*?\)\s+([0-9.]+)", p.stdout, re.M)
+    st = re.search(r"^step \(.*?\)\s+([0-9.]+)", out, re.M)
+    pr = re.search(r"^prepare \(.*?\)\s+([0-9.]+)", out, re.M)
     return (float(st.group(1)) * 1e-3, float(pr.group(1)) * 1e-3) if st and pr else None
 
 

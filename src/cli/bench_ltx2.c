@@ -75,20 +75,12 @@ static int opt(const char *cmd, const char *a, const char *v, int *i, void *ctx)
     bench_opts *o = ctx;
     long n;
     if (strcmp(a, "--quant") == 0) return cq_bench_quant_arg(cmd, v, true, i, &o->quant);
+    const int r = cq_bench_clip_arg(cmd, a, v, B_MAX_FRAMES, i, &o->frames, &o->fps);
+    if (r) return r;
     if (strcmp(a, "--width") == 0 || strcmp(a, "--height") == 0) {
         if (!cq_cli_parse_int(cmd, a, v, 32, 8192, &n)) return 2;
         if (n % 32) return cq_cli_usage_error(cmd, "%s must be a multiple of 32 (the VAE's factor), got %ld", a, n);
         *(a[2] == 'w' ? &o->width : &o->height) = (int)n;
-    } else if (strcmp(a, "--frames") == 0) {
-        if (!cq_cli_parse_int(cmd, a, v, 1, B_MAX_FRAMES, &n)) return 2;
-        if ((n - 1) % 8) return cq_cli_usage_error(cmd, "--frames must be 8k + 1 (1, 9, 17, ... 121, ...), got %ld", n);
-        o->frames = (int)n;
-    } else if (strcmp(a, "--fps") == 0) {
-        char *end = NULL;
-        double f = v ? strtod(v, &end) : 0;
-        if (!v || end == v || *end || !(f >= 1 && f <= 240))
-            return cq_cli_usage_error(cmd, "--fps wants a number in [1, 240], got '%s'", v ? v : "");
-        o->fps = f;
     } else if (strcmp(a, "--text-rows") == 0) {
         if (!cq_cli_parse_int(cmd, a, v, 1, 4096, &n)) return 2;
         o->text = (int)n;

@@ -30,6 +30,8 @@ static const bench k_benches[] = {
      "Qwen-Image-2.1, Z-Image or Qwen-Image text to image end to end (real configuration, random weights)"},
     {"ltx25", cq_bench_ltx2,
      "the LTX-2.5 audio-video denoiser (real 22B shape, random weights): prepare and step"},
+    {"ltx25-vae", cq_bench_ltx2_vae,
+     "LTX-2.5's video VAE decode, audio VAE decode and vocoder with BWE (released configuration, random weights)"},
     {"vae", cq_bench_vae, "the Qwen-Image-2.1 VAE (real configuration, random weights): decode and encode"},
     {"tokenizer", cq_bench_tokenizer, "tokenizer encoding speed (MB/s, tokens/s)"},
     {"hash", cq_bench_hash, "hash64 GB/s, 1 thread and a pool: the cost of checking a pack's tensors on load"},

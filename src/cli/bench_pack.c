@@ -477,6 +477,13 @@ static cq_status make_payload(const cq_bench_weight *w, uint8_t *p, uint64_t nb,
     case CQ_DTYPE_F16: fill_half(p, n, sigma, rng, false); break;
     case CQ_DTYPE_BF16: fill_half(p, n, sigma, rng, true); break;
     case CQ_DTYPE_F32:
+        if (w->dense) { /* a kernel stored in f32: uniform in [-a, a), a = sqrt(3) sigma */
+            for (uint64_t i = 0; i < n; i++) {
+                float v = (float)(2.0 * sqrt(3.0) * sigma) * cq_bench_rng_unit(rng);
+                memcpy(p + 4 * i, &v, 4);
+            }
+            break;
+        }
         for (uint64_t i = 0; i < n; i++) {
             float v = w->base + 0.1f * cq_bench_rng_unit(rng);
             memcpy(p + 4 * i, &v, 4);
@@ -712,7 +719,7 @@ void cq_bench_print_op_classes(const cq_backend_stats *st, int runs, const char 
 int cq_bench_model_opt(const char *cmd, int argc, char **argv, int *i, cq_bench_model_opts *o) {
     const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
     long n;
-    if (strcmp(a, "--size") == 0) {
+    if (strcmp(a, "--size") == 0 && !o->own_size) {
         if (!cq_cli_parse_int(cmd, a, v, o->any_size ? 28 : 1, o->any_size ? 4096 : 1 << 16, &n)) return 2;
         if (!o->any_size && n != 256 && n != 512 && n != 1024 && n != 2048)
             return cq_cli_usage_error(cmd, "--size must be 256, 512, 1024 or 2048");

@@ -26,13 +26,16 @@
 /* One tensor to generate. Matrices and kernels (q8_2f, q4tp: 2-D; f16: any
  * rank) get weights of standard deviation 1/sqrt(fan_in), fan_in being the
  * product of all dimensions but the first; f32 tensors are per-channel
- * vectors whose entries scatter by +-0.05 around `base`. */
+ * vectors whose entries scatter by +-0.05 around `base`, unless `dense`: then
+ * they are kernels stored in f32 (what `cortiq convert` keeps for components
+ * outside the VAE, such as LTX-2.5's audio VAE and vocoder), filled as above. */
 typedef struct cq_bench_weight {
     char name[160];
     cq_dtype dtype;
     int ndim;
     uint64_t shape[4];
     float base;
+    bool dense;
 } cq_bench_weight;
 
 typedef struct cq_bench_pack {
@@ -202,6 +205,7 @@ void cq_bench_print_op_classes(const cq_backend_stats *st, int runs, const char 
 typedef struct cq_bench_model_opts {
     int size;            /* --size: image side in pixels, 256, 512, 1024 or 2048 */
     bool any_size;       /* set by the caller: --size takes any side of 28 .. 4096 pixels (a picture to encode) */
+    bool own_size;       /* set by the caller: --size is the benchmark's own option (its opt() parses it) */
     int threads;         /* --threads N (0: CORTIQ_THREADS or all cores) */
     const char *backend; /* --backend cpu, cuda or cuda:N */
     bool no_verify;      /* --no-verify: load without checking each tensor's hash */
@@ -222,6 +226,9 @@ typedef int (*cq_bench_arg_fn)(const char *cmd, const char *a, const char *v, in
  * exit code. */
 int cq_bench_model_args(const char *cmd, int argc, char **argv, cq_bench_model_opts *m, void (*help)(void),
                         cq_bench_arg_fn opt, void *ctx, bool *done);
+/* The clip options of the video benchmarks: --frames (8k + 1, at most max_frames) into *frames and --fps (a number in
+ * [1, 240]) into *fps; 1 with *i advanced past the value, 0 when `a` is neither, or the usage error printed and 2. */
+int cq_bench_clip_arg(const char *cmd, const char *a, const char *v, int max_frames, int *i, int *frames, double *fps);
 /* --quant's value v into *out: q8_2f or q4tp, and bf16 where with_bf16; 1 with *i advanced past it, or the
  * usage error printed and 2. */
 int cq_bench_quant_arg(const char *cmd, const char *v, bool with_bf16, int *i, cq_dtype *out);
@@ -242,6 +249,8 @@ typedef struct cq_bench_component {
     cq_dtype quant;                  /* the matrices' codec (the header's quant_type) */
     const cq_bench_pack *weights;
     const char *blob_name, *blob;    /* "dit.config_json" and its text */
+    const cq_bench_blob *more;       /* further config blobs (a pack of several components), or NULL */
+    size_t n_more;
 } cq_bench_component;
 
 /* A component benchmark's backend and mapped pack. */

@@ -176,9 +176,28 @@ int cq_bench_quant_arg(const char *cmd, const char *v, bool with_bf16, int *i, c
     return 1;
 }
 
+int cq_bench_clip_arg(const char *cmd, const char *a, const char *v, int max_frames, int *i, int *frames, double *fps) {
+    if (strcmp(a, "--frames") == 0) {
+        long n;
+        if (!cq_cli_parse_int(cmd, a, v, 1, max_frames, &n)) return 2;
+        if ((n - 1) % 8) return cq_cli_usage_error(cmd, "--frames must be 8k + 1 (1, 9, 17, ... 121, ...), got %ld", n);
+        *frames = (int)n;
+    } else if (strcmp(a, "--fps") == 0) {
+        char *end = NULL;
+        double f = v ? strtod(v, &end) : 0;
+        if (!v || end == v || *end || !(f >= 1 && f <= 240))
+            return cq_cli_usage_error(cmd, "--fps wants a number in [1, 240], got '%s'", v ? v : "");
+        *fps = f;
+    } else {
+        return 0;
+    }
+    (*i)++;
+    return 1;
+}
+
 /* ---- the run the component benchmarks share --------------------------------------------------- */
 static const char *quant_type(cq_dtype q) {
-    return q == CQ_DTYPE_Q8_2F ? "Q8_2F" : q == CQ_DTYPE_BF16 ? "BF16" : "Q4_BLOCK";
+    return q == CQ_DTYPE_Q8_2F ? "Q8_2F" : q == CQ_DTYPE_BF16 ? "BF16" : q == CQ_DTYPE_F16 ? "F16" : "Q4_BLOCK";
 }
 
 /* The pack header: the arch fields the format requires, every layer FullAttention, the codec, the tool. */
@@ -225,13 +244,17 @@ int cq_bench_model_open(cq_bench_model *bm, const char *cmd, const cq_bench_mode
     char *hdr = NULL;
     double t0 = cq_now();
     s = component_header(c, &hdr);
+    cq_bench_blob *blobs = s == CQ_OK ? cq_mallocn(1 + c->n_more, sizeof *blobs) : NULL;
+    if (s == CQ_OK && !blobs) s = CQ_ERR_NOMEM;
     if (s == CQ_OK) {
-        cq_bench_blob blob = {c->blob_name, c->blob, strlen(c->blob)};
-        cq_bench_file f = {.tag = c->tag, .header = hdr, .blobs = &blob, .n_blobs = 1, .weights = c->weights,
-                           .no_verify = m->no_verify, .threads = m->threads, .cold = m->cold};
+        blobs[0] = (cq_bench_blob){c->blob_name, c->blob, strlen(c->blob)};
+        for (size_t i = 0; i < c->n_more; i++) blobs[1 + i] = c->more[i];
+        cq_bench_file f = {.tag = c->tag, .header = hdr, .blobs = blobs, .n_blobs = 1 + c->n_more,
+                           .weights = c->weights, .no_verify = m->no_verify, .threads = m->threads, .cold = m->cold};
         uint64_t file_bytes;
         s = cq_bench_pack_map(&f, &bm->cmf, &file_bytes);
     }
+    cq_free(blobs);
     cq_free(hdr);
     if (s != CQ_OK) {
         int rc = cq_cli_fail(cmd, s, "writing the temporary model");

@@ -32,6 +32,7 @@ int cq_bench_vision(int argc, char **argv);
 int cq_bench_imagine(int argc, char **argv);
 int cq_bench_vae(int argc, char **argv);
 int cq_bench_ltx2(int argc, char **argv);
+int cq_bench_ltx2_vae(int argc, char **argv);
 int cq_bench_tokenizer(int argc, char **argv);
 int cq_bench_hash(int argc, char **argv);
 
