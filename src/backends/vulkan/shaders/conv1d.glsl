@@ -14,29 +14,7 @@ layout(push_constant) uniform P {
     uint L, Cin, Cout, k, stride, dil, groups, pl, mode, Lo, tr, xo, yo, wo, bo, has_b, wdt, dt; // dt: x's and y's dtype (0 f32, 1 f16, 2 bf16)
 } p;
 
-#ifdef CQ_CONV_Q
-// the quantized kernels: wdec.glsl's decoder (conv1dq.comp)
-layout(std430, binding = 8) readonly buffer E2 { float cq_exp2[]; }; // q4tp kernels only
-#define WDEC_FN w_dec
-#define WDEC_WORDS ww
-#define WDEC_FLOATS wf
-#define WDEC_BYTE w_byte
-#define WDEC_H16 w_h16
-#include "wdec.glsl"
-#define CONV_W(rows, K, r, c) w_dec(p.wdt, p.wo, rows, K, r, c)
-#else
-// float kernels: plain loads (conv1d.comp)
-float w_plain(uint e) { return p.wdt == 0u ? wf[e] : cq_load_word(ww[e >> 1], e, p.wdt); }
-#define CONV_W(rows, K, r, c) w_plain(p.wo + (r) * (K) + (c))
-#endif
-
-int pad_index(int i, int n) {
-    if (i >= 0 && i < n) return i;
-    if (p.mode == 1u) return i < 0 ? 0 : n - 1;
-    if (p.mode == 2u) return i < 0 ? -i : 2 * (n - 1) - i;
-    return -1;
-}
-
+#include "convw.glsl"
 
 void main() {
     uint g = cq_gid();
@@ -52,7 +30,7 @@ void main() {
             if (i < 0) continue;
             uint xb = p.xo + uint(i) * p.Cin + c0;
             for (uint ci = 0u; ci < cig; ci++)
-                acc += CONV_W(p.Cout, K, co, ci * p.k + j) * CQ_LD(x, CQ_XDT, xb + ci);
+                acc += conv_w(p.Cout, K, co, ci * p.k + j) * CQ_LD(x, CQ_XDT, xb + ci);
         }
     } else {
         // every (i, j) with i*stride + j = o + pl
@@ -63,7 +41,7 @@ void main() {
             if (i >= p.L) continue;
             uint xb = p.xo + i * p.Cin;
             for (uint ci = grp * cig; ci < (grp + 1u) * cig; ci++)
-                acc += CONV_W(p.Cin, K, ci, col * p.k + j) * CQ_LD(x, CQ_XDT, xb + ci);
+                acc += conv_w(p.Cin, K, ci, col * p.k + j) * CQ_LD(x, CQ_XDT, xb + ci);
         }
     }
     CQ_ST(y, CQ_XDT, p.yo + g, acc);

@@ -11,24 +11,12 @@ layout(std430, binding = 1) readonly buffer WF { float wf[]; };
 layout(std430, binding = 1) readonly buffer WW { uint ww[]; };
 layout(std430, binding = 2) readonly buffer B { float bias[]; };
 layout(std430, binding = 3) buffer Y { uint y[]; };
-layout(std430, binding = 8) readonly buffer E2 { float cq_exp2[]; }; // q4tp kernels only
 layout(push_constant) uniform P {
     uint H, W, Cin, Cout, kh, kw, sy, sx, pl, pt, Ho, Wo, mode, xo, yo, wo, bo, has_b, wdt, dt; // dt: x's and y's dtype (0 f32, 1 f16, 2 bf16)
 } p;
 
-#define WDEC_FN w_dec
-#define WDEC_WORDS ww
-#define WDEC_FLOATS wf
-#define WDEC_BYTE w_byte
-#define WDEC_H16 w_h16
-#include "wdec.glsl"
-
-int pad_index(int i, int n) {
-    if (i >= 0 && i < n) return i;
-    if (p.mode == 1u) return i < 0 ? 0 : n - 1;
-    if (p.mode == 2u) return i < 0 ? -i : 2 * (n - 1) - i;
-    return -1;
-}
+#define CQ_CONV_Q 1 // one shader for every codec (conv2d is not on the LTX hot path)
+#include "convw.glsl"
 
 void main() {
     uint g = cq_gid();
@@ -44,7 +32,7 @@ void main() {
             if (ix < 0) continue;
             uint xb = p.xo + (uint(iy) * p.W + uint(ix)) * p.Cin, wc = ky * p.kw + kx;
             for (uint ci = 0u; ci < p.Cin; ci++) {
-                float wv = w_dec(p.wdt, p.wo, p.Cout, K, co, wc + ci * p.kh * p.kw);
+                float wv = conv_w(p.Cout, K, co, wc + ci * p.kh * p.kw);
                 acc += wv * CQ_LD(x, CQ_XDT, xb + ci);
             }
         }

@@ -13,28 +13,7 @@ layout(push_constant) uniform P {
     uint T, H, W, Cin, Cout, kt, kh, kw, st, sy, sx, pf, pl, pt, To, Ho, Wo, mode, xo, yo, wo, bo, has_b, wdt, dt; // dt: x's and y's dtype (0 f32, 1 f16, 2 bf16)
 } p;
 
-#ifdef CQ_CONV_Q
-// the quantized kernels: wdec.glsl's decoder (conv3dq.comp)
-layout(std430, binding = 8) readonly buffer E2 { float cq_exp2[]; }; // q4tp kernels only
-#define WDEC_FN w_dec
-#define WDEC_WORDS ww
-#define WDEC_FLOATS wf
-#define WDEC_BYTE w_byte
-#define WDEC_H16 w_h16
-#include "wdec.glsl"
-#define CONV_W(r, c) w_dec(p.wdt, p.wo, p.Cout, K, r, c)
-#else
-// float kernels: plain loads (conv3d.comp), the decoder left out of the inner loop's code
-float w_plain(uint e) { return p.wdt == 0u ? wf[e] : cq_load_word(ww[e >> 1], e, p.wdt); }
-#define CONV_W(r, c) w_plain(p.wo + (r) * K + (c))
-#endif
-
-int pad_index(int i, int n) {
-    if (i >= 0 && i < n) return i;
-    if (p.mode == 1u) return i < 0 ? 0 : n - 1;
-    if (p.mode == 2u) return i < 0 ? -i : 2 * (n - 1) - i;
-    return -1;
-}
+#include "convw.glsl"
 
 void main() {
     uint g = cq_gid();
@@ -52,7 +31,7 @@ void main() {
                 if (ix < 0) continue;
                 uint xb = p.xo + ((uint(it) * p.H + uint(iy)) * p.W + uint(ix)) * p.Cin;
                 uint wc = (kd * p.kh + ky) * p.kw + kx;
-                for (uint ci = 0u; ci < p.Cin; ci++) acc += CONV_W(co, wc + ci * taps) * CQ_LD(x, CQ_XDT, xb + ci);
+                for (uint ci = 0u; ci < p.Cin; ci++) acc += conv_w(p.Cout, K, co, wc + ci * taps) * CQ_LD(x, CQ_XDT, xb + ci);
             }
         }
     }
